@@ -1,0 +1,82 @@
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace lote {
+namespace {
+Status Errno(std::string_view what, const std::string& path) {
+  return Status::Internal(std::string(what) + " " + path + ": " + std::strerror(errno));
+}
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return Status::NotFound("no such file: " + path);
+    return Errno("cannot open", path);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status SyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Errno("cannot fsync", path);
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Errno("cannot create", tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return Errno("cannot write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0 || ::fsync(fd) != 0) {
+    ::close(fd);
+    return Errno("cannot sync", tmp);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return SyncPath(dir.empty() ? "." : dir);
+}
+
+Status MakeDirs(const std::string& path, int mode) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return Status::Internal("cannot create directory " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string HomeDir() {
+  const char* home = std::getenv("HOME");
+  return home && *home ? home : "/root";
+}
+
+}  // namespace lote

@@ -1,0 +1,23 @@
+// Small file helpers with Status errors. Writes are atomic and durable:
+// write to a temporary file in the same folder, fsync, rename, fsync the folder.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace lote {
+
+Result<std::string> ReadFile(const std::string& path);
+// Atomically replaces `path` with `data`; the file has `mode` permissions.
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
+// mkdir -p
+Status MakeDirs(const std::string& path, int mode = 0755);
+bool FileExists(const std::string& path);
+// fsync a file or directory by path.
+Status SyncPath(const std::string& path);
+// "$HOME" or "/root".
+std::string HomeDir();
+
+}  // namespace lote
