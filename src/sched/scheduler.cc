@@ -71,7 +71,7 @@ struct JobWork {
   bool uniform = true;           // one node range
   Outcome outcome = Outcome::kUndecided;
   WaitReason reason = WaitReason::kCapacity;
-  std::vector<char> feasible_ce;  // per position in the queue's CE list
+  uint64_t feasible_ce = 0;      // bit k: the queue's k-th compute environment can ever hold it
   int32_t held_ce = -1;          // compute environment holding capacity for it
   int32_t held_instances = 0;
   int32_t held_launches = 0;
@@ -102,6 +102,15 @@ std::string NodesPhrase(const Job& job) {
     }
   }
   return out + ")";
+}
+
+// Whether compute environment `w` could ever hold the job (ignoring its state).
+bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes) {
+  if (nodes > w.max_instances) return false;
+  for (const NodeRange& r : job.nodes) {
+    if (!r.each.FitsIn(w.ce->instance_type.shape)) return false;
+  }
+  return true;
 }
 
 // Why compute environment `ce` can never hold `job`, or "" when it can.
@@ -258,15 +267,11 @@ class Pass {
     candidates.reserve(qw.jobs.size());
     for (int32_t j : qw.jobs) {
       JobWork& jw = jobs_[j];
-      jw.feasible_ce.assign(qw.ces.size(), 0);
-      bool any = false;
+      jw.feasible_ce = 0;
       for (size_t k = 0; k < qw.ces.size(); ++k) {
-        if (NeverFitsIn(ces_[qw.ces[k]], jw).empty()) {
-          jw.feasible_ce[k] = 1;
-          any = true;
-        }
+        if (CanEverHold(ces_[qw.ces[k]], *jw.job, jw.nodes)) jw.feasible_ce |= uint64_t{1} << k;
       }
-      if (!any) {
+      if (jw.feasible_ce == 0) {
         jw.outcome = Outcome::kNeverFits;
         d_.never_fits.push_back(NeverFits{jw.job->id, NeverFitsMessage(qw, jw)});
         continue;
@@ -381,7 +386,7 @@ class Pass {
     }
     for (size_t k = 0; k < qw.ces.size(); ++k) {
       WorkCe& w = ces_[qw.ces[k]];
-      if (!w.usable || !jw.feasible_ce[k]) continue;
+      if (!w.usable || !Feasible(jw, k)) continue;
       if (TryPlace(qw.ces[k], j)) {
         jw.outcome = Outcome::kPlaced;
         qw.used_milli += jw.total_milli;
@@ -393,7 +398,7 @@ class Pass {
       // The first job of the queue that is blocked for capacity: hold capacity for it so
       // that later jobs cannot keep taking what it needs.
       for (size_t k = 0; k < qw.ces.size(); ++k) {
-        if (ces_[qw.ces[k]].usable && jw.feasible_ce[k]) {
+        if (ces_[qw.ces[k]].usable && Feasible(jw, k)) {
           Reserve(qw.ces[k], j);
           qw.has_reservation = true;
           break;
@@ -402,6 +407,8 @@ class Pass {
     }
     return false;
   }
+
+  static bool Feasible(const JobWork& jw, size_t k) { return (jw.feasible_ce >> k) & 1; }
 
   void Wait(int32_t j, WaitReason reason) {
     jobs_[j].outcome = Outcome::kWaiting;
@@ -447,14 +454,61 @@ class Pass {
     return static_cast<int32_t>(w.instances.size()) - 1;
   }
 
+  // Puts node `node` (needing `need`) on instance i of compute environment w.
+  void PlaceNode(WorkCe& w, int32_t i, const Resources& need, int32_t node, NodePlacement* np) {
+    WorkInstance& wi = w.instances[i];
+    np->node_index = node;
+    np->resources = need;
+    if (wi.source >= 0) {
+      np->instance_id = w.ce->instances[wi.source].id;
+    } else {
+      np->launch_index = wi.launch;
+    }
+    np->devices = TakeDevices(&wi.free_devices, need.accelerators);
+    wi.available -= need;
+    wi.placed = true;
+    wi.idle_since_ms = Instance::kBusy;
+  }
+
+  Placement NewPlacement(const WorkCe& w, const Job& job, int32_t nodes) {
+    Placement p;
+    p.job_id = job.id;
+    p.queue = job.queue;
+    p.compute_environment = w.ce->name;
+    p.nodes.resize(nodes);
+    return p;
+  }
+
   bool TryPlace(int32_t c, int32_t j) {
     WorkCe& w = ces_[c];
     JobWork& jw = jobs_[j];
     if (KnownToFail(w, jw)) return false;
     while (w.scan_start < w.instances.size() && Dead(w.instances[w.scan_start])) ++w.scan_start;
-
-    // Node ranges, largest first; each node takes its own instance when it is a gang.
     const Job& job = *jw.job;
+
+    if (jw.nodes == 1) {  // first fit, else launch
+      const Resources& need = job.nodes[0].each;
+      int32_t found = -1;
+      for (size_t i = w.scan_start; i < w.instances.size(); ++i) {
+        if (CanHost(w.instances[i], need)) {
+          found = static_cast<int32_t>(i);
+          break;
+        }
+      }
+      if (found < 0) {
+        if (w.Headroom() < 1) {
+          RememberFailure(w, jw);
+          return false;
+        }
+        found = LaunchInstance(c);
+      }
+      Placement p = NewPlacement(w, job, 1);
+      PlaceNode(w, found, need, 0, &p.nodes[0]);
+      d_.placements.push_back(std::move(p));
+      return true;
+    }
+
+    // A gang: node ranges largest first, each node on its own instance.
     std::vector<int32_t> range_order(job.nodes.size());
     std::vector<int32_t> first_node(job.nodes.size());
     for (size_t r = 0, n = 0; r < job.nodes.size(); ++r) {
@@ -465,21 +519,18 @@ class Pass {
     std::stable_sort(range_order.begin(), range_order.end(), [&](int32_t a, int32_t b) {
       return LargerShape(job.nodes[a].each, job.nodes[b].each);
     });
-    // chosen[node] = instance index, or -1 for "launch one".
-    std::vector<int32_t> chosen(jw.nodes, -1);
+    std::vector<int32_t> chosen(jw.nodes, -1);  // instance per node; -1 = launch one
+    std::vector<char> taken(w.instances.size(), 0);
     int32_t missing = 0;
-    std::vector<char> taken;  // instances already used by this gang
-    if (jw.nodes > 1) taken.assign(w.instances.size(), 0);
     for (int32_t r : range_order) {
       const Resources& need = job.nodes[r].each;
       int32_t want = job.nodes[r].count;
       int32_t node = first_node[r];
       for (size_t i = w.scan_start; i < w.instances.size() && want > 0; ++i) {
-        if (jw.nodes > 1 && taken[i]) continue;
-        if (!CanHost(w.instances[i], need)) continue;
+        if (taken[i] || !CanHost(w.instances[i], need)) continue;
         chosen[node++] = static_cast<int32_t>(i);
+        taken[i] = 1;
         --want;
-        if (jw.nodes > 1) taken[i] = 1;
       }
       missing += want;
     }
@@ -488,29 +539,12 @@ class Pass {
       return false;
     }
     // Commit: all nodes or none.
-    Placement p;
-    p.job_id = job.id;
-    p.queue = job.queue;
-    p.compute_environment = w.ce->name;
-    p.nodes.resize(jw.nodes);
+    Placement p = NewPlacement(w, job, jw.nodes);
     for (size_t r = 0; r < job.nodes.size(); ++r) {
       for (int32_t k = 0; k < job.nodes[r].count; ++k) {
         int32_t node = first_node[r] + k;
-        int32_t i = chosen[node];
-        if (i < 0) i = LaunchInstance(c);
-        WorkInstance& wi = w.instances[i];
-        NodePlacement& np = p.nodes[node];
-        np.node_index = node;
-        np.resources = job.nodes[r].each;
-        if (wi.source >= 0) {
-          np.instance_id = w.ce->instances[wi.source].id;
-        } else {
-          np.launch_index = wi.launch;
-        }
-        np.devices = TakeDevices(&wi.free_devices, np.resources.accelerators);
-        wi.available -= np.resources;
-        wi.placed = true;
-        wi.idle_since_ms = Instance::kBusy;
+        int32_t i = chosen[node] >= 0 ? chosen[node] : LaunchInstance(c);
+        PlaceNode(w, i, job.nodes[r].each, node, &p.nodes[node]);
       }
     }
     d_.placements.push_back(std::move(p));
@@ -650,7 +684,7 @@ class Pass {
         out += " is " + CeStateWord(*w.ce);
         continue;
       }
-      if (!jw.feasible_ce[k]) {
+      if (!Feasible(jw, k)) {
         out += " can never hold it (" + NeverFitsIn(w, jw) + ")";
         continue;
       }

@@ -471,6 +471,29 @@ TEST(SchedulerTest, BlockedGangHoldsInstancesAgainstBackfill) {
             "(4 held for job gang)");
 }
 
+TEST(SchedulerTest, BlockedGangAlsoHoldsLaunchSlots) {
+  // maxvCpus allows 4 instances; 2 exist and are busy, so 2 more could be launched.
+  Snapshot s;
+  ComputeEnvironment ce = MakeCe("ce-a", Cpu(4, 4096), 16, 2);
+  for (Instance& i : ce.instances) {
+    i.available = Cpu(1, 1024);
+    i.idle_since_ms = Instance::kBusy;
+  }
+  s.compute_environments.push_back(ce);
+  s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
+  s.jobs.push_back(MakeJob("gang", "q", 1, Cpu(4, 4096), 4));
+  s.jobs.push_back(MakeJob("big", "q", 2, Cpu(2, 1024)));
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_TRUE(d.placements.empty());
+  EXPECT_TRUE(d.launches.empty()) << "the held launch slots are not used by the job behind";
+  EXPECT_EQ(FindWait(d, "gang")->message,
+            "waiting for 4 nodes (4 vCPU, 4096 MiB each): compute environment ce-a has 2 free of "
+            "4; ce-a holds 2 instances and 2 launch slots for this job until it fits");
+  EXPECT_EQ(FindWait(d, "big")->message,
+            "waiting for 1 node (2 vCPU, 1024 MiB): compute environment ce-a has 0 free of 4 (2 "
+            "held for job gang)");
+}
+
 TEST(SchedulerTest, StreamOfSmallJobsCannotStarveAGang) {
   Cluster cl;
   cl.s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), 16, 4));

@@ -1,6 +1,7 @@
 #include "sched/snapshot.h"
 
 #include <bit>
+#include <string_view>
 #include <unordered_set>
 
 namespace lote::sched {
@@ -42,8 +43,8 @@ Status ValidateShape(const Resources& r, const std::string& where) {
 }  // namespace
 
 Status Validate(const Snapshot& s) {
-  std::unordered_set<std::string> ce_names;
-  std::unordered_set<std::string> instance_ids;
+  std::unordered_set<std::string_view> ce_names;
+  std::unordered_set<std::string_view> instance_ids;
   for (const ComputeEnvironment& ce : s.compute_environments) {
     std::string where = "compute environment \"" + ce.name + "\"";
     if (ce.name.empty()) return Bad("a compute environment has an empty name: give it one");
@@ -77,11 +78,15 @@ Status Validate(const Snapshot& s) {
       }
     }
   }
-  std::unordered_set<std::string> queue_names;
+  std::unordered_set<std::string_view> queue_names;
   for (const JobQueue& q : s.queues) {
     std::string where = "job queue \"" + q.name + "\"";
     if (q.name.empty()) return Bad("a job queue has an empty name: give it one");
     if (!queue_names.insert(q.name).second) return Bad(where + " appears twice in the snapshot");
+    if (q.compute_environments.size() > 64) {
+      return Bad(where + " lists " + std::to_string(q.compute_environments.size()) +
+                 " compute environments; at most 64 are supported (AWS allows 3)");
+    }
     for (const std::string& ce : q.compute_environments) {
       if (ce_names.count(ce) == 0) {
         return Bad(where + " lists compute environment \"" + ce +
@@ -106,20 +111,21 @@ Status Validate(const Snapshot& s) {
       }
     }
   }
-  std::unordered_set<std::string> job_ids;
+  std::unordered_set<std::string_view> job_ids;
+  job_ids.reserve(s.jobs.size());
   for (const Job& j : s.jobs) {
-    std::string where = "job \"" + j.id + "\"";
+    auto where = [&j] { return "job \"" + j.id + "\""; };
     if (j.id.empty()) return Bad("a job has an empty id");
-    if (!job_ids.insert(j.id).second) return Bad(where + " appears twice in the snapshot");
+    if (!job_ids.insert(j.id).second) return Bad(where() + " appears twice in the snapshot");
     if (queue_names.count(j.queue) == 0) {
-      return Bad(where + " is in job queue \"" + j.queue +
+      return Bad(where() + " is in job queue \"" + j.queue +
                  "\", which is not in the snapshot: add the queue");
     }
-    if (j.nodes.empty()) return Bad(where + " has no node ranges: give it at least one node");
+    if (j.nodes.empty()) return Bad(where() + " has no node ranges: give it at least one node");
     for (const NodeRange& r : j.nodes) {
-      if (r.count < 1) return Bad(where + " has a node range with count < 1");
+      if (r.count < 1) return Bad(where() + " has a node range with count < 1");
       if (r.each.milli_vcpu <= 0 || r.each.memory_mib < 0 || r.each.accelerators < 0) {
-        return Bad(where + " asks for " + Describe(r.each) +
+        return Bad(where() + " asks for " + Describe(r.each) +
                    " per node; it needs milli_vcpu > 0 and no negative amounts");
       }
     }
