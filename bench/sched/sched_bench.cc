@@ -52,11 +52,13 @@ Snapshot Build(const Scenario& sc, int jobs, int instances) {
     int n = instances / 2 + (c == 0 ? instances % 2 : 0);
     ce.max_vcpus = static_cast<int64_t>(n) * sc.instance.milli_vcpu / 1000;
     for (int i = 0; i < n; ++i) {
-      Instance inst = lote::sched::MakeIdleInstance(ce.name + "-" + std::to_string(i),
-                                                    sc.instance, kNow - 1000);
+      Instance inst = lote::sched::MakeIdleInstance(ce.name + "-" + std::to_string(i), sc.instance,
+                                                    kNow - 1000);
       if (sc.busy_fraction > 0) {
-        inst.available.milli_vcpu -= static_cast<int64_t>(sc.instance.milli_vcpu * sc.busy_fraction);
-        inst.available.memory_mib -= static_cast<int64_t>(sc.instance.memory_mib * sc.busy_fraction);
+        inst.available.milli_vcpu -=
+            static_cast<int64_t>(sc.instance.milli_vcpu * sc.busy_fraction);
+        inst.available.memory_mib -=
+            static_cast<int64_t>(sc.instance.memory_mib * sc.busy_fraction);
         inst.idle_since_ms = Instance::kBusy;
       }
       ce.instances.push_back(std::move(inst));
@@ -115,9 +117,12 @@ int main(int argc, char** argv) {
   int instances = 1000;
   int repeat = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--jobs")) jobs = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--instances")) instances = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--jobs"))
+      jobs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--instances"))
+      instances = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeat"))
+      repeat = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s; flags: --jobs N --instances N --repeat N\n", argv[i]);
       return 2;
@@ -163,8 +168,9 @@ int main(int argc, char** argv) {
   const double kKubeSchedulerCiFloor = 270;  // pods/s, kube-scheduler's published CI floor
   const double kSlurmRated = 500;            // jobs/s, Slurm's published rating (executed)
   std::printf("lote placements/s (roomy): %.0f\n", headline);
-  std::printf("  ratio to kube-scheduler CI floor (published, 270 pods/s, not measured here): %.0fx\n",
-              headline / kKubeSchedulerCiFloor);
+  std::printf(
+      "  ratio to kube-scheduler CI floor (published, 270 pods/s, not measured here): %.0fx\n",
+      headline / kKubeSchedulerCiFloor);
   std::printf("  ratio to Slurm (published ~500 jobs/s, not measured here): %.0fx\n",
               headline / kSlurmRated);
   std::printf("  goal >= 20000 placements/s: %s\n", headline >= 20000 ? "met" : "NOT met");

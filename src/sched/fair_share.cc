@@ -45,7 +45,8 @@ double AccumulatedHistory(const ShareUsage& usage, int64_t share_decay_seconds, 
   double d = DecayFactor(share_decay_seconds, elapsed_ms);
   // Integral over [0, t] of R * 2^(-(t-s)/H) ds = R * H / ln 2 * (1 - 2^(-t/H)).
   double running_vcpus = static_cast<double>(usage.running_milli_vcpu) / 1000.0;
-  double gained = running_vcpus * static_cast<double>(share_decay_seconds) / std::log(2.0) * (1.0 - d);
+  double gained =
+      running_vcpus * static_cast<double>(share_decay_seconds) / std::log(2.0) * (1.0 - d);
   return usage.history_vcpu_seconds * d + gained;
 }
 

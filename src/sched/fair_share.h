@@ -22,8 +22,8 @@ double AccumulatedHistory(const ShareUsage& usage, int64_t share_decay_seconds, 
 
 // A share's recent usage in vCPUs: current vCPUs plus the decayed history
 // expressed as an average rate over the decay window.
-double UsageVcpus(const ShareUsage& usage, int64_t extra_milli_vcpu,
-                  int64_t share_decay_seconds, int64_t now_ms);
+double UsageVcpus(const ShareUsage& usage, int64_t extra_milli_vcpu, int64_t share_decay_seconds,
+                  int64_t now_ms);
 
 // computeReservation: the fraction (computeReservation/100)^active_shares of
 // the queue's maximum vCPUs that active shares may not use.

@@ -10,7 +10,7 @@
 namespace lote::sched {
 
 struct Resources {
-  int64_t milli_vcpu = 0;    // 1000 = one vCPU
+  int64_t milli_vcpu = 0;  // 1000 = one vCPU
   int64_t memory_mib = 0;
   int32_t accelerators = 0;  // number of accelerator devices
 
@@ -19,9 +19,7 @@ struct Resources {
     return milli_vcpu <= capacity.milli_vcpu && memory_mib <= capacity.memory_mib &&
            accelerators <= capacity.accelerators;
   }
-  bool IsZeroOrPositive() const {
-    return milli_vcpu >= 0 && memory_mib >= 0 && accelerators >= 0;
-  }
+  bool IsZeroOrPositive() const { return milli_vcpu >= 0 && memory_mib >= 0 && accelerators >= 0; }
   Resources& operator+=(const Resources& o) {
     milli_vcpu += o.milli_vcpu;
     memory_mib += o.memory_mib;

@@ -10,8 +10,8 @@ TEST(ResourcesTest, FormatVcpus) {
     int64_t milli;
     const char* want;
   };
-  for (const Case& c : {Case{96000, "96"}, Case{500, "0.5"}, Case{1250, "1.25"}, Case{1005, "1.005"},
-                        Case{0, "0"}}) {
+  for (const Case& c : {Case{96000, "96"}, Case{500, "0.5"}, Case{1250, "1.25"},
+                        Case{1005, "1.005"}, Case{0, "0"}}) {
     EXPECT_EQ(FormatVcpus(c.milli), c.want) << c.milli;
   }
 }

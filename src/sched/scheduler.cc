@@ -41,15 +41,15 @@ struct HeadroomHold {
 
 struct WorkCe {
   const ComputeEnvironment* ce = nullptr;
-  bool usable = false;           // ENABLED and VALID
-  int64_t type_milli = 1;        // vCPUs of one launched instance
-  int64_t max_milli = 0;         // maxvCpus in milli-vCPU
+  bool usable = false;     // ENABLED and VALID
+  int64_t type_milli = 1;  // vCPUs of one launched instance
+  int64_t max_milli = 0;   // maxvCpus in milli-vCPU
   int64_t min_milli = 0;
-  int64_t total_milli = 0;       // all instances, launches included
-  int64_t max_instances = 0;     // the most instances it can ever have
+  int64_t total_milli = 0;    // all instances, launches included
+  int64_t max_instances = 0;  // the most instances it can ever have
   std::vector<WorkInstance> instances;
-  size_t scan_start = 0;         // instances before it can take no job this pass
-  int32_t held_launches = 0;     // launch slots held by reservations
+  size_t scan_start = 0;      // instances before it can take no job this pass
+  int32_t held_launches = 0;  // launch slots held by reservations
   std::vector<HeadroomHold> headroom_holds;
   std::vector<FailedShape> failed;
 
@@ -65,26 +65,26 @@ enum class Outcome { kUndecided, kPlaced, kNeverFits, kWaiting };
 struct JobWork {
   const Job* job = nullptr;
   int32_t queue = 0;
-  Resources largest;             // componentwise max over its node ranges
-  int64_t total_milli = 0;       // over all nodes
+  Resources largest;        // componentwise max over its node ranges
+  int64_t total_milli = 0;  // over all nodes
   int32_t nodes = 0;
-  bool uniform = true;           // one node range
+  bool uniform = true;  // one node range
   Outcome outcome = Outcome::kUndecided;
   WaitReason reason = WaitReason::kCapacity;
-  uint64_t feasible_ce = 0;      // bit k: the queue's k-th compute environment can ever hold it
-  int32_t held_ce = -1;          // compute environment holding capacity for it
+  uint64_t feasible_ce = 0;  // bit k: the queue's k-th compute environment can ever hold it
+  int32_t held_ce = -1;      // compute environment holding capacity for it
   int32_t held_instances = 0;
   int32_t held_launches = 0;
 };
 
 struct QueueWork {
   const JobQueue* queue = nullptr;
-  std::vector<int32_t> ces;      // compute environment indices, queue order
-  std::vector<int32_t> jobs;     // indices into Snapshot::jobs
+  std::vector<int32_t> ces;   // compute environment indices, queue order
+  std::vector<int32_t> jobs;  // indices into Snapshot::jobs
   bool has_reservation = false;
   // Fair share.
-  int64_t cap_milli = 0;         // the most vCPUs its jobs may hold (computeReservation)
-  int64_t used_milli = 0;        // held now + placed this pass
+  int64_t cap_milli = 0;   // the most vCPUs its jobs may hold (computeReservation)
+  int64_t used_milli = 0;  // held now + placed this pass
   int64_t queue_max_milli = 0;
   int32_t active_shares = 0;
 };
@@ -129,8 +129,9 @@ std::string NeverFitsIn(const WorkCe& w, const JobWork& jw) {
       return "maxvCpus " + std::to_string(ce.max_vcpus) + " allows no instance of " + per;
     }
     return "maxvCpus " + std::to_string(ce.max_vcpus) + " allows only " +
-           std::to_string(w.max_instances) + " instances of " + per + ", and the job needs " +
-           std::to_string(jw.nodes) + " (one per node)";
+           std::to_string(w.max_instances) +
+           (w.max_instances == 1 ? " instance of " : " instances of ") + per +
+           ", and the job needs " + std::to_string(jw.nodes) + " (one per node)";
   }
   return "";
 }
@@ -185,14 +186,13 @@ class Pass {
       w.type_milli = ce.instance_type.shape.milli_vcpu;
       w.max_milli = ce.max_vcpus * 1000;
       w.min_milli = ce.min_vcpus * 1000;
-      w.max_instances = std::max<int64_t>(static_cast<int64_t>(ce.instances.size()),
-                                          w.max_milli / w.type_milli);
+      w.max_instances =
+          std::max<int64_t>(static_cast<int64_t>(ce.instances.size()), w.max_milli / w.type_milli);
       // Stable order: by id, so that decisions do not depend on the store's row order.
       std::vector<int32_t> order(ce.instances.size());
       for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int32_t>(k);
-      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-        return ce.instances[a].id < ce.instances[b].id;
-      });
+      std::sort(order.begin(), order.end(),
+                [&](int32_t a, int32_t b) { return ce.instances[a].id < ce.instances[b].id; });
       w.instances.reserve(order.size());
       for (int32_t k : order) {
         const Instance& inst = ce.instances[k];
@@ -350,8 +350,7 @@ class Pass {
 
     // The share with the least weighted usage goes next; ties by its head job's age.
     auto key = [&](const Share& sh) {
-      return sh.weight *
-             UsageVcpus(sh.usage, sh.placed_milli, policy.share_decay_seconds, now_ms_);
+      return sh.weight * UsageVcpus(sh.usage, sh.placed_milli, policy.share_decay_seconds, now_ms_);
     };
     using Entry = std::pair<double, int32_t>;
     auto later = [&](const Entry& a, const Entry& b) {
@@ -612,7 +611,7 @@ class Pass {
   }
 
   struct Availability {
-    int64_t free = 0;     // unheld instances that can take one node now, plus unheld launches
+    int64_t free = 0;  // unheld instances that can take one node now, plus unheld launches
     std::vector<std::pair<int32_t, int64_t>> held;  // (job, instances/launches it holds that fit)
   };
 
@@ -653,8 +652,7 @@ class Pass {
       case WaitReason::kQueueDisabled:
         return out + "job queue " + qw.queue->name + " is DISABLED";
       case WaitReason::kNoUsableEnvironment: {
-        out += "no compute environment of job queue " + qw.queue->name +
-               " is ENABLED and VALID (";
+        out += "no compute environment of job queue " + qw.queue->name + " is ENABLED and VALID (";
         for (size_t k = 0; k < qw.ces.size(); ++k) {
           if (k > 0) out += ", ";
           const ComputeEnvironment& ce = *ces_[qw.ces[k]].ce;

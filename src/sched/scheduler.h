@@ -21,9 +21,9 @@ namespace lote::sched {
 // Where one node of a placed job runs.
 struct NodePlacement {
   int32_t node_index = 0;
-  std::string instance_id;    // an existing instance, or empty when launch_index >= 0
-  int32_t launch_index = -1;  // index into Decisions::launches: a new instance
-  Resources resources;        // what the node holds on the instance
+  std::string instance_id;       // an existing instance, or empty when launch_index >= 0
+  int32_t launch_index = -1;     // index into Decisions::launches: a new instance
+  Resources resources;           // what the node holds on the instance
   std::vector<int32_t> devices;  // accelerator device indices given to the node
 };
 
@@ -55,10 +55,10 @@ struct CeTarget {
 };
 
 enum class WaitReason {
-  kQueueDisabled,          // the job queue is DISABLED
-  kNoUsableEnvironment,    // none of the queue's compute environments is ENABLED and VALID
-  kCapacity,               // not enough free capacity now (may include capacity held for others)
-  kComputeReservation,     // fair-share computeReservation holds the rest back
+  kQueueDisabled,        // the job queue is DISABLED
+  kNoUsableEnvironment,  // none of the queue's compute environments is ENABLED and VALID
+  kCapacity,             // not enough free capacity now (may include capacity held for others)
+  kComputeReservation,   // fair-share computeReservation holds the rest back
 };
 
 // A job that stays RUNNABLE, and exactly why (its statusReason).
@@ -88,8 +88,8 @@ struct Decisions {
   std::vector<Placement> placements;  // in dispatch order
   std::vector<Launch> launches;
   std::vector<Removal> removals;
-  std::vector<CeTarget> targets;      // one per compute environment, snapshot order
-  std::vector<Wait> waiting;          // every job neither placed nor failed
+  std::vector<CeTarget> targets;  // one per compute environment, snapshot order
+  std::vector<Wait> waiting;      // every job neither placed nor failed
   std::vector<NeverFits> never_fits;
   std::vector<ShareUsageUpdate> share_usage;
 };

@@ -114,7 +114,8 @@ class Cluster {
     std::vector<std::string> launched;
     for (const Launch& l : d.launches) {
       std::string id = "L" + std::to_string(next_instance_++);
-      Ce(l.compute_environment).instances.push_back(MakeIdleInstance(id, l.shape, clock.NowMillis()));
+      Ce(l.compute_environment)
+          .instances.push_back(MakeIdleInstance(id, l.shape, clock.NowMillis()));
       launched.push_back(id);
     }
     for (const Placement& p : d.placements) {
@@ -247,8 +248,9 @@ TEST(SchedulerTest, ComputeEnvironmentsTriedInQueueOrder) {
     Snapshot s;
     s.compute_environments.push_back(MakeCe("ce-a", Cpu(2, 1024), 2, 1));
     s.compute_environments.push_back(MakeCe("ce-b", Cpu(2, 1024), 2, 1));
-    s.queues.push_back(MakeQueue("q", 1, a_first ? std::vector<std::string>{"ce-a", "ce-b"}
-                                                 : std::vector<std::string>{"ce-b", "ce-a"}));
+    s.queues.push_back(MakeQueue("q", 1,
+                                 a_first ? std::vector<std::string>{"ce-a", "ce-b"}
+                                         : std::vector<std::string>{"ce-b", "ce-a"}));
     s.jobs.push_back(MakeJob("j1", "q", 1, Cpu(1, 100)));
     s.jobs.push_back(MakeJob("j2", "q", 2, Cpu(1, 100)));
     s.jobs.push_back(MakeJob("j3", "q", 3, Cpu(1, 100)));
@@ -285,9 +287,10 @@ TEST(SchedulerTest, FairShareSplitsByWeightFactor) {
     double weight_a, weight_b;
     int want_a, want_b;
   };
-  for (const Case& c : {Case{1, 1, 15, 15}, Case{0.5, 1, 20, 10}, Case{0.25, 1, 24, 6},
-                        Case{1, 0.5, 10, 20}}) {
-    Snapshot s = FairShareSnapshot(30, FairSharePolicy{0, 0, {{"a", c.weight_a}, {"b", c.weight_b}}});
+  for (const Case& c :
+       {Case{1, 1, 15, 15}, Case{0.5, 1, 20, 10}, Case{0.25, 1, 24, 6}, Case{1, 0.5, 10, 20}}) {
+    Snapshot s =
+        FairShareSnapshot(30, FairSharePolicy{0, 0, {{"a", c.weight_a}, {"b", c.weight_b}}});
     for (int i = 0; i < 40; ++i) {
       s.jobs.push_back(MakeJob("a" + std::to_string(i), "q", 2 * i, Cpu(1, 10), 1, "a"));
       s.jobs.push_back(MakeJob("b" + std::to_string(i), "q", 2 * i + 1, Cpu(1, 10), 1, "b"));
@@ -371,8 +374,8 @@ TEST(SchedulerTest, ComputeReservationHoldsCapacityForInactiveShares) {
     for (int sh = 0; sh < c.shares; ++sh) {
       for (int i = 0; i < 10; ++i) {
         std::string share = "s" + std::to_string(sh);
-        s.jobs.push_back(MakeJob(share + "-" + std::to_string(i), "q", sh * 100 + i, Cpu(1, 10),
-                                 1, share));
+        s.jobs.push_back(
+            MakeJob(share + "-" + std::to_string(i), "q", sh * 100 + i, Cpu(1, 10), 1, share));
       }
     }
     Decisions d = MustDecide(s, kT0);
@@ -393,14 +396,14 @@ TEST(SchedulerTest, ComputeReservationHoldsCapacityForInactiveShares) {
 
 TEST(SchedulerTest, GangIsPlacedWholeOrNotAtAll) {
   struct Case {
-    int idle;        // idle instances of 4 vCPU
-    int busy;        // instances with 1 vCPU left
+    int idle;  // idle instances of 4 vCPU
+    int busy;  // instances with 1 vCPU left
     int64_t max_vcpus;
     bool want_placed;
     int want_launches;
   };
-  for (const Case& c : {Case{4, 0, 16, true, 0}, Case{3, 1, 16, false, 0},
-                        Case{2, 0, 16, true, 2}, Case{2, 1, 16, false, 0}}) {
+  for (const Case& c : {Case{4, 0, 16, true, 0}, Case{3, 1, 16, false, 0}, Case{2, 0, 16, true, 2},
+                        Case{2, 1, 16, false, 0}}) {
     Snapshot s;
     ComputeEnvironment ce = MakeCe("ce-a", Cpu(4, 4096), c.max_vcpus, c.idle);
     for (int i = 0; i < c.busy; ++i) {
@@ -453,7 +456,8 @@ TEST(SchedulerTest, BlockedGangHoldsInstancesAgainstBackfill) {
   s.queues.push_back(MakeQueue("low", 0, {"ce-a"}));
   s.jobs.push_back(MakeJob("gang", "q", 1, Cpu(4, 4096), 4));
   for (int i = 0; i < 10; ++i) {
-    s.jobs.push_back(MakeJob("small" + std::to_string(i), i % 2 ? "q" : "low", 10 + i, Cpu(1, 100)));
+    s.jobs.push_back(
+        MakeJob("small" + std::to_string(i), i % 2 ? "q" : "low", 10 + i, Cpu(1, 100)));
   }
   Decisions d = MustDecide(s, kT0);
   ExpectEveryJobAccountedFor(s, d);
@@ -731,7 +735,8 @@ TEST(SchedulerTest, ScalesUpWithDemandWithinMaxvCpus) {
     Snapshot s;
     s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), 16, 0, c.min_vcpus));
     s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
-    for (int i = 0; i < c.jobs; ++i) s.jobs.push_back(MakeJob("j" + std::to_string(i), "q", i, c.each));
+    for (int i = 0; i < c.jobs; ++i)
+      s.jobs.push_back(MakeJob("j" + std::to_string(i), "q", i, c.each));
     Decisions d = MustDecide(s, kT0);
     EXPECT_EQ(d.launches.size(), c.want_launches) << c.jobs;
     EXPECT_EQ(d.placements.size(), c.want_placed) << c.jobs;
@@ -793,7 +798,8 @@ TEST(SchedulerTest, ScaleUpThenDownOverTime) {
   cl.s.config.idle_timeout_ms = 60'000;
   cl.s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), 16, 0, 4));
   cl.s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
-  for (int i = 0; i < 8; ++i) cl.Submit(MakeJob("j" + std::to_string(i), "q", 0, Cpu(4, 1024)), 30'000);
+  for (int i = 0; i < 8; ++i)
+    cl.Submit(MakeJob("j" + std::to_string(i), "q", 0, Cpu(4, 1024)), 30'000);
   Decisions d = cl.Step();
   EXPECT_EQ(d.placements.size(), 4u);
   EXPECT_EQ(d.targets[0].desired_vcpus, 16);
@@ -815,10 +821,12 @@ TEST(SchedulerTest, SameSnapshotSameDecisions) {
   Snapshot s;
   s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), 64, 5));
   s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
-  for (int i = 0; i < 30; ++i) s.jobs.push_back(MakeJob("j" + std::to_string(i), "q", i, Cpu(1 + i % 3, 100)));
+  for (int i = 0; i < 30; ++i)
+    s.jobs.push_back(MakeJob("j" + std::to_string(i), "q", i, Cpu(1 + i % 3, 100)));
   Decisions a = MustDecide(s, kT0);
   std::reverse(s.jobs.begin(), s.jobs.end());
-  std::reverse(s.compute_environments[0].instances.begin(), s.compute_environments[0].instances.end());
+  std::reverse(s.compute_environments[0].instances.begin(),
+               s.compute_environments[0].instances.end());
   Decisions b = MustDecide(s, kT0);
   ASSERT_EQ(a.placements.size(), b.placements.size());
   for (size_t i = 0; i < a.placements.size(); ++i) {

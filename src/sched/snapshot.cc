@@ -11,8 +11,8 @@ Instance MakeIdleInstance(std::string id, const Resources& shape, int64_t now_ms
   inst.id = std::move(id);
   inst.total = shape;
   inst.available = shape;
-  inst.free_devices = shape.accelerators >= 64 ? ~uint64_t{0}
-                                                : ((uint64_t{1} << shape.accelerators) - 1);
+  inst.free_devices =
+      shape.accelerators >= 64 ? ~uint64_t{0} : ((uint64_t{1} << shape.accelerators) - 1);
   inst.idle_since_ms = now_ms;
   return inst;
 }
@@ -69,7 +69,8 @@ Status Validate(const Snapshot& s) {
       }
       if (std::popcount(inst.free_devices) != inst.available.accelerators) {
         return Bad(iw + " has " + std::to_string(inst.available.accelerators) +
-                   " available accelerators but " + std::to_string(std::popcount(inst.free_devices)) +
+                   " available accelerators but " +
+                   std::to_string(std::popcount(inst.free_devices)) +
                    " bits set in free_devices: they must agree");
       }
       if (inst.total.accelerators < 64 && (inst.free_devices >> inst.total.accelerators) != 0) {

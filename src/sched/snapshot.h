@@ -24,16 +24,16 @@ enum class State { kEnabled, kDisabled };
 struct Instance {
   static constexpr int64_t kBusy = -1;
 
-  std::string id;            // unique across the whole snapshot
-  Resources total;           // its shape (normally the CE's instance type)
-  Resources available;       // total minus what running jobs hold now
+  std::string id;       // unique across the whole snapshot
+  Resources total;      // its shape (normally the CE's instance type)
+  Resources available;  // total minus what running jobs hold now
   // Bit i set = accelerator device index i is free. Its popcount must equal
   // available.accelerators (at most 64 devices per instance).
   uint64_t free_devices = 0;
   // When the last job on it ended (ms since epoch), or kBusy while any job runs.
   int64_t idle_since_ms = kBusy;
 
-  bool IsFeasible(const Resources& need) const { return need.FitsIn(total); }    // ever
+  bool IsFeasible(const Resources& need) const { return need.FitsIn(total); }       // ever
   bool IsAvailable(const Resources& need) const { return need.FitsIn(available); }  // now
 };
 
@@ -48,12 +48,12 @@ struct InstanceType {
 struct ComputeEnvironment {
   std::string name;
   State state = State::kEnabled;
-  bool valid = true;               // AWS status VALID; otherwise nothing is placed or scaled
-  InstanceType instance_type;      // the shape of every instance this CE launches
-  std::string placement_group;     // gangs never span compute environments
-  int64_t min_vcpus = 0;           // whole vCPUs, as AWS
+  bool valid = true;            // AWS status VALID; otherwise nothing is placed or scaled
+  InstanceType instance_type;   // the shape of every instance this CE launches
+  std::string placement_group;  // gangs never span compute environments
+  int64_t min_vcpus = 0;        // whole vCPUs, as AWS
   int64_t max_vcpus = 0;
-  int64_t desired_vcpus = 0;       // informational; Decide() returns the new value
+  int64_t desired_vcpus = 0;        // informational; Decide() returns the new value
   std::vector<Instance> instances;  // existing virtual instances, any order (ids break ties)
 };
 
@@ -66,8 +66,8 @@ struct ShareWeight {
 };
 
 struct FairSharePolicy {
-  int32_t compute_reservation = 0;   // 0..99
-  int64_t share_decay_seconds = 0;   // 0 = only current usage counts; max 604800
+  int32_t compute_reservation = 0;  // 0..99
+  int64_t share_decay_seconds = 0;  // 0 = only current usage counts; max 604800
   std::vector<ShareWeight> share_distribution;
 };
 
@@ -75,14 +75,14 @@ struct FairSharePolicy {
 // keeps `history_*` from the previous Decisions::share_usage (start at 0).
 struct ShareUsage {
   std::string share_identifier;
-  int64_t running_milli_vcpu = 0;     // vCPUs held by its STARTING/RUNNING jobs now
-  double history_vcpu_seconds = 0;    // decayed vCPU-seconds as of history_as_of_ms
+  int64_t running_milli_vcpu = 0;   // vCPUs held by its STARTING/RUNNING jobs now
+  double history_vcpu_seconds = 0;  // decayed vCPU-seconds as of history_as_of_ms
   int64_t history_as_of_ms = 0;
 };
 
 struct JobQueue {
   std::string name;
-  int32_t priority = 1;                           // higher is scheduled first
+  int32_t priority = 1;  // higher is scheduled first
   State state = State::kEnabled;
   std::vector<std::string> compute_environments;  // in computeEnvironmentOrder
   std::optional<FairSharePolicy> fair_share;      // absent = FIFO queue
@@ -101,11 +101,11 @@ struct NodeRange {
 struct Job {
   std::string id;
   std::string queue;
-  int64_t submit_order = 0;          // strictly increasing in submission order
+  int64_t submit_order = 0;  // strictly increasing in submission order
   int64_t submitted_at_ms = 0;
-  std::string share_identifier;      // fair-share queues
-  int32_t scheduling_priority = 0;   // fair-share queues: higher first within a share
-  std::vector<NodeRange> nodes;      // node index order: range 0 holds nodes 0..count-1, ...
+  std::string share_identifier;     // fair-share queues
+  int32_t scheduling_priority = 0;  // fair-share queues: higher first within a share
+  std::vector<NodeRange> nodes;     // node index order: range 0 holds nodes 0..count-1, ...
 
   int32_t NumNodes() const;
   bool IsGang() const { return NumNodes() > 1; }

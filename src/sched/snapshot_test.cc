@@ -54,9 +54,15 @@ TEST(SnapshotTest, RejectsMalformedInputNamingTheProblem) {
       {"min > max", [](Snapshot& s) { s.compute_environments[0].min_vcpus = 32; },
        "0 <= minvCpus <= maxvCpus"},
       {"no nodes", [](Snapshot& s) { s.jobs[0].nodes.clear(); }, "has no node ranges"},
-      {"reservation", [](Snapshot& s) { s.queues[0].fair_share = FairSharePolicy{100, 0, {}}; },
+      {"reservation",
+       [](Snapshot& s) {
+         s.queues[0].fair_share = FairSharePolicy{100, 0, {}};
+       },
        "computeReservation 100; it must be 0..99"},
-      {"weight", [](Snapshot& s) { s.queues[0].fair_share = FairSharePolicy{0, 0, {{"a", 0}}}; },
+      {"weight",
+       [](Snapshot& s) {
+         s.queues[0].fair_share = FairSharePolicy{0, 0, {{"a", 0}}};
+       },
        "weightFactor"},
       {"over total",
        [](Snapshot& s) { s.compute_environments[0].instances[0].available.milli_vcpu = 5000; },
