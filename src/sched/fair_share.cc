@@ -29,7 +29,8 @@ namespace {
 double DecayFactor(int64_t share_decay_seconds, int64_t elapsed_ms) {
   if (share_decay_seconds <= 0) return 0.0;
   if (elapsed_ms <= 0) return 1.0;
-  return std::exp2(-static_cast<double>(elapsed_ms) / (1000.0 * share_decay_seconds));
+  return std::exp2(-static_cast<double>(elapsed_ms) /
+                   (1000.0 * static_cast<double>(share_decay_seconds)));
 }
 }  // namespace
 

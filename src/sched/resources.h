@@ -14,6 +14,12 @@ struct Resources {
   int64_t memory_mib = 0;
   int32_t accelerators = 0;  // number of accelerator devices
 
+  // From AWS resourceRequirements: VCPU (may be fractional, e.g. 0.25), MEMORY in
+  // MiB, GPU count. vCPUs are rounded to the nearest milli-vCPU.
+  static Resources FromAws(double vcpus, int64_t memory_mib, int32_t gpus) {
+    return Resources{static_cast<int64_t>(vcpus * 1000.0 + 0.5), memory_mib, gpus};
+  }
+
   // True when every component of *this is <= the same component of `capacity`.
   bool FitsIn(const Resources& capacity) const {
     return milli_vcpu <= capacity.milli_vcpu && memory_mib <= capacity.memory_mib &&

@@ -25,6 +25,8 @@ TEST(ResourcesTest, DescribeAndFits) {
   EXPECT_FALSE((Resources{4001, 1, 0}).FitsIn(cap));
   EXPECT_FALSE((Resources{1, 8193, 0}).FitsIn(cap));
   EXPECT_FALSE((Resources{1, 1, 3}).FitsIn(cap));
+  EXPECT_EQ(Resources::FromAws(0.25, 512, 0), (Resources{250, 512, 0}));
+  EXPECT_EQ(Resources::FromAws(96, 500000, 16), (Resources{96000, 500000, 16}));
   EXPECT_EQ(WholeVcpus(1), 1);
   EXPECT_EQ(WholeVcpus(4000), 4);
   EXPECT_EQ(WholeVcpus(4001), 5);

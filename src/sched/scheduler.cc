@@ -587,7 +587,8 @@ class Pass {
       return a < b;
     };
     size_t take = std::min<size_t>(std::max(want, 0), pool.size());
-    std::partial_sort(pool.begin(), pool.begin() + take, pool.end(), closer);
+    std::partial_sort(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(take), pool.end(),
+                      closer);
     for (size_t k = 0; k < take; ++k) w.instances[pool[k]].reserved_by = j;
     jw.held_ce = c;
     jw.held_instances = static_cast<int32_t>(take);

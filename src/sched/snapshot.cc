@@ -94,6 +94,16 @@ Status Validate(const Snapshot& s) {
                    "\", which is not in the snapshot: add it or remove it from the queue");
       }
     }
+    std::unordered_set<std::string_view> shares;
+    for (const ShareUsage& u : q.share_usage) {
+      if (!shares.insert(u.share_identifier).second) {
+        return Bad(where + " has two usage entries for share \"" + u.share_identifier +
+                   "\": give one entry per share identifier");
+      }
+      if (u.running_milli_vcpu < 0 || u.history_vcpu_seconds < 0) {
+        return Bad(where + " has negative usage for share \"" + u.share_identifier + "\"");
+      }
+    }
     if (q.fair_share) {
       const FairSharePolicy& p = *q.fair_share;
       if (p.compute_reservation < 0 || p.compute_reservation > 99) {

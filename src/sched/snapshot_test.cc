@@ -64,6 +64,11 @@ TEST(SnapshotTest, RejectsMalformedInputNamingTheProblem) {
          s.queues[0].fair_share = FairSharePolicy{0, 0, {{"a", 0}}};
        },
        "weightFactor"},
+      {"duplicate share usage",
+       [](Snapshot& s) {
+         s.queues[0].share_usage = {ShareUsage{"a", 0, 0, 0}, ShareUsage{"a", 1000, 0, 0}};
+       },
+       "two usage entries for share \"a\""},
       {"over total",
        [](Snapshot& s) { s.compute_environments[0].instances[0].available.milli_vcpu = 5000; },
        "outside 0..total"},
