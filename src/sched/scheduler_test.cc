@@ -105,11 +105,16 @@ class Cluster {
     j.submit_order = next_order_++;
     j.submitted_at_ms = clock.NowMillis();
     duration_ms[j.id] = duration;
+    share_of_[j.id] = j.share_identifier;
     s.jobs.push_back(std::move(j));
   }
 
   Decisions Step() {
+    RefreshShareUsage();
     Decisions d = MustDecide(s, clock.NowMillis());
+    for (const ShareUsageUpdate& u : d.share_usage) {
+      history_[{u.queue, u.share_identifier}] = {u.history_vcpu_seconds, u.history_as_of_ms};
+    }
     ExpectEveryJobAccountedFor(s, d);
     std::vector<std::string> launched;
     for (const Launch& l : d.launches) {
@@ -123,6 +128,8 @@ class Cluster {
       started_at[p.job_id] = clock.NowMillis();
       Running r;
       r.job = p.job_id;
+      r.queue = p.queue;
+      r.share = share_of_[p.job_id];
       r.end_ms = clock.NowMillis() + duration_ms[p.job_id];
       std::set<std::string> distinct;
       for (const NodePlacement& n : p.nodes) {
@@ -158,6 +165,12 @@ class Cluster {
     return d;
   }
 
+  std::map<std::string, int> StartedByShare() const {
+    std::map<std::string, int> out;
+    for (const auto& [id, t] : started_at) ++out[share_of_.at(id)];
+    return out;
+  }
+
   void Advance(int64_t ms) {
     clock.AdvanceMillis(ms);
     int64_t now = clock.NowMillis();
@@ -186,6 +199,8 @@ class Cluster {
   };
   struct Running {
     std::string job;
+    std::string queue;
+    std::string share;
     int64_t end_ms = 0;
     std::vector<RunningNode> nodes;
   };
@@ -205,6 +220,33 @@ class Cluster {
     return Ce(ce).instances.front();
   }
 
+  // What a control plane does for fair-share queues: running vCPUs per share from its
+  // running jobs, history from the previous Decisions::share_usage.
+  void RefreshShareUsage() {
+    for (JobQueue& q : s.queues) {
+      if (!q.fair_share) continue;
+      std::map<std::string, ShareUsage> by_share;
+      for (const auto& [key, h] : history_) {
+        if (key.first != q.name) continue;
+        ShareUsage& u = by_share[key.second];
+        u.share_identifier = key.second;
+        u.history_vcpu_seconds = h.first;
+        u.history_as_of_ms = h.second;
+      }
+      for (const Running& r : running_) {
+        if (r.queue != q.name) continue;
+        ShareUsage& u = by_share[r.share];
+        if (u.share_identifier.empty()) u.history_as_of_ms = clock.NowMillis();
+        u.share_identifier = r.share;
+        for (const RunningNode& n : r.nodes) u.running_milli_vcpu += n.resources.milli_vcpu;
+      }
+      q.share_usage.clear();
+      for (auto& [id, u] : by_share) q.share_usage.push_back(u);
+    }
+  }
+
+  std::map<std::string, std::string> share_of_;
+  std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> history_;
   int64_t next_order_ = 1;
   int next_instance_ = 0;
   std::vector<Running> running_;
@@ -360,6 +402,41 @@ TEST(SchedulerTest, FairShareHistoryDecays) {
     EXPECT_EQ(d.share_usage[0].history_as_of_ms, c.now);
     EXPECT_NEAR(d.share_usage[0].history_vcpu_seconds,
                 3600.0 * std::exp2(-static_cast<double>(c.now - kT0) / 600000.0), 1e-6);
+  }
+}
+
+TEST(SchedulerTest, FairShareConvergesToWeightsOverManyPasses) {
+  // Two shares keep the queue full; b (weight 0.5) should get twice a's (weight 1.0) vCPU time.
+  struct Case {
+    int64_t decay_s;
+  };
+  for (const Case& c : {Case{0}, Case{60}, Case{3600}}) {
+    Cluster cl;
+    cl.s.compute_environments.push_back(MakeCe("ce-a", Cpu(1, 1024), 6, 6));
+    JobQueue q = MakeQueue("q", 1, {"ce-a"});
+    q.fair_share = FairSharePolicy{0, c.decay_s, {{"a", 1.0}, {"b", 0.5}}};
+    cl.s.queues.push_back(q);
+    int n = 0;
+    for (int step = 0; step < 200; ++step) {
+      for (const char* share : {"a", "b"}) {
+        int queued = 0;
+        for (const Job& j : cl.s.jobs) queued += j.share_identifier == share;
+        for (; queued < 10; ++queued) {
+          cl.Submit(MakeJob("j" + std::to_string(n++), "q", 0, Cpu(1, 10), 1, share), 10'000);
+        }
+      }
+      Decisions d = cl.Step();
+      for (const Placement& p : d.placements) {
+        for (const Job& j : cl.s.jobs) EXPECT_NE(j.id, p.job_id);
+      }
+      cl.Advance(5'000);
+    }
+    std::map<std::string, int> by_share = cl.StartedByShare();
+    int a = by_share["a"];
+    int b = by_share["b"];
+    ASSERT_GT(a, 0) << c.decay_s;
+    double ratio = static_cast<double>(b) / a;
+    EXPECT_NEAR(ratio, 2.0, 0.25) << "decay " << c.decay_s << ": a " << a << ", b " << b;
   }
 }
 
