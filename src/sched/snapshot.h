@@ -1,0 +1,129 @@
+// Snapshot: the const view of the cluster that the scheduling policy reads.
+//
+// The control plane builds one Snapshot per scheduling pass from its store
+// (compute environments with their virtual instances, job queues, RUNNABLE
+// jobs) and hands it to Decide() (scheduler.h). The policy never mutates it.
+// Plain aggregates; thread-compatible. Validate() reports every malformed
+// field as InvalidArgument naming the object and the fix.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/resources.h"
+
+namespace lote::sched {
+
+// AWS Batch `state` of a compute environment or job queue.
+enum class State { kEnabled, kDisabled };
+
+// A virtual instance of a compute environment.
+struct Instance {
+  static constexpr int64_t kBusy = -1;
+
+  std::string id;       // unique across the whole snapshot
+  Resources total;      // its shape (normally the CE's instance type)
+  Resources available;  // total minus what running jobs hold now
+  // Bit i set = accelerator device index i is free. Its popcount must equal
+  // available.accelerators (at most 64 devices per instance).
+  uint64_t free_devices = 0;
+  // When the last job on it ended (ms since epoch), or kBusy while any job runs.
+  int64_t idle_since_ms = kBusy;
+
+  bool IsFeasible(const Resources& need) const { return need.FitsIn(total); }       // ever
+  bool IsAvailable(const Resources& need) const { return need.FitsIn(available); }  // now
+};
+
+// An idle instance of `shape` with every device free, idle since `now_ms`.
+Instance MakeIdleInstance(std::string id, const Resources& shape, int64_t now_ms);
+
+struct InstanceType {
+  std::string name;  // e.g. "trn1.32xlarge"; used in messages only
+  Resources shape;
+};
+
+struct ComputeEnvironment {
+  std::string name;
+  State state = State::kEnabled;
+  bool valid = true;            // AWS status VALID; otherwise nothing is placed or scaled
+  InstanceType instance_type;   // the shape of every instance this CE launches
+  std::string placement_group;  // gangs never span compute environments
+  int64_t min_vcpus = 0;        // whole vCPUs, as AWS
+  int64_t max_vcpus = 0;
+  int64_t desired_vcpus = 0;        // informational; Decide() returns the new value
+  std::vector<Instance> instances;  // existing virtual instances, any order (ids break ties)
+};
+
+// One entry of a fair-share policy's shareDistribution. An identifier ending
+// in '*' is a prefix: it gives its weight to every identifier that starts
+// with the prefix ("*" alone matches all); each such identifier is its own share.
+struct ShareWeight {
+  std::string share_identifier;
+  double weight_factor = 1.0;  // lower = larger share; 0.125 gets 8x the share of 1.0
+};
+
+struct FairSharePolicy {
+  int32_t compute_reservation = 0;  // 0..99
+  int64_t share_decay_seconds = 0;  // 0 = only current usage counts; max 604800
+  std::vector<ShareWeight> share_distribution;
+};
+
+// What one share identifier of a fair-share queue has used. The control plane
+// keeps `history_*` from the previous Decisions::share_usage (start at 0).
+struct ShareUsage {
+  std::string share_identifier;
+  int64_t running_milli_vcpu = 0;   // vCPUs held by its STARTING/RUNNING jobs now
+  double history_vcpu_seconds = 0;  // decayed vCPU-seconds as of history_as_of_ms
+  int64_t history_as_of_ms = 0;
+};
+
+struct JobQueue {
+  std::string name;
+  int32_t priority = 1;  // higher is scheduled first
+  State state = State::kEnabled;
+  std::vector<std::string> compute_environments;  // in computeEnvironmentOrder
+  std::optional<FairSharePolicy> fair_share;      // absent = FIFO queue
+  std::vector<ShareUsage> share_usage;            // fair-share queues only
+};
+
+// A run of consecutive nodes with the same requirements (AWS node ranges).
+struct NodeRange {
+  int32_t count = 1;
+  Resources each;
+};
+
+// A RUNNABLE job (or array child: one per child). More than one node in
+// total makes it a gang: all nodes start together, each on its own instance,
+// all in one compute environment (hence one placement group), or none starts.
+struct Job {
+  std::string id;
+  std::string queue;
+  int64_t submit_order = 0;  // strictly increasing in submission order
+  int64_t submitted_at_ms = 0;
+  std::string share_identifier;     // fair-share queues
+  int32_t scheduling_priority = 0;  // fair-share queues: higher first within a share
+  std::vector<NodeRange> nodes;     // node index order: range 0 holds nodes 0..count-1, ...
+
+  int32_t NumNodes() const;
+  bool IsGang() const { return NumNodes() > 1; }
+};
+
+// Policy knobs; part of the snapshot so that the policy reads no globals.
+struct SchedulerConfig {
+  int64_t idle_timeout_ms = 5 * 60 * 1000;  // an idle instance is removed after this long
+};
+
+struct Snapshot {
+  std::vector<ComputeEnvironment> compute_environments;
+  std::vector<JobQueue> queues;
+  std::vector<Job> jobs;  // RUNNABLE jobs only, any order
+  SchedulerConfig config;
+};
+
+// OK, or InvalidArgument naming the first malformed object and how to fix it.
+Status Validate(const Snapshot& snapshot);
+
+}  // namespace lote::sched
