@@ -281,9 +281,9 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   shim.output_path = spec.output_path.empty() ? paths.default_output() : spec.output_path;
   shim.working_dir = spec.working_dir.empty() ? paths.default_work() : spec.working_dir;
 
-  std::lock_guard<std::mutex> lock(mu_);
-  if (nodes_.count(spec.node) != 0) {
-    return Status::AlreadyExists(who + " is already running");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nodes_.count(spec.node) != 0) return Status::AlreadyExists(who + " is already running");
   }
   // The node folder is created exactly once, ever: a second Launch of the same
   // node (also after a restart) fails here, so a node never runs twice.
@@ -357,6 +357,7 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
 
   Node node;
   node.key = spec.node;
+  std::lock_guard<std::mutex> lock(mu_);
   node.paths = paths;
   node.shim.pid = pid;
   node.shim.boot_id = BootId();
@@ -419,6 +420,10 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
     // The command outlived its supervisor: it must not run unwatched.
     ::kill(-cmd->id.pid, SIGKILL);
     ::kill(cmd->id.pid, SIGKILL);
+    // SIGKILL takes effect asynchronously: report the loss once it is gone.
+    for (int i = 0; i < 400 && IdentityAlive(cmd->id); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     reason += "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
   }
   StatusRecord st;

@@ -1,12 +1,20 @@
 #include "exec/node_files.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "common/files.h"
 
 namespace lote::exec {
 namespace {
+
+std::atomic<uint64_t> g_tmp_counter{0};
 
 bool SafeComponent(const std::string& s) {
   if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
@@ -223,7 +231,33 @@ Result<TerminateRequest> ReadTerminateRequest(const std::string& path) {
 }
 
 Status WriteJsonRecord(const std::string& path, const Json& j) {
-  return WriteFileAtomic(path, j.dump(2) + "\n", 0644);
+  // Atomic (write a temporary file, rename) but not fsynced: these records
+  // describe processes, which a power loss ends anyway; the control plane
+  // stores what it acknowledges in its own durable store.
+  std::string data = j.dump(2) + "\n";
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(++g_tmp_counter);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = Status::Internal("cannot write " + tmp + ": " + std::strerror(errno));
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = Status::Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return Status::Ok();
 }
 
 NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {

@@ -1,7 +1,7 @@
 // On-disk records of one node run by the local backend, shared by the backend
 // (in the server) and the supervisor shim (a separate process). Every record is
-// a JSON file replaced atomically (common/files.h WriteFileAtomic), so a reader
-// sees either nothing or a whole record, also after a crash.
+// a JSON file replaced atomically (WriteJsonRecord), so a reader sees either
+// nothing or a whole record, also after either process is killed.
 //
 // $LOTE_HOME/jobs/<job id>/<attempt>/<node index>/
 //   spec.json       ShimSpec: what to run, written by Launch before the shim starts
@@ -112,7 +112,8 @@ Result<ShimSpec> ReadShimSpec(const std::string& path);
 Result<ProcessRecord> ReadProcessRecord(const std::string& path);
 Result<StatusRecord> ReadStatusRecord(const std::string& path);
 Result<TerminateRequest> ReadTerminateRequest(const std::string& path);
-// Atomic durable write of a JSON record.
+// Atomic replacement of a JSON record (temporary file + rename; not fsynced:
+// a power loss ends the processes these records describe anyway).
 Status WriteJsonRecord(const std::string& path, const Json& j);
 
 NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s);
