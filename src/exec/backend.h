@@ -145,6 +145,11 @@ struct NodeEvent {
   int64_t stopped_at_ms = 0;
 };
 
+// The exit code AWS would report for the node's container: the exit status,
+// 128 + signal when killed by a signal (as Docker does), -1 when lost or never
+// started.
+int32_t ContainerExitCode(const NodeEvent& event);
+
 // What Recover found.
 struct RecoverReport {
   std::vector<NodeKey> adopted;   // still running, now watched by this instance

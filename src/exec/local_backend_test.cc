@@ -606,3 +606,47 @@ TEST_F(LocalBackendTest, WakeInterruptsWait) {
 
 }  // namespace
 }  // namespace lote::exec
+
+namespace lote::exec {
+namespace {
+
+// The cgroup plumbing against a stand-in parent folder (this host may have no
+// delegated cgroup v2): detection, the limit files and the command joining its
+// group, all through the real backend and supervisor.
+TEST_F(LocalBackendTest, CgroupLimitsAreWrittenForTheNode) {
+  std::string parent = home_ + "/cgroup-parent";
+  ASSERT_TRUE(MakeDirs(parent).ok());
+  std::ofstream(parent + "/cgroup.controllers") << "cpuset cpu io memory pids\n";
+  std::ofstream(parent + "/cgroup.subtree_control") << "cpu memory\n";
+  LocalBackendOptions o;
+  o.home = home_;
+  o.shim_command = {LOTE_EXEC_SHIM_PATH};
+  o.cgroup_parent = parent;
+  auto b = LocalBackend::Create(o);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->cgroup_support().available) << (*b)->cgroup_support().reason;
+  // cgroupfs makes cgroup.procs in a new group; a plain folder needs it made.
+  std::string group = parent + "/lote-cg_3-2-1";
+  ASSERT_TRUE(MakeDirs(group).ok());
+  std::ofstream(group + "/cgroup.procs") << "";
+  NodeLaunchSpec s = Spec("cg:3", {"true"}, 1, 2);
+  s.vcpu_milli = 1500;
+  s.memory_mib = 256;
+  auto r = (*b)->Launch(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->warnings.empty());
+  NodeEvent e = WaitFor(b->get(), s.node);
+  EXPECT_EQ(e.exit_code, 0) << ReadAll(r->output_path);
+  EXPECT_EQ(ReadAll(group + "/memory.max"), "268435456");
+  EXPECT_EQ(ReadAll(group + "/cpu.max"), "150000 100000");
+  EXPECT_EQ(ReadAll(group + "/cgroup.procs"), "0");  // the command moved itself in
+
+  std::ofstream(parent + "/cgroup.controllers") << "cpu io\n";  // memory not delegated
+  auto no_memory = LocalBackend::Create(o);
+  ASSERT_TRUE(no_memory.ok());
+  EXPECT_FALSE((*no_memory)->cgroup_support().available);
+  EXPECT_NE((*no_memory)->cgroup_support().reason.find("memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lote::exec

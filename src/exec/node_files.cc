@@ -83,20 +83,6 @@ Result<T> ReadRecord(const std::string& path, F&& decode) {
 
 }  // namespace
 
-std::string NodeKey::ToString() const {
-  return attempt.job_id + "/" + std::to_string(attempt.attempt) + "/" + std::to_string(node_index);
-}
-
-std::string_view NodeOutcomeName(NodeOutcome outcome) {
-  switch (outcome) {
-    case NodeOutcome::kExited: return "exited";
-    case NodeOutcome::kSignaled: return "signaled";
-    case NodeOutcome::kLost: return "lost";
-    case NodeOutcome::kStartFailed: return "start_failed";
-  }
-  return "lost";
-}
-
 Result<NodePaths> NodePathsFor(const std::string& home, const NodeKey& node) {
   if (!SafeComponent(node.attempt.job_id)) {
     return Status::InvalidArgument(
