@@ -73,6 +73,16 @@ Result<ResolvedUser> ResolveUser(const std::string& user) {
   return r;
 }
 
+// 1500 -> "1.5", 2000 -> "2", 250 -> "0.25".
+std::string FormatVcpu(int64_t milli) {
+  std::string out = std::to_string(milli / 1000);
+  int64_t frac = milli % 1000;
+  if (frac == 0) return out;
+  std::string f = std::to_string(1000 + frac).substr(1);
+  while (!f.empty() && f.back() == '0') f.pop_back();
+  return out + "." + f;
+}
+
 std::string DescribeLimit(int64_t v) { return v < 0 ? "unlimited" : std::to_string(v); }
 
 // Opens the node lock and tries to take it. Returns the fd (lock held) or -1
@@ -255,7 +265,7 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   // Memory / vCPU limits.
   if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
     std::string what;
-    if (spec.vcpu_milli > 0) what += std::to_string(spec.vcpu_milli / 1000.0).substr(0, 6) + " vCPU";
+    if (spec.vcpu_milli > 0) what += FormatVcpu(spec.vcpu_milli) + " vCPU";
     if (spec.memory_mib > 0) what += (what.empty() ? "" : ", ") + std::to_string(spec.memory_mib) + " MiB";
     if (cgroups_.available) {
       shim.cgroup_dir = cgroups_.parent + "/" +

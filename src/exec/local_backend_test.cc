@@ -526,7 +526,7 @@ TEST_F(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
 
 TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
   NodeLaunchSpec s = Spec("limits", {"sh", "-c", "cat /proc/self/cgroup"});
-  s.vcpu_milli = 1000;
+  s.vcpu_milli = 1500;
   s.memory_mib = 256;
   auto r = backend_->Launch(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -537,7 +537,9 @@ TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
     EXPECT_NE(out.find("lote-limits-1-0"), std::string::npos) << out;
   } else {
     ASSERT_EQ(r->warnings.size(), 1u);
-    EXPECT_NE(r->warnings[0].find("NOT enforced"), std::string::npos);
+    EXPECT_NE(r->warnings[0].find("limits of this node (1.5 vCPU, 256 MiB) are NOT enforced"),
+              std::string::npos)
+        << r->warnings[0];
     EXPECT_NE(r->warnings[0].find(backend_->cgroup_support().reason), std::string::npos);
     size_t first = out.find("NOT enforced");
     ASSERT_NE(first, std::string::npos) << out;
