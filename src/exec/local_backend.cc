@@ -325,7 +325,7 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   if (!out_parent.empty()) {
     if (Status s = MakeDirs(out_parent); !s.ok()) return fail_start(s.message());
   }
-  if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim)); !s.ok()) {
+  if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
     return fail_start("cannot write spec.json: " + s.message());
   }
 

@@ -216,14 +216,14 @@ Result<TerminateRequest> ReadTerminateRequest(const std::string& path) {
                                       [](const Json& j) { return TerminateRequestFromJson(j); });
 }
 
-Status WriteJsonRecord(const std::string& path, const Json& j) {
+Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
   // Atomic (write a temporary file, rename) but not fsynced: these records
   // describe processes, which a power loss ends anyway; the control plane
   // stores what it acknowledges in its own durable store.
   std::string data = j.dump(2) + "\n";
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(++g_tmp_counter);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < data.size()) {

@@ -4,7 +4,8 @@
 // nothing or a whole record, also after either process is killed.
 //
 // $LOTE_HOME/jobs/<job id>/<attempt>/<node index>/
-//   spec.json       ShimSpec: what to run, written by Launch before the shim starts
+//   spec.json       ShimSpec: what to run (mode 0600: it holds the environment),
+//                   written by Launch before the shim starts
 //   node.lock       flock(2)-held by the one live supervisor of the node
 //   shim.json       ProcessRecord of the supervisor (written before it takes the lock)
 //   command.json    ProcessRecord of the command (its process group leader), written
@@ -114,7 +115,7 @@ Result<StatusRecord> ReadStatusRecord(const std::string& path);
 Result<TerminateRequest> ReadTerminateRequest(const std::string& path);
 // Atomic replacement of a JSON record (temporary file + rename; not fsynced:
 // a power loss ends the processes these records describe anyway).
-Status WriteJsonRecord(const std::string& path, const Json& j);
+Status WriteJsonRecord(const std::string& path, const Json& j, int mode = 0644);
 
 NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s);
 
