@@ -343,13 +343,17 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_init(&attr);
   posix_spawn_file_actions_init(&fa);
-  sigset_t empty_mask, defaults;
-  sigemptyset(&empty_mask);
+  // The supervisor starts with its signals blocked, so a Terminate that
+  // arrives before it has set up its signalfd stays pending instead of
+  // killing it.
+  sigset_t shim_mask, defaults;
+  sigemptyset(&shim_mask);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&shim_mask, s);
   sigemptyset(&defaults);
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) {
     sigaddset(&defaults, s);
   }
-  posix_spawnattr_setsigmask(&attr, &empty_mask);
+  posix_spawnattr_setsigmask(&attr, &shim_mask);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF);

@@ -314,6 +314,15 @@ TEST_F(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
   EXPECT_NE(ReadAll(r->node_dir + "/shim.log").find("grace period over"), std::string::npos);
 }
 
+TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
+  NodeLaunchSpec s = Spec("early", {"sleep", "300"});
+  ASSERT_TRUE(backend_->Launch(s).ok());
+  ASSERT_TRUE(backend_->Terminate(s.node.attempt, 0).ok());
+  NodeEvent e = WaitFor(backend_.get(), s.node);
+  EXPECT_TRUE(e.terminated) << e.reason;
+  EXPECT_NE(e.outcome, NodeOutcome::kLost) << e.reason;
+}
+
 TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
   auto r = backend_->Launch(Spec("dflt", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
