@@ -63,6 +63,13 @@ struct NodeKey {
   std::string ToString() const;
 };
 
+// The NodeKey of an AWS job id: "<id>#<node>" (a node of a multi-node job) ->
+// {id, attempt, node}; "<id>:<index>" (array child) and "<id>" -> node 0.
+// InvalidArgument for an empty id or a bad node number.
+Result<NodeKey> NodeKeyFromJobId(const std::string& job_id, int32_t attempt);
+// The AWS job id of a node: "<id>#<node>" for multi-node jobs, else the id.
+std::string JobIdOfNode(const NodeKey& key, bool multi_node);
+
 // A resource limit as AWS's `ulimits` entries: name is one of core, cpu, data,
 // fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime,
 // sigpending, stack; values in setrlimit units (bytes for memlock/stack/...,
@@ -152,7 +159,7 @@ int32_t ContainerExitCode(const NodeEvent& event);
 
 // What Recover found.
 struct RecoverReport {
-  std::vector<NodeKey> adopted;   // still running, now watched by this instance
+  std::vector<NodeKey> adopted;  // still running, now watched by this instance
   // Nodes that ended while no server watched them, and nodes lost: their
   // NodeEvents are returned by the next Wait.
   std::vector<NodeKey> finished;

@@ -38,10 +38,10 @@ Result<std::map<std::string, std::string>> BuildBatchEnvironment(const BatchJobC
     const MultiNodeContext& mn = *ctx.multi_node;
     if (mn.num_nodes < 1 || mn.node_index < 0 || mn.node_index >= mn.num_nodes ||
         mn.main_node_index < 0 || mn.main_node_index >= mn.num_nodes) {
-      return Status::InvalidArgument(
-          "job environment: node index " + std::to_string(mn.node_index) + " or main node " +
-          std::to_string(mn.main_node_index) + " is outside 0.." +
-          std::to_string(mn.num_nodes - 1));
+      return Status::InvalidArgument("job environment: node index " +
+                                     std::to_string(mn.node_index) + " or main node " +
+                                     std::to_string(mn.main_node_index) + " is outside 0.." +
+                                     std::to_string(mn.num_nodes - 1));
     }
     id += "#" + std::to_string(mn.node_index);
     env["AWS_BATCH_JOB_NODE_INDEX"] = std::to_string(mn.node_index);

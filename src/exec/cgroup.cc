@@ -27,7 +27,9 @@ Status WriteSmallFile(const std::string& path, const std::string& value) {
   if (!out) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
   out << value;
   out.flush();
-  if (!out) return Status::Internal("cannot write '" + value + "' to " + path + ": " + std::strerror(errno));
+  if (!out)
+    return Status::Internal("cannot write '" + value + "' to " + path + ": " +
+                            std::strerror(errno));
   return Status::Ok();
 }
 
@@ -72,8 +74,8 @@ CgroupSupport DetectCgroupV2(const std::string& configured_parent) {
   if (!subtree.ok() || !HasWord(*subtree, "memory") || !HasWord(*subtree, "cpu")) {
     Status st = WriteSmallFile(parent + "/cgroup.subtree_control", "+memory +cpu");
     if (!st.ok()) {
-      s.reason = "cannot enable the memory and cpu controllers for children of " + parent +
-                 " (" + st.message() +
+      s.reason = "cannot enable the memory and cpu controllers for children of " + parent + " (" +
+                 st.message() +
                  "); run lote in its own delegated cgroup or pass a cgroup parent that has them";
       return s;
     }

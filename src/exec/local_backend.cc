@@ -49,8 +49,8 @@ Result<ResolvedUser> ResolveUser(const std::string& user) {
   struct passwd* found = nullptr;
   std::vector<char> buf(16384);
   bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), ::isdigit);
-  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::strtoul(user.c_str(), nullptr, 10)),
-                                  &pw, buf.data(), buf.size(), &found)
+  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::strtoul(user.c_str(), nullptr, 10)), &pw,
+                                  buf.data(), buf.size(), &found)
                    : ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
   if (rc != 0 || found == nullptr) {
     if (numeric) {
@@ -118,8 +118,8 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     options.shim_command = {self, "exec-shim"};
   }
   if (::access(options.shim_command[0].c_str(), X_OK) != 0) {
-    return Status::InvalidArgument("local executor: supervisor program " +
-                                   options.shim_command[0] + " is not executable: " + ErrnoText());
+    return Status::InvalidArgument("local executor: supervisor program " + options.shim_command[0] +
+                                   " is not executable: " + ErrnoText());
   }
   if (options.clock == nullptr) options.clock = SystemClock::Default();
   RETURN_IF_ERROR(MakeDirs(options.home + "/jobs"));
@@ -149,7 +149,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, spec.node));
   const std::string who = "node " + spec.node.ToString();
   if (spec.command.empty() || spec.command[0].empty()) {
-    return Status::InvalidArgument(who + ": the command is empty; set the job definition's command");
+    return Status::InvalidArgument(who +
+                                   ": the command is empty; set the job definition's command");
   }
   for (const auto& [k, v] : spec.environment) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
@@ -198,9 +199,10 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   for (const auto& u : spec.ulimits) {
     int resource = RlimitResourceByName(u.name);
     if (resource < 0) {
-      return Status::InvalidArgument(who + ": ulimits: unknown name '" + u.name +
-                                     "' (use core, cpu, data, fsize, locks, memlock, msgqueue, "
-                                     "nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack)");
+      return Status::InvalidArgument(
+          who + ": ulimits: unknown name '" + u.name +
+          "' (use core, cpu, data, fsize, locks, memlock, msgqueue, "
+          "nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack)");
     }
     if (!seen.insert(u.name).second) {
       return Status::InvalidArgument(who + ": ulimits: '" + u.name + "' is given twice");
@@ -266,11 +268,12 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
     std::string what;
     if (spec.vcpu_milli > 0) what += FormatVcpu(spec.vcpu_milli) + " vCPU";
-    if (spec.memory_mib > 0) what += (what.empty() ? "" : ", ") + std::to_string(spec.memory_mib) + " MiB";
+    if (spec.memory_mib > 0)
+      what += (what.empty() ? "" : ", ") + std::to_string(spec.memory_mib) + " MiB";
     if (cgroups_.available) {
-      shim.cgroup_dir = cgroups_.parent + "/" +
-                        NodeCgroupName(spec.node.attempt.job_id, spec.node.attempt.attempt,
-                                       spec.node.node_index);
+      shim.cgroup_dir =
+          cgroups_.parent + "/" +
+          NodeCgroupName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
       shim.memory_max_bytes = spec.memory_mib * 1024 * 1024;
       shim.cpu_period_us = 100'000;
       shim.cpu_quota_us = spec.vcpu_milli > 0 ? spec.vcpu_milli * shim.cpu_period_us / 1000 : 0;
@@ -317,8 +320,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   if (!FileExists(shim.working_dir)) {
     if (Status s = MakeDirs(shim.working_dir); !s.ok()) return fail_start(s.message());
     if (shim.uid && ::chown(shim.working_dir.c_str(), *shim.uid, shim.gid) != 0) {
-      return fail_start("cannot give " + shim.working_dir + " to uid " +
-                        std::to_string(*shim.uid) + ": " + ErrnoText());
+      return fail_start("cannot give " + shim.working_dir + " to uid " + std::to_string(*shim.uid) +
+                        ": " + ErrnoText());
     }
   }
   std::string out_parent = shim.output_path.substr(0, shim.output_path.rfind('/'));
@@ -355,8 +358,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   }
   posix_spawnattr_setsigmask(&attr, &shim_mask);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
@@ -438,7 +441,8 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
     for (int i = 0; i < 400 && IdentityAlive(cmd->id); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    reason += "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
+    reason +=
+        "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
   }
   StatusRecord st;
   st.outcome = NodeOutcome::kLost;
@@ -474,11 +478,11 @@ NodeEvent LocalBackend::CollectEnded(const Node& node) {
     return e;
   }
   st = ReadStatusRecord(node.paths.status());
-  NodeEvent e = st.ok() ? EventFromStatus(node.key, *st)
-                        : DeclareLost(node.key, node.paths,
-                                      "supervisor (pid " + std::to_string(node.shim.pid) +
-                                          ") of node " + node.key.ToString() +
-                                          " ended without recording an outcome");
+  NodeEvent e =
+      st.ok() ? EventFromStatus(node.key, *st)
+              : DeclareLost(node.key, node.paths,
+                            "supervisor (pid " + std::to_string(node.shim.pid) + ") of node " +
+                                node.key.ToString() + " ended without recording an outcome");
   ::close(lock_fd);
   return e;
 }
@@ -519,7 +523,8 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
     int64_t remaining = std::max<int64_t>(0, deadline - now);
     int64_t timeout = any_without_pidfd ? std::min(remaining, kFallbackPollMs) : remaining;
     int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
-    if (r < 0 && errno != EINTR) return Status::Internal("LocalBackend::Wait: poll: " + ErrnoText());
+    if (r < 0 && errno != EINTR)
+      return Status::Internal("LocalBackend::Wait: poll: " + ErrnoText());
     if (r > 0 && (fds[0].revents & POLLIN)) {
       uint64_t v;
       (void)!::read(wake_fd_, &v, sizeof(v));
@@ -597,7 +602,8 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
     return;
   }
   if (!FileExists(paths.dir)) {
-    pending_.push_back(DeclareLost(key, paths, "node " + key.ToString() + " has no folder on this host (" + paths.dir + ")"));
+    pending_.push_back(DeclareLost(
+        key, paths, "node " + key.ToString() + " has no folder on this host (" + paths.dir + ")"));
     report->lost.push_back(key);
     return;
   }
@@ -616,10 +622,10 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
         continue;  // finished just now
       }
       auto shim = ReadProcessRecord(paths.shim());
-      std::string why = shim.ok() ? "supervisor (pid " + std::to_string(shim->id.pid) +
-                                        ") of node " + key.ToString() +
-                                        " is gone and recorded no outcome"
-                                  : "node " + key.ToString() + " never started a supervisor";
+      std::string why = shim.ok()
+                            ? "supervisor (pid " + std::to_string(shim->id.pid) + ") of node " +
+                                  key.ToString() + " is gone and recorded no outcome"
+                            : "node " + key.ToString() + " never started a supervisor";
       pending_.push_back(DeclareLost(key, paths, why));
       ::close(lock_fd);
       report->lost.push_back(key);
@@ -648,7 +654,8 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
     if (!FileExists(paths.status())) {
       auto cmd = ReadProcessRecord(paths.command());
       bool was_running = cmd.ok() && IdentityAlive(cmd->id);
-      (void)DeclareLost(key, paths, "node " + key.ToString() + " was unknown to the control plane at recovery");
+      (void)DeclareLost(key, paths,
+                        "node " + key.ToString() + " was unknown to the control plane at recovery");
       if (was_running) report->orphans_terminated.push_back(key);
     }
     ::close(lock_fd);

@@ -94,8 +94,8 @@ class LocalBackend final : public Backend {
   std::atomic<bool> wake_requested_{false};
 
   mutable std::mutex mu_;
-  std::map<NodeKey, Node> nodes_;      // protected by mu_
-  std::deque<NodeEvent> pending_;      // protected by mu_
+  std::map<NodeKey, Node> nodes_;  // protected by mu_
+  std::deque<NodeEvent> pending_;  // protected by mu_
 };
 
 }  // namespace lote::exec

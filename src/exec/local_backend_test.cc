@@ -2,13 +2,13 @@
 // under the real supervisor (the lote-exec-shim program) in a temp home.
 #include "exec/local_backend.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -260,23 +260,24 @@ else:
 
 TEST_F(LocalBackendTest, OutputIsCapturedInOrder) {
   auto r = backend_->Launch(Spec(
-      "out", {"sh", "-c", "i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"}));
+      "out",
+      {"sh", "-c", "i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"}));
   ASSERT_TRUE(r.ok());
   NodeEvent e = WaitFor(backend_.get(), NodeKey{AttemptKey{"out", 1}, 0});
   EXPECT_EQ(e.exit_code, 0);
   std::string want;
-  for (int i = 0; i < 100; ++i) want += "out" + std::to_string(i) + "\nerr" + std::to_string(i) + "\n";
+  for (int i = 0; i < 100; ++i)
+    want += "out" + std::to_string(i) + "\nerr" + std::to_string(i) + "\n";
   EXPECT_EQ(ReadAll(r->output_path), want);
 }
 
 TEST_F(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) {
   // The leader, a background child, a grandchild in a subshell, and one that
   // left the process group (setsid).
-  auto r = backend_->Launch(Spec(
-      "tree", {"sh", "-c",
-               "sleep 300 & echo child $!; "
-               "sh -c 'sleep 300 & echo grandchild $!; wait' & "
-               "setsid sleep 300 & echo escaped $!; wait"}));
+  auto r = backend_->Launch(Spec("tree", {"sh", "-c",
+                                          "sleep 300 & echo child $!; "
+                                          "sh -c 'sleep 300 & echo grandchild $!; wait' & "
+                                          "setsid sleep 300 & echo escaped $!; wait"}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string text = WaitForLines(r->output_path, 3);
   std::vector<ProcessIdentity> procs;
@@ -325,7 +326,8 @@ TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
 
 TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
-  auto r = backend_->Launch(Spec("dflt", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
+  auto r = backend_->Launch(
+      Spec("dflt", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
   ASSERT_TRUE(backend_->Terminate(AttemptKey{"dflt", 1}, std::nullopt).ok());
@@ -343,8 +345,9 @@ TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
   ASSERT_GE(server, 0);
   if (server == 0) {
     auto b = MakeBackend();
-    NodeLaunchSpec s = Spec("adopt", {"sh", "-c", "echo started; while [ ! -e " + go +
-                                                      " ]; do sleep 0.02; done; exit 5"});
+    NodeLaunchSpec s =
+        Spec("adopt",
+             {"sh", "-c", "echo started; while [ ! -e " + go + " ]; do sleep 0.02; done; exit 5"});
     bool ok = b && b->Launch(s).ok();
     if (!ok) ::_exit(1);
     ::raise(SIGKILL);
@@ -378,7 +381,8 @@ TEST_F(LocalBackendTest, NodeThatEndedWhileNoServerWatchedIsReported) {
   ASSERT_TRUE(backend_->Launch(Spec("ended", {"sh", "-c", "exit 4"})).ok());
   auto paths = NodePathsFor(home_, key);
   int64_t deadline = Now() + kEventLimitMs;
-  while (!FileExists(paths->status()) && Now() < deadline) std::this_thread::sleep_for(milliseconds(10));
+  while (!FileExists(paths->status()) && Now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));
   backend_ = MakeBackend();  // restart without having consumed the event
   auto report = backend_->Recover({key});
   ASSERT_TRUE(report.ok());
@@ -419,7 +423,9 @@ TEST_F(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
   ASSERT_TRUE(MakeDirs(p1->dir).ok());
   ASSERT_TRUE(WriteJsonRecord(p0->shim(), ToJson(ProcessRecord{recycled, 1})).ok());
   ASSERT_TRUE(WriteJsonRecord(p0->command(), ToJson(ProcessRecord{*orphan_id, 1})).ok());
-  ASSERT_TRUE(WriteJsonRecord(p1->shim(), ToJson(ProcessRecord{ProcessIdentity{dead, 1, BootId()}, 1})).ok());
+  ASSERT_TRUE(
+      WriteJsonRecord(p1->shim(), ToJson(ProcessRecord{ProcessIdentity{dead, 1, BootId()}, 1}))
+          .ok());
 
   auto report = backend_->Recover({k0, k1});
   ASSERT_TRUE(report.ok());
@@ -499,7 +505,8 @@ TEST_F(LocalBackendTest, UlimitsAreApplied) {
     WaitFor(backend_.get(), big.node);
     std::string out = ReadAll(emulated->output_path);
     EXPECT_NE(out.find("lote: warning: emulation: ulimits memlock"), std::string::npos) << out;
-    EXPECT_NE(out.find("\n" + std::to_string(cur.rlim_max / 1024) + "\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("\n" + std::to_string(cur.rlim_max / 1024) + "\n"), std::string::npos)
+        << out;
   }
 }
 

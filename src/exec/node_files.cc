@@ -52,9 +52,8 @@ Result<T> Decode(const char* what, F&& f) {
 }
 
 Json KeyJson(const NodeKey& k) {
-  return Json{{"job_id", k.attempt.job_id},
-              {"attempt", k.attempt.attempt},
-              {"node_index", k.node_index}};
+  return Json{
+      {"job_id", k.attempt.job_id}, {"attempt", k.attempt.attempt}, {"node_index", k.node_index}};
 }
 NodeKey KeyFromJson(const Json& j) {
   NodeKey k;
@@ -175,7 +174,8 @@ Json ToJson(const TerminateRequest& r) {
 }
 Result<TerminateRequest> TerminateRequestFromJson(const Json& j) {
   return Decode<TerminateRequest>("terminate", [&] {
-    return TerminateRequest{j.at("grace_ms").get<int64_t>(), j.value("requested_at_ms", int64_t{0})};
+    return TerminateRequest{j.at("grace_ms").get<int64_t>(),
+                            j.value("requested_at_ms", int64_t{0})};
   });
 }
 
@@ -221,8 +221,8 @@ Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
   // describe processes, which a power loss ends anyway; the control plane
   // stores what it acknowledges in its own durable store.
   std::string data = j.dump(2) + "\n";
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(++g_tmp_counter);
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++g_tmp_counter);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
   size_t done = 0;
@@ -239,7 +239,8 @@ Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Status::Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+    Status s =
+        Status::Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
     ::unlink(tmp.c_str());
     return s;
   }

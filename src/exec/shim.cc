@@ -53,7 +53,9 @@ class ShimLog {
     if (fd_ >= 0) ::close(fd_);
   }
   void operator()(const std::string& msg) const {
-    if (fd_ >= 0) WriteAll(fd_, std::to_string(NowMs()) + " shim[" + std::to_string(::getpid()) + "]: " + msg + "\n");
+    if (fd_ >= 0)
+      WriteAll(fd_, std::to_string(NowMs()) + " shim[" + std::to_string(::getpid()) + "]: " + msg +
+                        "\n");
   }
 
  private:
@@ -76,8 +78,7 @@ std::optional<std::string> ResolveExecutable(const std::string& arg0,
     if (dir.empty()) dir = ".";
     std::string candidate = dir + "/" + arg0;
     struct stat st;
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_mode & 0111) != 0) {
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0) {
       return candidate;
     }
     start = end + 1;
@@ -195,8 +196,8 @@ int RunExecShim(const std::string& node_dir) {
 
   std::string cgroup_dir = spec.cgroup_dir;
   if (!cgroup_dir.empty()) {
-    Status s = PrepareNodeCgroup(cgroup_dir, spec.memory_max_bytes, spec.cpu_quota_us,
-                                 spec.cpu_period_us);
+    Status s =
+        PrepareNodeCgroup(cgroup_dir, spec.memory_max_bytes, spec.cpu_quota_us, spec.cpu_period_us);
     if (!s.ok()) {
       WriteAll(out_fd, "lote: warning: memory/vCPU limits are NOT enforced: " + s.message() + "\n");
       log("cgroup setup failed: " + s.ToString());
@@ -252,7 +253,8 @@ int RunExecShim(const std::string& node_dir) {
     }
     if (!cgroup_procs.empty()) {
       int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFail(err_pipe[1], "joining cgroup " + cgroup_dir);
+      if (fd < 0 || ::write(fd, "0", 1) != 1)
+        ChildFail(err_pipe[1], "joining cgroup " + cgroup_dir);
       ::close(fd);
     }
     for (const auto& r : spec.rlimits) {
@@ -317,7 +319,9 @@ int RunExecShim(const std::string& node_dir) {
     }
     int timeout = -1;
     if (kill_deadline) timeout = static_cast<int>(std::max<int64_t>(0, *kill_deadline - MonoMs()));
-    struct pollfd pfd{sig_fd, POLLIN, 0};
+    struct pollfd pfd {
+      sig_fd, POLLIN, 0
+    };
     int r = ::poll(&pfd, 1, timeout);
     if (r < 0 && errno != EINTR) {
       log(std::string("poll: ") + std::strerror(errno));
@@ -345,8 +349,8 @@ int RunExecShim(const std::string& node_dir) {
       int64_t grace = ReadGraceMs(p, spec.default_grace_ms);
       if (!terminating) {
         terminating = true;
-        log("terminate requested: SIGTERM to process group " + std::to_string(child) +
-            ", grace " + std::to_string(grace) + " ms");
+        log("terminate requested: SIGTERM to process group " + std::to_string(child) + ", grace " +
+            std::to_string(grace) + " ms");
         ::kill(-child, SIGTERM);
       }
       int64_t deadline = MonoMs() + grace;
@@ -381,7 +385,8 @@ int RunExecShim(const std::string& node_dir) {
   } else {
     st.outcome = NodeOutcome::kSignaled;
     st.signal = leader_info.si_status;
-    st.reason = "killed by signal " + std::to_string(st.signal) + " (" + SignalName(st.signal) + ")";
+    st.reason =
+        "killed by signal " + std::to_string(st.signal) + " (" + SignalName(st.signal) + ")";
   }
   if (terminating) st.reason += " after a terminate request";
   ::close(out_fd);
