@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -33,6 +34,14 @@ namespace lote::exec {
 namespace {
 
 constexpr int64_t kFallbackPollMs = 100;
+
+// Wait blocks in real time whatever clock stamps the events (a FakeClock must
+// not make it spin forever).
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -495,8 +504,7 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
     std::atomic<bool>* flag;
     ~Release() { *flag = false; }
   } release{&waiting_};
-  const int64_t deadline =
-      options_.clock->MonotonicNanos() / 1'000'000 + std::max<int64_t>(0, timeout_ms);
+  const int64_t deadline = SteadyMillis() + std::max<int64_t>(0, timeout_ms);
   std::vector<NodeEvent> out;
   while (true) {
     std::vector<struct pollfd> fds;
@@ -519,7 +527,7 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
         }
       }
     }
-    int64_t now = options_.clock->MonotonicNanos() / 1'000'000;
+    int64_t now = SteadyMillis();
     int64_t remaining = std::max<int64_t>(0, deadline - now);
     int64_t timeout = any_without_pidfd ? std::min(remaining, kFallbackPollMs) : remaining;
     int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
@@ -556,7 +564,7 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
     }
     if (!out.empty()) return out;
     if (wake_requested_.exchange(false)) return out;
-    if (options_.clock->MonotonicNanos() / 1'000'000 >= deadline) return out;
+    if (SteadyMillis() >= deadline) return out;
   }
 }
 

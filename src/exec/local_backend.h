@@ -44,6 +44,8 @@ struct LocalBackendOptions {
   bool use_cgroups = true;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
+  // Stamps events and records (started/stopped/requested_at); waiting itself
+  // always uses real time.
   Clock* clock = SystemClock::Default();
 };
 

@@ -611,6 +611,19 @@ TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
   WaitFor(backend_.get(), s.node);
 }
 
+TEST_F(LocalBackendTest, WaitUsesRealTimeEvenWithAFakeClock) {
+  FakeClock fake;
+  LocalBackendOptions o;
+  o.home = home_;
+  o.shim_command = {LOTE_EXEC_SHIM_PATH};
+  o.clock = &fake;
+  auto b = LocalBackend::Create(o);
+  ASSERT_TRUE(b.ok());
+  auto events = (*b)->Wait(20);  // must return although the fake clock stands still
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+}
+
 TEST_F(LocalBackendTest, WakeInterruptsWait) {
   std::thread t([&] {
     std::this_thread::sleep_for(milliseconds(50));
