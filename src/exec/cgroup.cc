@@ -1,0 +1,109 @@
+#include "exec/cgroup.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/files.h"
+
+namespace lote::exec {
+namespace {
+
+bool HasWord(const std::string& text, const std::string& word) {
+  std::istringstream in(text);
+  std::string w;
+  while (in >> w) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+Status WriteSmallFile(const std::string& path, const std::string& value) {
+  std::ofstream out(path);
+  if (!out) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
+  out << value;
+  out.flush();
+  if (!out)
+    return Status::Internal("cannot write '" + value + "' to " + path + ": " +
+                            std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+CgroupSupport DetectCgroupV2(const std::string& configured_parent) {
+  CgroupSupport s;
+  std::string parent = configured_parent;
+  if (parent.empty()) {
+    if (!FileExists("/sys/fs/cgroup/cgroup.controllers")) {
+      s.reason =
+          "this host has no cgroup v2 hierarchy at /sys/fs/cgroup (it uses cgroup v1 or none)";
+      return s;
+    }
+    auto self = ReadFile("/proc/self/cgroup");
+    std::string own;
+    if (self.ok()) {
+      std::istringstream in(*self);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("0::", 0) == 0) own = line.substr(3);
+      }
+    }
+    parent = "/sys/fs/cgroup" + (own == "/" ? std::string() : own);
+  }
+  auto controllers = ReadFile(parent + "/cgroup.controllers");
+  if (!controllers.ok()) {
+    s.reason = parent + " is not a cgroup v2 group (no cgroup.controllers)";
+    return s;
+  }
+  for (const char* c : {"memory", "cpu"}) {
+    if (!HasWord(*controllers, c)) {
+      s.reason = std::string("the ") + c + " controller is not delegated to " + parent;
+      return s;
+    }
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    s.reason = parent + " is not writable by lote";
+    return s;
+  }
+  auto subtree = ReadFile(parent + "/cgroup.subtree_control");
+  if (!subtree.ok() || !HasWord(*subtree, "memory") || !HasWord(*subtree, "cpu")) {
+    Status st = WriteSmallFile(parent + "/cgroup.subtree_control", "+memory +cpu");
+    if (!st.ok()) {
+      s.reason = "cannot enable the memory and cpu controllers for children of " + parent + " (" +
+                 st.message() +
+                 "); run lote in its own delegated cgroup or pass a cgroup parent that has them";
+      return s;
+    }
+  }
+  s.available = true;
+  s.parent = parent;
+  return s;
+}
+
+std::string NodeCgroupName(const std::string& job_id, int32_t attempt, int32_t node_index) {
+  std::string name = "lote-";
+  for (char c : job_id) name += (c == ':' ? '_' : c);
+  return name + "-" + std::to_string(attempt) + "-" + std::to_string(node_index);
+}
+
+Status PrepareNodeCgroup(const std::string& dir, int64_t memory_max_bytes, int64_t cpu_quota_us,
+                         int64_t cpu_period_us) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Internal("cannot create cgroup " + dir + ": " + std::strerror(errno));
+  }
+  if (memory_max_bytes > 0) {
+    RETURN_IF_ERROR(WriteSmallFile(dir + "/memory.max", std::to_string(memory_max_bytes)));
+  }
+  if (cpu_quota_us > 0) {
+    RETURN_IF_ERROR(WriteSmallFile(
+        dir + "/cpu.max", std::to_string(cpu_quota_us) + " " + std::to_string(cpu_period_us)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace lote::exec

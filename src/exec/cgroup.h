@@ -1,0 +1,35 @@
+// cgroup v2 support detection and per-node limits for the local backend.
+//
+// The local backend enforces a node's memory and vCPU limits by running it in
+// its own cgroup v2 group <parent>/lote-<job>-<attempt>-<node> with memory.max
+// and cpu.max set. That needs a cgroup v2 hierarchy whose `parent` group is
+// writable by lote and has the memory and cpu controllers enabled for its
+// children (cgroup.subtree_control). When the host does not allow it,
+// DetectCgroupV2 says why in one sentence and nodes run without limits, with a
+// warning. Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace lote::exec {
+
+struct CgroupSupport {
+  bool available = false;
+  std::string parent;  // absolute path of the parent group when available
+  std::string reason;  // why not, when unavailable
+};
+
+// `configured_parent` empty: /sys/fs/cgroup/<this process's own group>.
+CgroupSupport DetectCgroupV2(const std::string& configured_parent);
+
+// Group folder name of one node: "lote-<job>-<attempt>-<node>".
+std::string NodeCgroupName(const std::string& job_id, int32_t attempt, int32_t node_index);
+
+// Creates `dir` and writes memory.max / cpu.max (0 = leave unlimited).
+Status PrepareNodeCgroup(const std::string& dir, int64_t memory_max_bytes, int64_t cpu_quota_us,
+                         int64_t cpu_period_us);
+
+}  // namespace lote::exec

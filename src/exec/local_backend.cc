@@ -1,0 +1,716 @@
+#include "exec/local_backend.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "common/files.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+namespace lote::exec {
+namespace {
+
+constexpr int64_t kFallbackPollMs = 100;
+
+// Wait blocks in real time whatever clock stamps the events (a FakeClock must
+// not make it spin forever).
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+struct ResolvedUser {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;
+  std::string name;
+  std::string home;
+};
+
+Result<ResolvedUser> ResolveUser(const std::string& user) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), ::isdigit);
+  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::strtoul(user.c_str(), nullptr, 10)), &pw,
+                                  buf.data(), buf.size(), &found)
+                   : ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) {
+    if (numeric) {
+      uint32_t id = static_cast<uint32_t>(std::strtoul(user.c_str(), nullptr, 10));
+      return ResolvedUser{id, id, {id}, user, "/"};
+    }
+    return Status::InvalidArgument("user '" + user +
+                                   "' does not exist on this host: create it or change the job "
+                                   "definition's user");
+  }
+  ResolvedUser r{pw.pw_uid, pw.pw_gid, {}, pw.pw_name, pw.pw_dir ? pw.pw_dir : "/"};
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    ::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n);
+  }
+  groups.resize(static_cast<size_t>(std::max(n, 0)));
+  r.groups.assign(groups.begin(), groups.end());
+  return r;
+}
+
+// 1500 -> "1.5", 2000 -> "2", 250 -> "0.25".
+std::string FormatVcpu(int64_t milli) {
+  std::string out = std::to_string(milli / 1000);
+  int64_t frac = milli % 1000;
+  if (frac == 0) return out;
+  std::string f = std::to_string(1000 + frac).substr(1);
+  while (!f.empty() && f.back() == '0') f.pop_back();
+  return out + "." + f;
+}
+
+std::string DescribeLimit(int64_t v) { return v < 0 ? "unlimited" : std::to_string(v); }
+
+// Opens the node lock and tries to take it. Returns the fd (lock held) or -1
+// when another process holds it (errno EWOULDBLOCK) or on error.
+int TryNodeLock(const NodePaths& paths) {
+  int fd = ::open(paths.lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+std::string DefaultShimExecutable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions options) {
+  if (options.home.empty()) {
+    return Status::InvalidArgument("local executor: the lote home folder is not set");
+  }
+  if (options.shim_command.empty()) {
+    std::string self = DefaultShimExecutable();
+    if (self.empty()) return Status::Internal("local executor: cannot read /proc/self/exe");
+    options.shim_command = {self, "exec-shim"};
+  }
+  if (::access(options.shim_command[0].c_str(), X_OK) != 0) {
+    return Status::InvalidArgument("local executor: supervisor program " + options.shim_command[0] +
+                                   " is not executable: " + ErrnoText());
+  }
+  if (options.clock == nullptr) options.clock = SystemClock::Default();
+  RETURN_IF_ERROR(MakeDirs(options.home + "/jobs"));
+  CgroupSupport cg;
+  if (options.use_cgroups) {
+    cg = DetectCgroupV2(options.cgroup_parent);
+  } else {
+    cg.reason = "cgroup limits are disabled in lote's configuration";
+  }
+  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) return Status::Internal("local executor: eventfd: " + ErrnoText());
+  return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options), std::move(cg), wake));
+}
+
+LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, int wake_fd)
+    : options_(std::move(options)), cgroups_(std::move(cgroups)), wake_fd_(wake_fd) {}
+
+LocalBackend::~LocalBackend() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, node] : nodes_) {
+    if (node.pidfd >= 0) ::close(node.pidfd);
+  }
+  ::close(wake_fd_);
+}
+
+Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
+  ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, spec.node));
+  const std::string who = "node " + spec.node.ToString();
+  if (spec.command.empty() || spec.command[0].empty()) {
+    return Status::InvalidArgument(who +
+                                   ": the command is empty; set the job definition's command");
+  }
+  for (const auto& [k, v] : spec.environment) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
+      return Status::InvalidArgument(who + ": environment variable name '" + k + "' is not valid");
+    }
+  }
+  if (!spec.private_ip.empty()) {
+    in_addr addr;
+    if (::inet_pton(AF_INET, spec.private_ip.c_str(), &addr) != 1) {
+      return Status::InvalidArgument(who + ": private_ip '" + spec.private_ip +
+                                     "' is not an IPv4 address");
+    }
+  }
+  if (!spec.working_dir.empty() && spec.working_dir[0] != '/') {
+    return Status::InvalidArgument(who + ": working directory '" + spec.working_dir +
+                                   "' must be an absolute path");
+  }
+
+  ShimSpec shim;
+  shim.node = spec.node;
+  shim.default_grace_ms = options_.default_grace_ms;
+  LaunchResult result;
+  auto warn = [&](const std::string& text) {
+    result.warnings.push_back(text);
+    shim.notices.push_back("warning: " + text);
+  };
+
+  // Fields this backend cannot honour.
+  if (!spec.unsupported_fields.empty()) {
+    std::string list;
+    for (const auto& f : spec.unsupported_fields) list += (list.empty() ? "" : ", ") + f;
+    if (!spec.emulation) {
+      return Status::FailedPrecondition(
+          who + ": the local executor cannot honour " + list +
+          "; remove it from the job definition, or mark the compute environment as emulation "
+          "to run without it");
+    }
+    for (const auto& f : spec.unsupported_fields) {
+      warn("emulation: skipped " + f + " (the local executor cannot honour it)");
+    }
+  }
+
+  // ulimits, checked against what this process may grant.
+  const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  std::set<std::string> seen;
+  for (const auto& u : spec.ulimits) {
+    int resource = RlimitResourceByName(u.name);
+    if (resource < 0) {
+      return Status::InvalidArgument(
+          who + ": ulimits: unknown name '" + u.name +
+          "' (use core, cpu, data, fsize, locks, memlock, msgqueue, "
+          "nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack)");
+    }
+    if (!seen.insert(u.name).second) {
+      return Status::InvalidArgument(who + ": ulimits: '" + u.name + "' is given twice");
+    }
+    if (u.soft_limit < -1 || u.hard_limit < -1 ||
+        (u.hard_limit >= 0 && (u.soft_limit < 0 || u.soft_limit > u.hard_limit))) {
+      return Status::InvalidArgument(who + ": ulimits " + u.name + ": softLimit " +
+                                     DescribeLimit(u.soft_limit) + " exceeds hardLimit " +
+                                     DescribeLimit(u.hard_limit) + " or is negative");
+    }
+    ShimRlimit r{u.name, resource, u.soft_limit, u.hard_limit};
+    struct rlimit cur;
+    ::getrlimit(resource, &cur);
+    const bool host_unlimited = cur.rlim_max == RLIM_INFINITY;
+    const bool wants_above =
+        !host_unlimited && (u.hard_limit < 0 || static_cast<rlim_t>(u.hard_limit) > cur.rlim_max);
+    if (wants_above && !can_raise) {
+      std::string msg = "ulimits " + u.name + ": hardLimit " + DescribeLimit(u.hard_limit) +
+                        " is above this host's limit " + std::to_string(cur.rlim_max) +
+                        " and lote lacks CAP_SYS_RESOURCE to raise it";
+      if (!spec.emulation) {
+        return Status::FailedPrecondition(who + ": " + msg +
+                                          "; lower it, run lote with CAP_SYS_RESOURCE, or mark "
+                                          "the compute environment as emulation");
+      }
+      r.hard = static_cast<int64_t>(cur.rlim_max);
+      if (r.soft < 0 || r.soft > r.hard) r.soft = r.hard;
+      warn("emulation: " + msg + "; using " + std::to_string(r.soft) + "/" +
+           std::to_string(r.hard) + " instead");
+    }
+    shim.rlimits.push_back(r);
+  }
+
+  // User.
+  std::string home_dir = HomeDir();
+  std::string user_name;
+  if (!spec.user.empty()) {
+    ASSIGN_OR_RETURN(ResolvedUser u, ResolveUser(spec.user));
+    if (u.uid != ::geteuid()) {
+      if (::geteuid() != 0) {
+        std::string msg = "running as user '" + spec.user + "' needs a lote server running as root";
+        if (!spec.emulation) {
+          return Status::FailedPrecondition(who + ": " + msg +
+                                            "; remove the user from the job definition or mark "
+                                            "the compute environment as emulation");
+        }
+        warn("emulation: " + msg + "; running as uid " + std::to_string(::geteuid()) + " instead");
+      } else {
+        shim.uid = u.uid;
+        shim.gid = u.gid;
+        shim.groups = u.groups;
+      }
+    }
+    home_dir = u.home;
+    user_name = u.name;
+  }
+  if (user_name.empty()) {
+    auto me = ResolveUser(std::to_string(::geteuid()));
+    user_name = me.ok() ? me->name : std::to_string(::geteuid());
+  }
+
+  // Memory / vCPU limits.
+  if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
+    std::string what;
+    if (spec.vcpu_milli > 0) what += FormatVcpu(spec.vcpu_milli) + " vCPU";
+    if (spec.memory_mib > 0)
+      what += (what.empty() ? "" : ", ") + std::to_string(spec.memory_mib) + " MiB";
+    if (cgroups_.available) {
+      shim.cgroup_dir =
+          cgroups_.parent + "/" +
+          NodeCgroupName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
+      shim.memory_max_bytes = spec.memory_mib * 1024 * 1024;
+      shim.cpu_period_us = 100'000;
+      shim.cpu_quota_us = spec.vcpu_milli > 0 ? spec.vcpu_milli * shim.cpu_period_us / 1000 : 0;
+    } else {
+      warn("the limits of this node (" + what + ") are NOT enforced: " + cgroups_.reason);
+    }
+  }
+
+  // Environment: the spec's, plus the few defaults a login would give.
+  std::map<std::string, std::string> env = spec.environment;
+  env.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  env.try_emplace("HOME", home_dir);
+  env.try_emplace("USER", user_name);
+  env.try_emplace("LOGNAME", user_name);
+  if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
+  for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
+  shim.argv = spec.command;
+  shim.output_path = spec.output_path.empty() ? paths.default_output() : spec.output_path;
+  shim.working_dir = spec.working_dir.empty() ? paths.default_work() : spec.working_dir;
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nodes_.count(spec.node) != 0) return Status::AlreadyExists(who + " is already running");
+  }
+  // The node folder is created exactly once, ever: a second Launch of the same
+  // node (also after a restart) fails here, so a node never runs twice.
+  std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
+  RETURN_IF_ERROR(MakeDirs(attempt_dir));
+  if (::mkdir(paths.dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST) {
+      return Status::AlreadyExists(who + " was already launched (" + paths.dir +
+                                   " exists); a retry must use a new attempt number");
+    }
+    return Status::Internal(who + ": cannot create " + paths.dir + ": " + ErrnoText());
+  }
+  auto fail_start = [&](const std::string& why) {
+    StatusRecord st;
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = why;
+    st.stopped_at_ms = options_.clock->NowMillis();
+    (void)WriteJsonRecord(paths.status(), ToJson(st));
+    return Status::Internal(who + ": " + why);
+  };
+  if (!FileExists(shim.working_dir)) {
+    if (Status s = MakeDirs(shim.working_dir); !s.ok()) return fail_start(s.message());
+    if (shim.uid && ::chown(shim.working_dir.c_str(), *shim.uid, shim.gid) != 0) {
+      return fail_start("cannot give " + shim.working_dir + " to uid " + std::to_string(*shim.uid) +
+                        ": " + ErrnoText());
+    }
+  }
+  std::string out_parent = shim.output_path.substr(0, shim.output_path.rfind('/'));
+  if (!out_parent.empty()) {
+    if (Status s = MakeDirs(out_parent); !s.ok()) return fail_start(s.message());
+  }
+  if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
+    return fail_start("cannot write spec.json: " + s.message());
+  }
+
+  // Start the supervisor in a session of its own, with nothing of the server's
+  // open files (closefrom) and default signal handling.
+  std::vector<std::string> args = options_.shim_command;
+  args.push_back("--node-dir");
+  args.push_back(paths.dir);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {path_env.data(), nullptr};
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_init(&fa);
+  // The supervisor starts with its signals blocked, so a Terminate that
+  // arrives before it has set up its signalfd stays pending instead of
+  // killing it.
+  sigset_t shim_mask, defaults;
+  sigemptyset(&shim_mask);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&shim_mask, s);
+  sigemptyset(&defaults);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    sigaddset(&defaults, s);
+  }
+  posix_spawnattr_setsigmask(&attr, &shim_mask);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return fail_start("cannot start the supervisor " + args[0] + ": " + std::strerror(rc));
+  }
+
+  Node node;
+  node.key = spec.node;
+  std::lock_guard<std::mutex> lock(mu_);
+  node.paths = paths;
+  node.shim.pid = pid;
+  node.shim.boot_id = BootId();
+  auto start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
+  node.shim.start_time = start.ok() ? *start : 0;
+  node.pidfd = PidfdOpen(pid);  // our unreaped child: the pid cannot be reused yet
+  nodes_.emplace(spec.node, std::move(node));
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+
+  result.node_dir = paths.dir;
+  result.output_path = shim.output_path;
+  return result;
+}
+
+void LocalBackend::SignalNode(const Node& node, int64_t grace_ms) {
+  TerminateRequest req{grace_ms, options_.clock->NowMillis()};
+  (void)WriteJsonRecord(node.paths.terminate(), ToJson(req));
+  if (node.pidfd >= 0) {
+    PidfdSendSignal(node.pidfd, SIGTERM);
+  } else if (IdentityAlive(node.shim)) {
+    ::kill(node.shim.pid, SIGTERM);
+  }
+}
+
+Status LocalBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) {
+  int64_t grace = std::max<int64_t>(0, grace_ms.value_or(options_.default_grace_ms));
+  std::lock_guard<std::mutex> lock(mu_);
+  int count = 0;
+  for (const auto& [key, node] : nodes_) {
+    if (key.attempt != attempt) continue;
+    SignalNode(node, grace);
+    ++count;
+  }
+  if (count == 0) {
+    return Status::NotFound("no running node of job " + attempt.job_id + " attempt " +
+                            std::to_string(attempt.attempt) + " on this host");
+  }
+  return Status::Ok();
+}
+
+void LocalBackend::Wake() {
+  wake_requested_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+std::vector<NodeKey> LocalBackend::Running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeKey> out;
+  for (const auto& [key, node] : nodes_) out.push_back(key);
+  return out;
+}
+
+NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
+                                    const std::string& why) {
+  std::string reason = why;
+  auto cmd = ReadProcessRecord(paths.command());
+  if (cmd.ok() && IdentityAlive(cmd->id)) {
+    // The command outlived its supervisor: it must not run unwatched.
+    ::kill(-cmd->id.pid, SIGKILL);
+    ::kill(cmd->id.pid, SIGKILL);
+    // SIGKILL takes effect asynchronously: report the loss once it is gone.
+    for (int i = 0; i < 400 && IdentityAlive(cmd->id); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    reason +=
+        "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
+  }
+  StatusRecord st;
+  st.outcome = NodeOutcome::kLost;
+  st.reason = reason;
+  st.started_at_ms = cmd.ok() ? cmd->started_at_ms : 0;
+  st.stopped_at_ms = options_.clock->NowMillis();
+  if (!FileExists(paths.dir)) return EventFromStatus(key, st);
+  (void)WriteJsonRecord(paths.status(), ToJson(st));  // tombstone: a late shim will not start
+  return EventFromStatus(key, st);
+}
+
+NodeEvent LocalBackend::CollectEnded(const Node& node) {
+  if (node.pidfd >= 0) {
+    siginfo_t info;
+    // Reaps the supervisor if it is our child; ECHILD (adopted) is fine.
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(node.pidfd), &info,
+             WEXITED | WNOHANG);
+  } else {
+    int ignored;
+    ::waitpid(node.shim.pid, &ignored, WNOHANG);
+  }
+  auto st = ReadStatusRecord(node.paths.status());
+  if (st.ok()) return EventFromStatus(node.key, *st);
+  int lock_fd = TryNodeLock(node.paths);
+  if (lock_fd < 0) {
+    // Should not happen: the supervisor is gone, yet the lock is held.
+    NodeEvent e;
+    e.node = node.key;
+    e.outcome = NodeOutcome::kLost;
+    e.reason = "supervisor (pid " + std::to_string(node.shim.pid) +
+               ") ended without an outcome and the node lock is held by another process";
+    e.stopped_at_ms = options_.clock->NowMillis();
+    return e;
+  }
+  st = ReadStatusRecord(node.paths.status());
+  NodeEvent e =
+      st.ok() ? EventFromStatus(node.key, *st)
+              : DeclareLost(node.key, node.paths,
+                            "supervisor (pid " + std::to_string(node.shim.pid) + ") of node " +
+                                node.key.ToString() + " ended without recording an outcome");
+  ::close(lock_fd);
+  return e;
+}
+
+Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
+  if (waiting_.exchange(true)) {
+    return Status::FailedPrecondition("LocalBackend::Wait: another thread is already waiting");
+  }
+  struct Release {
+    std::atomic<bool>* flag;
+    ~Release() { *flag = false; }
+  } release{&waiting_};
+  const int64_t deadline = SteadyMillis() + std::max<int64_t>(0, timeout_ms);
+  std::vector<NodeEvent> out;
+  while (true) {
+    std::vector<struct pollfd> fds;
+    std::vector<NodeKey> keys;
+    bool any_without_pidfd = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!pending_.empty()) {
+        out.push_back(std::move(pending_.front()));
+        pending_.pop_front();
+      }
+      if (!out.empty()) return out;
+      fds.push_back({wake_fd_, POLLIN, 0});
+      for (const auto& [key, node] : nodes_) {
+        if (node.pidfd >= 0) {
+          fds.push_back({node.pidfd, POLLIN, 0});
+          keys.push_back(key);
+        } else {
+          any_without_pidfd = true;
+        }
+      }
+    }
+    int64_t now = SteadyMillis();
+    int64_t remaining = std::max<int64_t>(0, deadline - now);
+    int64_t timeout = any_without_pidfd ? std::min(remaining, kFallbackPollMs) : remaining;
+    int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
+    if (r < 0 && errno != EINTR)
+      return Status::Internal("LocalBackend::Wait: poll: " + ErrnoText());
+    if (r > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t v;
+      (void)!::read(wake_fd_, &v, sizeof(v));
+    }
+    std::vector<Node> ended;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        auto it = nodes_.find(keys[i - 1]);
+        if (it == nodes_.end()) continue;
+        ended.push_back(it->second);
+        nodes_.erase(it);
+      }
+      if (any_without_pidfd) {
+        for (auto it = nodes_.begin(); it != nodes_.end();) {
+          if (it->second.pidfd < 0 && !IdentityAlive(it->second.shim)) {
+            ended.push_back(it->second);
+            it = nodes_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+    }
+    for (const Node& node : ended) {
+      out.push_back(CollectEnded(node));
+      if (node.pidfd >= 0) ::close(node.pidfd);
+    }
+    if (!out.empty()) return out;
+    if (wake_requested_.exchange(false)) return out;
+    if (SteadyMillis() >= deadline) return out;
+  }
+}
+
+bool LocalBackend::Adopt(const NodeKey& key, const NodePaths& paths) {
+  // The supervisor takes the lock before writing shim.json: allow it a moment.
+  Result<ProcessRecord> rec = Status::NotFound("");
+  for (int i = 0; i < 100; ++i) {
+    rec = ReadProcessRecord(paths.shim());
+    if (rec.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!rec.ok()) return false;
+  int pidfd = PidfdOpen(rec->id.pid);
+  // Verify after opening the pidfd: if the identity matches now, the pidfd
+  // refers to that very process (a recycled pid would have another start time).
+  if (!IdentityAlive(rec->id)) {
+    if (pidfd >= 0) ::close(pidfd);
+    return false;
+  }
+  Node node;
+  node.key = key;
+  node.paths = paths;
+  node.shim = rec->id;
+  node.pidfd = pidfd;
+  nodes_.emplace(key, std::move(node));
+  return true;
+}
+
+void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
+  auto paths_or = NodePathsFor(options_.home, key);
+  if (!paths_or.ok()) {
+    NodeEvent e;
+    e.node = key;
+    e.reason = "node cannot be recovered: " + paths_or.status().message();
+    e.stopped_at_ms = options_.clock->NowMillis();
+    pending_.push_back(e);
+    report->lost.push_back(key);
+    return;
+  }
+  const NodePaths& paths = *paths_or;
+  if (nodes_.count(key) != 0) {
+    report->adopted.push_back(key);
+    return;
+  }
+  if (!FileExists(paths.dir)) {
+    pending_.push_back(DeclareLost(
+        key, paths, "node " + key.ToString() + " has no folder on this host (" + paths.dir + ")"));
+    report->lost.push_back(key);
+    return;
+  }
+  for (int round = 0; round < 2; ++round) {
+    auto st = ReadStatusRecord(paths.status());
+    if (st.ok()) {
+      pending_.push_back(EventFromStatus(key, *st));
+      (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
+      return;
+    }
+    int lock_fd = TryNodeLock(paths);
+    if (lock_fd >= 0) {
+      st = ReadStatusRecord(paths.status());
+      if (st.ok()) {
+        ::close(lock_fd);
+        continue;  // finished just now
+      }
+      auto shim = ReadProcessRecord(paths.shim());
+      std::string why = shim.ok()
+                            ? "supervisor (pid " + std::to_string(shim->id.pid) + ") of node " +
+                                  key.ToString() + " is gone and recorded no outcome"
+                            : "node " + key.ToString() + " never started a supervisor";
+      pending_.push_back(DeclareLost(key, paths, why));
+      ::close(lock_fd);
+      report->lost.push_back(key);
+      return;
+    }
+    if (Adopt(key, paths)) {
+      report->adopted.push_back(key);
+      return;
+    }
+    // Could not verify the supervisor: it may just have finished; look again.
+  }
+  NodeEvent e;
+  e.node = key;
+  e.reason = "node " + key.ToString() +
+             " holds its lock but its supervisor record matches no live process";
+  e.stopped_at_ms = options_.clock->NowMillis();
+  pending_.push_back(e);
+  report->lost.push_back(key);
+}
+
+void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
+                                  RecoverReport* report) {
+  if (FileExists(paths.status())) return;
+  int lock_fd = TryNodeLock(paths);
+  if (lock_fd >= 0) {
+    if (!FileExists(paths.status())) {
+      auto cmd = ReadProcessRecord(paths.command());
+      bool was_running = cmd.ok() && IdentityAlive(cmd->id);
+      (void)DeclareLost(key, paths,
+                        "node " + key.ToString() + " was unknown to the control plane at recovery");
+      if (was_running) report->orphans_terminated.push_back(key);
+    }
+    ::close(lock_fd);
+    return;
+  }
+  if (Adopt(key, paths)) {
+    // Unknown to the control plane: stop it at once; its event is not reported.
+    Node node = nodes_.at(key);
+    SignalNode(node, 0);
+    if (node.pidfd >= 0) ::close(node.pidfd);
+    nodes_.erase(key);
+    report->orphans_terminated.push_back(key);
+  }
+}
+
+Result<RecoverReport> LocalBackend::Recover(const std::vector<NodeKey>& expected) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RecoverReport report;
+  std::set<NodeKey> wanted(expected.begin(), expected.end());
+  for (const auto& key : wanted) RecoverExpected(key, &report);
+
+  // Any other node folder without an outcome: never leave it running unknown.
+  const std::string jobs = options_.home + "/jobs";
+  auto list = [](const std::string& dir) {
+    std::vector<std::string> names;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    return names;
+  };
+  for (const auto& job : list(jobs)) {
+    for (const auto& attempt : list(jobs + "/" + job)) {
+      for (const auto& node : list(jobs + "/" + job + "/" + attempt)) {
+        auto key = NodeKeyFromRelative(job, attempt, node);
+        if (!key || wanted.count(*key) != 0 || nodes_.count(*key) != 0) continue;
+        auto paths = NodePathsFor(options_.home, *key);
+        if (paths.ok()) RecoverUnknown(*key, *paths, &report);
+      }
+    }
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+  return report;
+}
+
+}  // namespace lote::exec

@@ -1,0 +1,103 @@
+// LocalBackend: the embedded default executor. Runs each node of each attempt as
+// processes on this host, under a supervisor shim (`lote exec-shim`, see shim.h)
+// that outlives the server, so running jobs survive a server restart (including
+// SIGKILL) and are re-adopted by the next LocalBackend instance.
+//
+// Per node: $LOTE_HOME/jobs/<job>/<attempt>/<node>/ (layout in node_files.h and
+// docs/executor.md). The command runs in its own session and process group;
+// Terminate signals that group; every descendant is killed when the command
+// ends. Exits are seen through pidfds of the supervisors (no polling delay).
+//
+// Contract: that of exec::Backend (backend.h): thread-safe, one Wait caller at a
+// time; destroying it leaves the nodes running for a later instance to adopt.
+// Two LocalBackend instances must not manage the same home at once (the server
+// holds one); the per-node lock still guarantees a node never runs twice.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "exec/backend.h"
+#include "exec/cgroup.h"
+#include "exec/node_files.h"
+
+namespace lote::exec {
+
+struct LocalBackendOptions {
+  // lote's home folder ($LOTE_HOME); nodes live under <home>/jobs. Required.
+  std::string home;
+  // How to start the supervisor; "--node-dir DIR" is appended. Empty: this
+  // executable's own `exec-shim` subcommand ({/proc/self/exe, "exec-shim"}).
+  std::vector<std::string> shim_command;
+  // cgroup v2 parent group for node limits; empty: auto-detect (cgroup.h).
+  std::string cgroup_parent;
+  bool use_cgroups = true;
+  // Grace period of Terminate when the caller gives none.
+  int64_t default_grace_ms = 30'000;
+  // Stamps events and records (started/stopped/requested_at); waiting itself
+  // always uses real time.
+  Clock* clock = SystemClock::Default();
+};
+
+class LocalBackend final : public Backend {
+ public:
+  // InvalidArgument for a missing home or shim; creates <home>/jobs.
+  static Result<std::unique_ptr<LocalBackend>> Create(LocalBackendOptions options);
+  ~LocalBackend() override;
+  LocalBackend(const LocalBackend&) = delete;
+  LocalBackend& operator=(const LocalBackend&) = delete;
+
+  Result<LaunchResult> Launch(const NodeLaunchSpec& spec) override;
+  Status Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) override;
+  Result<std::vector<NodeEvent>> Wait(int64_t timeout_ms) override;
+  void Wake() override;
+  Result<RecoverReport> Recover(const std::vector<NodeKey>& expected) override;
+  std::vector<NodeKey> Running() const override;
+
+  // Whether node memory/vCPU limits are enforced on this host, and why not.
+  const CgroupSupport& cgroup_support() const { return cgroups_; }
+  const std::string& home() const { return options_.home; }
+
+ private:
+  struct Node {
+    NodeKey key;
+    NodePaths paths;
+    ProcessIdentity shim;  // the supervisor
+    int pidfd = -1;        // -1: no pidfd support, checked by polling
+  };
+
+  LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, int wake_fd);
+
+  // The node's supervisor has ended (or was never seen): its event.
+  NodeEvent CollectEnded(const Node& node);
+  // With the node lock free: kill an orphaned command, write a lost tombstone.
+  NodeEvent DeclareLost(const NodeKey& key, const NodePaths& paths, const std::string& why);
+  // Recover one node the control plane expects to be running.
+  void RecoverExpected(const NodeKey& key, RecoverReport* report);
+  void RecoverUnknown(const NodeKey& key, const NodePaths& paths, RecoverReport* report);
+  // Adopts a live supervisor (lock held by it). False if it cannot be verified.
+  bool Adopt(const NodeKey& key, const NodePaths& paths);
+  void SignalNode(const Node& node, int64_t grace_ms);
+
+  const LocalBackendOptions options_;
+  const CgroupSupport cgroups_;
+  const int wake_fd_;  // eventfd: Launch/Wake interrupt Wait
+  std::atomic<bool> waiting_{false};
+  std::atomic<bool> wake_requested_{false};
+
+  mutable std::mutex mu_;
+  std::map<NodeKey, Node> nodes_;  // protected by mu_
+  std::deque<NodeEvent> pending_;  // protected by mu_
+};
+
+}  // namespace lote::exec

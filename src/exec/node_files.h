@@ -1,0 +1,122 @@
+// On-disk records of one node run by the local backend, shared by the backend
+// (in the server) and the supervisor shim (a separate process). Every record is
+// a JSON file replaced atomically (WriteJsonRecord), so a reader sees either
+// nothing or a whole record, also after either process is killed.
+//
+// $LOTE_HOME/jobs/<job id>/<attempt>/<node index>/
+//   spec.json       ShimSpec: what to run (mode 0600: it holds the environment),
+//                   written by Launch before the shim starts
+//   node.lock       flock(2)-held by the one live supervisor of the node
+//   shim.json       ProcessRecord of the supervisor (written before it takes the lock)
+//   command.json    ProcessRecord of the command (its process group leader), written
+//                   before the command is allowed to exec
+//   terminate.json  TerminateRequest {grace_ms}; the supervisor is then sent SIGTERM
+//   status.json     StatusRecord: the outcome, written once (by the supervisor, or
+//                   by a backend that found the node lost: a tombstone that also
+//                   stops a late supervisor from starting the command)
+//   shim.log        the supervisor's own diagnostics
+//   output.log      default stdout+stderr of the command (raw, appended)
+//   work/           default working directory
+// Thread-safe: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "exec/backend.h"
+#include "exec/proc_util.h"
+
+namespace lote::exec {
+
+struct NodePaths {
+  std::string dir;
+  std::string spec() const { return dir + "/spec.json"; }
+  std::string lock() const { return dir + "/node.lock"; }
+  std::string shim() const { return dir + "/shim.json"; }
+  std::string command() const { return dir + "/command.json"; }
+  std::string terminate() const { return dir + "/terminate.json"; }
+  std::string status() const { return dir + "/status.json"; }
+  std::string shim_log() const { return dir + "/shim.log"; }
+  std::string default_output() const { return dir + "/output.log"; }
+  std::string default_work() const { return dir + "/work"; }
+};
+
+// The folder of `node` under `home`. InvalidArgument for a job id that is not a
+// safe single path component (letters, digits, '-', '_', ':', '.'; not "." or "..").
+Result<NodePaths> NodePathsFor(const std::string& home, const NodeKey& node);
+// Inverse of NodePathsFor for a folder found by scanning `home`/jobs.
+std::optional<NodeKey> NodeKeyFromRelative(const std::string& job, const std::string& attempt,
+                                           const std::string& node);
+
+struct ShimRlimit {
+  std::string name;  // for messages
+  int resource = 0;  // RLIMIT_*
+  int64_t soft = 0;  // -1: unlimited
+  int64_t hard = 0;
+};
+
+// Everything the supervisor needs, fully resolved by Launch.
+struct ShimSpec {
+  NodeKey node;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=VALUE"
+  std::string working_dir;
+  std::string output_path;
+  std::optional<uint32_t> uid;  // set: switch to uid/gid/groups before exec
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;
+  std::vector<ShimRlimit> rlimits;
+  std::vector<std::string> notices;  // written as "lote: ..." lines before the command runs
+  std::string cgroup_dir;            // empty: no cgroup
+  int64_t memory_max_bytes = 0;      // 0: not limited
+  int64_t cpu_quota_us = 0;          // per cpu_period_us; 0: not limited
+  int64_t cpu_period_us = 100000;
+  int64_t default_grace_ms = 30000;
+};
+
+struct ProcessRecord {
+  ProcessIdentity id;
+  int64_t started_at_ms = 0;
+};
+
+struct TerminateRequest {
+  int64_t grace_ms = 30000;
+  int64_t requested_at_ms = 0;
+};
+
+// The outcome of a node, as recorded on disk.
+struct StatusRecord {
+  NodeOutcome outcome = NodeOutcome::kLost;
+  int32_t exit_code = -1;
+  int32_t signal = 0;
+  bool terminated = false;
+  std::string reason;
+  int64_t started_at_ms = 0;
+  int64_t stopped_at_ms = 0;
+};
+
+Json ToJson(const ShimSpec& s);
+Result<ShimSpec> ShimSpecFromJson(const Json& j);
+Json ToJson(const ProcessRecord& r);
+Result<ProcessRecord> ProcessRecordFromJson(const Json& j);
+Json ToJson(const TerminateRequest& r);
+Result<TerminateRequest> TerminateRequestFromJson(const Json& j);
+Json ToJson(const StatusRecord& r);
+Result<StatusRecord> StatusRecordFromJson(const Json& j);
+
+// Read helpers: NotFound when the file does not exist.
+Result<ShimSpec> ReadShimSpec(const std::string& path);
+Result<ProcessRecord> ReadProcessRecord(const std::string& path);
+Result<StatusRecord> ReadStatusRecord(const std::string& path);
+Result<TerminateRequest> ReadTerminateRequest(const std::string& path);
+// Atomic replacement of a JSON record (temporary file + rename; not fsynced:
+// a power loss ends the processes these records describe anyway).
+Status WriteJsonRecord(const std::string& path, const Json& j, int mode = 0644);
+
+NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s);
+
+}  // namespace lote::exec

@@ -1,0 +1,396 @@
+#include "exec/shim.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/files.h"
+#include "exec/cgroup.h"
+#include "exec/node_files.h"
+#include "exec/proc_util.h"
+
+namespace lote::exec {
+namespace {
+
+int64_t NowMs() { return SystemClock::Default()->NowMillis(); }
+int64_t MonoMs() { return SystemClock::Default()->MonotonicNanos() / 1'000'000; }
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+class ShimLog {
+ public:
+  explicit ShimLog(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) {}
+  ~ShimLog() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void operator()(const std::string& msg) const {
+    if (fd_ >= 0)
+      WriteAll(fd_, std::to_string(NowMs()) + " shim[" + std::to_string(::getpid()) + "]: " + msg +
+                        "\n");
+  }
+
+ private:
+  int fd_;
+};
+
+// PATH lookup in the command's own environment.
+std::optional<std::string> ResolveExecutable(const std::string& arg0,
+                                             const std::vector<std::string>& env) {
+  if (arg0.find('/') != std::string::npos) return arg0;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& kv : env) {
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + arg0;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+// In the forked child: report a setup failure to the parent and the output, exit.
+[[noreturn]] void ChildFail(int err_fd, const std::string& what) {
+  std::string msg = what + ": " + std::strerror(errno);
+  WriteAll(err_fd, msg);
+  WriteAll(2, "lote: cannot start the command: " + msg + "\n");
+  ::_exit(127);
+}
+
+void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
+  // The leader is a zombie here, so its pid (= the group id) cannot be reused.
+  ::kill(-leader, SIGKILL);
+  int status = 0;
+  while (::waitpid(leader, &status, 0) < 0 && errno == EINTR) {
+  }
+  // Everything else: orphans reparented to this subreaper, and what they started.
+  int64_t deadline = MonoMs() + 5000;
+  while (MonoMs() < deadline) {
+    bool any = false;
+    for (pid_t child : ListChildPids(::getpid())) {
+      any = true;
+      ::kill(-child, SIGKILL);  // if it leads a group of its own
+      ::kill(child, SIGKILL);
+    }
+    while (true) {
+      pid_t r = ::waitpid(-1, &status, WNOHANG);
+      if (r > 0) {
+        any = true;
+        continue;
+      }
+      if (r < 0 && errno == ECHILD) break;
+      break;
+    }
+    if (!any && ::waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) return;
+    ::usleep(10'000);
+  }
+  log("some descendants did not exit within 5 s of SIGKILL");
+}
+
+int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log) {
+  Status s = WriteJsonRecord(p.status(), ToJson(st));
+  if (!s.ok()) {
+    log("cannot record the outcome: " + s.ToString());
+    return 1;
+  }
+  log("recorded outcome: " + st.reason);
+  return 0;
+}
+
+int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
+  auto req = ReadTerminateRequest(p.terminate());
+  if (!req.ok()) return default_ms;
+  return std::max<int64_t>(0, req->grace_ms);
+}
+
+}  // namespace
+
+int RunExecShim(const std::string& node_dir) {
+  NodePaths p{node_dir};
+  // Signals arrive through a signalfd; block them before anything else so a
+  // terminate request sent early is never lost.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ShimLog log(p.shim_log());
+
+  int lock_fd = ::open(p.lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    log(std::string("another supervisor holds the node lock (or it cannot be taken: ") +
+        std::strerror(errno) + "); not starting the command");
+    return 75;
+  }
+  if (FileExists(p.status())) {
+    log("the node already has an outcome (status.json); not starting the command");
+    return 0;
+  }
+  auto self = CurrentIdentity(::getpid());
+  if (!self.ok()) {
+    log("cannot read own identity: " + self.status().ToString());
+    return 1;
+  }
+  if (Status s = WriteJsonRecord(p.shim(), ToJson(ProcessRecord{*self, NowMs()})); !s.ok()) {
+    log("cannot write shim.json: " + s.ToString());
+    return 1;
+  }
+
+  StatusRecord st;
+  auto spec_or = ReadShimSpec(p.spec());
+  if (!spec_or.ok()) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = "cannot read the node's spec: " + spec_or.status().ToString();
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log);
+  }
+  const ShimSpec& spec = *spec_or;
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (out_fd < 0) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = "cannot open the output file " + spec.output_path + ": " + std::strerror(errno);
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log);
+  }
+  for (const auto& n : spec.notices) WriteAll(out_fd, "lote: " + n + "\n");
+
+  std::string cgroup_dir = spec.cgroup_dir;
+  if (!cgroup_dir.empty()) {
+    Status s =
+        PrepareNodeCgroup(cgroup_dir, spec.memory_max_bytes, spec.cpu_quota_us, spec.cpu_period_us);
+    if (!s.ok()) {
+      WriteAll(out_fd, "lote: warning: memory/vCPU limits are NOT enforced: " + s.message() + "\n");
+      log("cgroup setup failed: " + s.ToString());
+      cgroup_dir.clear();
+    }
+  }
+
+  auto exe = ResolveExecutable(spec.argv[0], spec.env);
+  if (!exe) {
+    std::string msg = "command '" + spec.argv[0] + "' was not found in the job's PATH";
+    WriteAll(out_fd, "lote: cannot start the command: " + msg + "\n");
+    st.outcome = NodeOutcome::kStartFailed;
+    st.exit_code = 127;
+    st.reason = msg;
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log);
+  }
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::vector<gid_t> groups(spec.groups.begin(), spec.groups.end());
+  std::string cgroup_procs = cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
+
+  int go_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    log(std::string("pipe: ") + std::strerror(errno));
+    return 1;
+  }
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  pid_t child = ::fork();
+  if (child < 0) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = std::string("fork failed: ") + std::strerror(errno);
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log);
+  }
+  if (child == 0) {
+    // The command's process. Single-threaded parent, so plain calls are safe.
+    ::close(go_pipe[1]);
+    ::close(err_pipe[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+    if (::setsid() < 0) ChildFail(err_pipe[1], "setsid");
+    if (::dup2(devnull, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0) {
+      ChildFail(err_pipe[1], "redirecting stdin/stdout/stderr");
+    }
+    if (!cgroup_procs.empty()) {
+      int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, "0", 1) != 1)
+        ChildFail(err_pipe[1], "joining cgroup " + cgroup_dir);
+      ::close(fd);
+    }
+    for (const auto& r : spec.rlimits) {
+      struct rlimit rl;
+      rl.rlim_cur = r.soft < 0 ? RLIM_INFINITY : static_cast<rlim_t>(r.soft);
+      rl.rlim_max = r.hard < 0 ? RLIM_INFINITY : static_cast<rlim_t>(r.hard);
+      if (::setrlimit(r.resource, &rl) != 0) ChildFail(err_pipe[1], "ulimits " + r.name);
+    }
+    if (spec.uid) {
+      if (::setgroups(groups.size(), groups.data()) != 0) ChildFail(err_pipe[1], "setgroups");
+      if (::setgid(spec.gid) != 0) ChildFail(err_pipe[1], "setgid " + std::to_string(spec.gid));
+      if (::setuid(*spec.uid) != 0) ChildFail(err_pipe[1], "setuid " + std::to_string(*spec.uid));
+    }
+    if (::chdir(spec.working_dir.c_str()) != 0) {
+      ChildFail(err_pipe[1], "working directory " + spec.working_dir);
+    }
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(go_pipe[0], &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) ::_exit(126);  // the supervisor died before recording us
+    ::execve(exe->c_str(), argv.data(), envp.data());
+    ChildFail(err_pipe[1], "exec " + *exe);
+  }
+
+  ::close(go_pipe[0]);
+  ::close(err_pipe[1]);
+  ::close(devnull);
+  st.started_at_ms = NowMs();
+  auto child_id = CurrentIdentity(child);
+  ProcessIdentity cid = child_id.ok() ? *child_id : ProcessIdentity{child, 0, BootId()};
+  if (Status s = WriteJsonRecord(p.command(), ToJson(ProcessRecord{cid, st.started_at_ms}));
+      !s.ok()) {
+    log("cannot write command.json: " + s.ToString());  // the child sees EOF and exits 126
+  } else {
+    char go = 1;
+    WriteAll(go_pipe[1], std::string(1, go));
+  }
+  ::close(go_pipe[1]);
+  std::string start_error;
+  char buf[512];
+  while (true) {
+    ssize_t n = ::read(err_pipe[0], buf, sizeof(buf));
+    if (n > 0) {
+      start_error.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(err_pipe[0]);
+  log("started command pid " + std::to_string(child) + " (" + *exe + ")");
+
+  // Supervise until the command (the group leader) exits.
+  bool terminating = false;
+  std::optional<int64_t> kill_deadline;
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child) {
+      break;
+    }
+    int timeout = -1;
+    if (kill_deadline) timeout = static_cast<int>(std::max<int64_t>(0, *kill_deadline - MonoMs()));
+    struct pollfd pfd {
+      sig_fd, POLLIN, 0
+    };
+    int r = ::poll(&pfd, 1, timeout);
+    if (r < 0 && errno != EINTR) {
+      log(std::string("poll: ") + std::strerror(errno));
+      ::usleep(100'000);
+    }
+    if (kill_deadline && MonoMs() >= *kill_deadline) {
+      log("grace period over: SIGKILL to process group " + std::to_string(child));
+      ::kill(-child, SIGKILL);
+      kill_deadline.reset();
+    }
+    if (r <= 0) continue;
+    struct signalfd_siginfo si;
+    while (::read(sig_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      int sig = static_cast<int>(si.ssi_signo);
+      if (sig == SIGCHLD) {
+        // Reap orphans that came back to us, but never the leader here.
+        for (pid_t c : ListChildPids(::getpid())) {
+          if (c == child) continue;
+          int ignored;
+          ::waitpid(c, &ignored, WNOHANG);
+        }
+        continue;
+      }
+      if (sig == SIGHUP) continue;
+      int64_t grace = ReadGraceMs(p, spec.default_grace_ms);
+      if (!terminating) {
+        terminating = true;
+        log("terminate requested: SIGTERM to process group " + std::to_string(child) + ", grace " +
+            std::to_string(grace) + " ms");
+        ::kill(-child, SIGTERM);
+      }
+      int64_t deadline = MonoMs() + grace;
+      if (!kill_deadline || deadline < *kill_deadline) kill_deadline = deadline;
+    }
+  }
+
+  siginfo_t leader_info{};
+  ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
+  const bool exited = leader_info.si_code == CLD_EXITED;
+  KillRemainingDescendants(child, log);
+  if (!cgroup_dir.empty()) {
+    int fd = ::open((cgroup_dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      WriteAll(fd, "1");
+      ::close(fd);
+    }
+    for (int i = 0; i < 50 && ::rmdir(cgroup_dir.c_str()) != 0 && errno == EBUSY; ++i) {
+      ::usleep(20'000);
+    }
+  }
+  st.stopped_at_ms = NowMs();
+  st.terminated = terminating;
+  if (!start_error.empty()) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.exit_code = 127;
+    st.reason = "cannot start the command: " + start_error;
+  } else if (exited) {
+    st.outcome = NodeOutcome::kExited;
+    st.exit_code = leader_info.si_status;
+    st.reason = "exited with code " + std::to_string(st.exit_code);
+  } else {
+    st.outcome = NodeOutcome::kSignaled;
+    st.signal = leader_info.si_status;
+    st.reason =
+        "killed by signal " + std::to_string(st.signal) + " (" + SignalName(st.signal) + ")";
+  }
+  if (terminating) st.reason += " after a terminate request";
+  ::close(out_fd);
+  return Finish(p, st, log);
+}
+
+}  // namespace lote::exec

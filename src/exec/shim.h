@@ -1,0 +1,30 @@
+// The supervisor shim of one node (`lote exec-shim --node-dir DIR`).
+//
+// The local backend starts one shim per node, in a session of its own, and the
+// shim outlives the server (even SIGKILL of the server). It:
+//   1. takes the node's lock (exits 75 if another supervisor holds it) and stops
+//      at once if the node already has an outcome (status.json: e.g. a
+//      tombstone written by a backend that declared the node lost);
+//   2. records its own identity (shim.json: pid + start time + boot id);
+//   3. starts the command in a new session/process group (setsid), stdout and
+//      stderr appended to the output file, stdin /dev/null, with the spec's
+//      environment, working directory, rlimits, user and cgroup; the command
+//      is held before exec until command.json (its identity) is durable;
+//   4. on SIGTERM reads terminate.json {grace_ms}, sends SIGTERM to the
+//      command's process group, and SIGKILL once the grace period ends;
+//   5. when the command ends, SIGKILLs what is left of its process group and
+//      every other descendant (the shim is a child subreaper, so orphans come
+//      back to it), then writes status.json atomically and exits 0.
+// Not thread-safe: it is a process's main function.
+#pragma once
+
+#include <string>
+
+namespace lote::exec {
+
+// Returns the shim's process exit status (0 when an outcome was recorded or
+// already present, 75 when another supervisor holds the node, 1 on a fault
+// that left no outcome).
+int RunExecShim(const std::string& node_dir);
+
+}  // namespace lote::exec
