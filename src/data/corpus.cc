@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -133,6 +134,17 @@ Status CorpusReader::OpenNext() {
     done_bytes_ += current_->bytes;
   }
   current_ = &files_[next_file_++];
+  if (current_->gzip) {
+    // gzopen would read a non-gzip file as plain text; a .gz name promises gzip.
+    std::FILE* f = std::fopen(current_->path.c_str(), "rb");
+    if (!f) return Status::NotFound("cannot open input " + current_->path);
+    unsigned char magic[2] = {0, 0};
+    size_t n = std::fread(magic, 1, 2, f);
+    std::fclose(f);
+    if (current_->bytes > 0 && (n != 2 || magic[0] != 0x1f || magic[1] != 0x8b)) {
+      return Status::InvalidArgument(current_->path + ":1: not gzip data despite the .gz name");
+    }
+  }
   // gzopen reads plain files transparently, so one path serves both.
   gzFile gz = gzopen(current_->path.c_str(), "rb");
   if (!gz) return Status::NotFound("cannot open input " + current_->path);
@@ -172,8 +184,21 @@ Result<bool> CorpusReader::ReadLine(std::string* line) {
                               (msg ? msg : "?") + ")" + (current_->gzip ? "; is it a valid .gz file?" : ""));
     }
     buf_.resize(static_cast<size_t>(n));
-    if (n == 0) eof_ = true;
+    if (n == 0) {
+      RETURN_IF_ERROR(CheckEnd());
+      eof_ = true;
+    }
   }
+}
+
+Status CorpusReader::CheckEnd() {
+  int err = Z_OK;
+  const char* msg = gzerror(static_cast<gzFile>(gz_), &err);
+  if (err != Z_OK) {
+    return Status::DataLoss(current_->path + ":" + std::to_string(line_no_ + 1) + ": " + (msg ? msg : "read error") +
+                            " (truncated or corrupt gzip file?)");
+  }
+  return Status::Ok();
 }
 
 Status CorpusReader::AddDocument(std::string&& text, std::vector<std::string>* docs, size_t* added) {
@@ -211,7 +236,10 @@ Result<bool> CorpusReader::NextBatch(size_t max_bytes, std::vector<std::string>*
       for (;;) {
         int n = gzread(static_cast<gzFile>(gz_), chunk.data(), static_cast<unsigned>(chunk.size()));
         if (n < 0) return Status::DataLoss("cannot read " + current_->path + (current_->gzip ? "; is it a valid .gz file?" : ""));
-        if (n == 0) break;
+        if (n == 0) {
+          RETURN_IF_ERROR(CheckEnd());
+          break;
+        }
         all.append(chunk.data(), static_cast<size_t>(n));
       }
       eof_ = true;

@@ -64,6 +64,8 @@ class CorpusReader {
   Status OpenNext();
   // Reads one line (without '\n') of the current file; false at its end.
   Result<bool> ReadLine(std::string* line);
+  // DataLoss when zlib reports an error at the end of the current file.
+  Status CheckEnd();
   Status AddDocument(std::string&& text, std::vector<std::string>* docs, size_t* added);
 
   std::vector<CorpusFile> files_;
