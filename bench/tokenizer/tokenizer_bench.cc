@@ -3,9 +3,12 @@
 // count of documents whose ids differ from libsentencepiece's.
 //
 //   tokenizer_bench MODEL THREADS FILE...   (one document per line)
+// With LOTE_BENCH_DUMP=PATH, lote's ids (1 thread) are written there in
+// `spm_encode --output_format=id` form, one line per document.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +103,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     Run r = Encode(**lote, docs, n);
+    if (const char* dump = std::getenv("LOTE_BENCH_DUMP"); dump && n == 1) {
+      std::FILE* f = std::fopen(dump, "w");
+      for (const auto& ids : r.ids) {
+        for (size_t k = 0; k < ids.size(); ++k) std::fprintf(f, k ? " %d" : "%d", ids[k]);
+        std::fputc('\n', f);
+      }
+      std::fclose(f);
+    }
     std::string name = "lote-bpe (" + std::to_string(n) + " thread" + (n > 1 ? "s)" : ")");
     bad += report(name.c_str(), r, true);
     std::printf("LOTE_%dT_SECONDS=%.4f\n", n, r.seconds);
