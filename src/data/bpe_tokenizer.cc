@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <queue>
 
 namespace lote::data {
@@ -67,6 +68,30 @@ inline uint64_t HashBytes(const char* p, size_t n) {
   return h | 1;  // never 0: 0 marks an empty slot
 }
 
+// Appends n ids (small n: a plain loop beats vector::insert's memmove calls).
+inline void AppendIds(std::vector<int32_t>* out, const int32_t* v, size_t n) {
+  const size_t old = out->size();
+  out->resize(old + n);
+  int32_t* d = out->data() + old;
+  for (size_t i = 0; i < n; ++i) d[i] = v[i];
+}
+
+inline bool BytesEqual(const char* a, const char* b, size_t n) {
+  while (n >= 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a, 8);
+    std::memcpy(&y, b, 8);
+    if (x != y) return false;
+    a += 8;
+    b += 8;
+    n -= 8;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 inline uint64_t MixKey(uint64_t k) {
   k ^= k >> 33;
   k *= 0xFF51AFD7ED558CCDull;
@@ -102,12 +127,24 @@ struct BpeTokenizer::WordCache {
   std::vector<int32_t> pair_id;
   std::vector<float> pair_score;
 
-  void Reset(uint64_t new_owner) {
+  void Reset(uint64_t new_owner, size_t initial_slots = 1 << 12) {
     owner = new_owner;
-    slots.assign(1 << 12, Slot{});
+    slots.assign(initial_slots, Slot{});
     count = 0;
     keys.clear();
     vals.clear();
+  }
+
+  // Fills the empty `slot` (from Find) with key -> ids; grows the table when half full.
+  void Insert(Slot* slot, std::string_view key, uint64_t h, const std::vector<int32_t>& ids) {
+    slot->hash = h;
+    slot->key_off = static_cast<uint32_t>(keys.size());
+    slot->key_len = static_cast<uint32_t>(key.size());
+    slot->val_off = static_cast<uint32_t>(vals.size());
+    slot->val_len = static_cast<uint32_t>(ids.size());
+    keys.append(key);
+    vals.insert(vals.end(), ids.begin(), ids.end());
+    if (++count * 2 > slots.size()) Grow();
   }
 
   // Returns the slot for the key (found: hash != 0 and key equal; else the empty slot).
@@ -116,8 +153,7 @@ struct BpeTokenizer::WordCache {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& s = slots[i];
       if (s.hash == 0) return &s;
-      if (s.hash == h && s.key_len == key.size() &&
-          std::memcmp(keys.data() + s.key_off, key.data(), key.size()) == 0) {
+      if (s.hash == h && s.key_len == key.size() && BytesEqual(keys.data() + s.key_off, key.data(), key.size())) {
         return &s;
       }
     }
@@ -136,6 +172,18 @@ struct BpeTokenizer::WordCache {
     }
   }
 };
+
+// A shard of the word cache shared by all threads: a thread that misses its
+// own cache looks here before running BPE, so threads do not each re-encode
+// the same new words.
+struct BpeTokenizer::SharedShard {
+  std::mutex mu;
+  WordCache words;  // guarded by mu
+};
+
+BpeTokenizer::BpeTokenizer() : shared_(new SharedShard[kSharedShards]) {
+  for (size_t i = 0; i < kSharedShards; ++i) shared_[i].words.Reset(0, 256);
+}
 
 BpeTokenizer::~BpeTokenizer() = default;
 
@@ -525,7 +573,12 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
     EncodeGeneral(normalized, ids);
   } else if (!text.empty()) {
     thread_local WordCache cache;
-    if (cache.owner != instance_id_) cache.Reset(instance_id_);
+    if (cache.owner != instance_id_) {
+      cache.Reset(instance_id_);
+      // From the second thread on, misses go through the shared cache too.
+      if (threads_seen_.fetch_add(1, std::memory_order_relaxed) >= 1) share_words_.store(true, std::memory_order_relaxed);
+    }
+    const bool share = share_words_.load(std::memory_order_relaxed);
     auto encode_segment = [&](std::string_view raw) {
       // Normalizes one raw segment (' ' -> ▁, malformed bytes -> U+FFFD) and encodes it.
       auto encode_raw = [&](std::string_view r, std::vector<int32_t>* out) {
@@ -556,24 +609,34 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
       WordCache::Slot* slot = cache.Find(raw, h);
       if (slot->hash == 0) {
         cache.word_ids.clear();
-        encode_raw(raw, &cache.word_ids);
+        SharedShard& shard = shared_[h >> 58];  // top bits: independent of the slot index bits
+        bool found = false;
+        if (share) {
+          std::lock_guard<std::mutex> lock(shard.mu);
+          const WordCache::Slot* s = shard.words.Find(raw, h);
+          if (s->hash != 0) {
+            const int32_t* v = shard.words.vals.data() + s->val_off;
+            cache.word_ids.assign(v, v + s->val_len);
+            found = true;
+          }
+        }
+        if (!found) encode_raw(raw, &cache.word_ids);
+        if (!found && share) {
+          std::lock_guard<std::mutex> lock(shard.mu);
+          WordCache::Slot* s = shard.words.Find(raw, h);
+          if (s->hash == 0 && shard.words.count < 2 * max_cached_words_ / kSharedShards) {
+            shard.words.Insert(s, raw, h, cache.word_ids);
+          }
+        }
         if (cache.count >= max_cached_words_) {
           cache.Reset(instance_id_);
           slot = cache.Find(raw, h);
         }
-        slot->hash = h;
-        slot->key_off = static_cast<uint32_t>(cache.keys.size());
-        slot->key_len = static_cast<uint32_t>(raw.size());
-        slot->val_off = static_cast<uint32_t>(cache.vals.size());
-        slot->val_len = static_cast<uint32_t>(cache.word_ids.size());
-        cache.keys.append(raw);
-        cache.vals.insert(cache.vals.end(), cache.word_ids.begin(), cache.word_ids.end());
-        if (++cache.count * 2 > cache.slots.size()) cache.Grow();
-        ids->insert(ids->end(), cache.word_ids.begin(), cache.word_ids.end());
+        cache.Insert(slot, raw, h, cache.word_ids);
+        AppendIds(ids, cache.word_ids.data(), cache.word_ids.size());
         return;
       }
-      const int32_t* v = cache.vals.data() + slot->val_off;
-      ids->insert(ids->end(), v, v + slot->val_len);
+      AppendIds(ids, cache.vals.data() + slot->val_off, slot->val_len);
     };
 
     const size_t n = text.size();

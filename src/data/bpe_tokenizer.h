@@ -19,6 +19,7 @@
 // thread keeps its own word cache).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -66,7 +67,10 @@ class BpeTokenizer final : public Tokenizer {
     float score;
   };
 
-  BpeTokenizer() = default;
+  struct SharedShard;  // defined in the .cc
+  static constexpr size_t kSharedShards = 64;
+
+  BpeTokenizer();
   // libsentencepiece's PieceToId: reserved pieces, then normal ones, else unk.
   int32_t PieceToId(std::string_view piece) const;
   // Normalizes `text` as SentencePiece's identity normalizer does.
@@ -103,6 +107,9 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<uint64_t> merge_keys_;                // open addressing, key 0 = empty
   std::vector<Merge> merge_values_;
   uint64_t merge_mask_ = 0;
+  std::unique_ptr<SharedShard[]> shared_;  // kSharedShards shards, each with its own mutex
+  mutable std::atomic<int64_t> threads_seen_{0};  // threads that set up a word cache for this instance
+  mutable std::atomic<bool> share_words_{false};  // set once a second thread encodes
 };
 
 }  // namespace lote::data

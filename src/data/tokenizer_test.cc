@@ -3,6 +3,7 @@
 // models trained here with spm_train.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "data/bpe_tokenizer.h"
@@ -105,33 +106,48 @@ TEST(BpeTokenizerTest, EdgeCasesMatchSentencePiece) {
   }
 }
 
-// Every document (line) of the three corpora, lote's fast path vs libsentencepiece.
+// Every document (line) of the three corpora: lote's fast path, on one thread
+// and on two threads (shared word cache), vs libsentencepiece.
 TEST(BpeTokenizerTest, CorporaMatchSentencePiece) {
-  auto lote = OpenTokenizer(LlamaModel(), TokenizerKind::kLote);
+  auto model = SentencePieceModel::Load(LlamaModel());
   auto ref = OpenTokenizer(LlamaModel(), TokenizerKind::kReference);
-  ASSERT_TRUE(lote.ok() && ref.ok());
+  ASSERT_TRUE(model.ok() && ref.ok());
+  auto one = BpeTokenizer::Create(*model);
+  auto two = BpeTokenizer::Create(*model);
+  ASSERT_TRUE(one.ok() && two.ok());
+  // Encodes every line on `threads` threads, 64-line chunks taken in turn.
+  auto encode_all = [](const Tokenizer& t, const std::vector<std::string>& lines, int threads) {
+    std::vector<std::vector<int32_t>> out(lines.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t b; (b = next.fetch_add(64)) < lines.size();) {
+        for (size_t i = b; i < std::min(lines.size(), b + 64); ++i) (void)t.Encode(lines[i], &out[i]);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+    return out;
+  };
   for (const char* corpus : {"sotu.txt", "moby-dick.txt", "wordnet.txt"}) {
     auto lines = testing::ReadLines(TestDataDir() + "/" + corpus);
     ASSERT_GT(lines.size(), 100u) << corpus;
-    // Reference ids on two threads (it is the slow part).
-    std::vector<std::vector<int32_t>> want(lines.size());
-    auto work = [&](size_t begin, size_t step) {
-      for (size_t i = begin; i < lines.size(); i += step) (void)(*ref)->Encode(lines[i], &want[i]);
-    };
-    std::thread helper(work, 1, 2);
-    work(0, 2);
-    helper.join();
-    size_t mismatches = 0, tokens = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      auto got = Ids(**lote, lines[i]);
-      tokens += got.size();
-      if (got != want[i] && ++mismatches <= 3) {
-        ADD_FAILURE() << corpus << " line " << i + 1 << " differs:\n got  " << Show(got) << "\n want "
-                      << Show(want[i]);
+    auto want = encode_all(**ref, lines, 2);  // the reference is the slow part
+    auto got1 = encode_all(**one, lines, 1);
+    auto got2 = encode_all(**two, lines, 2);
+    for (const auto* got : {&got1, &got2}) {
+      size_t mismatches = 0, tokens = 0;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        tokens += (*got)[i].size();
+        if ((*got)[i] != want[i] && ++mismatches <= 3) {
+          ADD_FAILURE() << corpus << " line " << i + 1 << " differs (" << (got == &got1 ? 1 : 2)
+                        << " threads):\n got  " << Show((*got)[i]) << "\n want " << Show(want[i]);
+        }
       }
+      EXPECT_EQ(mismatches, 0u) << corpus;
+      EXPECT_GT(tokens, lines.size()) << corpus;
     }
-    EXPECT_EQ(mismatches, 0u) << corpus;
-    EXPECT_GT(tokens, lines.size()) << corpus;
   }
 }
 
