@@ -7,6 +7,7 @@
 // `spm_encode --output_format=id` form, one line per document.
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,8 +23,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct Run {
   double seconds = 0;
+  double cpu_seconds = 0;  // CPU time of all threads (less sensitive to a busy machine)
   uint64_t tokens = 0;
   std::vector<std::vector<int32_t>> ids;
 };
@@ -33,6 +41,7 @@ Run Encode(const lote::data::Tokenizer& t, const std::vector<std::string_view>& 
   run.ids.resize(docs.size());
   std::atomic<size_t> next{0};
   auto t0 = Clock::now();
+  const double c0 = CpuSeconds();
   auto work = [&] {
     for (;;) {
       size_t begin = next.fetch_add(64);
@@ -46,6 +55,7 @@ Run Encode(const lote::data::Tokenizer& t, const std::vector<std::string_view>& 
   work();
   for (auto& th : pool) th.join();
   run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  run.cpu_seconds = CpuSeconds() - c0;
   for (const auto& v : run.ids) run.tokens += v.size();
   return run;
 }
@@ -89,8 +99,8 @@ int main(int argc, char** argv) {
     if (compare) {
       for (size_t i = 0; i < docs.size(); ++i) mismatches += r.ids[i] != reference.ids[i];
     }
-    std::printf("%-34s %8.2f s %8.2f MB/s %10.0f tokens/s  x%.2f vs libsentencepiece  mismatching docs: %s\n", name,
-                r.seconds, mb / r.seconds, static_cast<double>(r.tokens) / r.seconds,
+    std::printf("%-34s %8.2f s (cpu %6.2f s) %8.2f MB/s %10.0f tokens/s  x%.2f vs libsentencepiece  mismatching docs: %s\n",
+                name, r.seconds, r.cpu_seconds, mb / r.seconds, static_cast<double>(r.tokens) / r.seconds,
                 reference.seconds / r.seconds, compare ? std::to_string(mismatches).c_str() : "-");
     return mismatches;
   };
@@ -113,7 +123,7 @@ int main(int argc, char** argv) {
     }
     std::string name = "lote-bpe (" + std::to_string(n) + " thread" + (n > 1 ? "s)" : ")");
     bad += report(name.c_str(), r, true);
-    std::printf("LOTE_%dT_SECONDS=%.4f\n", n, r.seconds);
+    std::printf("LOTE_%dT_SECONDS=%.4f\nLOTE_%dT_CPU=%.4f\n", n, r.seconds, n, r.cpu_seconds);
     if (threads == 1) break;
   }
   std::printf("LOTE_REF_SECONDS=%.4f\nLOTE_MB=%.4f\nLOTE_TOKENS=%llu\n", reference.seconds, mb,
