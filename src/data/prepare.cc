@@ -72,15 +72,15 @@ class Pipeline {
     space_.notify_one();
     return true;
   }
-  void PutResult(uint64_t seq, std::vector<int32_t> tokens) {
+  void PutResult(uint64_t seq, std::vector<int32_t> tokens, uint64_t text_bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     // Bound memory: wait while far ahead of the packer.
     space_.wait(lock, [&] { return seq < next_result_ + 4 * max_queued_ || !error_.ok(); });
-    results_[seq] = std::move(tokens);
+    results_[seq] = {std::move(tokens), text_bytes};
     results_cv_.notify_all();
   }
   // Packer side: the next result in order; false when all are consumed.
-  bool NextResult(std::vector<int32_t>* tokens) {
+  bool NextResult(std::vector<int32_t>* tokens, uint64_t* text_bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     results_cv_.wait(lock, [&] {
       return results_.count(next_result_) || (input_closed_ && next_result_ == next_seq_) || !error_.ok();
@@ -88,7 +88,8 @@ class Pipeline {
     if (!error_.ok()) return false;
     auto it = results_.find(next_result_);
     if (it == results_.end()) return false;
-    *tokens = std::move(it->second);
+    *tokens = std::move(it->second.first);
+    *text_bytes = it->second.second;
     results_.erase(it);
     ++next_result_;
     space_.notify_all();
@@ -112,7 +113,7 @@ class Pipeline {
   std::condition_variable work_, space_, results_cv_;
   // protected by mu_:
   std::deque<std::pair<uint64_t, std::vector<std::string>>> queue_;
-  std::map<uint64_t, std::vector<int32_t>> results_;
+  std::map<uint64_t, std::pair<std::vector<int32_t>, uint64_t>> results_;  // tokens, text bytes
   uint64_t next_seq_ = 0;
   uint64_t next_result_ = 0;
   bool input_closed_ = false;
@@ -256,6 +257,9 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
   CorpusReader reader(inputs.files, options.corpus);
   Pipeline pipeline(static_cast<size_t>(2 * threads));
   std::atomic<uint64_t> source_tokens{0};
+  std::atomic<uint64_t> packed_text_bytes{0};  // text of the documents packed so far
+  std::atomic<bool> packer_done{false};
+  uint64_t read_text_bytes = 0;
   const int32_t bos = tokenizer->bos_id();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -275,7 +279,7 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
             return;
           }
         }
-        pipeline.PutResult(seq, std::move(tokens));
+        pipeline.PutResult(seq, std::move(tokens), bytes);
       }
     });
   }
@@ -283,8 +287,10 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
     std::vector<int32_t> block;
     block.reserve(static_cast<size_t>(options.block_size));
     std::vector<int32_t> tokens;
-    while (pipeline.NextResult(&tokens)) {
+    uint64_t text_bytes = 0;
+    while (pipeline.NextResult(&tokens, &text_bytes)) {
       source_tokens += tokens.size();
+      packed_text_bytes += text_bytes;
       size_t pos = 0;
       while (pos < tokens.size()) {
         size_t take = std::min(tokens.size() - pos, static_cast<size_t>(options.block_size) - block.size());
@@ -295,12 +301,14 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
           Status st = writer->AddSequence(block.data());
           if (!st.ok()) {
             pipeline.Fail(st);
+            packer_done = true;
             return;
           }
           block.clear();
         }
       }
     }
+    packer_done = true;
   });
 
   const auto start = SteadyClock::now();
@@ -312,7 +320,11 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
     last_report = now;
     PrepareProgress p;
     p.phase = "tokenize";
-    p.bytes_done = reader.bytes_read();
+    // Input bytes read, scaled by the share of the text read that is already packed.
+    const double packed_share =
+        read_text_bytes ? static_cast<double>(packed_text_bytes.load()) / static_cast<double>(read_text_bytes) : 0;
+    p.bytes_done = final ? reader.total_bytes()
+                         : static_cast<uint64_t>(static_cast<double>(reader.bytes_read()) * std::min(1.0, packed_share));
     p.bytes_total = reader.total_bytes();
     p.documents = reader.documents();
     p.tokens = source_tokens.load();
@@ -329,11 +341,16 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
       pipeline.Fail(read_status);
       break;
     }
+    for (const auto& d : docs) read_text_bytes += d.size();
     if (!docs.empty() && !pipeline.Push(std::move(docs))) break;
     report(false);
     if (!*more) break;
   }
   pipeline.CloseInput();
+  while (!packer_done.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    report(false);
+  }
   for (auto& w : workers) w.join();
   packer.join();
   RETURN_IF_ERROR(pipeline.error());
