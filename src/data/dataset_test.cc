@@ -186,6 +186,55 @@ TEST(PrepareTest, BadInputFailsWithFileAndLineAndLeavesNothing) {
   EXPECT_EQ(*ReadFile(dir.path() + "/full/keep.txt"), "mine");
 }
 
+TEST(IndexedDatasetTest, WriterReaderRoundTripAndCorruption) {
+  TempDir dir;
+  for (int64_t vocab : {32000, 100000}) {
+    const std::string d = dir.path() + "/v" + std::to_string(vocab);
+    fs::create_directories(d);
+    auto w = IndexedDatasetWriter::Create(d, vocab, 3);
+    ASSERT_TRUE(w.ok());
+    const int32_t a[3] = {1, 65535 < vocab ? 70000 : 5, 7};
+    const int32_t b[3] = {1, 2, 3};
+    ASSERT_TRUE((*w)->AddSequence(a).ok());
+    ASSERT_TRUE((*w)->AddSequence(b).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+    auto ds = IndexedDataset::Open(d);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    EXPECT_EQ((*ds)->dtype(), vocab <= 65536 ? kDtypeUint16 : kDtypeInt32);
+    EXPECT_EQ((*ds)->Sequence(0), std::vector<int32_t>(a, a + 3));
+    EXPECT_EQ((*ds)->Sequence(1), std::vector<int32_t>(b, b + 3));
+    EXPECT_EQ((*ds)->pointer(1), vocab <= 65536 ? 6 : 12);
+    EXPECT_FALSE((*ds)->manifest().has_value());
+  }
+  // A .bin shorter than the index says is caught; so is a bad magic.
+  const std::string d = dir.path() + "/v32000";
+  ASSERT_TRUE(WriteFileAtomic(d + "/data.bin", "xx").ok());
+  EXPECT_EQ(IndexedDataset::Open(d).status().code(), StatusCode::kDataLoss);
+  auto idx = ReadFile(d + "/data.idx");
+  ASSERT_TRUE(WriteFileAtomic(d + "/data.idx", "NOTMMIDX" + idx->substr(8)).ok());
+  auto bad = IndexedDataset::Open(d);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("bad magic"), std::string::npos);
+}
+
+TEST(IndexedDatasetTest, ManifestRoundTrip) {
+  DatasetManifest m;
+  m.dtype = "uint16";
+  m.tokenizer_sha256 = "ab";
+  m.vocab_size = 32000;
+  m.block_size = 4096;
+  m.num_sequences = 2;
+  m.num_tokens = 8192;
+  m.num_documents = 5;
+  m.num_source_tokens = 9000;
+  m.sources = {{"s3://b/x.txt", 10, "cd"}};
+  auto back = DatasetManifest::FromJson(Json::parse(m.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ToJson(), m.ToJson());
+  EXPECT_TRUE(m.ToJson()["eos_id"].is_null());
+  EXPECT_FALSE(DatasetManifest::FromJson(Json::parse(R"({"format":"other"})")).ok());
+}
+
 TEST(CorpusTest, FindsInvalidUtf8) {
   EXPECT_EQ(FindInvalidUtf8("plain ascii text that is long enough"), -1);
   EXPECT_EQ(FindInvalidUtf8("ñé日本🙂"), -1);
