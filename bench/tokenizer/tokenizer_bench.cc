@@ -7,9 +7,9 @@
 // `spm_encode --output_format=id` form, one line per document.
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,9 +99,11 @@ int main(int argc, char** argv) {
     if (compare) {
       for (size_t i = 0; i < docs.size(); ++i) mismatches += r.ids[i] != reference.ids[i];
     }
-    std::printf("%-34s %8.2f s (cpu %6.2f s) %8.2f MB/s %10.0f tokens/s  x%.2f vs libsentencepiece  mismatching docs: %s\n",
-                name, r.seconds, r.cpu_seconds, mb / r.seconds, static_cast<double>(r.tokens) / r.seconds,
-                reference.seconds / r.seconds, compare ? std::to_string(mismatches).c_str() : "-");
+    std::printf(
+        "%-34s %8.2f s (cpu %6.2f s) %8.2f MB/s %10.0f tokens/s  x%.2f vs libsentencepiece  "
+        "mismatching docs: %s\n",
+        name, r.seconds, r.cpu_seconds, mb / r.seconds, static_cast<double>(r.tokens) / r.seconds,
+        reference.seconds / r.seconds, compare ? std::to_string(mismatches).c_str() : "-");
     return mismatches;
   };
   report("libsentencepiece (C++, 1 thread)", reference, false);

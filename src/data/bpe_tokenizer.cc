@@ -11,7 +11,7 @@
 namespace lote::data {
 namespace {
 
-constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581 "▁"
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";      // U+2581 "▁"
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 constexpr uint64_t kEmptyKey = ~0ull;
 constexpr size_t kMaxCachedWordBytes = 96;
@@ -41,8 +41,10 @@ inline size_t ValidCharLen(const unsigned char* s, size_t n) {
     uint32_t cp = ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
     if (IsTrail(s[1]) && IsTrail(s[2]) && cp >= 0x800 && IsValidCodepoint(cp)) return 3;
   } else if (n >= 4 && (c & 0xF8) == 0xF0) {
-    uint32_t cp = ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
-    if (IsTrail(s[1]) && IsTrail(s[2]) && IsTrail(s[3]) && cp >= 0x10000 && IsValidCodepoint(cp)) return 4;
+    uint32_t cp =
+        ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
+    if (IsTrail(s[1]) && IsTrail(s[2]) && IsTrail(s[3]) && cp >= 0x10000 && IsValidCodepoint(cp))
+      return 4;
   }
   return 0;
 }
@@ -153,7 +155,8 @@ struct BpeTokenizer::WordCache {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& s = slots[i];
       if (s.hash == 0) return &s;
-      if (s.hash == h && s.key_len == key.size() && BytesEqual(keys.data() + s.key_off, key.data(), key.size())) {
+      if (s.hash == h && s.key_len == key.size() &&
+          BytesEqual(keys.data() + s.key_off, key.data(), key.size())) {
         return &s;
       }
     }
@@ -187,15 +190,20 @@ BpeTokenizer::BpeTokenizer() : shared_(new SharedShard[kSharedShards]) {
 
 BpeTokenizer::~BpeTokenizer() = default;
 
-size_t BpeTokenizer::StringHash::operator()(std::string_view s) const { return HashBytes(s.data(), s.size()); }
+size_t BpeTokenizer::StringHash::operator()(std::string_view s) const {
+  return HashBytes(s.data(), s.size());
+}
 
-Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceModel& model, Options options) {
+Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceModel& model,
+                                                           Options options) {
   if (model.model_type != ModelType::kBpe) {
-    return Status::Unimplemented("lote's encoder handles SentencePiece BPE models only; this one is not BPE");
+    return Status::Unimplemented(
+        "lote's encoder handles SentencePiece BPE models only; this one is not BPE");
   }
   if (!model.precompiled_charsmap.empty()) {
-    return Status::Unimplemented("lote's encoder handles identity normalization only; this model uses '" +
-                                 model.normalizer_name + "'");
+    return Status::Unimplemented(
+        "lote's encoder handles identity normalization only; this model uses '" +
+        model.normalizer_name + "'");
   }
   if (model.treat_whitespace_as_suffix) {
     return Status::Unimplemented("lote's encoder does not handle treat_whitespace_as_suffix");
@@ -224,13 +232,18 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceMo
     }
     if (p.type == PieceType::kUnused) t->has_unused_ = true;
     if (p.type == PieceType::kUnknown) t->unk_id_ = i;
-    if (!normal && !p.piece.empty() && OneCharLen(static_cast<unsigned char>(p.piece[0])) == p.piece.size()) {
+    if (!normal && !p.piece.empty() &&
+        OneCharLen(static_cast<unsigned char>(p.piece[0])) == p.piece.size()) {
       single_char_reserved = true;
     }
   }
   if (t->unk_id_ < 0) return Status::InvalidArgument("SentencePiece model has no unknown piece");
-  t->bos_id_ = model.bos_id >= 0 && model.pieces[model.bos_id].type == PieceType::kControl ? model.bos_id : -1;
-  t->eos_id_ = model.eos_id >= 0 && model.pieces[model.eos_id].type == PieceType::kControl ? model.eos_id : -1;
+  t->bos_id_ = model.bos_id >= 0 && model.pieces[model.bos_id].type == PieceType::kControl
+                   ? model.bos_id
+                   : -1;
+  t->eos_id_ = model.eos_id >= 0 && model.pieces[model.eos_id].type == PieceType::kControl
+                   ? model.eos_id
+                   : -1;
   for (int b = 0; b < 256; ++b) {
     char buf[8];
     std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
@@ -267,7 +280,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceMo
         }
         continue;
       }
-      for (size_t k = first; k < piece.size(); k += OneCharLen(static_cast<unsigned char>(piece[k]))) {
+      for (size_t k = first; k < piece.size();
+           k += OneCharLen(static_cast<unsigned char>(piece[k]))) {
         auto l = t->normal_.find(std::string_view(piece).substr(0, k));
         auto r = t->normal_.find(std::string_view(piece).substr(k));
         if (l == t->normal_.end() || r == t->normal_.end()) continue;
@@ -308,7 +322,8 @@ const BpeTokenizer::Merge* BpeTokenizer::FindMerge(int32_t left, int32_t right) 
 }
 
 int32_t BpeTokenizer::CharId(std::string_view ch) const {
-  if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 128) return ascii_ids_[static_cast<unsigned char>(ch[0])];
+  if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 128)
+    return ascii_ids_[static_cast<unsigned char>(ch[0])];
   auto it = char_ids_.find(PackChar(ch));
   return it == char_ids_.end() ? -1 : it->second;
 }
@@ -362,7 +377,8 @@ void BpeTokenizer::Normalize(std::string_view input, std::string* out) const {
     if (!remove_extra_whitespaces_) is_prev_space = false;
   }
   if (remove_extra_whitespaces_) {
-    while (out->size() >= space.size() && out->compare(out->size() - space.size(), space.size(), space) == 0) {
+    while (out->size() >= space.size() &&
+           out->compare(out->size() - space.size(), space.size(), space) == 0) {
       out->resize(out->size() - space.size());
     }
   }
@@ -397,7 +413,8 @@ void BpeTokenizer::EncodeGeneral(std::string_view normalized, std::vector<int32_
     std::string_view rest = normalized.substr(pos);
     size_t len = 0;
     bool freeze = false;
-    for (size_t l = std::min(max_user_defined_len_, rest.size()); l > 0 && !user_defined_.empty(); --l) {
+    for (size_t l = std::min(max_user_defined_len_, rest.size()); l > 0 && !user_defined_.empty();
+         --l) {
       auto it = normal_.find(rest.substr(0, l));
       if (it != normal_.end() && pieces_[it->second].type == PieceType::kUserDefined) {
         len = l;
@@ -407,7 +424,8 @@ void BpeTokenizer::EncodeGeneral(std::string_view normalized, std::vector<int32_
     }
     if (!freeze) len = std::min(rest.size(), OneCharLen(static_cast<unsigned char>(rest[0])));
     const int index = static_cast<int>(symbols.size());
-    symbols.push_back(Symbol{index - 1, pos + len < normalized.size() ? index + 1 : -1, freeze, rest.substr(0, len)});
+    symbols.push_back(Symbol{index - 1, pos + len < normalized.size() ? index + 1 : -1, freeze,
+                             rest.substr(0, len)});
     pos += len;
   }
   std::priority_queue<Pair, std::vector<Pair>, PairLess> agenda;
@@ -415,7 +433,8 @@ void BpeTokenizer::EncodeGeneral(std::string_view normalized, std::vector<int32_
   std::string concat;
   auto maybe_add = [&](int left, int right) {
     if (left == -1 || right == -1 || symbols[left].freeze || symbols[right].freeze) return;
-    const std::string_view piece(symbols[left].piece.data(), symbols[left].piece.size() + symbols[right].piece.size());
+    const std::string_view piece(symbols[left].piece.data(),
+                                 symbols[left].piece.size() + symbols[right].piece.size());
     auto it = normal_.find(piece);
     if (it == normal_.end()) return;
     agenda.push(Pair{left, right, pieces_[it->second].score, piece.size()});
@@ -423,7 +442,8 @@ void BpeTokenizer::EncodeGeneral(std::string_view normalized, std::vector<int32_
       rev_merge[std::string(piece)] = {symbols[left].piece, symbols[right].piece};
     }
   };
-  for (size_t i = 1; i < symbols.size(); ++i) maybe_add(static_cast<int>(i) - 1, static_cast<int>(i));
+  for (size_t i = 1; i < symbols.size(); ++i)
+    maybe_add(static_cast<int>(i) - 1, static_cast<int>(i));
   while (!agenda.empty()) {
     const Pair top = agenda.top();
     agenda.pop();
@@ -498,7 +518,8 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) 
     std::priority_queue<Pair, std::vector<Pair>, PairLess> heap;
     auto add = [&](int32_t l, int32_t r) {
       if (l < 0 || r < 0 || sym_id[l] < 0 || sym_id[r] < 0) return;
-      if (const Merge* m = FindMerge(sym_id[l], sym_id[r])) heap.push(Pair{m->score, l, r, sym_id[l], sym_id[r], m->id});
+      if (const Merge* m = FindMerge(sym_id[l], sym_id[r]))
+        heap.push(Pair{m->score, l, r, sym_id[l], sym_id[r], m->id});
     };
     for (size_t i = 0; i + 1 < n; ++i) add(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
     while (!heap.empty()) {
@@ -576,7 +597,8 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
     if (cache.owner != instance_id_) {
       cache.Reset(instance_id_);
       // From the second thread on, misses go through the shared cache too.
-      if (threads_seen_.fetch_add(1, std::memory_order_relaxed) >= 1) share_words_.store(true, std::memory_order_relaxed);
+      if (threads_seen_.fetch_add(1, std::memory_order_relaxed) >= 1)
+        share_words_.store(true, std::memory_order_relaxed);
     }
     const bool share = share_words_.load(std::memory_order_relaxed);
     auto encode_segment = [&](std::string_view raw) {
@@ -590,7 +612,8 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
             ++i;
             continue;
           }
-          size_t len = ValidCharLen(reinterpret_cast<const unsigned char*>(r.data()) + i, r.size() - i);
+          size_t len =
+              ValidCharLen(reinterpret_cast<const unsigned char*>(r.data()) + i, r.size() - i);
           if (len == 0) {
             cache.norm_buf.append(kReplacementChar);
             ++i;

@@ -39,7 +39,8 @@ class BpeTokenizer final : public Tokenizer {
 
   // Unimplemented (naming the reason) for models it cannot encode exactly:
   // not BPE, a non-identity normalizer, treat_whitespace_as_suffix.
-  static Result<std::unique_ptr<BpeTokenizer>> Create(const SentencePieceModel& model, Options options);
+  static Result<std::unique_ptr<BpeTokenizer>> Create(const SentencePieceModel& model,
+                                                      Options options);
   static Result<std::unique_ptr<BpeTokenizer>> Create(const SentencePieceModel& model) {
     return Create(model, Options());
   }
@@ -108,7 +109,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<Merge> merge_values_;
   uint64_t merge_mask_ = 0;
   std::unique_ptr<SharedShard[]> shared_;  // kSharedShards shards, each with its own mutex
-  mutable std::atomic<int64_t> threads_seen_{0};  // threads that set up a word cache for this instance
+  mutable std::atomic<int64_t> threads_seen_{
+      0};  // threads that set up a word cache for this instance
   mutable std::atomic<bool> share_words_{false};  // set once a second thread encodes
 };
 

@@ -15,7 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 CorpusFile Describe(const fs::path& p, const CorpusOptions& options, uint64_t size) {
@@ -75,13 +76,15 @@ int64_t FindInvalidUtf8(std::string_view s) {
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
     static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return static_cast<int64_t>(i);
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
+      return static_cast<int64_t>(i);
     i += len;
   }
   return -1;
 }
 
-Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inputs, const CorpusOptions& options) {
+Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inputs,
+                                             const CorpusOptions& options) {
   std::vector<CorpusFile> out;
   for (const std::string& input : inputs) {
     std::error_code ec;
@@ -91,9 +94,11 @@ Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inp
       out.push_back(Describe(input, options, fs::file_size(input, ec)));
       continue;
     }
-    if (!fs::is_directory(st)) return Status::InvalidArgument("input " + input + " is not a file or directory");
+    if (!fs::is_directory(st))
+      return Status::InvalidArgument("input " + input + " is not a file or directory");
     std::vector<CorpusFile> found;
-    fs::recursive_directory_iterator it(input, fs::directory_options::follow_directory_symlink, ec), end;
+    fs::recursive_directory_iterator it(input, fs::directory_options::follow_directory_symlink, ec),
+        end;
     if (ec) return Status::Internal("cannot read directory " + input + ": " + ec.message());
     for (; it != end; it.increment(ec)) {
       if (ec) return Status::Internal("cannot read directory " + input + ": " + ec.message());
@@ -104,8 +109,10 @@ Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inp
       }
       if (it->is_regular_file()) found.push_back(Describe(it->path(), options, it->file_size()));
     }
-    std::sort(found.begin(), found.end(), [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
-    if (found.empty()) return Status::InvalidArgument("input directory " + input + " holds no files");
+    std::sort(found.begin(), found.end(),
+              [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
+    if (found.empty())
+      return Status::InvalidArgument("input directory " + input + " holds no files");
     out.insert(out.end(), found.begin(), found.end());
   }
   if (out.empty()) return Status::InvalidArgument("no input files (pass --input PATH)");
@@ -180,8 +187,9 @@ Result<bool> CorpusReader::ReadLine(std::string* line) {
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(static_cast<gzFile>(gz_), &err);
-      return Status::DataLoss(current_->path + ":" + std::to_string(line_no_ + 1) + ": cannot read (" +
-                              (msg ? msg : "?") + ")" + (current_->gzip ? "; is it a valid .gz file?" : ""));
+      return Status::DataLoss(current_->path + ":" + std::to_string(line_no_ + 1) +
+                              ": cannot read (" + (msg ? msg : "?") + ")" +
+                              (current_->gzip ? "; is it a valid .gz file?" : ""));
     }
     buf_.resize(static_cast<size_t>(n));
     if (n == 0) {
@@ -195,13 +203,14 @@ Status CorpusReader::CheckEnd() {
   int err = Z_OK;
   const char* msg = gzerror(static_cast<gzFile>(gz_), &err);
   if (err != Z_OK) {
-    return Status::DataLoss(current_->path + ":" + std::to_string(line_no_ + 1) + ": " + (msg ? msg : "read error") +
-                            " (truncated or corrupt gzip file?)");
+    return Status::DataLoss(current_->path + ":" + std::to_string(line_no_ + 1) + ": " +
+                            (msg ? msg : "read error") + " (truncated or corrupt gzip file?)");
   }
   return Status::Ok();
 }
 
-Status CorpusReader::AddDocument(std::string&& text, std::vector<std::string>* docs, size_t* added) {
+Status CorpusReader::AddDocument(std::string&& text, std::vector<std::string>* docs,
+                                 size_t* added) {
   int64_t bad = FindInvalidUtf8(text);
   if (bad >= 0) {
     return Status::InvalidArgument(current_->path + ":" + std::to_string(line_no_) +
@@ -235,7 +244,9 @@ Result<bool> CorpusReader::NextBatch(size_t max_bytes, std::vector<std::string>*
       std::string chunk(1 << 20, '\0');
       for (;;) {
         int n = gzread(static_cast<gzFile>(gz_), chunk.data(), static_cast<unsigned>(chunk.size()));
-        if (n < 0) return Status::DataLoss("cannot read " + current_->path + (current_->gzip ? "; is it a valid .gz file?" : ""));
+        if (n < 0)
+          return Status::DataLoss("cannot read " + current_->path +
+                                  (current_->gzip ? "; is it a valid .gz file?" : ""));
         if (n == 0) {
           RETURN_IF_ERROR(CheckEnd());
           break;
@@ -246,7 +257,8 @@ Result<bool> CorpusReader::NextBatch(size_t max_bytes, std::vector<std::string>*
       buf_.clear();
       buf_pos_ = 0;
       int64_t bad = FindInvalidUtf8(all);
-      line_no_ = bad < 0 ? 1 : 1 + static_cast<uint64_t>(std::count(all.begin(), all.begin() + bad, '\n'));
+      line_no_ =
+          bad < 0 ? 1 : 1 + static_cast<uint64_t>(std::count(all.begin(), all.begin() + bad, '\n'));
       if (!all.empty()) RETURN_IF_ERROR(AddDocument(std::move(all), docs, &added));
       continue;
     }
@@ -264,7 +276,8 @@ Result<bool> CorpusReader::NextBatch(size_t max_bytes, std::vector<std::string>*
     if (j.is_discarded()) {
       auto parsed = ParseJson(line);  // for the parser's message
       return Status::InvalidArgument(where + "invalid JSON (" +
-                                     (parsed.ok() ? std::string("?") : parsed.status().message()) + ")");
+                                     (parsed.ok() ? std::string("?") : parsed.status().message()) +
+                                     ")");
     }
     if (!j.is_object()) return Status::InvalidArgument(where + "expected a JSON object per line");
     auto it = j.find(options_.text_key);

@@ -40,7 +40,8 @@ struct CorpusFile {
 
 // Expands files and directories into the sorted list of files. NotFound naming
 // the input when one does not exist; InvalidArgument when nothing is left.
-Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inputs, const CorpusOptions& options);
+Result<std::vector<CorpusFile>> ExpandInputs(const std::vector<std::string>& inputs,
+                                             const CorpusOptions& options);
 
 // Byte offset of the first malformed UTF-8 sequence, or -1 when valid.
 int64_t FindInvalidUtf8(std::string_view s);

@@ -30,10 +30,14 @@ std::string HumanBytes(double b) {
 
 std::string HumanCount(double n) {
   char buf[32];
-  if (n >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fG", n / 1e9);
-  else if (n >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", n / 1e6);
-  else if (n >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f", n);
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2fG", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.2fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f", n);
   return buf;
 }
 
@@ -41,9 +45,12 @@ std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   int64_t t = static_cast<int64_t>(s + 0.5);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
-                               static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
-  else std::snprintf(buf, sizeof(buf), "%lld:%02lld", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
   return buf;
 }
 
@@ -54,17 +61,22 @@ class ProgressPrinter {
   void operator()(const PrepareProgress& p) {
     if (!tty_ && !p.final && p.elapsed_s - last_line_s_ < 5.0) return;
     last_line_s_ = p.elapsed_s;
-    const double frac = p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 0;
+    const double frac =
+        p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 0;
     const double eta = frac > 0 ? p.elapsed_s * (1 - frac) / frac : NAN;
     std::string line;
     if (p.phase == "tokenize") {
-      line = HumanBytes(static_cast<double>(p.bytes_done)) + "/" + HumanBytes(static_cast<double>(p.bytes_total)) +
-             "  " + HumanCount(static_cast<double>(p.documents)) + " docs  " +
+      line = HumanBytes(static_cast<double>(p.bytes_done)) + "/" +
+             HumanBytes(static_cast<double>(p.bytes_total)) + "  " +
+             HumanCount(static_cast<double>(p.documents)) + " docs  " +
              HumanCount(static_cast<double>(p.tokens)) + " tokens  " +
-             HumanCount(p.elapsed_s > 0 ? static_cast<double>(p.tokens) / p.elapsed_s : 0) + " tok/s";
+             HumanCount(p.elapsed_s > 0 ? static_cast<double>(p.tokens) / p.elapsed_s : 0) +
+             " tok/s";
     } else {
-      line = HumanBytes(static_cast<double>(p.bytes_done)) + "/" + HumanBytes(static_cast<double>(p.bytes_total)) +
-             "  " + HumanBytes(p.elapsed_s > 0 ? static_cast<double>(p.bytes_done) / p.elapsed_s : 0) + "/s";
+      line = HumanBytes(static_cast<double>(p.bytes_done)) + "/" +
+             HumanBytes(static_cast<double>(p.bytes_total)) + "  " +
+             HumanBytes(p.elapsed_s > 0 ? static_cast<double>(p.bytes_done) / p.elapsed_s : 0) +
+             "/s";
     }
     line += p.final ? "  done in " + Duration(p.elapsed_s) : "  ETA " + Duration(eta);
     char pct[16];
@@ -74,8 +86,8 @@ class ProgressPrinter {
       int filled = static_cast<int>(frac * width);
       std::string bar(static_cast<size_t>(filled), '#');
       bar.append(static_cast<size_t>(width - filled), '.');
-      std::fprintf(stderr, "\r%-8s [%s] %s  %s\033[K%s", p.phase.c_str(), bar.c_str(), pct, line.c_str(),
-                   p.final ? "\n" : "");
+      std::fprintf(stderr, "\r%-8s [%s] %s  %s\033[K%s", p.phase.c_str(), bar.c_str(), pct,
+                   line.c_str(), p.final ? "\n" : "");
     } else {
       std::fprintf(stderr, "%s: %s  %s\n", p.phase.c_str(), pct, line.c_str());
     }
@@ -94,11 +106,16 @@ struct PrepareArgs {
 };
 
 int RunPrepare(PrepareArgs& args) {
-  if (args.format == "text") args.options.corpus.format = CorpusFormat::kText;
-  else if (args.format == "jsonl") args.options.corpus.format = CorpusFormat::kJsonl;
-  else args.options.corpus.format = CorpusFormat::kAuto;
-  if (args.tokenizer_impl == "lote") args.options.tokenizer = TokenizerKind::kLote;
-  else if (args.tokenizer_impl == "sentencepiece") args.options.tokenizer = TokenizerKind::kReference;
+  if (args.format == "text")
+    args.options.corpus.format = CorpusFormat::kText;
+  else if (args.format == "jsonl")
+    args.options.corpus.format = CorpusFormat::kJsonl;
+  else
+    args.options.corpus.format = CorpusFormat::kAuto;
+  if (args.tokenizer_impl == "lote")
+    args.options.tokenizer = TokenizerKind::kLote;
+  else if (args.tokenizer_impl == "sentencepiece")
+    args.options.tokenizer = TokenizerKind::kReference;
   ProgressPrinter printer;
   auto result = PrepareDataset(args.options, [&](const PrepareProgress& p) { printer(p); });
   if (!result.ok()) {
@@ -108,8 +125,8 @@ int RunPrepare(PrepareArgs& args) {
   const DatasetManifest& m = *result;
   std::printf("wrote %s: %lld sequences of %lld tokens (%s), from %lld documents / %lld tokens\n",
               args.options.output_uri.c_str(), static_cast<long long>(m.num_sequences),
-              static_cast<long long>(m.block_size), m.dtype.c_str(), static_cast<long long>(m.num_documents),
-              static_cast<long long>(m.num_source_tokens));
+              static_cast<long long>(m.block_size), m.dtype.c_str(),
+              static_cast<long long>(m.num_documents), static_cast<long long>(m.num_source_tokens));
   return 0;
 }
 
@@ -128,7 +145,8 @@ int RunInspect(const std::string& uri, int count) {
       std::fprintf(stderr, "lote data inspect: %s\n", store.status().ToString().c_str());
       return 1;
     }
-    tmp = (std::filesystem::temp_directory_path() / ("lote-inspect-" + HexEncode(RandomBytes(6)))).string();
+    tmp = (std::filesystem::temp_directory_path() / ("lote-inspect-" + HexEncode(RandomBytes(6))))
+              .string();
     for (const char* name : {"manifest.json", "data.idx", "data.bin"}) {
       Status st = (*store)->GetFile(name, tmp + "/" + name);
       if (!st.ok()) {
@@ -147,8 +165,8 @@ int RunInspect(const std::string& uri, int count) {
   } else {
     if ((*ds)->manifest()) std::printf("%s\n", (*ds)->manifest()->ToJson().dump(2).c_str());
     std::printf("sequences: %lld  documents (doc_idx entries): %lld  dtype code: %d\n",
-                static_cast<long long>((*ds)->num_sequences()), static_cast<long long>((*ds)->num_documents()),
-                (*ds)->dtype());
+                static_cast<long long>((*ds)->num_sequences()),
+                static_cast<long long>((*ds)->num_documents()), (*ds)->dtype());
     if ((*ds)->num_sequences() > 0) {
       std::printf("first tokens of sequence 0:");
       for (int i = 0; i < count && i < (*ds)->size(0); ++i) std::printf(" %d", (*ds)->token(0, i));
@@ -160,44 +178,54 @@ int RunInspect(const std::string& uri, int count) {
 }
 
 CommandRegistrar reg([](CLI::App& app) {
-  auto* data = app.add_subcommand("data", "Dataset preparation: tokenize and pack corpora into Megatron datasets");
+  auto* data = app.add_subcommand(
+      "data", "Dataset preparation: tokenize and pack corpora into Megatron datasets");
   data->require_subcommand(1);
 
   auto args = std::make_shared<PrepareArgs>();
   auto* prepare = data->add_subcommand(
       "prepare",
-      "Tokenize text into a packed Megatron-LM indexed dataset (data.bin, data.idx, manifest.json).\n"
+      "Tokenize text into a packed Megatron-LM indexed dataset (data.bin, data.idx, "
+      "manifest.json).\n"
       "Each document gets BOS first and no EOS; all are concatenated and cut into --block-size\n"
       "blocks, the remainder dropped. The output appears complete or not at all.");
-  prepare->add_option("--input", args->options.inputs,
-                      "Input files, folders, or s3:// objects/prefixes (text: one document per line; "
-                      "JSON Lines; .gz allowed)")
+  prepare
+      ->add_option("--input", args->options.inputs,
+                   "Input files, folders, or s3:// objects/prefixes (text: one document per line; "
+                   "JSON Lines; .gz allowed)")
       ->required();
-  prepare->add_option("--tokenizer", args->options.tokenizer_path, "SentencePiece tokenizer.model")->required();
+  prepare->add_option("--tokenizer", args->options.tokenizer_path, "SentencePiece tokenizer.model")
+      ->required();
   prepare->add_option("--block-size", args->options.block_size, "Tokens per packed sequence")
       ->default_val(4096);
-  prepare->add_option("--output", args->options.output_uri,
-                      "Output folder, file:// or s3://bucket/prefix (must not hold a dataset)")
+  prepare
+      ->add_option("--output", args->options.output_uri,
+                   "Output folder, file:// or s3://bucket/prefix (must not hold a dataset)")
       ->required();
-  prepare->add_option("--threads", args->options.threads, "Tokenization threads (0 = all cores)")->default_val(0);
-  prepare->add_option("--text-key", args->options.corpus.text_key, "JSON Lines field holding the text")
+  prepare->add_option("--threads", args->options.threads, "Tokenization threads (0 = all cores)")
+      ->default_val(0);
+  prepare
+      ->add_option("--text-key", args->options.corpus.text_key, "JSON Lines field holding the text")
       ->default_val("text");
   prepare->add_option("--format", args->format, "Input format")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}))
       ->default_val("auto");
   prepare->add_flag("--doc-per-file", args->options.corpus.doc_per_file,
                     "Each text file is one document (instead of one per line)");
-  prepare->add_option("--tokenizer-impl", args->tokenizer_impl,
-                      "auto: lote's fast exact encoder when the model allows it; lote; sentencepiece")
+  prepare
+      ->add_option("--tokenizer-impl", args->tokenizer_impl,
+                   "auto: lote's fast exact encoder when the model allows it; lote; sentencepiece")
       ->check(CLI::IsMember({"auto", "lote", "sentencepiece"}))
       ->default_val("auto");
   prepare->callback([args] { SetExitCode(RunPrepare(*args)); });
 
   auto uri = std::make_shared<std::string>();
   auto count = std::make_shared<int>(16);
-  auto* inspect = data->add_subcommand("inspect", "Print a dataset's manifest and its first tokens");
+  auto* inspect =
+      data->add_subcommand("inspect", "Print a dataset's manifest and its first tokens");
   inspect->add_option("URI", *uri, "Dataset folder, file:// or s3:// prefix")->required();
-  inspect->add_option("--tokens", *count, "How many tokens of the first sequence to print")->default_val(16);
+  inspect->add_option("--tokens", *count, "How many tokens of the first sequence to print")
+      ->default_val(16);
   inspect->callback([uri, count] { SetExitCode(RunInspect(*uri, *count)); });
 });
 

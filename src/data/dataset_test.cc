@@ -21,7 +21,8 @@ using testing::LlamaModel;
 using testing::TempDir;
 using testing::TestDataDir;
 
-PrepareOptions Options(std::vector<std::string> inputs, const std::string& out, int64_t block, int threads) {
+PrepareOptions Options(std::vector<std::string> inputs, const std::string& out, int64_t block,
+                       int threads) {
   PrepareOptions o;
   o.inputs = std::move(inputs);
   o.tokenizer_path = LlamaModel();
@@ -47,7 +48,8 @@ std::vector<int32_t> ExpectedStream(const std::vector<std::string>& docs) {
 void WriteGzip(const std::string& path, const std::string& data) {
   gzFile gz = gzopen(path.c_str(), "wb");
   ASSERT_NE(gz, nullptr);
-  ASSERT_EQ(gzwrite(gz, data.data(), static_cast<unsigned>(data.size())), static_cast<int>(data.size()));
+  ASSERT_EQ(gzwrite(gz, data.data(), static_cast<unsigned>(data.size())),
+            static_cast<int>(data.size()));
   gzclose(gz);
 }
 
@@ -65,7 +67,8 @@ TEST(PrepareTest, PacksLikeGroupTextsAndIsDeterministic) {
 
   auto m1 = PrepareDataset(Options({dir.path() + "/in.txt"}, dir.path() + "/one", 128, 1));
   ASSERT_TRUE(m1.ok()) << m1.status().ToString();
-  auto m3 = PrepareDataset(Options({dir.path() + "/in.txt"}, "file://" + dir.path() + "/three", 128, 3));
+  auto m3 =
+      PrepareDataset(Options({dir.path() + "/in.txt"}, "file://" + dir.path() + "/three", 128, 3));
   ASSERT_TRUE(m3.ok()) << m3.status().ToString();
   for (const char* f : {"data.bin", "data.idx", "manifest.json"}) {
     EXPECT_TRUE(*ReadFile(dir.path() + "/one/" + f) == *ReadFile(dir.path() + "/three/" + f)) << f;
@@ -77,7 +80,8 @@ TEST(PrepareTest, PacksLikeGroupTextsAndIsDeterministic) {
   EXPECT_EQ(m1->num_sequences, static_cast<int64_t>(stream.size() / 128));
   EXPECT_EQ(m1->num_tokens, m1->num_sequences * 128);
   EXPECT_EQ(m1->dtype, "uint16");
-  EXPECT_EQ(m1->tokenizer_sha256, "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347");
+  EXPECT_EQ(m1->tokenizer_sha256,
+            "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347");
   ASSERT_EQ(m1->sources.size(), 1u);
   EXPECT_EQ(m1->sources[0].bytes, text.size());
 
@@ -103,9 +107,11 @@ TEST(PrepareTest, PacksLikeGroupTextsAndIsDeterministic) {
 TEST(PrepareTest, ReadsJsonlGzipDirectoriesAndWholeFiles) {
   TempDir dir;
   fs::create_directories(dir.path() + "/in/sub");
-  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/in/a.jsonl",
-                              "{\"content\": \"First document.\", \"id\": 1}\n\n{\"content\": \"Second one\"}\n")
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(
+          dir.path() + "/in/a.jsonl",
+          "{\"content\": \"First document.\", \"id\": 1}\n\n{\"content\": \"Second one\"}\n")
+          .ok());
   WriteGzip(dir.path() + "/in/sub/b.txt.gz", "Third doc\r\nFourth doc\n");
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/in/.hidden", "ignored\n").ok());
   auto o = Options({dir.path() + "/in"}, dir.path() + "/out", 4, 2);
@@ -116,7 +122,8 @@ TEST(PrepareTest, ReadsJsonlGzipDirectoriesAndWholeFiles) {
   ASSERT_EQ(m->sources.size(), 2u);
   EXPECT_NE(m->sources[0].path.find("a.jsonl"), std::string::npos);
   EXPECT_NE(m->sources[1].path.find("b.txt.gz"), std::string::npos);
-  std::vector<int32_t> stream = ExpectedStream({"First document.", "Second one", "Third doc", "Fourth doc"});
+  std::vector<int32_t> stream =
+      ExpectedStream({"First document.", "Second one", "Third doc", "Fourth doc"});
   EXPECT_EQ(m->num_source_tokens, static_cast<int64_t>(stream.size()));
   auto ds = IndexedDataset::Open(dir.path() + "/out");
   ASSERT_TRUE(ds.ok());
@@ -135,7 +142,8 @@ TEST(PrepareTest, ReadsJsonlGzipDirectoriesAndWholeFiles) {
   auto mw = PrepareDataset(w);
   ASSERT_TRUE(mw.ok()) << mw.status().ToString();
   EXPECT_EQ(mw->num_documents, 1);
-  EXPECT_EQ(mw->num_source_tokens, static_cast<int64_t>(ExpectedStream({"Line one\nLine two\n"}).size()));
+  EXPECT_EQ(mw->num_source_tokens,
+            static_cast<int64_t>(ExpectedStream({"Line one\nLine two\n"}).size()));
 }
 
 void ExpectFailsCleanly(const PrepareOptions& o, StatusCode code, const std::string& needle) {
@@ -154,29 +162,32 @@ TEST(PrepareTest, BadInputFailsWithFileAndLineAndLeavesNothing) {
   const std::string out = dir.path() + "/out/ds";
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/good.txt", std::string(5000, 'x') + "\n").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/bad.txt", "fine line\nsecond \xff\xfe line\n").ok());
-  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": oops}\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(dir.path() + "/bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": oops}\n").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/nokey.jsonl", "{\"body\": \"x\"}\n").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/fake.model", "not a model at all").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/bad.txt.gz", "this is not gzip data").ok());
 
-  ExpectFailsCleanly(Options({dir.path() + "/missing.txt"}, out, 16, 2), StatusCode::kNotFound, "missing.txt");
+  ExpectFailsCleanly(Options({dir.path() + "/missing.txt"}, out, 16, 2), StatusCode::kNotFound,
+                     "missing.txt");
   ExpectFailsCleanly(Options({dir.path() + "/good.txt", dir.path() + "/bad.txt"}, out, 16, 2),
                      StatusCode::kInvalidArgument, "bad.txt:2: not valid UTF-8");
   ExpectFailsCleanly(Options({dir.path() + "/bad.jsonl"}, out, 1, 2), StatusCode::kInvalidArgument,
                      "bad.jsonl:2: invalid JSON");
-  ExpectFailsCleanly(Options({dir.path() + "/nokey.jsonl"}, out, 1, 2), StatusCode::kInvalidArgument,
-                     "nokey.jsonl:1: no string field 'text'");
+  ExpectFailsCleanly(Options({dir.path() + "/nokey.jsonl"}, out, 1, 2),
+                     StatusCode::kInvalidArgument, "nokey.jsonl:1: no string field 'text'");
   ExpectFailsCleanly(Options({dir.path() + "/bad.txt.gz"}, out, 1, 2), StatusCode::kInvalidArgument,
                      "bad.txt.gz:1: not gzip data");
   WriteGzip(dir.path() + "/trunc.txt.gz", std::string(200000, 'y'));
   auto gz = ReadFile(dir.path() + "/trunc.txt.gz");
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/trunc.txt.gz", gz->substr(0, gz->size() / 2)).ok());
-  ExpectFailsCleanly(Options({dir.path() + "/trunc.txt.gz"}, out, 1, 2), StatusCode::kDataLoss, "trunc.txt.gz");
+  ExpectFailsCleanly(Options({dir.path() + "/trunc.txt.gz"}, out, 1, 2), StatusCode::kDataLoss,
+                     "trunc.txt.gz");
   auto fake = Options({dir.path() + "/good.txt"}, out, 16, 2);
   fake.tokenizer_path = dir.path() + "/fake.model";
   ExpectFailsCleanly(fake, StatusCode::kInvalidArgument, "not a SentencePiece model");
-  ExpectFailsCleanly(Options({dir.path() + "/good.txt"}, out, 1 << 20, 2), StatusCode::kInvalidArgument,
-                     "fewer than one block");
+  ExpectFailsCleanly(Options({dir.path() + "/good.txt"}, out, 1 << 20, 2),
+                     StatusCode::kInvalidArgument, "fewer than one block");
 
   // An output that already holds something is refused and left as it was.
   fs::create_directories(dir.path() + "/full");

@@ -58,7 +58,9 @@ Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
   DatasetManifest m;
   try {
     m.format = j.at("format").get<std::string>();
-    if (m.format != "megatron-mmidx") return Status::InvalidArgument("manifest format is '" + m.format + "', expected megatron-mmidx");
+    if (m.format != "megatron-mmidx")
+      return Status::InvalidArgument("manifest format is '" + m.format +
+                                     "', expected megatron-mmidx");
     m.version = j.at("version").get<int64_t>();
     m.prefix = j.at("prefix").get<std::string>();
     m.dtype = j.at("dtype").get<std::string>();
@@ -72,7 +74,8 @@ Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
     m.num_documents = j.at("num_documents").get<int64_t>();
     m.num_source_tokens = j.at("num_source_tokens").get<int64_t>();
     for (const auto& s : j.at("sources")) {
-      m.sources.push_back({s.at("path").get<std::string>(), s.at("bytes").get<uint64_t>(), s.at("sha256").get<std::string>()});
+      m.sources.push_back({s.at("path").get<std::string>(), s.at("bytes").get<uint64_t>(),
+                           s.at("sha256").get<std::string>()});
     }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("bad dataset manifest: ") + e.what());
@@ -80,7 +83,8 @@ Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
   return m;
 }
 
-Result<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Create(const std::string& dir, int64_t vocab_size,
+Result<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Create(const std::string& dir,
+                                                                           int64_t vocab_size,
                                                                            int64_t block_size) {
   if (block_size <= 0) return Status::InvalidArgument("block size must be positive");
   std::unique_ptr<IndexedDatasetWriter> w(new IndexedDatasetWriter());
@@ -184,7 +188,8 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
   for (uint64_t i = 0; i < seqs; ++i) {
     if (ds->sizes_[i] < 0 || ds->pointers_[i] < 0 ||
         static_cast<uint64_t>(ds->pointers_[i] + ds->sizes_[i] * item) > ds->bin_size_) {
-      return Status::DataLoss(bin_path + ": sequence " + std::to_string(i) + " lies outside the file");
+      return Status::DataLoss(bin_path + ": sequence " + std::to_string(i) +
+                              " lies outside the file");
     }
   }
   if (FileExists(dir + "/" + kManifestName)) {

@@ -50,9 +50,9 @@ struct DatasetManifest {
   std::optional<int64_t> eos_id;  // null: no EOS is added
   int64_t block_size = 0;
   int64_t num_sequences = 0;
-  int64_t num_tokens = 0;          // num_sequences * block_size
-  int64_t num_documents = 0;       // source documents
-  int64_t num_source_tokens = 0;   // tokens of all documents, BOS included, before packing
+  int64_t num_tokens = 0;         // num_sequences * block_size
+  int64_t num_documents = 0;      // source documents
+  int64_t num_source_tokens = 0;  // tokens of all documents, BOS included, before packing
   std::vector<SourceInfo> sources;
 
   OrderedJson ToJson() const;
@@ -63,7 +63,8 @@ struct DatasetManifest {
 // Not thread safe. Files are written in `dir` (which must exist).
 class IndexedDatasetWriter {
  public:
-  static Result<std::unique_ptr<IndexedDatasetWriter>> Create(const std::string& dir, int64_t vocab_size,
+  static Result<std::unique_ptr<IndexedDatasetWriter>> Create(const std::string& dir,
+                                                              int64_t vocab_size,
                                                               int64_t block_size);
   ~IndexedDatasetWriter();
 

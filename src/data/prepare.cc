@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -83,7 +83,8 @@ class Pipeline {
   bool NextResult(std::vector<int32_t>* tokens, uint64_t* text_bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     results_cv_.wait(lock, [&] {
-      return results_.count(next_result_) || (input_closed_ && next_result_ == next_seq_) || !error_.ok();
+      return results_.count(next_result_) || (input_closed_ && next_result_ == next_seq_) ||
+             !error_.ok();
     });
     if (!error_.ok()) return false;
     auto it = results_.find(next_result_);
@@ -139,13 +140,15 @@ Result<ResolvedInput> ResolveInputs(const PrepareOptions& options, const std::st
       root.key = "";
       ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(root.ToString()));
       std::vector<std::string> keys;
-      auto head = key.empty() ? Result<objstore::ObjectInfo>(Status::NotFound("")) : store->Head(key);
+      auto head =
+          key.empty() ? Result<objstore::ObjectInfo>(Status::NotFound("")) : store->Head(key);
       if (head.ok()) {
         keys.push_back(key);
       } else if (head.status().IsNotFound()) {
         ASSIGN_OR_RETURN(auto list, store->List(key.empty() ? "" : key + "/"));
         for (const auto& o : list) keys.push_back(o.key);
-        if (keys.empty()) return Status::NotFound("input " + input + " does not exist (no object or prefix)");
+        if (keys.empty())
+          return Status::NotFound("input " + input + " does not exist (no object or prefix)");
       } else {
         return head.status();
       }
@@ -204,18 +207,21 @@ Result<std::pair<std::string, uint64_t>> HashFile(const std::string& path) {
   return std::make_pair(h.FinishHex(), total);
 }
 
-Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const PrepareProgressFn& progress) {
+Result<DatasetManifest> PrepareDataset(const PrepareOptions& options,
+                                       const PrepareProgressFn& progress) {
   if (options.block_size <= 0) return Status::InvalidArgument("--block-size must be positive");
   if (options.output_uri.empty()) return Status::InvalidArgument("--output is required");
   if (options.inputs.empty()) return Status::InvalidArgument("--input is required");
-  const int threads = options.threads > 0 ? options.threads
-                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 
   // The tokenizer first: a wrong model fails fast.
   ASSIGN_OR_RETURN(auto tokenizer, OpenTokenizer(options.tokenizer_path, options.tokenizer));
   ASSIGN_OR_RETURN(auto tokenizer_hash, HashFile(options.tokenizer_path));
   if (tokenizer->bos_id() < 0) {
-    return Status::InvalidArgument(options.tokenizer_path + " has no BOS piece; the recipe needs one");
+    return Status::InvalidArgument(options.tokenizer_path +
+                                   " has no BOS piece; the recipe needs one");
   }
 
   // The output must not hold a dataset already.
@@ -229,9 +235,11 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
     out_dir = fs::absolute(out_uri.key, ec).lexically_normal().string();
     while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
     if (fs::exists(out_dir, ec)) {
-      if (!fs::is_directory(out_dir, ec)) return Status::AlreadyExists("output " + out_dir + " exists and is not a folder");
+      if (!fs::is_directory(out_dir, ec))
+        return Status::AlreadyExists("output " + out_dir + " exists and is not a folder");
       if (!fs::is_empty(out_dir, ec)) {
-        return Status::AlreadyExists("output " + out_dir + " is not empty; remove it or choose another --output");
+        return Status::AlreadyExists("output " + out_dir +
+                                     " is not empty; remove it or choose another --output");
       }
     }
     std::string parent = fs::path(out_dir).parent_path().string();
@@ -241,7 +249,9 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
     ASSIGN_OR_RETURN(out_store, objstore::OpenObjectStore(options.output_uri));
     ASSIGN_OR_RETURN(bool exists, out_store->Exists(kManifestName));
     if (exists) {
-      return Status::AlreadyExists("output " + options.output_uri + " already holds a dataset (manifest.json); choose another --output");
+      return Status::AlreadyExists(
+          "output " + options.output_uri +
+          " already holds a dataset (manifest.json); choose another --output");
     }
     staging = (fs::temp_directory_path() / ("lote-prepare-" + HexEncode(RandomBytes(6)))).string();
   }
@@ -251,7 +261,8 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
   RETURN_IF_ERROR(MakeDirs(dataset_dir));
 
   ASSIGN_OR_RETURN(ResolvedInput inputs, ResolveInputs(options, staging));
-  ASSIGN_OR_RETURN(auto writer, IndexedDatasetWriter::Create(dataset_dir, tokenizer->vocab_size(), options.block_size));
+  ASSIGN_OR_RETURN(auto writer, IndexedDatasetWriter::Create(dataset_dir, tokenizer->vocab_size(),
+                                                             options.block_size));
 
   // Reader (this thread) -> tokenizer threads -> packer thread.
   CorpusReader reader(inputs.files, options.corpus);
@@ -293,7 +304,8 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
       packed_text_bytes += text_bytes;
       size_t pos = 0;
       while (pos < tokens.size()) {
-        size_t take = std::min(tokens.size() - pos, static_cast<size_t>(options.block_size) - block.size());
+        size_t take =
+            std::min(tokens.size() - pos, static_cast<size_t>(options.block_size) - block.size());
         block.insert(block.end(), tokens.begin() + static_cast<ptrdiff_t>(pos),
                      tokens.begin() + static_cast<ptrdiff_t>(pos + take));
         pos += take;
@@ -321,10 +333,12 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
     PrepareProgress p;
     p.phase = "tokenize";
     // Input bytes read, scaled by the share of the text read that is already packed.
-    const double packed_share =
-        read_text_bytes ? static_cast<double>(packed_text_bytes.load()) / static_cast<double>(read_text_bytes) : 0;
+    const double packed_share = read_text_bytes ? static_cast<double>(packed_text_bytes.load()) /
+                                                      static_cast<double>(read_text_bytes)
+                                                : 0;
     p.bytes_done = final ? reader.total_bytes()
-                         : static_cast<uint64_t>(static_cast<double>(reader.bytes_read()) * std::min(1.0, packed_share));
+                         : static_cast<uint64_t>(static_cast<double>(reader.bytes_read()) *
+                                                 std::min(1.0, packed_share));
     p.bytes_total = reader.total_bytes();
     p.documents = reader.documents();
     p.tokens = source_tokens.load();
@@ -371,7 +385,8 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
   m.sources = inputs.sources;
   if (m.num_sequences == 0) {
     return Status::InvalidArgument("the input has " + std::to_string(m.num_source_tokens) +
-                                   " tokens, fewer than one block of " + std::to_string(m.block_size) +
+                                   " tokens, fewer than one block of " +
+                                   std::to_string(m.block_size) +
                                    "; nothing written (use a smaller --block-size or more input)");
   }
   const std::string manifest_text = m.ToJson().dump(2) + "\n";
@@ -380,7 +395,8 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const Prep
   if (local_output) {
     // An empty output folder is replaced by the rename; the dataset appears at once.
     if (::rename(dataset_dir.c_str(), out_dir.c_str()) != 0) {
-      return Status::Internal("cannot move the dataset into " + out_dir + ": " + std::strerror(errno));
+      return Status::Internal("cannot move the dataset into " + out_dir + ": " +
+                              std::strerror(errno));
     }
     RETURN_IF_ERROR(SyncPath(fs::path(out_dir).parent_path().string()));
     return m;

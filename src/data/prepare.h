@@ -27,11 +27,11 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  // files, directories, s3:// objects or prefixes
   std::string tokenizer_path;       // SentencePiece tokenizer.model
   int64_t block_size = 4096;
-  std::string output_uri;           // local folder, file://, or s3://bucket/prefix
-  int threads = 0;                  // tokenization threads; 0 = all cores
+  std::string output_uri;  // local folder, file://, or s3://bucket/prefix
+  int threads = 0;         // tokenization threads; 0 = all cores
   CorpusOptions corpus;
   TokenizerKind tokenizer = TokenizerKind::kAuto;
-  size_t batch_bytes = 1 << 20;     // text per work item
+  size_t batch_bytes = 1 << 20;  // text per work item
 };
 
 struct PrepareProgress {
@@ -46,7 +46,8 @@ struct PrepareProgress {
 // Called from the calling thread, at most every ~100 ms and once at the end of each phase.
 using PrepareProgressFn = std::function<void(const PrepareProgress&)>;
 
-Result<DatasetManifest> PrepareDataset(const PrepareOptions& options, const PrepareProgressFn& progress = nullptr);
+Result<DatasetManifest> PrepareDataset(const PrepareOptions& options,
+                                       const PrepareProgressFn& progress = nullptr);
 
 // Sha256 (hex) and size of a local file.
 Result<std::pair<std::string, uint64_t>> HashFile(const std::string& path);

@@ -6,17 +6,20 @@
 
 namespace lote::data {
 
-ReferenceTokenizer::ReferenceTokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+ReferenceTokenizer::ReferenceTokenizer()
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
 ReferenceTokenizer::~ReferenceTokenizer() = default;
 
-Result<std::unique_ptr<ReferenceTokenizer>> ReferenceTokenizer::Load(const std::string& model_path) {
+Result<std::unique_ptr<ReferenceTokenizer>> ReferenceTokenizer::Load(
+    const std::string& model_path) {
   // Parse first: a clear "not a SentencePiece model" error beats libsentencepiece's.
   auto model = SentencePieceModel::Load(model_path);
   if (!model.ok()) return model.status();
   std::unique_ptr<ReferenceTokenizer> t(new ReferenceTokenizer());
   auto st = t->sp_->Load(model_path);
   if (!st.ok()) {
-    return Status::InvalidArgument(model_path + ": libsentencepiece cannot load it: " + st.ToString());
+    return Status::InvalidArgument(model_path +
+                                   ": libsentencepiece cannot load it: " + st.ToString());
   }
   return t;
 }

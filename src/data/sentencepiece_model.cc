@@ -122,13 +122,26 @@ Status ParseTrainer(std::string_view bytes, SentencePieceModel* m) {
         if (v < 1 || v > 4) return NotAModel("unknown model_type " + std::to_string(v));
         m->model_type = static_cast<ModelType>(v);
         break;
-      case 24: m->treat_whitespace_as_suffix = v != 0; break;
-      case 35: m->byte_fallback = v != 0; break;
-      case 40: m->unk_id = AsInt32(v); break;
-      case 41: m->bos_id = AsInt32(v); break;
-      case 42: m->eos_id = AsInt32(v); break;
-      case 43: m->pad_id = AsInt32(v); break;
-      default: break;
+      case 24:
+        m->treat_whitespace_as_suffix = v != 0;
+        break;
+      case 35:
+        m->byte_fallback = v != 0;
+        break;
+      case 40:
+        m->unk_id = AsInt32(v);
+        break;
+      case 41:
+        m->bos_id = AsInt32(v);
+        break;
+      case 42:
+        m->eos_id = AsInt32(v);
+        break;
+      case 43:
+        m->pad_id = AsInt32(v);
+        break;
+      default:
+        break;
     }
   }
   return Status::Ok();
@@ -160,7 +173,8 @@ Result<SentencePieceModel> SentencePieceModel::Parse(std::string_view bytes) {
   if (!has_trainer) return NotAModel("no trainer_spec");
   const int32_t n = m.vocab_size();
   auto check_id = [&](int32_t id, std::string_view what) -> Status {
-    if (id >= n) return NotAModel(std::string(what) + " id " + std::to_string(id) + " out of range");
+    if (id >= n)
+      return NotAModel(std::string(what) + " id " + std::to_string(id) + " out of range");
     return Status::Ok();
   };
   RETURN_IF_ERROR(check_id(m.unk_id, "unk"));

@@ -64,8 +64,8 @@ inline std::string TrainTinyModel(const std::string& dir, const std::string& nam
   for (int i = 0; i < lines && i < static_cast<int>(all.size()); ++i) text += all[i] + "\n";
   if (!WriteFileAtomic(input, text).ok()) return "";
   std::string cmd = "spm_train --input=" + input + " --model_prefix=" + dir + "/" + name +
-                    " --model_type=bpe --vocab_size=400 --num_threads=1 --minloglevel=2 " + extra_flags +
-                    " > " + dir + "/" + name + ".log 2>&1";
+                    " --model_type=bpe --vocab_size=400 --num_threads=1 --minloglevel=2 " +
+                    extra_flags + " > " + dir + "/" + name + ".log 2>&1";
   if (std::system(cmd.c_str()) != 0) return "";
   return dir + "/" + name + ".model";
 }

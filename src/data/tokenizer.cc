@@ -6,7 +6,8 @@
 
 namespace lote::data {
 
-Result<std::unique_ptr<Tokenizer>> OpenTokenizer(const std::string& model_path, TokenizerKind kind) {
+Result<std::unique_ptr<Tokenizer>> OpenTokenizer(const std::string& model_path,
+                                                 TokenizerKind kind) {
   if (kind == TokenizerKind::kReference) {
     ASSIGN_OR_RETURN(auto ref, ReferenceTokenizer::Load(model_path));
     return std::unique_ptr<Tokenizer>(std::move(ref));

@@ -1,6 +1,8 @@
 // lote's BPE encoder against libsentencepiece: the same ids for every document
 // of the test corpora with the real Llama 2 model, for edge cases, and for tiny
 // models trained here with spm_train.
+#include "data/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include "data/reference_tokenizer.h"
 #include "data/sentencepiece_model.h"
 #include "data/test_util.h"
-#include "data/tokenizer.h"
 
 namespace lote::data {
 namespace {
@@ -33,13 +34,36 @@ std::string Show(const std::vector<int32_t>& ids) {
 
 const std::vector<std::string>& EdgeCases() {
   static const std::vector<std::string> cases = {
-      "", " ", "  ", "a", " a", "a ", "  leading", "trailing  ", "a  b   c", "tabs\tand\r\nnewline\n",
-      "\xE2\x96\x81literal\xE2\x96\x81 \xE2\x96\x81\xE2\x96\x81x", "日本語のテキストです。", "emoji 🙂🙃 and ñ é ü",
-      "bad \xff\xfe bytes", "\xEF\xBF\xBD replacement", "cut \xE2\x96", "\xE2\x96", "overlong \xC0\xAF",
-      "surrogate \xED\xA0\x80", "nul \0 byte", std::string(700, 'a'), std::string(300, ' ') + "x",
-      "x" + std::string(300, ' '), "Hello world, this is a test.", "1234567890 3.14159 -42",
-      "<s> </s> <unk> <0x41>", "Ꙭ ᚠᛇᚻ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", std::string("a\xE2\x96\x81\xE2\x96\x81 b"),
-      std::string(500, 'x') + " " + std::string(300, 'y'), "你好世界你好世界你好世界你好世界你好世界你好世界你好世界你好世界"};
+      "",
+      " ",
+      "  ",
+      "a",
+      " a",
+      "a ",
+      "  leading",
+      "trailing  ",
+      "a  b   c",
+      "tabs\tand\r\nnewline\n",
+      "\xE2\x96\x81literal\xE2\x96\x81 \xE2\x96\x81\xE2\x96\x81x",
+      "日本語のテキストです。",
+      "emoji 🙂🙃 and ñ é ü",
+      "bad \xff\xfe bytes",
+      "\xEF\xBF\xBD replacement",
+      "cut \xE2\x96",
+      "\xE2\x96",
+      "overlong \xC0\xAF",
+      "surrogate \xED\xA0\x80",
+      "nul \0 byte",
+      std::string(700, 'a'),
+      std::string(300, ' ') + "x",
+      "x" + std::string(300, ' '),
+      "Hello world, this is a test.",
+      "1234567890 3.14159 -42",
+      "<s> </s> <unk> <0x41>",
+      "Ꙭ ᚠᛇᚻ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+      std::string("a\xE2\x96\x81\xE2\x96\x81 b"),
+      std::string(500, 'x') + " " + std::string(300, 'y'),
+      "你好世界你好世界你好世界你好世界你好世界你好世界你好世界你好世界"};
   return cases;
 }
 
@@ -66,7 +90,8 @@ TEST(SentencePieceModelTest, RejectsOtherFiles) {
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/x.model", "this is plain text, not a model\n").ok());
   auto m = SentencePieceModel::Load(dir.path() + "/x.model");
   EXPECT_TRUE(m.status().IsInvalidArgument());
-  EXPECT_NE(m.status().message().find("not a SentencePiece model"), std::string::npos) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("not a SentencePiece model"), std::string::npos)
+      << m.status().ToString();
   EXPECT_NE(m.status().message().find("x.model"), std::string::npos);
   EXPECT_TRUE(OpenTokenizer(dir.path() + "/x.model").status().IsInvalidArgument());
   EXPECT_TRUE(OpenTokenizer(dir.path() + "/missing.model").status().IsNotFound());
@@ -121,7 +146,8 @@ TEST(BpeTokenizerTest, CorporaMatchSentencePiece) {
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t b; (b = next.fetch_add(64)) < lines.size();) {
-        for (size_t i = b; i < std::min(lines.size(), b + 64); ++i) (void)t.Encode(lines[i], &out[i]);
+        for (size_t i = b; i < std::min(lines.size(), b + 64); ++i)
+          (void)t.Encode(lines[i], &out[i]);
       }
     };
     std::vector<std::thread> pool;
@@ -190,12 +216,17 @@ struct TinyCase {
 TEST(BpeTokenizerTest, TinyTrainedModelsMatchSentencePiece) {
   TempDir dir;
   const TinyCase cases[] = {
-      {"fast", "--byte_fallback=true --normalization_rule_name=identity --remove_extra_whitespaces=false", true},
+      {"fast",
+       "--byte_fallback=true --normalization_rule_name=identity --remove_extra_whitespaces=false",
+       true},
       {"userdef",
-       "--byte_fallback=true --normalization_rule_name=identity '--user_defined_symbols=<br>,Ahab,@@' "
+       "--byte_fallback=true --normalization_rule_name=identity "
+       "'--user_defined_symbols=<br>,Ahab,@@' "
        "'--control_symbols=<ctl>' --remove_extra_whitespaces=false",
        false},
-      {"nofallback", "--normalization_rule_name=identity --character_coverage=0.98 --add_dummy_prefix=false", false},
+      {"nofallback",
+       "--normalization_rule_name=identity --character_coverage=0.98 --add_dummy_prefix=false",
+       false},
   };
   auto lines = testing::ReadLines(TestDataDir() + "/moby-dick.txt");
   std::vector<std::string> docs(EdgeCases());
@@ -217,8 +248,8 @@ TEST(BpeTokenizerTest, TinyTrainedModelsMatchSentencePiece) {
       auto want = Ids(**ref, doc);
       auto got = Ids(**lote, doc);
       if (got != want && ++mismatches <= 3) {
-        ADD_FAILURE() << c.name << ": '" << doc.substr(0, 80) << "'\n got  " << Show(got) << "\n want "
-                      << Show(want);
+        ADD_FAILURE() << c.name << ": '" << doc.substr(0, 80) << "'\n got  " << Show(got)
+                      << "\n want " << Show(want);
       }
     }
     EXPECT_EQ(mismatches, 0u) << c.name;

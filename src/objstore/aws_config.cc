@@ -90,8 +90,9 @@ Result<S3Config> ResolveS3Config(const EnvLookup& env) {
   }
   while (!cfg.endpoint.empty() && cfg.endpoint.back() == '/') cfg.endpoint.pop_back();
   if (cfg.endpoint.rfind("http://", 0) != 0 && cfg.endpoint.rfind("https://", 0) != 0) {
-    return Status::InvalidArgument("S3 endpoint '" + cfg.endpoint +
-                                   "' must start with http:// or https:// (check AWS_ENDPOINT_URL_S3)");
+    return Status::InvalidArgument(
+        "S3 endpoint '" + cfg.endpoint +
+        "' must start with http:// or https:// (check AWS_ENDPOINT_URL_S3)");
   }
 
   auto id = NonEmpty(env, "AWS_ACCESS_KEY_ID");

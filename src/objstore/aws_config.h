@@ -30,12 +30,12 @@ struct S3Config {
   std::string endpoint;  // "http://127.0.0.1:5000", no trailing '/'
   std::string region;
   sigv4::Credentials credentials;
-  int max_attempts = 5;                          // per request, on 5xx/429/network errors
-  int64_t initial_backoff_ms = 200;              // doubled per retry (with jitter)
-  uint64_t multipart_threshold = 64ull << 20;    // objects at least this big use multipart
-  uint64_t part_size = 16ull << 20;              // bytes per part (S3 minimum 5 MiB)
+  int max_attempts = 5;                        // per request, on 5xx/429/network errors
+  int64_t initial_backoff_ms = 200;            // doubled per retry (with jitter)
+  uint64_t multipart_threshold = 64ull << 20;  // objects at least this big use multipart
+  uint64_t part_size = 16ull << 20;            // bytes per part (S3 minimum 5 MiB)
   int64_t connect_timeout_ms = 10'000;
-  int64_t low_speed_timeout_s = 60;              // abort when < 1 byte/s for this long
+  int64_t low_speed_timeout_s = 60;  // abort when < 1 byte/s for this long
 };
 
 // Parses an INI file ("[section]" and "key = value" lines) into sections.

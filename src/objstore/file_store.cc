@@ -56,7 +56,8 @@ Status WriteAtomically(const std::string& dst, Fill fill) {
   Status st = fill(fd, tmp);
   if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("cannot fsync", tmp, errno);
   ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), dst.c_str()) != 0) st = ErrnoStatus("cannot rename to", dst, errno);
+  if (st.ok() && ::rename(tmp.c_str(), dst.c_str()) != 0)
+    st = ErrnoStatus("cannot rename to", dst, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
@@ -173,14 +174,16 @@ Result<std::vector<ObjectInfo>> FileStore::List(const std::string& prefix) {
     ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
     out.push_back(std::move(info));
   }
-  std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  std::sort(out.begin(), out.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
 }
 
 Status FileStore::Delete(const std::string& key) {
   RETURN_IF_ERROR(ValidateKey(key));
   std::string path = PathOf(key);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("cannot delete", path, errno);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return ErrnoStatus("cannot delete", path, errno);
   return Status::Ok();
 }
 

@@ -23,7 +23,8 @@ Result<Uri> ParseUri(std::string_view uri) {
   std::string_view rest = uri.substr(sep + 3);
   if (out.scheme == "file") {
     if (rest.empty() || rest[0] != '/') {
-      return Status::InvalidArgument("file URI must be absolute (file:///path): " + std::string(uri));
+      return Status::InvalidArgument("file URI must be absolute (file:///path): " +
+                                     std::string(uri));
     }
     out.key = std::string(rest);
     return out;
@@ -31,13 +32,14 @@ Result<Uri> ParseUri(std::string_view uri) {
   if (out.scheme == "s3") {
     size_t slash = rest.find('/');
     out.bucket = std::string(rest.substr(0, slash));
-    if (out.bucket.empty()) return Status::InvalidArgument("s3 URI without a bucket: " + std::string(uri));
+    if (out.bucket.empty())
+      return Status::InvalidArgument("s3 URI without a bucket: " + std::string(uri));
     if (slash != std::string_view::npos) out.key = std::string(rest.substr(slash + 1));
     while (!out.key.empty() && out.key.back() == '/') out.key.pop_back();
     return out;
   }
-  return Status::InvalidArgument("unsupported URI scheme '" + out.scheme + "' in " + std::string(uri) +
-                                 " (use file:// or s3://)");
+  return Status::InvalidArgument("unsupported URI scheme '" + out.scheme + "' in " +
+                                 std::string(uri) + " (use file:// or s3://)");
 }
 
 std::string JoinKey(std::string_view root, std::string_view key) {
@@ -51,7 +53,8 @@ std::string JoinKey(std::string_view root, std::string_view key) {
 
 Status ValidateKey(std::string_view key) {
   if (key.empty()) return Status::InvalidArgument("empty object key");
-  if (key.front() == '/') return Status::InvalidArgument("object key must be relative: " + std::string(key));
+  if (key.front() == '/')
+    return Status::InvalidArgument("object key must be relative: " + std::string(key));
   size_t start = 0;
   while (start <= key.size()) {
     size_t end = key.find('/', start);

@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("lote-objstore-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("lote-objstore-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -89,9 +89,10 @@ TEST(AwsConfigTest, SharedFilesAndProfile) {
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/config",
                               "[profile lote]\nregion = ap-south-1\nendpoint_url = http://h:7\n")
                   .ok());
-  std::map<std::string, std::string> vars = {{"AWS_SHARED_CREDENTIALS_FILE", dir.path() + "/credentials"},
-                                             {"AWS_CONFIG_FILE", dir.path() + "/config"},
-                                             {"AWS_PROFILE", "lote"}};
+  std::map<std::string, std::string> vars = {
+      {"AWS_SHARED_CREDENTIALS_FILE", dir.path() + "/credentials"},
+      {"AWS_CONFIG_FILE", dir.path() + "/config"},
+      {"AWS_PROFILE", "lote"}};
   auto env = [&](const std::string& k) -> std::optional<std::string> {
     auto it = vars.find(k);
     if (it == vars.end()) return std::nullopt;
@@ -164,7 +165,8 @@ TEST(FileStoreTest, FailedPutLeavesNothing) {
   EXPECT_TRUE(st.IsNotFound()) << st.ToString();
   EXPECT_FALSE(*(*store)->Exists("k"));
   // No temporary files remain in the folder.
-  for (const auto& e : fs::directory_iterator(dir.path())) ADD_FAILURE() << "left behind: " << e.path();
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    ADD_FAILURE() << "left behind: " << e.path();
   EXPECT_TRUE((*store)->GetFile("k", dir.path() + "/x").IsNotFound());
   EXPECT_FALSE(FileExists(dir.path() + "/x"));
 }

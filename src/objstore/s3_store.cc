@@ -25,7 +25,8 @@
 namespace lote::objstore {
 namespace {
 
-constexpr std::string_view kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+constexpr std::string_view kEmptySha256 =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 std::string Md5(std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -68,15 +69,22 @@ std::string XmlUnescape(std::string_view s) {
       continue;
     }
     std::string_view ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out.push_back('&');
-    else if (ent == "lt") out.push_back('<');
-    else if (ent == "gt") out.push_back('>');
-    else if (ent == "quot") out.push_back('"');
-    else if (ent == "apos") out.push_back('\'');
+    if (ent == "amp")
+      out.push_back('&');
+    else if (ent == "lt")
+      out.push_back('<');
+    else if (ent == "gt")
+      out.push_back('>');
+    else if (ent == "quot")
+      out.push_back('"');
+    else if (ent == "apos")
+      out.push_back('\'');
     else if (!ent.empty() && ent[0] == '#') {
-      uint32_t cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
-                        ? static_cast<uint32_t>(std::strtoul(std::string(ent.substr(2)).c_str(), nullptr, 16))
-                        : static_cast<uint32_t>(std::strtoul(std::string(ent.substr(1)).c_str(), nullptr, 10));
+      uint32_t cp =
+          ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
+              ? static_cast<uint32_t>(std::strtoul(std::string(ent.substr(2)).c_str(), nullptr, 16))
+              : static_cast<uint32_t>(
+                    std::strtoul(std::string(ent.substr(1)).c_str(), nullptr, 10));
       if (cp < 0x80) {
         out.push_back(static_cast<char>(cp));
       } else if (cp < 0x800) {
@@ -214,7 +222,8 @@ size_t HeaderCb(char* ptr, size_t size, size_t n, void* user) {
   if (line.rfind("HTTP/", 0) == 0) {
     ctx->resp->headers.clear();
     size_t sp = line.find(' ');
-    if (sp != std::string::npos) ctx->sink->status = std::strtol(line.c_str() + sp + 1, nullptr, 10);
+    if (sp != std::string::npos)
+      ctx->sink->status = std::strtol(line.c_str() + sp + 1, nullptr, 10);
     return size * n;
   }
   size_t colon = line.find(':');
@@ -264,11 +273,15 @@ struct S3Store::Impl {
   std::string host;  // authority of the endpoint
   std::atomic<int64_t> retries{0};
 
-  std::string FullKey(const std::string& key) const { return prefix.empty() ? key : prefix + "/" + key; }
+  std::string FullKey(const std::string& key) const {
+    return prefix.empty() ? key : prefix + "/" + key;
+  }
   std::string ObjectPath(const std::string& key) const {
     return "/" + bucket + "/" + sigv4::UriEncode(FullKey(key), false);
   }
-  std::string Describe(const std::string& key) const { return "s3://" + bucket + "/" + FullKey(key); }
+  std::string Describe(const std::string& key) const {
+    return "s3://" + bucket + "/" + FullKey(key);
+  }
 
   // Sends once. Returns the response (any status) or a transport error.
   Result<HttpResponse> SendOnce(const HttpRequest& req, BodySink* sink, ProgressCtx* progress) {
@@ -282,15 +295,17 @@ struct S3Store::Impl {
     sreq.headers = req.headers;
     sreq.headers.emplace_back("host", host);
     sreq.payload_sha256_hex =
-        !req.body_sha256.empty() ? req.body_sha256
-                                 : (req.body.empty() ? std::string(kEmptySha256) : Sha256Hex(req.body));
+        !req.body_sha256.empty()
+            ? req.body_sha256
+            : (req.body.empty() ? std::string(kEmptySha256) : Sha256Hex(req.body));
     sigv4::SignRequest(&sreq, config.credentials, config.region, "s3",
                        sigv4::FormatAmzDate(SystemClock::Default()->NowMillis()));
     curl_slist* hdrs = nullptr;
     for (const auto& [k, v] : sreq.headers) hdrs = curl_slist_append(hdrs, (k + ": " + v).c_str());
     hdrs = curl_slist_append(hdrs, "Expect:");
     if (!req.send_body) hdrs = curl_slist_append(hdrs, "Content-Type:");
-    std::string url = config.endpoint + req.raw_path + (req.raw_query.empty() ? "" : "?" + req.raw_query);
+    std::string url =
+        config.endpoint + req.raw_path + (req.raw_query.empty() ? "" : "?" + req.raw_query);
 
     HttpResponse resp;
     HeaderCtx hctx{&resp, sink};
@@ -326,7 +341,8 @@ struct S3Store::Impl {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(curl);
     curl_slist_free_all(hdrs);
-    if (sink->write_error) return Status::Internal("cannot write download: " + std::string(std::strerror(errno)));
+    if (sink->write_error)
+      return Status::Internal("cannot write download: " + std::string(std::strerror(errno)));
     if (rc != CURLE_OK) {
       return Status::Unavailable(req.method + " " + url + ": " + curl_easy_strerror(rc));
     }
@@ -349,7 +365,8 @@ struct S3Store::Impl {
       Result<HttpResponse> r = SendOnce(req, sink, progress);
       if (!Retryable(r) || attempt >= config.max_attempts) return r;
       ++retries;
-      int64_t sleep_ms = backoff / 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(backoff / 2 + 1));
+      int64_t sleep_ms =
+          backoff / 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(backoff / 2 + 1));
       std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
       backoff = std::min<int64_t>(backoff * 2, 20'000);
       sink->error_body.clear();
@@ -363,20 +380,23 @@ struct S3Store::Impl {
   Status ErrorOf(const HttpResponse& r, const std::string& what) const {
     std::string code = XmlText(r.body, "Code");
     std::string message = XmlText(r.body, "Message");
-    std::string msg = what + ": HTTP " + std::to_string(r.status) + (code.empty() ? "" : " " + code) +
+    std::string msg = what + ": HTTP " + std::to_string(r.status) +
+                      (code.empty() ? "" : " " + code) +
                       (message.empty() ? "" : " (" + message + ")");
     if (r.status == 404) return Status::NotFound(msg);
     if (r.status == 401) return Status::Unauthenticated(msg);
     if (r.status == 403) {
-      return Status::PermissionDenied(msg + "; check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE");
+      return Status::PermissionDenied(
+          msg + "; check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE");
     }
     if (code == "BadDigest" || code == "InvalidDigest") return Status::DataLoss(msg);
     if (r.status >= 500 || r.status == 429) return Status::Unavailable(msg + " (after retries)");
     return Status::InvalidArgument(msg);
   }
 
-  Result<HttpResponse> Call(const HttpRequest& req, const std::string& what, BodySink* sink = nullptr,
-                            ProgressCtx* progress = nullptr, const std::function<Status()>& reset = nullptr) {
+  Result<HttpResponse> Call(const HttpRequest& req, const std::string& what,
+                            BodySink* sink = nullptr, ProgressCtx* progress = nullptr,
+                            const std::function<Status()>& reset = nullptr) {
     BodySink local;
     std::string body;
     if (!sink) {
@@ -395,15 +415,17 @@ struct S3Store::Impl {
     req.method = "PUT";
     req.raw_path = ObjectPath(key);
     std::string md5 = Md5(data);
-    req.headers = {{"Content-MD5", Base64Encode(md5)}, {"Content-Type", "application/octet-stream"}};
+    req.headers = {{"Content-MD5", Base64Encode(md5)},
+                   {"Content-Type", "application/octet-stream"}};
     req.body = data;
     req.send_body = true;
     ProgressCtx pctx{&progress, 0, data.size(), true};
-    ASSIGN_OR_RETURN(HttpResponse r, Call(req, "PUT " + Describe(key), nullptr, progress ? &pctx : nullptr));
+    ASSIGN_OR_RETURN(HttpResponse r,
+                     Call(req, "PUT " + Describe(key), nullptr, progress ? &pctx : nullptr));
     std::string etag = StripQuotes(r.headers["etag"]);
     if (etag != HexEncode(md5)) {
-      return Status::DataLoss("PUT " + Describe(key) + ": ETag " + etag + " does not match the MD5 " +
-                              HexEncode(md5) + " of the data sent");
+      return Status::DataLoss("PUT " + Describe(key) + ": ETag " + etag +
+                              " does not match the MD5 " + HexEncode(md5) + " of the data sent");
     }
     if (progress) progress(data.size(), data.size());
     return Status::Ok();
@@ -449,7 +471,8 @@ struct S3Store::Impl {
       pr.method = "PUT";
       pr.raw_path = ObjectPath(key);
       pr.raw_query = "partNumber=" + std::to_string(part_number) + "&" + id_query;
-      pr.headers = {{"Content-MD5", Base64Encode(md5)}, {"Content-Type", "application/octet-stream"}};
+      pr.headers = {{"Content-MD5", Base64Encode(md5)},
+                    {"Content-Type", "application/octet-stream"}};
       pr.body = part;
       pr.send_body = true;
       ProgressCtx pctx{&progress, off, size, true};
@@ -458,12 +481,12 @@ struct S3Store::Impl {
       if (!r.ok()) return abort(r.status());
       std::string etag = StripQuotes(r->headers["etag"]);
       if (etag != HexEncode(md5)) {
-        return abort(Status::DataLoss(what + ": part " + std::to_string(part_number) + " ETag " + etag +
-                                      " does not match the MD5 of the data sent"));
+        return abort(Status::DataLoss(what + ": part " + std::to_string(part_number) + " ETag " +
+                                      etag + " does not match the MD5 of the data sent"));
       }
       md5s += md5;
-      complete += "<Part><PartNumber>" + std::to_string(part_number) + "</PartNumber><ETag>\"" + etag +
-                  "\"</ETag></Part>";
+      complete += "<Part><PartNumber>" + std::to_string(part_number) + "</PartNumber><ETag>\"" +
+                  etag + "\"</ETag></Part>";
     }
     complete += "</CompleteMultipartUpload>";
     HttpRequest cr;
@@ -483,7 +506,8 @@ struct S3Store::Impl {
     std::string expected = HexEncode(Md5(md5s)) + "-" + std::to_string(part_number);
     std::string etag = StripQuotes(XmlText(r->body, "ETag"));
     if (etag != expected) {
-      return Status::DataLoss(what + ": final ETag " + etag + " does not match the expected " + expected);
+      return Status::DataLoss(what + ": final ETag " + etag + " does not match the expected " +
+                              expected);
     }
     if (progress) progress(size, size);
     return Status::Ok();
@@ -508,7 +532,8 @@ Result<std::unique_ptr<S3Store>> S3Store::Open(const std::string& bucket, const 
   size_t slash = rest.find('/');
   impl->host = slash == std::string::npos ? rest : rest.substr(0, slash);
   if (slash != std::string::npos) {
-    return Status::InvalidArgument("S3 endpoint " + ep + " must not have a path (path-style addressing adds the bucket)");
+    return Status::InvalidArgument("S3 endpoint " + ep +
+                                   " must not have a path (path-style addressing adds the bucket)");
   }
   return std::unique_ptr<S3Store>(new S3Store(std::move(impl)));
 }
@@ -536,8 +561,10 @@ Status S3Store::CreateBucket() {
   sink.str = &out;
   auto r = impl_->Send(req, &sink, nullptr);
   if (!r.ok()) return r.status();
-  if (r->status == 409 && XmlText(r->body, "Code") == "BucketAlreadyOwnedByYou") return Status::Ok();
-  if (r->status < 200 || r->status >= 300) return impl_->ErrorOf(*r, "create bucket " + impl_->bucket);
+  if (r->status == 409 && XmlText(r->body, "Code") == "BucketAlreadyOwnedByYou")
+    return Status::Ok();
+  if (r->status < 200 || r->status >= 300)
+    return impl_->ErrorOf(*r, "create bucket " + impl_->bucket);
   return Status::Ok();
 }
 
@@ -553,7 +580,8 @@ Status S3Store::PutBytes(const std::string& key, std::string_view data) {
       nullptr);
 }
 
-Status S3Store::PutFile(const std::string& key, const std::string& local_path, const ProgressFn& progress) {
+Status S3Store::PutFile(const std::string& key, const std::string& local_path,
+                        const ProgressFn& progress) {
   RETURN_IF_ERROR(ValidateKey(key));
   int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::NotFound("cannot open " + local_path + ": " + std::strerror(errno));
@@ -598,17 +626,20 @@ Result<std::string> S3Store::GetBytes(const std::string& key) {
   std::string etag = StripQuotes(r.headers["etag"]);
   if (!etag.empty() && etag.find('-') == std::string::npos && etag.size() == 32 &&
       etag != HexEncode(Md5(out))) {
-    return Status::DataLoss("GET " + impl_->Describe(key) + ": the MD5 of the received bytes does not match ETag " + etag);
+    return Status::DataLoss("GET " + impl_->Describe(key) +
+                            ": the MD5 of the received bytes does not match ETag " + etag);
   }
   return out;
 }
 
-Status S3Store::GetFile(const std::string& key, const std::string& local_path, const ProgressFn& progress) {
+Status S3Store::GetFile(const std::string& key, const std::string& local_path,
+                        const ProgressFn& progress) {
   RETURN_IF_ERROR(ValidateKey(key));
   namespace fs = std::filesystem;
   std::string dir = fs::path(local_path).parent_path().string();
   if (!dir.empty()) RETURN_IF_ERROR(MakeDirs(dir));
-  std::string tmp = (dir.empty() ? std::string(".") : dir) + "/.lote-tmp-" + HexEncode(RandomBytes(8));
+  std::string tmp =
+      (dir.empty() ? std::string(".") : dir) + "/.lote-tmp-" + HexEncode(RandomBytes(8));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
   Md5Hasher md5;
@@ -626,18 +657,21 @@ Status S3Store::GetFile(const std::string& key, const std::string& local_path, c
     }
     return Status::Ok();
   };
-  auto r = impl_->Call(req, "GET " + impl_->Describe(key), &sink, progress ? &pctx : nullptr, reset);
+  auto r =
+      impl_->Call(req, "GET " + impl_->Describe(key), &sink, progress ? &pctx : nullptr, reset);
   Status st = r.status();
   if (st.ok()) {
     struct stat fst;
     std::string len = r->headers["content-length"];
     if (::fstat(fd, &fst) == 0 && !len.empty() && std::to_string(fst.st_size) != len) {
-      st = Status::DataLoss("GET " + impl_->Describe(key) + ": received " + std::to_string(fst.st_size) +
-                            " bytes, expected " + len);
+      st = Status::DataLoss("GET " + impl_->Describe(key) + ": received " +
+                            std::to_string(fst.st_size) + " bytes, expected " + len);
     }
     std::string etag = StripQuotes(r->headers["etag"]);
-    if (st.ok() && etag.size() == 32 && etag.find('-') == std::string::npos && etag != md5.FinishHex()) {
-      st = Status::DataLoss("GET " + impl_->Describe(key) + ": the MD5 of the received bytes does not match ETag " + etag);
+    if (st.ok() && etag.size() == 32 && etag.find('-') == std::string::npos &&
+        etag != md5.FinishHex()) {
+      st = Status::DataLoss("GET " + impl_->Describe(key) +
+                            ": the MD5 of the received bytes does not match ETag " + etag);
     }
   }
   if (st.ok() && ::fsync(fd) != 0) st = Status::Internal("cannot fsync " + tmp);
@@ -684,7 +718,8 @@ Result<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
     for (std::string_view c : XmlElements(r.body, "Contents")) {
       ObjectInfo info;
       std::string key = XmlText(c, "Key");
-      info.key = impl_->prefix.empty() ? key : key.substr(std::min(key.size(), impl_->prefix.size() + 1));
+      info.key =
+          impl_->prefix.empty() ? key : key.substr(std::min(key.size(), impl_->prefix.size() + 1));
       info.size = std::strtoull(XmlText(c, "Size").c_str(), nullptr, 10);
       info.etag = StripQuotes(XmlText(c, "ETag"));
       info.mtime_millis = ParseIsoMillis(XmlText(c, "LastModified"));
@@ -694,7 +729,8 @@ Result<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
     token = XmlText(r.body, "NextContinuationToken");
     if (token.empty()) break;
   }
-  std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  std::sort(out.begin(), out.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
 }
 

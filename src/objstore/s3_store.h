@@ -48,8 +48,10 @@ class S3Store final : public ObjectStore {
  private:
   struct Impl;
   explicit S3Store(std::unique_ptr<Impl> impl);
+
  public:
   ~S3Store() override;
+
  private:
   std::unique_ptr<Impl> impl_;
 };

@@ -196,17 +196,16 @@ TEST(S3StoreTest, RoundTripsAndInteroperatesWithAwsCli) {
   ASSERT_EQ(rc, 0) << ls;
   EXPECT_NE(ls.find("runs/r1/b/big.bin"), std::string::npos) << ls;
   EXPECT_NE(ls.find(std::to_string(big.size())), std::string::npos) << ls;
-  std::string cp = RunCommand("aws" + ep + "s3 cp s3://lote-test/runs/r1/b/big.bin " + dir.path() +
-                                  "/cli.bin 2>&1",
-                              &rc);
+  std::string cp = RunCommand(
+      "aws" + ep + "s3 cp s3://lote-test/runs/r1/b/big.bin " + dir.path() + "/cli.bin 2>&1", &rc);
   ASSERT_EQ(rc, 0) << cp;
   EXPECT_TRUE(*ReadFile(dir.path() + "/cli.bin") == big);
 
   // ...and lote reads what the CLI wrote (the CLI uses multipart above 8 MiB).
   std::string cli_data = Pattern((9 << 20) + 3, 11);
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/up.bin", cli_data).ok());
-  cp = RunCommand("aws" + ep + "s3 cp " + dir.path() + "/up.bin s3://lote-test/runs/r1/from-cli.bin 2>&1",
-                  &rc);
+  cp = RunCommand(
+      "aws" + ep + "s3 cp " + dir.path() + "/up.bin s3://lote-test/runs/r1/from-cli.bin 2>&1", &rc);
   ASSERT_EQ(rc, 0) << cp;
   ASSERT_TRUE(s.GetFile("from-cli.bin", dir.path() + "/got.bin").ok());
   EXPECT_TRUE(*ReadFile(dir.path() + "/got.bin") == cli_data);
