@@ -1,0 +1,221 @@
+#include "data/indexed_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/files.h"
+
+namespace lote::data {
+namespace {
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+template <typename T>
+bool Get(std::string_view* in, T* v) {
+  if (in->size() < sizeof(T)) return false;
+  std::memcpy(v, in->data(), sizeof(T));
+  in->remove_prefix(sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+OrderedJson DatasetManifest::ToJson() const {
+  OrderedJson j;
+  j["format"] = format;
+  j["version"] = version;
+  j["prefix"] = prefix;
+  j["dtype"] = dtype;
+  j["tokenizer_sha256"] = tokenizer_sha256;
+  j["vocab_size"] = vocab_size;
+  j["bos_id"] = bos_id;
+  j["eos_id"] = eos_id ? OrderedJson(*eos_id) : OrderedJson(nullptr);
+  j["block_size"] = block_size;
+  j["num_sequences"] = num_sequences;
+  j["num_tokens"] = num_tokens;
+  j["num_documents"] = num_documents;
+  j["num_source_tokens"] = num_source_tokens;
+  j["sources"] = OrderedJson::array();
+  for (const auto& s : sources) {
+    OrderedJson o;
+    o["path"] = s.path;
+    o["bytes"] = s.bytes;
+    o["sha256"] = s.sha256;
+    j["sources"].push_back(o);
+  }
+  return j;
+}
+
+Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
+  DatasetManifest m;
+  try {
+    m.format = j.at("format").get<std::string>();
+    if (m.format != "megatron-mmidx")
+      return Status::InvalidArgument("manifest format is '" + m.format +
+                                     "', expected megatron-mmidx");
+    m.version = j.at("version").get<int64_t>();
+    m.prefix = j.at("prefix").get<std::string>();
+    m.dtype = j.at("dtype").get<std::string>();
+    m.tokenizer_sha256 = j.at("tokenizer_sha256").get<std::string>();
+    m.vocab_size = j.at("vocab_size").get<int64_t>();
+    m.bos_id = j.at("bos_id").get<int64_t>();
+    if (!j.at("eos_id").is_null()) m.eos_id = j.at("eos_id").get<int64_t>();
+    m.block_size = j.at("block_size").get<int64_t>();
+    m.num_sequences = j.at("num_sequences").get<int64_t>();
+    m.num_tokens = j.at("num_tokens").get<int64_t>();
+    m.num_documents = j.at("num_documents").get<int64_t>();
+    m.num_source_tokens = j.at("num_source_tokens").get<int64_t>();
+    for (const auto& s : j.at("sources")) {
+      m.sources.push_back({s.at("path").get<std::string>(), s.at("bytes").get<uint64_t>(),
+                           s.at("sha256").get<std::string>()});
+    }
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("bad dataset manifest: ") + e.what());
+  }
+  return m;
+}
+
+Result<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Create(const std::string& dir,
+                                                                           int64_t vocab_size,
+                                                                           int64_t block_size) {
+  if (block_size <= 0) return Status::InvalidArgument("block size must be positive");
+  std::unique_ptr<IndexedDatasetWriter> w(new IndexedDatasetWriter());
+  w->dir_ = dir;
+  w->dtype_ = vocab_size <= 65536 ? kDtypeUint16 : kDtypeInt32;
+  w->block_size_ = block_size;
+  std::string path = dir + "/" + kDatasetPrefix + ".bin";
+  w->bin_ = std::fopen(path.c_str(), "wb");
+  if (!w->bin_) return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  return w;
+}
+
+IndexedDatasetWriter::~IndexedDatasetWriter() {
+  if (bin_) std::fclose(bin_);
+}
+
+Status IndexedDatasetWriter::AddSequence(const int32_t* tokens) {
+  if (dtype_ == kDtypeUint16) {
+    buffer_.resize(static_cast<size_t>(block_size_) * 2);
+    for (int64_t i = 0; i < block_size_; ++i) {
+      uint16_t v = static_cast<uint16_t>(tokens[i]);
+      std::memcpy(buffer_.data() + i * 2, &v, 2);
+    }
+  } else {
+    buffer_.resize(static_cast<size_t>(block_size_) * 4);
+    std::memcpy(buffer_.data(), tokens, buffer_.size());
+  }
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size()) {
+    return Status::Internal("cannot write " + dir_ + "/data.bin: " + std::strerror(errno));
+  }
+  ++num_sequences_;
+  return Status::Ok();
+}
+
+Status IndexedDatasetWriter::Finish() {
+  std::string bin_path = dir_ + "/" + kDatasetPrefix + ".bin";
+  if (std::fflush(bin_) != 0 || ::fsync(fileno(bin_)) != 0 || std::fclose(bin_) != 0) {
+    bin_ = nullptr;
+    return Status::Internal("cannot write " + bin_path + ": " + std::strerror(errno));
+  }
+  bin_ = nullptr;
+  const int64_t n = num_sequences_;
+  const int64_t item = dtype_ == kDtypeUint16 ? 2 : 4;
+  std::string idx;
+  idx.reserve(34 + static_cast<size_t>(n) * 20 + 8);
+  idx.append(kIdxMagic, sizeof(kIdxMagic));
+  Put<uint64_t>(&idx, 1);
+  Put<uint8_t>(&idx, dtype_);
+  Put<uint64_t>(&idx, static_cast<uint64_t>(n));
+  Put<uint64_t>(&idx, static_cast<uint64_t>(n + 1));
+  for (int64_t i = 0; i < n; ++i) Put<int32_t>(&idx, static_cast<int32_t>(block_size_));
+  for (int64_t i = 0; i < n; ++i) Put<int64_t>(&idx, i * block_size_ * item);
+  for (int64_t i = 0; i <= n; ++i) Put<int64_t>(&idx, i);
+  return WriteFileAtomic(dir_ + "/" + kDatasetPrefix + ".idx", idx);
+}
+
+IndexedDataset::~IndexedDataset() {
+  if (bin_ && bin_size_) ::munmap(const_cast<uint8_t*>(bin_), bin_size_);
+}
+
+Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& dir) {
+  const std::string idx_path = dir + "/" + kDatasetPrefix + ".idx";
+  const std::string bin_path = dir + "/" + kDatasetPrefix + ".bin";
+  ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
+  std::unique_ptr<IndexedDataset> ds(new IndexedDataset());
+  std::string_view in(idx);
+  auto corrupt = [&](const std::string& why) { return Status::DataLoss(idx_path + ": " + why); };
+  if (in.size() < sizeof(kIdxMagic) || std::memcmp(in.data(), kIdxMagic, sizeof(kIdxMagic)) != 0) {
+    return corrupt("not a Megatron MMIDIDX index (bad magic)");
+  }
+  in.remove_prefix(sizeof(kIdxMagic));
+  uint64_t version = 0, seqs = 0, docs = 0;
+  if (!Get(&in, &version) || version != 1) return corrupt("unsupported version");
+  if (!Get(&in, &ds->dtype_) || (ds->dtype_ != kDtypeUint16 && ds->dtype_ != kDtypeInt32)) {
+    return corrupt("unsupported dtype code " + std::to_string(ds->dtype_));
+  }
+  if (!Get(&in, &seqs) || !Get(&in, &docs)) return corrupt("truncated header");
+  if (in.size() != seqs * 4 + seqs * 8 + docs * 8) return corrupt("size does not match its counts");
+  ds->sizes_.resize(seqs);
+  ds->pointers_.resize(seqs);
+  ds->doc_idx_.resize(docs);
+  std::memcpy(ds->sizes_.data(), in.data(), seqs * 4);
+  std::memcpy(ds->pointers_.data(), in.data() + seqs * 4, seqs * 8);
+  std::memcpy(ds->doc_idx_.data(), in.data() + seqs * 12, docs * 8);
+
+  int fd = ::open(bin_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("cannot open " + bin_path + ": " + std::strerror(errno));
+  struct stat st;
+  ::fstat(fd, &st);
+  ds->bin_size_ = static_cast<size_t>(st.st_size);
+  if (ds->bin_size_ > 0) {
+    void* p = ::mmap(nullptr, ds->bin_size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      return Status::Internal("cannot mmap " + bin_path);
+    }
+    ds->bin_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  const int64_t item = ds->dtype_ == kDtypeUint16 ? 2 : 4;
+  for (uint64_t i = 0; i < seqs; ++i) {
+    if (ds->sizes_[i] < 0 || ds->pointers_[i] < 0 ||
+        static_cast<uint64_t>(ds->pointers_[i] + ds->sizes_[i] * item) > ds->bin_size_) {
+      return Status::DataLoss(bin_path + ": sequence " + std::to_string(i) +
+                              " lies outside the file");
+    }
+  }
+  if (FileExists(dir + "/" + kManifestName)) {
+    ASSIGN_OR_RETURN(Json j, ReadJsonFile(dir + "/" + kManifestName));
+    ASSIGN_OR_RETURN(DatasetManifest m, DatasetManifest::FromJson(j));
+    ds->manifest_ = std::move(m);
+  }
+  return ds;
+}
+
+int32_t IndexedDataset::token(int64_t i, int64_t pos) const {
+  const uint8_t* p = bin_ + pointers_[i];
+  if (dtype_ == kDtypeUint16) {
+    uint16_t v;
+    std::memcpy(&v, p + pos * 2, 2);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, p + pos * 4, 4);
+  return v;
+}
+
+std::vector<int32_t> IndexedDataset::Sequence(int64_t i) const {
+  std::vector<int32_t> out(static_cast<size_t>(sizes_[i]));
+  for (int32_t k = 0; k < sizes_[i]; ++k) out[k] = token(i, k);
+  return out;
+}
+
+}  // namespace lote::data
