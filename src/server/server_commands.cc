@@ -1,5 +1,6 @@
 // `lote server` and `lote env`.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -32,6 +33,8 @@ Status ParseListen(const std::string& listen, std::string* host, int* port) {
 }
 
 int RunServer(ServerOptions options, const std::string& listen) {
+  // stdout carries exactly one line (the listening line); logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lote-server"));
   Status st = ParseListen(listen, &options.host, &options.port);
   if (!st.ok()) {
     std::fprintf(stderr, "lote server: %s\n", st.message().c_str());
