@@ -40,7 +40,8 @@ Status HttpServer::Start(const HttpServerOptions& options) {
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_tcp_nodelay(true);
   server_->set_keep_alive_max_count(1'000'000);
-  server_->set_keep_alive_timeout(30);
+  // Short idle timeout: Stop() waits for idle keep-alive connections to expire.
+  server_->set_keep_alive_timeout(2);
   server_->set_payload_max_length(options.max_body_bytes);
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
     HttpResponse r = router_->Handle(Convert(req));
