@@ -2,16 +2,15 @@
 // connection, alternating RegisterJobDefinition and DescribeJobQueues for a
 // fixed time. Prints one JSON line: requests, errors, requests/s, p50/p99 ms.
 // The same binary measures lote and moto_server, so the client cost is equal.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/api_client.h"
 
@@ -48,10 +47,11 @@ int main(int argc, char** argv) {
         errors++;
         return;
       }
-      lote::Json jd = {{"jobDefinitionName", ""}, {"type", "container"},
-                       {"containerProperties",
-                        {{"image", "busybox"}, {"vcpus", 1}, {"memory", 128},
-                         {"command", {"echo", "hello"}}}}};
+      lote::Json jd = {
+          {"jobDefinitionName", ""},
+          {"type", "container"},
+          {"containerProperties",
+           {{"image", "busybox"}, {"vcpus", 1}, {"memory", 128}, {"command", {"echo", "hello"}}}}};
       auto& lat = latencies[static_cast<size_t>(t)];
       for (int64_t n = 0; !stop.load(std::memory_order_relaxed); ++n) {
         auto start = std::chrono::steady_clock::now();

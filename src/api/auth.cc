@@ -72,9 +72,9 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
                       "'; set AWS_DEFAULT_REGION/AWS_REGION (or --region) to it");
   }
   if (amz_date.substr(0, 8) != auth->date) {
-    return Denied("InvalidSignatureException",
-                  "Date in Credential scope (" + auth->date +
-                      ") does not match the date of X-Amz-Date (" + amz_date.substr(0, 8) + ")");
+    return Denied("InvalidSignatureException", "Date in Credential scope (" + auth->date +
+                                                   ") does not match the date of X-Amz-Date (" +
+                                                   amz_date.substr(0, 8) + ")");
   }
   const int64_t now = clock_->NowMillis();
   if (*signed_at < now - kMaxSkewMillis) {
@@ -102,7 +102,8 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
     return Denied("InvalidSignatureException",
                   "The request signature we calculated does not match the signature you "
                   "provided. Check your AWS Secret Access Key and signing method (the secret for "
-                  "key " + auth->access_key_id + " is in the lote credentials file)");
+                  "key " +
+                      auth->access_key_id + " is in the lote credentials file)");
   }
   return std::nullopt;
 }

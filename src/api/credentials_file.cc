@@ -27,7 +27,8 @@ Result<sigv4::Credentials> ReadCredentialsProfile(const std::string& path,
   size_t pos = 0;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
-    std::string line = Trim(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+    std::string line =
+        Trim(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
     pos = nl == std::string::npos ? text.size() : nl + 1;
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[' && line.back() == ']') {

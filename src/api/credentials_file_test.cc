@@ -34,11 +34,12 @@ TEST(CredentialsFileTest, ParsesProfilesAmongOthers) {
   char tmpl[] = "/tmp/lote_creds_test_XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::string path = dir + "/credentials";
-  ASSERT_TRUE(WriteFileAtomic(path,
-                              "[default]\naws_access_key_id=A\naws_secret_access_key=B\n\n"
-                              "# comment\n[dev]\n aws_access_key_id = C \naws_secret_access_key = D\n"
-                              "aws_session_token = T\n")
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(path,
+                      "[default]\naws_access_key_id=A\naws_secret_access_key=B\n\n"
+                      "# comment\n[dev]\n aws_access_key_id = C \naws_secret_access_key = D\n"
+                      "aws_session_token = T\n")
+          .ok());
   auto dev = ReadCredentialsProfile(path, "dev");
   ASSERT_TRUE(dev.ok());
   EXPECT_EQ(dev->access_key_id, "C");

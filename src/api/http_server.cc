@@ -21,7 +21,8 @@ HttpRequest Convert(const httplib::Request& req) {
   out.headers.reserve(req.headers.size());
   for (const auto& [k, v] : req.headers) {
     // httplib adds these for its own bookkeeping; they were not sent.
-    if (k == "REMOTE_ADDR" || k == "REMOTE_PORT" || k == "LOCAL_ADDR" || k == "LOCAL_PORT") continue;
+    if (k == "REMOTE_ADDR" || k == "REMOTE_PORT" || k == "LOCAL_ADDR" || k == "LOCAL_PORT")
+      continue;
     out.headers.emplace_back(k, v);
   }
   out.body = req.body;
@@ -37,7 +38,9 @@ HttpServer::~HttpServer() { Stop(); }
 Status HttpServer::Start(const HttpServerOptions& options) {
   server_ = std::make_unique<httplib::Server>();
   const int threads = options.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   server_->set_tcp_nodelay(true);
   server_->set_keep_alive_max_count(1'000'000);
   // Short idle timeout: Stop() waits for idle keep-alive connections to expire.

@@ -157,7 +157,8 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request,
                          true);
   }
   Result<Json> body = ParseBody(request.body);
-  if (!body.ok()) return ErrorResponse({400, "SerializationException", body.status().message()}, true);
+  if (!body.ok())
+    return ErrorResponse({400, "SerializationException", body.status().message()}, true);
   Result<Json> result = Invoke(op->second, *body);
   if (!result.ok()) {
     ApiError err = svc->second.map_error(result.status());
@@ -194,7 +195,8 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request) const {
   if (!found) {
     if (path_known) {
       return ErrorResponse({405, "UnknownOperationException",
-                            "method " + request.method + " is not allowed on " + path}, false);
+                            "method " + request.method + " is not allowed on " + path},
+                           false);
     }
     return ErrorResponse({404, "UnknownOperationException",
                           "no AWS Batch operation at " + request.method + " " + path +
@@ -221,7 +223,8 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request) const {
   Result<Json> result = Invoke(found->handler, req);
   if (!result.ok()) {
     ApiError err = BatchErrorFromStatus(result.status());
-    if (err.http_status >= 500) spdlog::error("{} failed: {}", found->name, result.status().ToString());
+    if (err.http_status >= 500)
+      spdlog::error("{} failed: {}", found->name, result.status().ToString());
     return ErrorResponse(err, false);
   }
   return JsonOk(*result, false);

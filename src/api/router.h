@@ -48,8 +48,8 @@ struct RestOperation {
 };
 
 struct JsonService {
-  std::string target_prefix;    // "Logs_20140328"
-  std::string signing_service;  // "logs"
+  std::string target_prefix;                      // "Logs_20140328"
+  std::string signing_service;                    // "logs"
   std::map<std::string, JsonHandler> operations;  // "CreateLogGroup" → handler
   ErrorMapper map_error = LogsErrorFromStatus;
 };

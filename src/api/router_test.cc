@@ -80,7 +80,8 @@ TEST_F(RouterTest, TagPathsCarryTheEncodedArn) {
   std::string create = R"({"computeEnvironmentName": "ce", "type": "UNMANAGED"})";
   ASSERT_EQ(router_->Handle(Signed("POST", "/v1/createcomputeenvironment", create)).status, 200);
   std::string arn_enc = "arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Acompute-environment%2Fce";
-  HttpResponse tag = router_->Handle(Signed("POST", "/v1/tags/" + arn_enc, R"({"tags": {"k": "v", "x": "y"}})"));
+  HttpResponse tag =
+      router_->Handle(Signed("POST", "/v1/tags/" + arn_enc, R"({"tags": {"k": "v", "x": "y"}})"));
   ASSERT_EQ(tag.status, 200) << tag.body;
   HttpResponse untag = router_->Handle(Signed("DELETE", "/v1/tags/" + arn_enc + "?tagKeys=x", ""));
   ASSERT_EQ(untag.status, 200) << untag.body;
@@ -117,22 +118,22 @@ TEST_F(RouterTest, JsonTargetServicesPlugIn) {
     return Json::object();
   };
   router_->RegisterJsonService(std::move(logs));
-  HttpResponse ok = router_->Handle(Signed("POST", "/", R"({"logGroupName": "g"})", "logs",
-                                           "Logs_20140328.CreateLogGroup"));
+  HttpResponse ok = router_->Handle(
+      Signed("POST", "/", R"({"logGroupName": "g"})", "logs", "Logs_20140328.CreateLogGroup"));
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(Header(ok, "Content-Type"), "application/x-amz-json-1.1");
-  HttpResponse dup = router_->Handle(Signed("POST", "/", R"({"logGroupName": "exists"})", "logs",
-                                            "Logs_20140328.CreateLogGroup"));
+  HttpResponse dup = router_->Handle(
+      Signed("POST", "/", R"({"logGroupName": "exists"})", "logs", "Logs_20140328.CreateLogGroup"));
   EXPECT_EQ(dup.status, 400);
   EXPECT_EQ(Body(dup)["__type"], "ResourceAlreadyExistsException");
-  HttpResponse unknown_op = router_->Handle(
-      Signed("POST", "/", "{}", "logs", "Logs_20140328.DeleteEverything"));
+  HttpResponse unknown_op =
+      router_->Handle(Signed("POST", "/", "{}", "logs", "Logs_20140328.DeleteEverything"));
   EXPECT_EQ(Body(unknown_op)["__type"], "UnknownOperationException");
   HttpResponse unknown_svc = router_->Handle(Signed("POST", "/", "{}", "logs", "Nope_1.X"));
   EXPECT_EQ(Body(unknown_svc)["__type"], "UnknownOperationException");
   // Signed for batch but sent to logs: wrong service scope.
-  HttpResponse wrong_scope = router_->Handle(
-      Signed("POST", "/", "{}", "batch", "Logs_20140328.CreateLogGroup"));
+  HttpResponse wrong_scope =
+      router_->Handle(Signed("POST", "/", "{}", "batch", "Logs_20140328.CreateLogGroup"));
   EXPECT_EQ(Body(wrong_scope)["__type"], "InvalidSignatureException");
 }
 

@@ -50,8 +50,8 @@ Result<sigv4::Credentials> ResolveCredentials() {
   if (shared.ok() || !shared.status().IsNotFound()) return shared;
   std::string lote_home = Env("LOTE_HOME");
   if (lote_home.empty()) lote_home = HomeDir() + "/.lote";
-  Result<sigv4::Credentials> lote = api::ReadCredentialsProfile(lote_home + "/credentials",
-                                                                api::kLoteProfile);
+  Result<sigv4::Credentials> lote =
+      api::ReadCredentialsProfile(lote_home + "/credentials", api::kLoteProfile);
   if (lote.ok()) return lote;
   return Status::Unauthenticated(
       "no AWS credentials found (tried AWS_ACCESS_KEY_ID, profile '" + profile + "' in " + file +

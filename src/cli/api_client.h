@@ -34,8 +34,8 @@ std::string ResolveRegion();
 Result<sigv4::Credentials> ResolveCredentials();
 
 struct ClientOptions {
-  std::string endpoint;  // "http://host:port"; empty: ResolveEndpoint("")
-  std::string region;    // empty: ResolveRegion()
+  std::string endpoint;                           // "http://host:port"; empty: ResolveEndpoint("")
+  std::string region;                             // empty: ResolveRegion()
   std::optional<sigv4::Credentials> credentials;  // empty: ResolveCredentials()
   int timeout_seconds = 30;
 };

@@ -61,8 +61,7 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
   for (const std::string& t : *types) {
     Result<InstanceType> found = catalog_.Lookup(t);
     if (!found.ok()) {
-      return Status::InvalidArgument("computeResources.instanceTypes: " +
-                                     found.status().message());
+      return Status::InvalidArgument("computeResources.instanceTypes: " + found.status().message());
     }
   }
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> subnets,
@@ -83,8 +82,8 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> bid,
                    OptInt(out, "bidPercentage", "computeResources.bidPercentage", 0, 100));
-  for (const char* key : {"imageId", "ec2KeyPair", "instanceRole", "placementGroup",
-                          "spotIamFleetRole"}) {
+  for (const char* key :
+       {"imageId", "ec2KeyPair", "instanceRole", "placementGroup", "spotIamFleetRole"}) {
     ASSIGN_OR_RETURN(std::optional<std::string> v,
                      OptString(out, key, std::string("computeResources.") + key));
     (void)v;
@@ -94,7 +93,8 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
   (void)bid;
   (void)sgs;
   for (const char* key : {"launchTemplate", "scalingPolicy"}) {
-    if (out.contains(key)) RETURN_IF_ERROR(ExpectObject(out[key], std::string("computeResources.") + key));
+    if (out.contains(key))
+      RETURN_IF_ERROR(ExpectObject(out[key], std::string("computeResources.") + key));
   }
   if (out.contains("ec2Configuration") && !out["ec2Configuration"].is_array()) {
     return Status::InvalidArgument("computeResources.ec2Configuration must be a list");
@@ -123,20 +123,22 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
         "eksConfiguration is not supported by lote (it runs no Kubernetes); remove it");
   }
 
-  Json doc = {{"computeEnvironmentName", name},
-              {"computeEnvironmentArn", MakeArn("compute-environment/" + name)},
-              {"type", type},
-              {"state", state.value_or("ENABLED")},
-              {"status", "CREATING"},
-              {"statusReason", "Creating compute environment"},
-              {"containerOrchestrationType", "ECS"},
-              {"uuid", NewUuid()},
-              {"updatePolicy", {{"terminateJobsOnUpdate", false}, {"jobExecutionTimeoutMinutes", 30}}}};
-  doc["ecsClusterArn"] = "arn:aws:ecs:" + config_.region + ":" + config_.account_id +
-                         ":cluster/" + name + "_Batch_" + doc["uuid"].get<std::string>();
+  Json doc = {
+      {"computeEnvironmentName", name},
+      {"computeEnvironmentArn", MakeArn("compute-environment/" + name)},
+      {"type", type},
+      {"state", state.value_or("ENABLED")},
+      {"status", "CREATING"},
+      {"statusReason", "Creating compute environment"},
+      {"containerOrchestrationType", "ECS"},
+      {"uuid", NewUuid()},
+      {"updatePolicy", {{"terminateJobsOnUpdate", false}, {"jobExecutionTimeoutMinutes", 30}}}};
+  doc["ecsClusterArn"] = "arn:aws:ecs:" + config_.region + ":" + config_.account_id + ":cluster/" +
+                         name + "_Batch_" + doc["uuid"].get<std::string>();
   if (service_role) doc["serviceRole"] = *service_role;
   if (context) doc["context"] = *context;
-  const bool has_cr = request.contains("computeResources") && !request["computeResources"].is_null();
+  const bool has_cr =
+      request.contains("computeResources") && !request["computeResources"].is_null();
   if (type == "MANAGED") {
     if (!has_cr) {
       return Status::InvalidArgument(
@@ -147,7 +149,8 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
       return Status::InvalidArgument(
           "unmanagedvCpus applies only to UNMANAGED compute environments; remove it");
     }
-    ASSIGN_OR_RETURN(Json cr, ValidateComputeResources(request["computeResources"], false, nullptr));
+    ASSIGN_OR_RETURN(Json cr,
+                     ValidateComputeResources(request["computeResources"], false, nullptr));
     doc["computeResources"] = std::move(cr);
   } else {
     if (has_cr) {
@@ -263,12 +266,13 @@ Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {
   }
   if (request.contains("computeResources") && !request["computeResources"].is_null()) {
     if (doc.value("type", "") != "MANAGED") {
-      return Status::InvalidArgument("computeResources can only be updated on MANAGED compute "
-                                     "environments; " + name + " is UNMANAGED");
+      return Status::InvalidArgument(
+          "computeResources can only be updated on MANAGED compute "
+          "environments; " +
+          name + " is UNMANAGED");
     }
-    ASSIGN_OR_RETURN(Json cr,
-                     ValidateComputeResources(request["computeResources"], true,
-                                              &doc["computeResources"]));
+    ASSIGN_OR_RETURN(Json cr, ValidateComputeResources(request["computeResources"], true,
+                                                       &doc["computeResources"]));
     doc["computeResources"] = std::move(cr);
   }
   doc["status"] = "UPDATING";

@@ -25,8 +25,8 @@ Status ControlPlane::LoadFrom(const store::Snapshot& snapshot) {
   for (const store::ResourceRow& row : snapshot.resources) {
     Result<Json> doc = ParseJson(row.doc);
     if (!doc.ok()) {
-      return Status::DataLoss("stored document of " + row.arn + " is not valid JSON: " +
-                              doc.status().message());
+      return Status::DataLoss("stored document of " + row.arn +
+                              " is not valid JSON: " + doc.status().message());
     }
     switch (row.kind) {
       case ResourceKind::kComputeEnvironment:
@@ -52,8 +52,7 @@ std::string ControlPlane::MakeArn(const std::string& resource) const {
   return "arn:aws:batch:" + config_.region + ":" + config_.account_id + ":" + resource;
 }
 
-Result<std::string> ControlPlane::NameFromReference(const std::string& ref,
-                                                    const std::string& type,
+Result<std::string> ControlPlane::NameFromReference(const std::string& ref, const std::string& type,
                                                     const std::string& field) const {
   if (ref.rfind("arn:", 0) == 0) {
     Result<Arn> arn = Arn::Parse(ref);
@@ -101,7 +100,8 @@ Status ControlPlane::CommitLocked(std::unique_lock<std::mutex>& lock, WriteBatch
 void ControlPlane::PutResource(WriteBatch* batch, ResourceKind kind, const Json& doc,
                                const std::string& arn, const std::string& name,
                                int64_t revision) const {
-  batch->PutResource(store::ResourceRow{kind, arn, name, revision, doc.dump(), clock_->NowMillis()});
+  batch->PutResource(
+      store::ResourceRow{kind, arn, name, revision, doc.dump(), clock_->NowMillis()});
 }
 
 Json ControlPlane::WithTags(const Json& doc, const std::string& arn) const {
@@ -151,9 +151,9 @@ Result<Json> ControlPlane::TagResource(const Json& request) {
   TagMap merged = tags_[arn];
   for (const auto& [k, v] : tags) merged[k] = v;
   if (merged.size() > kMaxTagsPerResource) {
-    return Status::ResourceExhausted("resource " + arn + " would have " +
-                                     std::to_string(merged.size()) +
-                                     " tags; the limit is 50, remove some with UntagResource first");
+    return Status::ResourceExhausted(
+        "resource " + arn + " would have " + std::to_string(merged.size()) +
+        " tags; the limit is 50, remove some with UntagResource first");
   }
   WriteBatch batch;
   for (const auto& [k, v] : tags) batch.PutTag(arn, k, v);
@@ -167,8 +167,9 @@ Result<Json> ControlPlane::UntagResource(const Json& request) {
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> keys,
                    OptStringList(request, "tagKeys", "tagKeys", 50));
   if (!keys || keys->empty()) {
-    return Status::InvalidArgument("tagKeys is required; name at least one tag key to remove "
-                                   "(query parameter tagKeys=<key>)");
+    return Status::InvalidArgument(
+        "tagKeys is required; name at least one tag key to remove "
+        "(query parameter tagKeys=<key>)");
   }
   std::unique_lock<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckHealthyLocked());

@@ -141,7 +141,8 @@ class ControlPlane {
   Status CommitLocked(std::unique_lock<std::mutex>& lock, store::WriteBatch batch);
   Status CheckHealthyLocked() const;
 
-  Result<Json> ValidateComputeResources(const Json& cr, bool for_update, const Json* existing) const;
+  Result<Json> ValidateComputeResources(const Json& cr, bool for_update,
+                                        const Json* existing) const;
   Result<Json> ValidateComputeEnvironmentOrder(const Json& orders) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;
   Result<Json> ValidateContainerProperties(const Json& props, const std::string& path) const;
@@ -163,13 +164,13 @@ class ControlPlane {
   mutable std::mutex mu_;
   // All below protected by mu_. Documents are the AWS detail shapes (tags
   // excluded; they live in tags_).
-  std::map<std::string, Json> compute_environments_;              // by name
-  std::map<std::string, Json> job_queues_;                        // by name
+  std::map<std::string, Json> compute_environments_;                // by name
+  std::map<std::string, Json> job_queues_;                          // by name
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
-  std::map<std::string, int64_t> last_revision_;                  // name → highest revision
-  std::map<std::string, Json> scheduling_policies_;              // by name
-  std::map<std::string, TagMap> tags_;                            // by resource ARN
-  Status broken_;  // set when a commit failed
+  std::map<std::string, int64_t> last_revision_;                    // name → highest revision
+  std::map<std::string, Json> scheduling_policies_;                 // by name
+  std::map<std::string, TagMap> tags_;                              // by resource ARN
+  Status broken_;                                                   // set when a commit failed
 };
 
 }  // namespace lote::control

@@ -36,8 +36,11 @@ class ControlPlaneTest : public ::testing::Test {
     return {{"computeEnvironmentName", name},
             {"type", "MANAGED"},
             {"computeResources",
-             {{"type", "EC2"}, {"minvCpus", 0}, {"maxvCpus", 2088},
-              {"instanceTypes", {type}}, {"subnets", {"subnet-1"}},
+             {{"type", "EC2"},
+              {"minvCpus", 0},
+              {"maxvCpus", 2088},
+              {"instanceTypes", {type}},
+              {"subnets", {"subnet-1"}},
               {"placementGroup", "cluster"}}}};
   }
   static Json Queue(const std::string& name, std::vector<std::string> ces) {
@@ -118,14 +121,17 @@ TEST_F(ControlPlaneTest, QueueLifecycleAndDeleteRules) {
   auto q = cp_->CreateJobQueue(Queue("q1", {"ce1"}));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   // The CE is used by the queue: cannot be deleted even when disabled.
-  ASSERT_TRUE(cp_->UpdateComputeEnvironment(Json{{"computeEnvironment", "ce1"}, {"state", "DISABLED"}}).ok());
+  ASSERT_TRUE(
+      cp_->UpdateComputeEnvironment(Json{{"computeEnvironment", "ce1"}, {"state", "DISABLED"}})
+          .ok());
   auto used = cp_->DeleteComputeEnvironment(Json{{"computeEnvironment", "ce1"}});
   ASSERT_FALSE(used.ok());
   EXPECT_NE(used.status().message().find("used by job queue q1"), std::string::npos);
   auto enabled = cp_->DeleteJobQueue(Json{{"jobQueue", "q1"}});
   ASSERT_FALSE(enabled.ok());
   EXPECT_NE(enabled.status().message().find("disable it first"), std::string::npos);
-  ASSERT_TRUE(cp_->UpdateJobQueue(Json{{"jobQueue", (*q)["jobQueueArn"]}, {"state", "DISABLED"}}).ok());
+  ASSERT_TRUE(
+      cp_->UpdateJobQueue(Json{{"jobQueue", (*q)["jobQueueArn"]}, {"state", "DISABLED"}}).ok());
   ASSERT_TRUE(cp_->DeleteJobQueue(Json{{"jobQueue", "q1"}}).ok());
   auto d = cp_->DescribeJobQueues(Json::object());
   EXPECT_EQ((*d)["jobQueues"][0]["status"], "DELETING");
@@ -177,7 +183,8 @@ TEST_F(ControlPlaneTest, JobDefinitionValidation) {
   auto gap = cp_->RegisterJobDefinition(bad_range);
   ASSERT_FALSE(gap.ok());
   EXPECT_NE(gap.status().message().find("node 0 is in no"), std::string::npos);
-  Json big = {{"jobDefinitionName", "big"}, {"type", "container"},
+  Json big = {{"jobDefinitionName", "big"},
+              {"type", "container"},
               {"containerProperties", {{"image", "x"}, {"command", {std::string(25000, 'a')}}}}};
   auto too_big = cp_->RegisterJobDefinition(big);
   ASSERT_FALSE(too_big.ok());
@@ -192,7 +199,8 @@ TEST_F(ControlPlaneTest, JobDefinitionValidation) {
 
 TEST_F(ControlPlaneTest, PaginationOverJobDefinitions) {
   for (int i = 0; i < 25; ++i) {
-    Json def = {{"jobDefinitionName", "d" + std::to_string(i % 7)}, {"type", "container"},
+    Json def = {{"jobDefinitionName", "d" + std::to_string(i % 7)},
+                {"type", "container"},
                 {"containerProperties", {{"image", "x"}}}};
     ASSERT_TRUE(cp_->RegisterJobDefinition(def).ok());
   }
@@ -223,9 +231,9 @@ TEST_F(ControlPlaneTest, TagsAndEmulationFlag) {
   EXPECT_EQ((*listed)["tags"]["team"], "ml");
   ASSERT_TRUE(cp_->UntagResource(Json{{"resourceArn", arn}, {"tagKeys", {kEmulationTag}}}).ok());
   EXPECT_FALSE(cp_->FindComputeEnvironment("emu")->emulation);
-  auto unknown = cp_->TagResource(
-      Json{{"resourceArn", "arn:aws:batch:us-east-1:000000000000:job-queue/none"},
-           {"tags", {{"a", "b"}}}});
+  auto unknown =
+      cp_->TagResource(Json{{"resourceArn", "arn:aws:batch:us-east-1:000000000000:job-queue/none"},
+                            {"tags", {{"a", "b"}}}});
   EXPECT_TRUE(unknown.status().IsNotFound());
 }
 
@@ -233,7 +241,8 @@ TEST_F(ControlPlaneTest, SchedulingPolicyInUseCannotBeDeleted) {
   auto p = cp_->CreateSchedulingPolicy(ParseJson(R"({"name": "fair", "fairsharePolicy":
       {"shareDecaySeconds": 3600, "computeReservation": 10,
        "shareDistribution": [{"shareIdentifier": "teamA", "weightFactor": 0.5},
-                             {"shareIdentifier": "team*"}]}})").value());
+                             {"shareIdentifier": "team*"}]}})")
+                                           .value());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_TRUE(cp_->CreateComputeEnvironment(Ce("ce1")).ok());
   Json q = Queue("fq", {"ce1"});
@@ -242,8 +251,8 @@ TEST_F(ControlPlaneTest, SchedulingPolicyInUseCannotBeDeleted) {
   auto del = cp_->DeleteSchedulingPolicy(Json{{"arn", (*p)["arn"]}});
   ASSERT_FALSE(del.ok());
   EXPECT_NE(del.status().message().find("used by job queue fq"), std::string::npos);
-  auto bad = cp_->CreateSchedulingPolicy(Json{{"name", "b"},
-      {"fairsharePolicy", {{"shareDistribution", {{{"shareIdentifier", "a*b"}}}}}}});
+  auto bad = cp_->CreateSchedulingPolicy(Json{
+      {"name", "b"}, {"fairsharePolicy", {{"shareDistribution", {{{"shareIdentifier", "a*b"}}}}}}});
   EXPECT_FALSE(bad.ok());
   auto listed = cp_->ListSchedulingPolicies(Json::object());
   EXPECT_EQ((*listed)["schedulingPolicies"].size(), 1u);

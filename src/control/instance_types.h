@@ -17,7 +17,7 @@
 namespace lote::control {
 
 struct InstanceType {
-  std::string name;              // "trn1.32xlarge"
+  std::string name;  // "trn1.32xlarge"
   int32_t vcpus = 0;
   int64_t memory_mib = 0;
   int32_t accelerators = 0;      // devices per instance

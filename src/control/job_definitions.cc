@@ -43,11 +43,13 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
   RETURN_IF_ERROR(ExpectObject(props, path));
   ASSIGN_OR_RETURN(std::string image, ReqString(props, "image", path + ".image"));
   if (image.empty()) {
-    return Status::InvalidArgument(path + ".image is empty; name the container image (lote's "
-                                          "local backend runs the command on the host, any "
-                                          "name works)");
+    return Status::InvalidArgument(path +
+                                   ".image is empty; name the container image (lote's "
+                                   "local backend runs the command on the host, any "
+                                   "name works)");
   }
-  ASSIGN_OR_RETURN(std::optional<int64_t> vcpus, OptInt(props, "vcpus", path + ".vcpus", 1, 1 << 20));
+  ASSIGN_OR_RETURN(std::optional<int64_t> vcpus,
+                   OptInt(props, "vcpus", path + ".vcpus", 1, 1 << 20));
   ASSIGN_OR_RETURN(std::optional<int64_t> memory,
                    OptInt(props, "memory", path + ".memory", 4, int64_t{1} << 40));
   (void)vcpus;
@@ -57,7 +59,8 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
   (void)command;
   ASSIGN_OR_RETURN(std::optional<std::string> user, OptString(props, "user", path + ".user"));
   (void)user;
-  ASSIGN_OR_RETURN(std::optional<bool> privileged, OptBool(props, "privileged", path + ".privileged"));
+  ASSIGN_OR_RETURN(std::optional<bool> privileged,
+                   OptBool(props, "privileged", path + ".privileged"));
   (void)privileged;
   ASSIGN_OR_RETURN(std::optional<std::string> itype,
                    OptString(props, "instanceType", path + ".instanceType"));
@@ -70,11 +73,14 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
   }
   if (props.contains("resourceRequirements")) {
     const Json& rr = props["resourceRequirements"];
-    if (!rr.is_array()) return Status::InvalidArgument(path + ".resourceRequirements must be a list");
+    if (!rr.is_array())
+      return Status::InvalidArgument(path + ".resourceRequirements must be a list");
     for (const Json& r : rr) {
       RETURN_IF_ERROR(ExpectObject(r, path + ".resourceRequirements[]"));
-      ASSIGN_OR_RETURN(std::string type, ReqString(r, "type", path + ".resourceRequirements[].type"));
-      RETURN_IF_ERROR(ExpectEnum(type, path + ".resourceRequirements[].type", {"GPU", "VCPU", "MEMORY"}));
+      ASSIGN_OR_RETURN(std::string type,
+                       ReqString(r, "type", path + ".resourceRequirements[].type"));
+      RETURN_IF_ERROR(
+          ExpectEnum(type, path + ".resourceRequirements[].type", {"GPU", "VCPU", "MEMORY"}));
       ASSIGN_OR_RETURN(std::string value,
                        ReqString(r, "value", path + ".resourceRequirements[].value"));
       char* end = nullptr;
@@ -112,9 +118,9 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
         ASSIGN_OR_RETURN(std::string host_path,
                          ReqString(d, "hostPath", path + ".linuxParameters.devices[].hostPath"));
         (void)host_path;
-        ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> perms,
-                         OptStringList(d, "permissions",
-                                       path + ".linuxParameters.devices[].permissions", 3));
+        ASSIGN_OR_RETURN(
+            std::optional<std::vector<std::string>> perms,
+            OptStringList(d, "permissions", path + ".linuxParameters.devices[].permissions", 3));
         for (const std::string& p : perms.value_or(std::vector<std::string>{})) {
           RETURN_IF_ERROR(ExpectEnum(p, path + ".linuxParameters.devices[].permissions",
                                      {"READ", "WRITE", "MKNOD"}));
@@ -132,9 +138,9 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
 
 Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
   RETURN_IF_ERROR(ExpectObject(props, "nodeProperties"));
-  ASSIGN_OR_RETURN(int64_t num_nodes, ReqInt(props, "numNodes", "nodeProperties.numNodes", 1, 1000));
-  ASSIGN_OR_RETURN(int64_t main_node,
-                   ReqInt(props, "mainNode", "nodeProperties.mainNode", 0, 999));
+  ASSIGN_OR_RETURN(int64_t num_nodes,
+                   ReqInt(props, "numNodes", "nodeProperties.numNodes", 1, 1000));
+  ASSIGN_OR_RETURN(int64_t main_node, ReqInt(props, "mainNode", "nodeProperties.mainNode", 0, 999));
   if (main_node >= num_nodes) {
     return Status::InvalidArgument("nodeProperties.mainNode (" + std::to_string(main_node) +
                                    ") must be less than numNodes (" + std::to_string(num_nodes) +
@@ -160,14 +166,16 @@ Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
     ASSIGN_OR_RETURN(NodeRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes)));
     parsed.push_back(range);
     if (!r.contains("container") || r["container"].is_null()) {
-      return Status::InvalidArgument(path + ".container is required; give the container "
-                                            "(image, command, vcpus, memory) for these nodes");
+      return Status::InvalidArgument(path +
+                                     ".container is required; give the container "
+                                     "(image, command, vcpus, memory) for these nodes");
     }
     ASSIGN_OR_RETURN(Json c, ValidateContainerProperties(r["container"], path + ".container"));
     (void)c;
     if (r.contains("eksProperties") || r.contains("ecsProperties")) {
-      return Status::InvalidArgument(path + ": eksProperties/ecsProperties are not supported by "
-                                            "lote; use container");
+      return Status::InvalidArgument(path +
+                                     ": eksProperties/ecsProperties are not supported by "
+                                     "lote; use container");
     }
   }
   RETURN_IF_ERROR(CheckNodeRangesCover(parsed, static_cast<int32_t>(num_nodes)));
@@ -180,7 +188,8 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ValidateName("jobDefinitionName", name));
   ASSIGN_OR_RETURN(std::string type, ReqString(request, "type", "type"));
   RETURN_IF_ERROR(ExpectEnum(type, "type", {"container", "multinode"}));
-  for (const char* unsupported : {"eksProperties", "ecsProperties", "consumableResourceProperties"}) {
+  for (const char* unsupported :
+       {"eksProperties", "ecsProperties", "consumableResourceProperties"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
       return Status::InvalidArgument(std::string(unsupported) +
                                      " is not supported by lote; describe the job with "
@@ -193,7 +202,9 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
                                    " bytes; AWS Batch limits it to 24 KiB (24576 bytes), move "
                                    "large values into files or parameters");
   }
-  Json doc = {{"jobDefinitionName", name}, {"type", type}, {"status", "ACTIVE"},
+  Json doc = {{"jobDefinitionName", name},
+              {"type", type},
+              {"status", "ACTIVE"},
               {"containerOrchestrationType", "ECS"}};
   const bool has_container =
       request.contains("containerProperties") && !request["containerProperties"].is_null();
@@ -209,8 +220,8 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
           "containerProperties is required for type container; give at least image, and usually "
           "command, vcpus and memory");
     }
-    ASSIGN_OR_RETURN(Json c, ValidateContainerProperties(request["containerProperties"],
-                                                         "containerProperties"));
+    ASSIGN_OR_RETURN(
+        Json c, ValidateContainerProperties(request["containerProperties"], "containerProperties"));
     doc["containerProperties"] = std::move(c);
   } else {
     if (has_container) {
@@ -252,10 +263,13 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
       }
       for (const Json& e : rs["evaluateOnExit"]) {
         RETURN_IF_ERROR(ExpectObject(e, "retryStrategy.evaluateOnExit[]"));
-        ASSIGN_OR_RETURN(std::string action, ReqString(e, "action", "retryStrategy.evaluateOnExit[].action"));
+        ASSIGN_OR_RETURN(std::string action,
+                         ReqString(e, "action", "retryStrategy.evaluateOnExit[].action"));
         std::string upper;
-        for (char ch : action) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-        RETURN_IF_ERROR(ExpectEnum(upper, "retryStrategy.evaluateOnExit[].action", {"RETRY", "EXIT"}));
+        for (char ch : action)
+          upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        RETURN_IF_ERROR(
+            ExpectEnum(upper, "retryStrategy.evaluateOnExit[].action", {"RETRY", "EXIT"}));
         for (const char* f : {"onStatusReason", "onReason", "onExitCode"}) {
           ASSIGN_OR_RETURN(std::optional<std::string> pattern,
                            OptString(e, f, std::string("retryStrategy.evaluateOnExit[].") + f));
@@ -270,13 +284,15 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   }
   if (request.contains("timeout") && !request["timeout"].is_null()) {
     RETURN_IF_ERROR(ExpectObject(request["timeout"], "timeout"));
-    ASSIGN_OR_RETURN(std::optional<int64_t> secs,
-                     OptInt(request["timeout"], "attemptDurationSeconds",
-                            "timeout.attemptDurationSeconds", 60, std::numeric_limits<int32_t>::max()));
+    ASSIGN_OR_RETURN(
+        std::optional<int64_t> secs,
+        OptInt(request["timeout"], "attemptDurationSeconds", "timeout.attemptDurationSeconds", 60,
+               std::numeric_limits<int32_t>::max()));
     (void)secs;
     doc["timeout"] = request["timeout"];
   }
-  ASSIGN_OR_RETURN(std::optional<bool> propagate, OptBool(request, "propagateTags", "propagateTags"));
+  ASSIGN_OR_RETURN(std::optional<bool> propagate,
+                   OptBool(request, "propagateTags", "propagateTags"));
   if (propagate) doc["propagateTags"] = *propagate;
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> caps,
                    OptStringList(request, "platformCapabilities", "platformCapabilities", 2));
@@ -311,10 +327,10 @@ Result<const Json*> ControlPlane::FindJobDefinitionLocked(const std::string& ref
   if (reference.rfind("arn:", 0) == 0) {
     Result<Arn> arn = Arn::Parse(reference);
     if (!arn.ok() || arn->service != "batch" || arn->ResourceType() != "job-definition") {
-      return Status::InvalidArgument("'" + reference +
-                                     "' is not a job definition ARN; expected arn:aws:batch:" +
-                                     config_.region + ":" + config_.account_id +
-                                     ":job-definition/<name>:<revision>, or name:revision");
+      return Status::InvalidArgument(
+          "'" + reference +
+          "' is not a job definition ARN; expected arn:aws:batch:" + config_.region + ":" +
+          config_.account_id + ":job-definition/<name>:<revision>, or name:revision");
     }
     if (arn->region != config_.region || arn->account != config_.account_id) {
       return Status::NotFound("job definition " + reference + " is in region " + arn->region +
@@ -332,9 +348,8 @@ Result<const Json*> ControlPlane::FindJobDefinitionLocked(const std::string& ref
     char* end = nullptr;
     long long r = std::strtoll(rev.c_str(), &end, 10);
     if (rev.empty() || *end != '\0' || r < 1) {
-      return Status::InvalidArgument("job definition reference '" + reference +
-                                     "' has revision '" + rev +
-                                     "'; use name:revision with a revision number >= 1");
+      return Status::InvalidArgument("job definition reference '" + reference + "' has revision '" +
+                                     rev + "'; use name:revision with a revision number >= 1");
     }
     revision = r;
   }

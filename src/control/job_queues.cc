@@ -22,14 +22,16 @@ Result<Json> ValidateTimeLimitActions(const Json& actions) {
   }
   for (const Json& a : actions) {
     RETURN_IF_ERROR(ExpectObject(a, "jobStateTimeLimitActions[]"));
-    ASSIGN_OR_RETURN(std::string reason, ReqString(a, "reason", "jobStateTimeLimitActions[].reason"));
+    ASSIGN_OR_RETURN(std::string reason,
+                     ReqString(a, "reason", "jobStateTimeLimitActions[].reason"));
     ASSIGN_OR_RETURN(std::string state, ReqString(a, "state", "jobStateTimeLimitActions[].state"));
     RETURN_IF_ERROR(ExpectEnum(state, "jobStateTimeLimitActions[].state", {"RUNNABLE"}));
     ASSIGN_OR_RETURN(int64_t secs, ReqInt(a, "maxTimeSeconds",
                                           "jobStateTimeLimitActions[].maxTimeSeconds", 600, 86400));
     ASSIGN_OR_RETURN(std::string action,
                      ReqString(a, "action", "jobStateTimeLimitActions[].action"));
-    RETURN_IF_ERROR(ExpectEnum(action, "jobStateTimeLimitActions[].action", {"CANCEL", "TERMINATE"}));
+    RETURN_IF_ERROR(
+        ExpectEnum(action, "jobStateTimeLimitActions[].action", {"CANCEL", "TERMINATE"}));
     (void)reason;
     (void)secs;
   }
@@ -68,8 +70,7 @@ Result<Json> ControlPlane::ValidateComputeEnvironmentOrder(const Json& orders) c
                      NameFromReference(ref, "compute-environment",
                                        "computeEnvironmentOrder[].computeEnvironment"));
     if (!seen_orders.insert(order).second) {
-      return Status::InvalidArgument("computeEnvironmentOrder uses order " +
-                                     std::to_string(order) +
+      return Status::InvalidArgument("computeEnvironmentOrder uses order " + std::to_string(order) +
                                      " twice; give each compute environment a distinct order");
     }
     auto it = compute_environments_.find(name);
@@ -106,17 +107,20 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
                                    " is not supported by lote; omit it (lote queues run ECS-style "
                                    "container jobs)");
   }
-  if (request.contains("serviceEnvironmentOrder") && !request["serviceEnvironmentOrder"].is_null()) {
+  if (request.contains("serviceEnvironmentOrder") &&
+      !request["serviceEnvironmentOrder"].is_null()) {
     return Status::InvalidArgument(
         "serviceEnvironmentOrder (SageMaker service environments) is not supported by lote; use "
         "computeEnvironmentOrder");
   }
   ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
   Json limit_actions = Json::array();
-  if (request.contains("jobStateTimeLimitActions") && !request["jobStateTimeLimitActions"].is_null()) {
+  if (request.contains("jobStateTimeLimitActions") &&
+      !request["jobStateTimeLimitActions"].is_null()) {
     ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
   }
-  if (!request.contains("computeEnvironmentOrder") || request["computeEnvironmentOrder"].is_null()) {
+  if (!request.contains("computeEnvironmentOrder") ||
+      request["computeEnvironmentOrder"].is_null()) {
     return Status::InvalidArgument(
         "computeEnvironmentOrder is required; list 1 to 3 compute environments as "
         "[{\"order\": 1, \"computeEnvironment\": \"my-ce\"}]");
@@ -213,7 +217,8 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
   ASSIGN_OR_RETURN(std::optional<std::string> policy_ref,
                    OptString(request, "schedulingPolicyArn", "schedulingPolicyArn"));
   std::optional<Json> limit_actions;
-  if (request.contains("jobStateTimeLimitActions") && !request["jobStateTimeLimitActions"].is_null()) {
+  if (request.contains("jobStateTimeLimitActions") &&
+      !request["jobStateTimeLimitActions"].is_null()) {
     ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -225,13 +230,16 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
   }
   Json doc = it->second;
   if (doc.value("status", "") == "DELETING") {
-    return Status::FailedPrecondition("job queue " + name + " is being deleted and cannot be updated");
+    return Status::FailedPrecondition("job queue " + name +
+                                      " is being deleted and cannot be updated");
   }
   if (state) doc["state"] = *state;
   if (priority) doc["priority"] = *priority;
   if (limit_actions) doc["jobStateTimeLimitActions"] = *limit_actions;
-  if (request.contains("computeEnvironmentOrder") && !request["computeEnvironmentOrder"].is_null()) {
-    ASSIGN_OR_RETURN(Json order, ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
+  if (request.contains("computeEnvironmentOrder") &&
+      !request["computeEnvironmentOrder"].is_null()) {
+    ASSIGN_OR_RETURN(Json order,
+                     ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
     doc["computeEnvironmentOrder"] = std::move(order);
   }
   if (policy_ref) {

@@ -71,8 +71,8 @@ Status CheckNodeRangesCover(const std::vector<NodeRange>& ranges, int32_t num_no
     if (count[static_cast<size_t>(i)] == 0) {
       return Status::InvalidArgument("node " + std::to_string(i) +
                                      " is in no nodeRangeProperties entry; the targetNodes ranges "
-                                     "must cover nodes 0 to " + std::to_string(num_nodes - 1) +
-                                     " (e.g. \"0:\")");
+                                     "must cover nodes 0 to " +
+                                     std::to_string(num_nodes - 1) + " (e.g. \"0:\")");
     }
   }
   return Status::Ok();

@@ -11,18 +11,21 @@ using store::WriteBatch;
 Result<Json> ControlPlane::ValidateFairsharePolicy(const Json& policy) const {
   RETURN_IF_ERROR(ExpectObject(policy, "fairsharePolicy"));
   Json out = Json::object();
-  ASSIGN_OR_RETURN(std::optional<int64_t> decay,
-                   OptInt(policy, "shareDecaySeconds", "fairsharePolicy.shareDecaySeconds", 0, 604800));
-  ASSIGN_OR_RETURN(std::optional<int64_t> reservation,
-                   OptInt(policy, "computeReservation", "fairsharePolicy.computeReservation", 0, 99));
+  ASSIGN_OR_RETURN(
+      std::optional<int64_t> decay,
+      OptInt(policy, "shareDecaySeconds", "fairsharePolicy.shareDecaySeconds", 0, 604800));
+  ASSIGN_OR_RETURN(
+      std::optional<int64_t> reservation,
+      OptInt(policy, "computeReservation", "fairsharePolicy.computeReservation", 0, 99));
   out["shareDecaySeconds"] = decay.value_or(0);
   out["computeReservation"] = reservation.value_or(0);
   Json shares = Json::array();
   if (policy.contains("shareDistribution") && !policy["shareDistribution"].is_null()) {
     const Json& dist = policy["shareDistribution"];
     if (!dist.is_array()) {
-      return Status::InvalidArgument("fairsharePolicy.shareDistribution must be a list of "
-                                     "{\"shareIdentifier\": id, \"weightFactor\": w}");
+      return Status::InvalidArgument(
+          "fairsharePolicy.shareDistribution must be a list of "
+          "{\"shareIdentifier\": id, \"weightFactor\": w}");
     }
     if (dist.size() > 500) {
       return Status::InvalidArgument("fairsharePolicy.shareDistribution has " +
@@ -31,8 +34,9 @@ Result<Json> ControlPlane::ValidateFairsharePolicy(const Json& policy) const {
     std::set<std::string> seen;
     for (const Json& s : dist) {
       RETURN_IF_ERROR(ExpectObject(s, "fairsharePolicy.shareDistribution[]"));
-      ASSIGN_OR_RETURN(std::string id, ReqString(s, "shareIdentifier",
-                                                 "fairsharePolicy.shareDistribution[].shareIdentifier"));
+      ASSIGN_OR_RETURN(
+          std::string id,
+          ReqString(s, "shareIdentifier", "fairsharePolicy.shareDistribution[].shareIdentifier"));
       if (id.empty() || id.size() > 255) {
         return Status::InvalidArgument("shareIdentifier '" + id.substr(0, 40) +
                                        "' must be 1 to 255 characters");
@@ -75,10 +79,11 @@ Result<Json> ControlPlane::CreateSchedulingPolicy(const Json& request) {
   ASSIGN_OR_RETURN(std::string name, ReqString(request, "name", "name"));
   RETURN_IF_ERROR(ValidateName("name", name));
   if (request.contains("quotaSharePolicy") && !request["quotaSharePolicy"].is_null()) {
-    return Status::InvalidArgument("quotaSharePolicy is not supported by lote; use fairsharePolicy");
+    return Status::InvalidArgument(
+        "quotaSharePolicy is not supported by lote; use fairsharePolicy");
   }
-  Json fairshare = {{"shareDecaySeconds", 0}, {"computeReservation", 0},
-                    {"shareDistribution", Json::array()}};
+  Json fairshare = {
+      {"shareDecaySeconds", 0}, {"computeReservation", 0}, {"shareDistribution", Json::array()}};
   if (request.contains("fairsharePolicy") && !request["fairsharePolicy"].is_null()) {
     ASSIGN_OR_RETURN(fairshare, ValidateFairsharePolicy(request["fairsharePolicy"]));
   }
@@ -106,8 +111,9 @@ Result<Json> ControlPlane::DescribeSchedulingPolicies(const Json& request) {
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> arns,
                    OptStringList(request, "arns", "arns", 100));
   if (!arns || arns->empty()) {
-    return Status::InvalidArgument("arns is required; list 1 to 100 scheduling policy ARNs "
-                                   "(ListSchedulingPolicies gives them)");
+    return Status::InvalidArgument(
+        "arns is required; list 1 to 100 scheduling policy ARNs "
+        "(ListSchedulingPolicies gives them)");
   }
   std::vector<std::string> names;
   for (const std::string& a : *arns) {
@@ -150,7 +156,8 @@ Result<Json> ControlPlane::UpdateSchedulingPolicy(const Json& request) {
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "arn", "arn"));
   ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "scheduling-policy", "arn"));
   if (request.contains("quotaSharePolicy") && !request["quotaSharePolicy"].is_null()) {
-    return Status::InvalidArgument("quotaSharePolicy is not supported by lote; use fairsharePolicy");
+    return Status::InvalidArgument(
+        "quotaSharePolicy is not supported by lote; use fairsharePolicy");
   }
   std::optional<Json> fairshare;
   if (request.contains("fairsharePolicy") && !request["fairsharePolicy"].is_null()) {

@@ -20,8 +20,9 @@ std::string Describe(const Json& v) {
 
 Status ValidateName(std::string_view field, std::string_view name) {
   if (name.empty()) {
-    return Status::InvalidArgument(Str(field) + " is empty; give a name of 1 to 128 letters, "
-                                                "digits, hyphens (-) or underscores (_)");
+    return Status::InvalidArgument(Str(field) +
+                                   " is empty; give a name of 1 to 128 letters, "
+                                   "digits, hyphens (-) or underscores (_)");
   }
   if (name.size() > kMaxNameLength) {
     return Status::InvalidArgument(Str(field) + " '" + Str(name.substr(0, 40)) + "...' is " +
@@ -32,9 +33,9 @@ Status ValidateName(std::string_view field, std::string_view name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '-' || c == '_';
     if (!ok) {
-      return Status::InvalidArgument(Str(field) + " '" + Str(name) + "' contains the character '" +
-                                     std::string(1, c) +
-                                     "'; use only letters, digits, hyphens (-) and underscores (_)");
+      return Status::InvalidArgument(
+          Str(field) + " '" + Str(name) + "' contains the character '" + std::string(1, c) +
+          "'; use only letters, digits, hyphens (-) and underscores (_)");
     }
   }
   return Status::Ok();
@@ -98,8 +99,7 @@ Result<std::optional<bool>> OptBool(const Json& obj, std::string_view key, std::
   const Json* v = Field(obj, key);
   if (!v) return std::optional<bool>();
   if (!v->is_boolean()) {
-    return Status::InvalidArgument(Str(path) + " must be true or false (got " + Describe(*v) +
-                                   ")");
+    return Status::InvalidArgument(Str(path) + " must be true or false (got " + Describe(*v) + ")");
   }
   return std::optional<bool>(v->get<bool>());
 }
@@ -121,8 +121,8 @@ Result<std::optional<std::vector<std::string>>> OptStringList(const Json& obj, s
   std::vector<std::string> out;
   for (const Json& e : *v) {
     if (!e.is_string()) {
-      return Status::InvalidArgument(Str(path) + " must contain only strings (got " +
-                                     Describe(e) + ")");
+      return Status::InvalidArgument(Str(path) + " must contain only strings (got " + Describe(e) +
+                                     ")");
     }
     out.push_back(e.get<std::string>());
   }
@@ -136,7 +136,8 @@ Status ExpectEnum(std::string_view value, std::string_view path,
   }
   std::string list;
   for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + Str(a);
-  return Status::InvalidArgument(Str(path) + " is '" + Str(value) + "'; it must be one of: " + list);
+  return Status::InvalidArgument(Str(path) + " is '" + Str(value) +
+                                 "'; it must be one of: " + list);
 }
 
 Status ValidateTagKey(std::string_view key) {

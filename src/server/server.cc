@@ -41,7 +41,8 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     spdlog::warn("* Anyone who can reach this port can change every resource.   *");
     spdlog::warn("**************************************************************");
   }
-  s->router_ = std::make_unique<api::ApiRouter>(options.insecure_no_auth ? nullptr : s->auth_.get());
+  s->router_ =
+      std::make_unique<api::ApiRouter>(options.insecure_no_auth ? nullptr : s->auth_.get());
   api::RegisterBatchControlPlane(s->router_.get(), s->control_.get());
 
   s->http_ = std::make_unique<api::HttpServer>(s->router_.get());
@@ -52,8 +53,10 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   RETURN_IF_ERROR(s->http_->Start(http));
   s->port_ = s->http_->port();
 
-  Json info = {{"endpoint", s->endpoint()}, {"region", options.region},
-               {"account_id", options.account_id}, {"pid", static_cast<int64_t>(getpid())}};
+  Json info = {{"endpoint", s->endpoint()},
+               {"region", options.region},
+               {"account_id", options.account_id},
+               {"pid", static_cast<int64_t>(getpid())}};
   RETURN_IF_ERROR(WriteFileAtomic(options.home + "/server.json", info.dump(2) + "\n", 0600));
   s->reconciler_ = std::thread([srv = s.get()] { srv->ReconcileLoop(); });
   return s;

@@ -28,9 +28,9 @@
 namespace lote::server {
 
 struct ServerOptions {
-  std::string home;               // folder for lote.db, credentials, server.json
+  std::string home;  // folder for lote.db, credentials, server.json
   std::string host = "127.0.0.1";
-  int port = 7480;                // 0: any free port
+  int port = 7480;  // 0: any free port
   std::string region = "us-east-1";
   std::string account_id = "000000000000";
   bool insecure_no_auth = false;  // accept unsigned requests (logged loudly)

@@ -18,7 +18,8 @@ namespace {
 Status ParseListen(const std::string& listen, std::string* host, int* port) {
   size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return Status::InvalidArgument("--listen '" + listen + "' must be HOST:PORT, e.g. 127.0.0.1:7480");
+    return Status::InvalidArgument("--listen '" + listen +
+                                   "' must be HOST:PORT, e.g. 127.0.0.1:7480");
   }
   *host = listen.substr(0, colon);
   std::string p = listen.substr(colon + 1);

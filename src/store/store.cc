@@ -36,9 +36,7 @@ class Stmt {
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
-  Status status() const {
-    return rc_ == SQLITE_OK ? Status::Ok() : SqlError(db_, "prepare");
-  }
+  Status status() const { return rc_ == SQLITE_OK ? Status::Ok() : SqlError(db_, "prepare"); }
   Stmt& Bind(int i, std::string_view text) {
     sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     return *this;
@@ -78,9 +76,8 @@ class Stmt {
 
 Result<sqlite3*> OpenConnection(const std::string& path, bool durable) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -113,10 +110,10 @@ Result<int32_t> Migrate(sqlite3* db) {
   }
   if (!has_row) RETURN_IF_ERROR(Exec(db, "INSERT INTO schema_version (version) VALUES (0)"));
   if (version > LatestSchemaVersion()) {
-    return Status::FailedPrecondition(
-        "database schema version " + std::to_string(version) +
-        " is newer than this lote binary knows (" + std::to_string(LatestSchemaVersion()) +
-        "); run a newer lote or point --home at another folder");
+    return Status::FailedPrecondition("database schema version " + std::to_string(version) +
+                                      " is newer than this lote binary knows (" +
+                                      std::to_string(LatestSchemaVersion()) +
+                                      "); run a newer lote or point --home at another folder");
   }
   for (const Migration& m : Migrations()) {
     if (m.version <= version) continue;
@@ -244,8 +241,12 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
       Stmt& s = stmt(std::string("INSERT OR REPLACE INTO ") + ResourceTable(r->kind) +
                      " (arn, name, revision, doc, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
       RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, r->arn).Bind(2, r->name).Bind(3, r->revision).Bind(4, r->doc)
-               .Bind(5, r->updated_ms).Run();
+      st = s.Bind(1, r->arn)
+               .Bind(2, r->name)
+               .Bind(3, r->revision)
+               .Bind(4, r->doc)
+               .Bind(5, r->updated_ms)
+               .Run();
     } else if (auto* d = std::get_if<WriteBatch::DeleteResourceOp>(&op)) {
       Stmt& s = stmt(std::string("DELETE FROM ") + ResourceTable(d->kind) + " WHERE arn = ?1");
       RETURN_IF_ERROR(s.status());
@@ -267,8 +268,14 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
           "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
           "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
       RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, j->job_id).Bind(2, j->name).Bind(3, j->queue_arn).Bind(4, j->status)
-               .Bind(5, j->created_ms).Bind(6, j->updated_ms).Bind(7, j->doc).Run();
+      st = s.Bind(1, j->job_id)
+               .Bind(2, j->name)
+               .Bind(3, j->queue_arn)
+               .Bind(4, j->status)
+               .Bind(5, j->created_ms)
+               .Bind(6, j->updated_ms)
+               .Bind(7, j->doc)
+               .Run();
     } else if (auto* a = std::get_if<AttemptRow>(&op)) {
       Stmt& s = stmt("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)");
       RETURN_IF_ERROR(s.status());
@@ -278,8 +285,12 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
           "INSERT INTO job_events (job_id, seq, time_ms, type, payload) VALUES (?1, ?2, ?3, ?4, "
           "?5)");
       RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, e->job_id).Bind(2, e->seq).Bind(3, e->time_ms).Bind(4, e->type)
-               .Bind(5, e->payload).Run();
+      st = s.Bind(1, e->job_id)
+               .Bind(2, e->seq)
+               .Bind(3, e->time_ms)
+               .Bind(4, e->type)
+               .Bind(5, e->payload)
+               .Run();
     }
     RETURN_IF_ERROR(st);
   }
@@ -316,8 +327,9 @@ void Store::WriterLoop() {
       group_status = Exec(writer_db_, "COMMIT");
       if (!group_status.ok()) {
         (void)Exec(writer_db_, "ROLLBACK");
-        group_status = group_status.WithContext("commit failed; the store refuses writes until "
-                                                "the server restarts");
+        group_status = group_status.WithContext(
+            "commit failed; the store refuses writes until "
+            "the server restarts");
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -349,7 +361,8 @@ Result<Snapshot> Store::Load() {
                            ResourceTable(kind) + " ORDER BY name, revision");
     if (!q.status().ok()) return finish(q.status());
     while (q.Next()) {
-      snap.resources.push_back(ResourceRow{kind, q.Text(0), q.Text(1), q.Int(2), q.Text(3), q.Int(4)});
+      snap.resources.push_back(
+          ResourceRow{kind, q.Text(0), q.Text(1), q.Int(2), q.Text(3), q.Int(4)});
     }
     if (!q.status().ok()) return finish(q.status());
   }

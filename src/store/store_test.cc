@@ -28,8 +28,8 @@ class StoreTest : public ::testing::Test {
 };
 
 ResourceRow Queue(const std::string& name, const std::string& doc) {
-  return ResourceRow{ResourceKind::kJobQueue, "arn:aws:batch:us-east-1:0:job-queue/" + name, name,
-                     0, doc, 1};
+  return ResourceRow{
+      ResourceKind::kJobQueue, "arn:aws:batch:us-east-1:0:job-queue/" + name, name, 0, doc, 1};
 }
 
 TEST_F(StoreTest, FreshDatabaseIsAtLatestSchemaVersion) {
