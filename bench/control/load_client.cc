@@ -84,10 +84,13 @@ int main(int argc, char** argv) {
   auto pct = [&](double p) {
     return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
   };
-  std::printf(
-      "{\"requests\": %zu, \"errors\": %lld, \"seconds\": %.2f, \"rps\": %.1f, \"p50_ms\": %.3f, "
-      "\"p99_ms\": %.3f, \"first_error\": \"%s\"}\n",
-      all.size(), static_cast<long long>(errors.load()), elapsed, all.size() / elapsed, pct(0.50),
-      pct(0.99), first_error.substr(0, 200).c_str());
+  lote::Json out = {{"requests", all.size()},
+                    {"errors", errors.load()},
+                    {"seconds", elapsed},
+                    {"rps", static_cast<double>(all.size()) / elapsed},
+                    {"p50_ms", pct(0.50)},
+                    {"p99_ms", pct(0.99)},
+                    {"first_error", first_error.substr(0, 200)}};
+  std::printf("%s\n", out.dump(-1, ' ', false, lote::Json::error_handler_t::replace).c_str());
   return all.empty() ? 1 : 0;
 }

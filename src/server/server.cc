@@ -53,7 +53,12 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   RETURN_IF_ERROR(s->http_->Start(http));
   s->port_ = s->http_->port();
 
-  Json info = {{"endpoint", s->endpoint()},
+  // Clients cannot use a wildcard address; advertise loopback for it.
+  std::string advertised = s->endpoint();
+  if (options.host == "0.0.0.0" || options.host == "::" || options.host == "[::]") {
+    advertised = "http://127.0.0.1:" + std::to_string(s->port_);
+  }
+  Json info = {{"endpoint", advertised},
                {"region", options.region},
                {"account_id", options.account_id},
                {"pid", static_cast<int64_t>(getpid())}};
