@@ -11,6 +11,11 @@
 
 namespace lote::server {
 
+std::vector<ServerExtension>& GlobalServerExtensions() {
+  static std::vector<ServerExtension> extensions;
+  return extensions;
+}
+
 std::string DefaultHome() {
   const char* env = std::getenv("LOTE_HOME");
   if (env && *env) return env;
@@ -44,6 +49,20 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   s->router_ =
       std::make_unique<api::ApiRouter>(options.insecure_no_auth ? nullptr : s->auth_.get());
   api::RegisterBatchControlPlane(s->router_.get(), s->control_.get());
+  {
+    std::vector<ServerExtension> extensions = GlobalServerExtensions();
+    extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
+    ServerContext context{options.home, clock, s->store_.get(), s->control_.get(),
+                          s->router_.get()};
+    for (ServerExtension& ext : extensions) {
+      Result<std::shared_ptr<void>> handle = ext(context);
+      if (!handle.ok()) {
+        s->Stop();
+        return handle.status().WithContext("starting a server extension");
+      }
+      s->extension_handles_.push_back(std::move(*handle));
+    }
+  }
 
   s->http_ = std::make_unique<api::HttpServer>(s->router_.get());
   api::HttpServerOptions http;
@@ -94,6 +113,7 @@ void LoteServer::Stop() {
   cv_.notify_all();
   if (http_) http_->Stop();
   if (reconciler_.joinable()) reconciler_.join();
+  while (!extension_handles_.empty()) extension_handles_.pop_back();
   control_.reset();
   store_.reset();  // commits anything queued
 }

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/auth.h"
 #include "api/http_server.h"
@@ -27,6 +28,34 @@
 
 namespace lote::server {
 
+// What a server extension (a component wired into the server: the job layer,
+// CloudWatch Logs, ...) gets at start-up. Pointers stay valid until the
+// extension's handle is destroyed.
+struct ServerContext {
+  const std::string& home;
+  const Clock* clock;
+  store::Store* store;
+  control::ControlPlane* control;
+  api::ApiRouter* router;  // register operations here (before serving starts)
+};
+
+// Runs once in LoteServer::Start after the Batch resource operations are
+// registered and before the listener starts. It may register API operations
+// (router->RegisterJsonService / RegisterRestOperation) and start background
+// work; the returned handle (may be null) is destroyed in Stop(), in reverse
+// order, before the store closes, so its destructor must stop that work.
+using ServerExtension = std::function<Result<std::shared_ptr<void>>(ServerContext& context)>;
+
+// Extensions registered by static registrars in the binary, e.g. in a wiring
+// file src/server/logs_wiring.cc:
+//   static lote::server::ServerExtensionRegistrar reg([](ServerContext& c) { ... });
+std::vector<ServerExtension>& GlobalServerExtensions();
+struct ServerExtensionRegistrar {
+  explicit ServerExtensionRegistrar(ServerExtension ext) {
+    GlobalServerExtensions().push_back(std::move(ext));
+  }
+};
+
 struct ServerOptions {
   std::string home;  // folder for lote.db, credentials, server.json
   std::string host = "127.0.0.1";
@@ -36,6 +65,8 @@ struct ServerOptions {
   bool insecure_no_auth = false;  // accept unsigned requests (logged loudly)
   int http_threads = 64;
   int64_t reconcile_interval_ms = 200;
+  // Run after GlobalServerExtensions(), in order.
+  std::vector<ServerExtension> extensions;
 };
 
 // $LOTE_HOME, else ~/.lote.
@@ -64,6 +95,7 @@ class LoteServer {
   std::unique_ptr<api::Authenticator> auth_;
   std::unique_ptr<api::ApiRouter> router_;
   std::unique_ptr<api::HttpServer> http_;
+  std::vector<std::shared_ptr<void>> extension_handles_;  // destroyed in reverse in Stop()
   int port_ = 0;
 
   std::mutex mu_;
