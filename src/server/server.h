@@ -47,7 +47,8 @@ struct ServerContext {
 using ServerExtension = std::function<Result<std::shared_ptr<void>>(ServerContext& context)>;
 
 // Extensions registered by static registrars in the binary, e.g. in a wiring
-// file src/server/logs_wiring.cc:
+// file src/server/logs_wiring.cc compiled into the OBJECT library
+// lote_server_commands (a static library would drop the unreferenced object):
 //   static lote::server::ServerExtensionRegistrar reg([](ServerContext& c) { ... });
 std::vector<ServerExtension>& GlobalServerExtensions();
 struct ServerExtensionRegistrar {
