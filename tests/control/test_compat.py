@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,7 @@ class AwsCliTest(ServerCase):
 
     def test_recipe_flow_with_cli_input_json(self):
         tmp = tempfile.mkdtemp(prefix="lote_cli_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         files = {}
         for name, doc in (("ce", CE_TEMPLATE), ("queue", QUEUE_TEMPLATE), ("jd", JOBDEF_TEMPLATE)):
             files[name] = os.path.join(tmp, name + ".json")
