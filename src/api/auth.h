@@ -1,0 +1,46 @@
+// SigV4 verification of incoming requests.
+//
+// Contract: Verify() accepts a request only if it carries an AWS Signature
+// Version 4 Authorization header for a known access key, scoped to this
+// server's region and the expected service, dated within 15 minutes of the
+// injected clock, whose signature matches (compared in constant time). Each
+// rejection carries the error code AWS returns for that case:
+//   no Authorization header          → 403 MissingAuthenticationTokenException
+//   malformed header / no X-Amz-Date → 403 IncompleteSignatureException
+//   unknown access key               → 403 UnrecognizedClientException
+//   wrong scope (region/service/day) → 403 InvalidSignatureException
+//   clock skew over 15 minutes       → 403 InvalidSignatureException ("Signature expired")
+//   signature mismatch               → 403 InvalidSignatureException
+// Thread safety: keys are added before serving; Verify is then const and
+// safe to call concurrently.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/errors.h"
+#include "api/http_types.h"
+#include "common/clock.h"
+
+namespace lote::api {
+
+class Authenticator {
+ public:
+  Authenticator(const Clock* clock, std::string region);
+
+  void AddKey(const std::string& access_key_id, const std::string& secret_access_key);
+
+  // nullopt when the request is authentic.
+  std::optional<ApiError> Verify(const HttpRequest& request, std::string_view service) const;
+
+  static constexpr int64_t kMaxSkewMillis = 15 * 60 * 1000;
+
+ private:
+  const Clock* clock_;
+  std::string region_;
+  std::map<std::string, std::string, std::less<>> secrets_;  // access key id → secret
+};
+
+}  // namespace lote::api

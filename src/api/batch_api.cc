@@ -1,0 +1,97 @@
+#include "api/batch_api.h"
+
+#include <cctype>
+
+namespace lote::api {
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
+  // Operations of the Batch model that lote does not implement (yet): the job
+  // operations arrive with the job layer and replace these stubs.
+  for (const char* name : {"SubmitJob",
+                           "DescribeJobs",
+                           "ListJobs",
+                           "CancelJob",
+                           "TerminateJob",
+                           "UpdateServiceJob",
+                           "GetJobQueueSnapshot",
+                           "CreateConsumableResource",
+                           "DeleteConsumableResource",
+                           "DescribeConsumableResource",
+                           "ListConsumableResources",
+                           "UpdateConsumableResource",
+                           "ListJobsByConsumableResource",
+                           "CreateServiceEnvironment",
+                           "DeleteServiceEnvironment",
+                           "DescribeServiceEnvironments",
+                           "UpdateServiceEnvironment",
+                           "SubmitServiceJob",
+                           "DescribeServiceJob",
+                           "ListServiceJobs",
+                           "TerminateServiceJob",
+                           "CreateQuotaShare",
+                           "DeleteQuotaShare",
+                           "DescribeQuotaShare",
+                           "ListQuotaShares",
+                           "UpdateQuotaShare"}) {
+    std::string op = name;
+    router->RegisterRestOperation(
+        {op, "POST", "/v1/" + Lower(op), {}, [op](const Json&) -> Result<Json> {
+           return Status::Unimplemented(op +
+                                        " is not supported by this lote server; see docs/api.md "
+                                        "for the supported operations");
+         }});
+  }
+  using Method = Result<Json> (control::ControlPlane::*)(const Json&);
+  struct Entry {
+    const char* name;
+    Method method;
+  };
+  const Entry entries[] = {
+      {"CreateComputeEnvironment", &control::ControlPlane::CreateComputeEnvironment},
+      {"DescribeComputeEnvironments", &control::ControlPlane::DescribeComputeEnvironments},
+      {"UpdateComputeEnvironment", &control::ControlPlane::UpdateComputeEnvironment},
+      {"DeleteComputeEnvironment", &control::ControlPlane::DeleteComputeEnvironment},
+      {"CreateJobQueue", &control::ControlPlane::CreateJobQueue},
+      {"DescribeJobQueues", &control::ControlPlane::DescribeJobQueues},
+      {"UpdateJobQueue", &control::ControlPlane::UpdateJobQueue},
+      {"DeleteJobQueue", &control::ControlPlane::DeleteJobQueue},
+      {"RegisterJobDefinition", &control::ControlPlane::RegisterJobDefinition},
+      {"DescribeJobDefinitions", &control::ControlPlane::DescribeJobDefinitions},
+      {"DeregisterJobDefinition", &control::ControlPlane::DeregisterJobDefinition},
+      {"CreateSchedulingPolicy", &control::ControlPlane::CreateSchedulingPolicy},
+      {"DescribeSchedulingPolicies", &control::ControlPlane::DescribeSchedulingPolicies},
+      {"ListSchedulingPolicies", &control::ControlPlane::ListSchedulingPolicies},
+      {"UpdateSchedulingPolicy", &control::ControlPlane::UpdateSchedulingPolicy},
+      {"DeleteSchedulingPolicy", &control::ControlPlane::DeleteSchedulingPolicy},
+  };
+  for (const Entry& e : entries) {
+    Method m = e.method;
+    router->RegisterRestOperation(
+        {e.name, "POST", "/v1/" + Lower(e.name), {}, [cp, m](const Json& r) {
+           return (cp->*m)(r);
+         }});
+  }
+  router->RegisterRestOperation(
+      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
+         return cp->TagResource(r);
+       }});
+  router->RegisterRestOperation(
+      {"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
+         return cp->ListTagsForResource(r);
+       }});
+  router->RegisterRestOperation(
+      {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [cp](const Json& r) {
+         return cp->UntagResource(r);
+       }});
+}
+
+}  // namespace lote::api

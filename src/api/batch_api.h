@@ -1,0 +1,21 @@
+// AWS Batch operations on the router.
+//
+// RegisterBatchControlPlane registers every resource operation of
+// control::ControlPlane, and registers every other operation of the Batch
+// model (SubmitJob, DescribeJobs, ListJobs, CancelJob, TerminateJob, ...)
+// as a stub answering ClientException "not supported yet". The job layer
+// (next issue) replaces those stubs by registering its own handlers for the
+// same paths with ApiRouter::RegisterRestOperation, e.g.
+//   router->RegisterRestOperation({"SubmitJob", "POST", "/v1/submitjob", {},
+//       [jobs](const Json& r) { return jobs->SubmitJob(r); }});
+#pragma once
+
+#include "api/router.h"
+#include "control/control_plane.h"
+
+namespace lote::api {
+
+// `control` must outlive the router.
+void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* control);
+
+}  // namespace lote::api

@@ -1,0 +1,328 @@
+// CreateComputeEnvironment, DescribeComputeEnvironments,
+// UpdateComputeEnvironment, DeleteComputeEnvironment.
+#include <limits>
+
+#include "common/ids.h"
+#include "control/control_plane.h"
+
+namespace lote::control {
+
+using store::ResourceKind;
+using store::WriteBatch;
+
+namespace {
+constexpr int64_t kMaxVcpus = 1'000'000;
+}
+
+// Validates computeResources (a create, or an update merged over `existing`)
+// and returns the normalized document (minvCpus and desiredvCpus filled in).
+Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_update,
+                                                    const Json* existing) const {
+  RETURN_IF_ERROR(ExpectObject(cr, "computeResources"));
+  Json out = existing ? *existing : Json::object();
+  for (auto it = cr.begin(); it != cr.end(); ++it) {
+    if (!it.value().is_null()) out[it.key()] = it.value();
+  }
+  ASSIGN_OR_RETURN(std::string type, ReqString(out, "type", "computeResources.type"));
+  if (type == "FARGATE" || type == "FARGATE_SPOT") {
+    return Status::InvalidArgument(
+        "computeResources.type " + type +
+        " is not supported by lote; use EC2 (or SPOT, which lote treats like EC2)");
+  }
+  RETURN_IF_ERROR(ExpectEnum(type, "computeResources.type", {"EC2", "SPOT"}));
+  ASSIGN_OR_RETURN(int64_t max_vcpus,
+                   ReqInt(out, "maxvCpus", "computeResources.maxvCpus", 0, kMaxVcpus));
+  ASSIGN_OR_RETURN(std::optional<int64_t> min_vcpus,
+                   OptInt(out, "minvCpus", "computeResources.minvCpus", 0, kMaxVcpus));
+  int64_t min = min_vcpus.value_or(0);
+  if (min > max_vcpus) {
+    return Status::InvalidArgument("computeResources.minvCpus (" + std::to_string(min) +
+                                   ") is greater than maxvCpus (" + std::to_string(max_vcpus) +
+                                   "); make minvCpus <= maxvCpus");
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> desired,
+                   OptInt(out, "desiredvCpus", "computeResources.desiredvCpus", 0, kMaxVcpus));
+  int64_t want = desired.value_or(min);
+  if (for_update && !cr.contains("desiredvCpus")) want = std::clamp(want, min, max_vcpus);
+  if (want < min || want > max_vcpus) {
+    return Status::InvalidArgument("computeResources.desiredvCpus (" + std::to_string(want) +
+                                   ") must be between minvCpus (" + std::to_string(min) +
+                                   ") and maxvCpus (" + std::to_string(max_vcpus) + ")");
+  }
+  out["minvCpus"] = min;
+  out["desiredvCpus"] = want;
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> types,
+                   OptStringList(out, "instanceTypes", "computeResources.instanceTypes", 100));
+  if (!types || types->empty()) {
+    return Status::InvalidArgument(
+        "computeResources.instanceTypes is required for EC2 compute environments; list one or "
+        "more types such as [\"local\"] (this host) or [\"trn1.32xlarge\"]");
+  }
+  for (const std::string& t : *types) {
+    Result<InstanceType> found = catalog_.Lookup(t);
+    if (!found.ok()) {
+      return Status::InvalidArgument("computeResources.instanceTypes: " + found.status().message());
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> subnets,
+                   OptStringList(out, "subnets", "computeResources.subnets", 16));
+  if (!subnets) {
+    return Status::InvalidArgument(
+        "computeResources.subnets is required by the AWS Batch API; lote ignores its values, so "
+        "pass any list, e.g. [\"subnet-local\"]");
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> sgs,
+                   OptStringList(out, "securityGroupIds", "computeResources.securityGroupIds", 5));
+  ASSIGN_OR_RETURN(std::optional<std::string> strategy,
+                   OptString(out, "allocationStrategy", "computeResources.allocationStrategy"));
+  if (strategy) {
+    RETURN_IF_ERROR(ExpectEnum(*strategy, "computeResources.allocationStrategy",
+                               {"BEST_FIT", "BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED",
+                                "SPOT_PRICE_CAPACITY_OPTIMIZED"}));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> bid,
+                   OptInt(out, "bidPercentage", "computeResources.bidPercentage", 0, 100));
+  for (const char* key :
+       {"imageId", "ec2KeyPair", "instanceRole", "placementGroup", "spotIamFleetRole"}) {
+    ASSIGN_OR_RETURN(std::optional<std::string> v,
+                     OptString(out, key, std::string("computeResources.") + key));
+    (void)v;
+  }
+  ASSIGN_OR_RETURN(TagMap cr_tags, ReadTags(out, "tags", "computeResources.tags"));
+  (void)cr_tags;
+  (void)bid;
+  (void)sgs;
+  for (const char* key : {"launchTemplate", "scalingPolicy"}) {
+    if (out.contains(key))
+      RETURN_IF_ERROR(ExpectObject(out[key], std::string("computeResources.") + key));
+  }
+  if (out.contains("ec2Configuration") && !out["ec2Configuration"].is_array()) {
+    return Status::InvalidArgument("computeResources.ec2Configuration must be a list");
+  }
+  out.erase("updateToLatestImageVersion");
+  return out;
+}
+
+Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string name,
+                   ReqString(request, "computeEnvironmentName", "computeEnvironmentName"));
+  RETURN_IF_ERROR(ValidateName("computeEnvironmentName", name));
+  ASSIGN_OR_RETURN(std::string type, ReqString(request, "type", "type"));
+  RETURN_IF_ERROR(ExpectEnum(type, "type", {"MANAGED", "UNMANAGED"}));
+  ASSIGN_OR_RETURN(std::optional<std::string> state, OptString(request, "state", "state"));
+  if (state) RETURN_IF_ERROR(ExpectEnum(*state, "state", {"ENABLED", "DISABLED"}));
+  ASSIGN_OR_RETURN(std::optional<int64_t> unmanaged,
+                   OptInt(request, "unmanagedvCpus", "unmanagedvCpus", 0, kMaxVcpus));
+  ASSIGN_OR_RETURN(std::optional<std::string> service_role,
+                   OptString(request, "serviceRole", "serviceRole"));
+  ASSIGN_OR_RETURN(std::optional<std::string> context, OptString(request, "context", "context"));
+  ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
+  if (request.contains("eksConfiguration") && !request["eksConfiguration"].is_null()) {
+    return Status::InvalidArgument(
+        "eksConfiguration is not supported by lote (it runs no Kubernetes); remove it");
+  }
+
+  Json doc = {
+      {"computeEnvironmentName", name},
+      {"computeEnvironmentArn", MakeArn("compute-environment/" + name)},
+      {"type", type},
+      {"state", state.value_or("ENABLED")},
+      {"status", "CREATING"},
+      {"statusReason", "Creating compute environment"},
+      {"containerOrchestrationType", "ECS"},
+      {"uuid", NewUuid()},
+      {"updatePolicy", {{"terminateJobsOnUpdate", false}, {"jobExecutionTimeoutMinutes", 30}}}};
+  doc["ecsClusterArn"] = "arn:aws:ecs:" + config_.region + ":" + config_.account_id + ":cluster/" +
+                         name + "_Batch_" + doc["uuid"].get<std::string>();
+  if (service_role) doc["serviceRole"] = *service_role;
+  if (context) doc["context"] = *context;
+  const bool has_cr =
+      request.contains("computeResources") && !request["computeResources"].is_null();
+  if (type == "MANAGED") {
+    if (!has_cr) {
+      return Status::InvalidArgument(
+          "computeResources is required for a MANAGED compute environment; give at least type "
+          "EC2, maxvCpus, instanceTypes and subnets");
+    }
+    if (unmanaged) {
+      return Status::InvalidArgument(
+          "unmanagedvCpus applies only to UNMANAGED compute environments; remove it");
+    }
+    ASSIGN_OR_RETURN(Json cr,
+                     ValidateComputeResources(request["computeResources"], false, nullptr));
+    doc["computeResources"] = std::move(cr);
+  } else {
+    if (has_cr) {
+      return Status::InvalidArgument(
+          "computeResources is only for MANAGED compute environments; remove it or use type "
+          "MANAGED");
+    }
+    doc["unmanagedvCpus"] = unmanaged.value_or(0);
+  }
+
+  const std::string arn = doc["computeEnvironmentArn"];
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  if (compute_environments_.count(name)) {
+    return Status::AlreadyExists("compute environment " + name +
+                                 " already exists; choose another computeEnvironmentName or "
+                                 "delete the existing one first");
+  }
+  if (compute_environments_.size() >= kMaxComputeEnvironments) {
+    return Status::ResourceExhausted(
+        "this account already has 50 compute environments (the AWS Batch limit); delete one "
+        "before creating another");
+  }
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kComputeEnvironment, doc, arn, name, 0);
+  for (const auto& [k, v] : tags) batch.PutTag(arn, k, v);
+  compute_environments_[name] = doc;
+  if (!tags.empty()) tags_[arn] = tags;
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json{{"computeEnvironmentName", name}, {"computeEnvironmentArn", arn}};
+}
+
+Result<Json> ControlPlane::DescribeComputeEnvironments(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
+                   OptStringList(request, "computeEnvironments", "computeEnvironments", 100));
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
+                   OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
+  ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
+  std::vector<std::string> names;
+  if (wanted) {
+    for (const std::string& ref : *wanted) {
+      ASSIGN_OR_RETURN(std::string n,
+                       NameFromReference(ref, "compute-environment", "computeEnvironments"));
+      names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  std::vector<std::string> keys;
+  if (wanted) {
+    for (const std::string& n : names) {
+      if (compute_environments_.count(n)) keys.push_back(n);
+    }
+  } else {
+    for (const auto& [n, _] : compute_environments_) keys.push_back(n);
+  }
+  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
+  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
+  Json list = Json::array();
+  size_t i = start;
+  for (; i < keys.size() && list.size() < limit; ++i) {
+    const Json& doc = compute_environments_.at(keys[i]);
+    list.push_back(WithTags(doc, doc["computeEnvironmentArn"]));
+  }
+  Json out = {{"computeEnvironments", std::move(list)}};
+  if (i < keys.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
+  return out;
+}
+
+Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string ref, ReqString(request, "computeEnvironment", "computeEnvironment"));
+  ASSIGN_OR_RETURN(std::string name,
+                   NameFromReference(ref, "compute-environment", "computeEnvironment"));
+  ASSIGN_OR_RETURN(std::optional<std::string> state, OptString(request, "state", "state"));
+  if (state) RETURN_IF_ERROR(ExpectEnum(*state, "state", {"ENABLED", "DISABLED"}));
+  ASSIGN_OR_RETURN(std::optional<int64_t> unmanaged,
+                   OptInt(request, "unmanagedvCpus", "unmanagedvCpus", 0, kMaxVcpus));
+  ASSIGN_OR_RETURN(std::optional<std::string> service_role,
+                   OptString(request, "serviceRole", "serviceRole"));
+  ASSIGN_OR_RETURN(std::optional<std::string> context, OptString(request, "context", "context"));
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  auto it = compute_environments_.find(name);
+  if (it == compute_environments_.end()) {
+    return Status::NotFound("compute environment " + ref +
+                            " does not exist; check the name with DescribeComputeEnvironments");
+  }
+  Json doc = it->second;
+  const std::string status = doc.value("status", "");
+  if (status == "DELETING" || status == "DELETED") {
+    return Status::FailedPrecondition("compute environment " + name +
+                                      " is being deleted and cannot be updated");
+  }
+  if (state) doc["state"] = *state;
+  if (service_role) doc["serviceRole"] = *service_role;
+  if (context) doc["context"] = *context;
+  if (request.contains("updatePolicy") && request["updatePolicy"].is_object()) {
+    for (auto u = request["updatePolicy"].begin(); u != request["updatePolicy"].end(); ++u) {
+      doc["updatePolicy"][u.key()] = u.value();
+    }
+  }
+  if (unmanaged) {
+    if (doc.value("type", "") != "UNMANAGED") {
+      return Status::InvalidArgument(
+          "unmanagedvCpus applies only to UNMANAGED compute environments; " + name +
+          " is MANAGED, update computeResources instead");
+    }
+    doc["unmanagedvCpus"] = *unmanaged;
+  }
+  if (request.contains("computeResources") && !request["computeResources"].is_null()) {
+    if (doc.value("type", "") != "MANAGED") {
+      return Status::InvalidArgument(
+          "computeResources can only be updated on MANAGED compute "
+          "environments; " +
+          name + " is UNMANAGED");
+    }
+    ASSIGN_OR_RETURN(Json cr, ValidateComputeResources(request["computeResources"], true,
+                                                       &doc["computeResources"]));
+    doc["computeResources"] = std::move(cr);
+  }
+  doc["status"] = "UPDATING";
+  doc["statusReason"] = "Updating compute environment";
+  const std::string arn = doc["computeEnvironmentArn"];
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kComputeEnvironment, doc, arn, name, 0);
+  it->second = std::move(doc);
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json{{"computeEnvironmentName", name}, {"computeEnvironmentArn", arn}};
+}
+
+Result<Json> ControlPlane::DeleteComputeEnvironment(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string ref, ReqString(request, "computeEnvironment", "computeEnvironment"));
+  ASSIGN_OR_RETURN(std::string name,
+                   NameFromReference(ref, "compute-environment", "computeEnvironment"));
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  auto it = compute_environments_.find(name);
+  if (it == compute_environments_.end()) {
+    return Status::NotFound("compute environment " + ref +
+                            " does not exist; check the name with DescribeComputeEnvironments");
+  }
+  Json doc = it->second;
+  const std::string arn = doc["computeEnvironmentArn"];
+  if (doc.value("status", "") == "DELETING") return Json::object();
+  if (doc.value("state", "") != "DISABLED") {
+    return Status::FailedPrecondition(
+        "compute environment " + name +
+        " is ENABLED; disable it first (UpdateComputeEnvironment with state DISABLED), then "
+        "delete it");
+  }
+  for (const auto& [qname, q] : job_queues_) {
+    for (const Json& o : q.value("computeEnvironmentOrder", Json::array())) {
+      if (o.value("computeEnvironment", "") == arn) {
+        return Status::FailedPrecondition(
+            "compute environment " + name + " is used by job queue " + qname +
+            "; remove it from the queue's computeEnvironmentOrder (UpdateJobQueue) or delete the "
+            "queue first");
+      }
+    }
+  }
+  doc["status"] = "DELETING";
+  doc["statusReason"] = "Deleting compute environment";
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kComputeEnvironment, doc, arn, name, 0);
+  it->second = std::move(doc);
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json::object();
+}
+
+}  // namespace lote::control

@@ -1,0 +1,176 @@
+// The AWS Batch resource model: compute environments, job queues, job
+// definitions (all revisions), scheduling policies and tags.
+//
+// Contract:
+// - Each operation takes the AWS request shape as JSON (as the botocore model
+//   names its fields; path and query parameters already merged in by the api
+//   layer) and returns the AWS response shape. Errors are Status values:
+//   InvalidArgument / NotFound / AlreadyExists / FailedPrecondition /
+//   ResourceExhausted are the caller's fault (HTTP 400 ClientException), with
+//   messages that name the problem and the fix; Internal is ours (HTTP 500).
+// - A mutation returns only after its rows are committed to the Store. All
+//   state lives in memory (loaded from the Store by Open) and reads are served
+//   from it; a read may observe a mutation whose commit is in flight.
+// - Asynchronous AWS states are modelled: creates leave status CREATING,
+//   updates UPDATING, deletes DELETING; Reconcile() (called periodically by the
+//   server) moves them to VALID, or removes deleted resources.
+// - If the Store fails a commit the control plane stops accepting requests
+//   (Internal error) until the server restarts and reloads the committed state.
+// - Thread safety: every method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "control/instance_types.h"
+#include "control/validation.h"
+#include "store/store.h"
+
+namespace lote::control {
+
+struct ControlConfig {
+  std::string region = "us-east-1";
+  std::string account_id = "000000000000";
+  HostResources host = HostResources::Detect();
+};
+
+// A tag on a compute environment that makes the local backend emulate its
+// instance type (run virtual instances of e.g. trn1.32xlarge on this host
+// instead of requiring that hardware): tags {"lote:emulation": "true"}.
+inline constexpr const char* kEmulationTag = "lote:emulation";
+
+// A compute environment as the executor and scheduler see it (typed view of
+// the AWS document). Managed environments scale virtual instances of
+// `instance_types` between min_vcpus and max_vcpus, starting at desired_vcpus.
+struct ComputeEnvironmentSpec {
+  std::string name;
+  std::string arn;
+  bool managed = true;
+  bool enabled = true;
+  std::string status;  // CREATING, UPDATING, VALID, DELETING, INVALID
+  int32_t min_vcpus = 0;
+  int32_t max_vcpus = 0;
+  int32_t desired_vcpus = 0;
+  int32_t unmanaged_vcpus = 0;
+  std::vector<InstanceType> instance_types;
+  std::string placement_group;
+  bool emulation = false;  // tag lote:emulation=true
+};
+
+// A job queue as the scheduler sees it.
+struct JobQueueSpec {
+  std::string name;
+  std::string arn;
+  bool enabled = true;
+  std::string status;
+  int32_t priority = 0;
+  std::vector<std::string> compute_environment_arns;  // in `order`
+  std::string scheduling_policy_arn;                  // empty: FIFO
+};
+
+class ControlPlane {
+ public:
+  // Loads every committed resource from `store` (not owned; must outlive the
+  // control plane). `clock` is not owned either.
+  static Result<std::unique_ptr<ControlPlane>> Open(store::Store* store, const Clock* clock,
+                                                    ControlConfig config);
+
+  // --- AWS Batch operations (request and response shapes as in the model) ---
+  Result<Json> CreateComputeEnvironment(const Json& request);
+  Result<Json> DescribeComputeEnvironments(const Json& request);
+  Result<Json> UpdateComputeEnvironment(const Json& request);
+  Result<Json> DeleteComputeEnvironment(const Json& request);
+
+  Result<Json> CreateJobQueue(const Json& request);
+  Result<Json> DescribeJobQueues(const Json& request);
+  Result<Json> UpdateJobQueue(const Json& request);
+  Result<Json> DeleteJobQueue(const Json& request);
+
+  Result<Json> RegisterJobDefinition(const Json& request);
+  Result<Json> DescribeJobDefinitions(const Json& request);
+  Result<Json> DeregisterJobDefinition(const Json& request);
+
+  Result<Json> CreateSchedulingPolicy(const Json& request);
+  Result<Json> DescribeSchedulingPolicies(const Json& request);
+  Result<Json> ListSchedulingPolicies(const Json& request);
+  Result<Json> UpdateSchedulingPolicy(const Json& request);
+  Result<Json> DeleteSchedulingPolicy(const Json& request);
+
+  // resourceArn (from the path), tags / tagKeys.
+  Result<Json> TagResource(const Json& request);
+  Result<Json> UntagResource(const Json& request);
+  Result<Json> ListTagsForResource(const Json& request);
+
+  // Completes asynchronous transitions (CREATING/UPDATING → VALID, DELETING →
+  // removed). Returns how many resources changed.
+  Result<int32_t> Reconcile();
+
+  // --- Lookups for the job layer (next issue) ---
+  // A queue by name or ARN.
+  Result<JobQueueSpec> FindJobQueue(const std::string& name_or_arn) const;
+  // A compute environment by name or ARN.
+  Result<ComputeEnvironmentSpec> FindComputeEnvironment(const std::string& name_or_arn) const;
+  std::vector<ComputeEnvironmentSpec> ComputeEnvironments() const;
+  std::vector<JobQueueSpec> JobQueues() const;
+  // A job definition document by "name" (latest ACTIVE revision),
+  // "name:revision" or ARN, as DescribeJobDefinitions returns it.
+  Result<Json> FindJobDefinition(const std::string& reference) const;
+
+  const ControlConfig& config() const { return config_; }
+  const InstanceCatalog& catalog() const { return catalog_; }
+  // "arn:aws:batch:<region>:<account>:<resource>"
+  std::string MakeArn(const std::string& resource) const;
+
+ private:
+  ControlPlane(store::Store* store, const Clock* clock, ControlConfig config);
+  Status LoadFrom(const store::Snapshot& snapshot);
+
+  // Resolves a name or ARN of `type` ("compute-environment", ...) to a name.
+  Result<std::string> NameFromReference(const std::string& ref, const std::string& type,
+                                        const std::string& field) const;
+  // Enqueues `batch` while mu_ is held (so store order is memory order),
+  // releases the lock, and waits for the commit.
+  Status CommitLocked(std::unique_lock<std::mutex>& lock, store::WriteBatch batch);
+  Status CheckHealthyLocked() const;
+
+  Result<Json> ValidateComputeResources(const Json& cr, bool for_update,
+                                        const Json* existing) const;
+  Result<Json> ValidateComputeEnvironmentOrder(const Json& orders) const;
+  Result<Json> ValidateFairsharePolicy(const Json& policy) const;
+  Result<Json> ValidateContainerProperties(const Json& props, const std::string& path) const;
+  Result<Json> ValidateNodeProperties(const Json& props) const;
+
+  Json WithTags(const Json& doc, const std::string& arn) const;
+  void PutResource(store::WriteBatch* batch, store::ResourceKind kind, const Json& doc,
+                   const std::string& arn, const std::string& name, int64_t revision) const;
+  bool ResourceExistsLocked(const std::string& arn) const;
+  ComputeEnvironmentSpec CeSpecLocked(const Json& doc) const;
+  JobQueueSpec QueueSpecLocked(const Json& doc) const;
+  Result<const Json*> FindJobDefinitionLocked(const std::string& reference) const;
+
+  store::Store* const store_;
+  const Clock* const clock_;
+  const ControlConfig config_;
+  const InstanceCatalog catalog_;
+
+  mutable std::mutex mu_;
+  // All below protected by mu_. Documents are the AWS detail shapes (tags
+  // excluded; they live in tags_).
+  std::map<std::string, Json> compute_environments_;                // by name
+  std::map<std::string, Json> job_queues_;                          // by name
+  std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
+  std::map<std::string, int64_t> last_revision_;                    // name → highest revision
+  std::map<std::string, Json> scheduling_policies_;                 // by name
+  std::map<std::string, TagMap> tags_;                              // by resource ARN
+  Status broken_;                                                   // set when a commit failed
+};
+
+}  // namespace lote::control

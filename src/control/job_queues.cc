@@ -1,0 +1,299 @@
+// CreateJobQueue, DescribeJobQueues, UpdateJobQueue, DeleteJobQueue.
+#include <set>
+
+#include "control/control_plane.h"
+
+namespace lote::control {
+
+using store::ResourceKind;
+using store::WriteBatch;
+
+namespace {
+
+constexpr int64_t kMaxPriority = 1000;
+
+Result<Json> ValidateTimeLimitActions(const Json& actions) {
+  if (!actions.is_array()) {
+    return Status::InvalidArgument("jobStateTimeLimitActions must be a list");
+  }
+  if (actions.size() > 5) {
+    return Status::InvalidArgument("jobStateTimeLimitActions has " +
+                                   std::to_string(actions.size()) + " entries; at most 5");
+  }
+  for (const Json& a : actions) {
+    RETURN_IF_ERROR(ExpectObject(a, "jobStateTimeLimitActions[]"));
+    ASSIGN_OR_RETURN(std::string reason,
+                     ReqString(a, "reason", "jobStateTimeLimitActions[].reason"));
+    ASSIGN_OR_RETURN(std::string state, ReqString(a, "state", "jobStateTimeLimitActions[].state"));
+    RETURN_IF_ERROR(ExpectEnum(state, "jobStateTimeLimitActions[].state", {"RUNNABLE"}));
+    ASSIGN_OR_RETURN(int64_t secs, ReqInt(a, "maxTimeSeconds",
+                                          "jobStateTimeLimitActions[].maxTimeSeconds", 600, 86400));
+    ASSIGN_OR_RETURN(std::string action,
+                     ReqString(a, "action", "jobStateTimeLimitActions[].action"));
+    RETURN_IF_ERROR(
+        ExpectEnum(action, "jobStateTimeLimitActions[].action", {"CANCEL", "TERMINATE"}));
+    (void)reason;
+    (void)secs;
+  }
+  return actions;
+}
+
+}  // namespace
+
+// Checks computeEnvironmentOrder (1 to 3 entries, distinct orders, existing
+// compute environments) and returns it with every reference turned into an
+// ARN. Requires mu_.
+Result<Json> ControlPlane::ValidateComputeEnvironmentOrder(const Json& orders) const {
+  if (!orders.is_array()) {
+    return Status::InvalidArgument(
+        "computeEnvironmentOrder must be a list of {\"order\": N, \"computeEnvironment\": name}");
+  }
+  if (orders.empty()) {
+    return Status::InvalidArgument(
+        "computeEnvironmentOrder is empty; a job queue needs 1 to 3 compute environments");
+  }
+  if (orders.size() > kMaxComputeEnvironmentsPerQueue) {
+    return Status::InvalidArgument("computeEnvironmentOrder lists " +
+                                   std::to_string(orders.size()) +
+                                   " compute environments; a job queue can have at most 3");
+  }
+  Json out = Json::array();
+  std::set<int64_t> seen_orders;
+  std::set<std::string> seen_ces;
+  for (const Json& o : orders) {
+    RETURN_IF_ERROR(ExpectObject(o, "computeEnvironmentOrder[]"));
+    ASSIGN_OR_RETURN(int64_t order, ReqInt(o, "order", "computeEnvironmentOrder[].order", 0,
+                                           std::numeric_limits<int32_t>::max()));
+    ASSIGN_OR_RETURN(std::string ref, ReqString(o, "computeEnvironment",
+                                                "computeEnvironmentOrder[].computeEnvironment"));
+    ASSIGN_OR_RETURN(std::string name,
+                     NameFromReference(ref, "compute-environment",
+                                       "computeEnvironmentOrder[].computeEnvironment"));
+    if (!seen_orders.insert(order).second) {
+      return Status::InvalidArgument("computeEnvironmentOrder uses order " + std::to_string(order) +
+                                     " twice; give each compute environment a distinct order");
+    }
+    auto it = compute_environments_.find(name);
+    if (it == compute_environments_.end()) {
+      return Status::NotFound("compute environment " + ref +
+                              " in computeEnvironmentOrder does not exist; create it first");
+    }
+    if (it->second.value("status", "") == "DELETING") {
+      return Status::FailedPrecondition("compute environment " + name +
+                                        " is being deleted; it cannot be added to a job queue");
+    }
+    if (!seen_ces.insert(name).second) {
+      return Status::InvalidArgument("computeEnvironmentOrder lists compute environment " + name +
+                                     " twice; list each one once");
+    }
+    out.push_back({{"order", order}, {"computeEnvironment", it->second["computeEnvironmentArn"]}});
+  }
+  return out;
+}
+
+Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string name, ReqString(request, "jobQueueName", "jobQueueName"));
+  RETURN_IF_ERROR(ValidateName("jobQueueName", name));
+  ASSIGN_OR_RETURN(int64_t priority, ReqInt(request, "priority", "priority", 0, kMaxPriority));
+  ASSIGN_OR_RETURN(std::optional<std::string> state, OptString(request, "state", "state"));
+  if (state) RETURN_IF_ERROR(ExpectEnum(*state, "state", {"ENABLED", "DISABLED"}));
+  ASSIGN_OR_RETURN(std::optional<std::string> policy_ref,
+                   OptString(request, "schedulingPolicyArn", "schedulingPolicyArn"));
+  ASSIGN_OR_RETURN(std::optional<std::string> queue_type,
+                   OptString(request, "jobQueueType", "jobQueueType"));
+  if (queue_type && *queue_type != "ECS") {
+    return Status::InvalidArgument("jobQueueType " + *queue_type +
+                                   " is not supported by lote; omit it (lote queues run ECS-style "
+                                   "container jobs)");
+  }
+  if (request.contains("serviceEnvironmentOrder") &&
+      !request["serviceEnvironmentOrder"].is_null()) {
+    return Status::InvalidArgument(
+        "serviceEnvironmentOrder (SageMaker service environments) is not supported by lote; use "
+        "computeEnvironmentOrder");
+  }
+  ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
+  Json limit_actions = Json::array();
+  if (request.contains("jobStateTimeLimitActions") &&
+      !request["jobStateTimeLimitActions"].is_null()) {
+    ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
+  }
+  if (!request.contains("computeEnvironmentOrder") ||
+      request["computeEnvironmentOrder"].is_null()) {
+    return Status::InvalidArgument(
+        "computeEnvironmentOrder is required; list 1 to 3 compute environments as "
+        "[{\"order\": 1, \"computeEnvironment\": \"my-ce\"}]");
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  if (job_queues_.count(name)) {
+    return Status::AlreadyExists("job queue " + name +
+                                 " already exists; choose another jobQueueName or delete the "
+                                 "existing queue first");
+  }
+  if (job_queues_.size() >= kMaxJobQueues) {
+    return Status::ResourceExhausted(
+        "this account already has 50 job queues (the AWS Batch limit); delete one before "
+        "creating another");
+  }
+  ASSIGN_OR_RETURN(Json order, ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
+  const std::string arn = MakeArn("job-queue/" + name);
+  Json doc = {{"jobQueueName", name},
+              {"jobQueueArn", arn},
+              {"state", state.value_or("ENABLED")},
+              {"status", "CREATING"},
+              {"statusReason", "Creating job queue"},
+              {"priority", priority},
+              {"computeEnvironmentOrder", std::move(order)},
+              {"jobStateTimeLimitActions", std::move(limit_actions)}};
+  if (policy_ref) {
+    ASSIGN_OR_RETURN(std::string policy_name,
+                     NameFromReference(*policy_ref, "scheduling-policy", "schedulingPolicyArn"));
+    auto p = scheduling_policies_.find(policy_name);
+    if (p == scheduling_policies_.end()) {
+      return Status::NotFound("scheduling policy " + *policy_ref +
+                              " does not exist; create it with CreateSchedulingPolicy first");
+    }
+    doc["schedulingPolicyArn"] = p->second["arn"];
+  }
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kJobQueue, doc, arn, name, 0);
+  for (const auto& [k, v] : tags) batch.PutTag(arn, k, v);
+  job_queues_[name] = doc;
+  if (!tags.empty()) tags_[arn] = tags;
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json{{"jobQueueName", name}, {"jobQueueArn", arn}};
+}
+
+Result<Json> ControlPlane::DescribeJobQueues(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
+                   OptStringList(request, "jobQueues", "jobQueues", 100));
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
+                   OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
+  ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
+  std::vector<std::string> names;
+  if (wanted) {
+    for (const std::string& ref : *wanted) {
+      ASSIGN_OR_RETURN(std::string n, NameFromReference(ref, "job-queue", "jobQueues"));
+      names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  std::vector<std::string> keys;
+  if (wanted) {
+    for (const std::string& n : names) {
+      if (job_queues_.count(n)) keys.push_back(n);
+    }
+  } else {
+    for (const auto& [n, _] : job_queues_) keys.push_back(n);
+  }
+  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
+  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
+  Json list = Json::array();
+  size_t i = start;
+  for (; i < keys.size() && list.size() < limit; ++i) {
+    const Json& doc = job_queues_.at(keys[i]);
+    list.push_back(WithTags(doc, doc["jobQueueArn"]));
+  }
+  Json out = {{"jobQueues", std::move(list)}};
+  if (i < keys.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
+  return out;
+}
+
+Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string ref, ReqString(request, "jobQueue", "jobQueue"));
+  ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "job-queue", "jobQueue"));
+  ASSIGN_OR_RETURN(std::optional<std::string> state, OptString(request, "state", "state"));
+  if (state) RETURN_IF_ERROR(ExpectEnum(*state, "state", {"ENABLED", "DISABLED"}));
+  ASSIGN_OR_RETURN(std::optional<int64_t> priority,
+                   OptInt(request, "priority", "priority", 0, kMaxPriority));
+  ASSIGN_OR_RETURN(std::optional<std::string> policy_ref,
+                   OptString(request, "schedulingPolicyArn", "schedulingPolicyArn"));
+  std::optional<Json> limit_actions;
+  if (request.contains("jobStateTimeLimitActions") &&
+      !request["jobStateTimeLimitActions"].is_null()) {
+    ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  auto it = job_queues_.find(name);
+  if (it == job_queues_.end()) {
+    return Status::NotFound("job queue " + ref +
+                            " does not exist; check the name with DescribeJobQueues");
+  }
+  Json doc = it->second;
+  if (doc.value("status", "") == "DELETING") {
+    return Status::FailedPrecondition("job queue " + name +
+                                      " is being deleted and cannot be updated");
+  }
+  if (state) doc["state"] = *state;
+  if (priority) doc["priority"] = *priority;
+  if (limit_actions) doc["jobStateTimeLimitActions"] = *limit_actions;
+  if (request.contains("computeEnvironmentOrder") &&
+      !request["computeEnvironmentOrder"].is_null()) {
+    ASSIGN_OR_RETURN(Json order,
+                     ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
+    doc["computeEnvironmentOrder"] = std::move(order);
+  }
+  if (policy_ref) {
+    if (!doc.contains("schedulingPolicyArn")) {
+      return Status::InvalidArgument(
+          "job queue " + name +
+          " was created without a scheduling policy (FIFO); AWS Batch cannot add one later, "
+          "create a new queue with schedulingPolicyArn instead");
+    }
+    ASSIGN_OR_RETURN(std::string policy_name,
+                     NameFromReference(*policy_ref, "scheduling-policy", "schedulingPolicyArn"));
+    auto p = scheduling_policies_.find(policy_name);
+    if (p == scheduling_policies_.end()) {
+      return Status::NotFound("scheduling policy " + *policy_ref +
+                              " does not exist; create it with CreateSchedulingPolicy first");
+    }
+    doc["schedulingPolicyArn"] = p->second["arn"];
+  }
+  doc["status"] = "UPDATING";
+  doc["statusReason"] = "Updating job queue";
+  const std::string arn = doc["jobQueueArn"];
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kJobQueue, doc, arn, name, 0);
+  it->second = std::move(doc);
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json{{"jobQueueName", name}, {"jobQueueArn", arn}};
+}
+
+Result<Json> ControlPlane::DeleteJobQueue(const Json& request) {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::string ref, ReqString(request, "jobQueue", "jobQueue"));
+  ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "job-queue", "jobQueue"));
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  auto it = job_queues_.find(name);
+  if (it == job_queues_.end()) {
+    return Status::NotFound("job queue " + ref +
+                            " does not exist; check the name with DescribeJobQueues");
+  }
+  Json doc = it->second;
+  if (doc.value("status", "") == "DELETING") return Json::object();
+  if (doc.value("state", "") != "DISABLED") {
+    return Status::FailedPrecondition(
+        "job queue " + name +
+        " is ENABLED; disable it first (UpdateJobQueue with state DISABLED), then delete it");
+  }
+  doc["status"] = "DELETING";
+  doc["statusReason"] = "Deleting job queue";
+  const std::string arn = doc["jobQueueArn"];
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kJobQueue, doc, arn, name, 0);
+  it->second = std::move(doc);
+  RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
+  return Json::object();
+}
+
+}  // namespace lote::control

@@ -1,0 +1,152 @@
+#include "server/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "api/batch_api.h"
+#include "api/credentials_file.h"
+#include "common/files.h"
+#include "common/json.h"
+
+namespace lote::server {
+
+std::vector<ServerExtension>& GlobalServerExtensions() {
+  static std::vector<ServerExtension> extensions;
+  return extensions;
+}
+
+std::string DefaultHome() {
+  const char* env = std::getenv("LOTE_HOME");
+  if (env && *env) return env;
+  return HomeDir() + "/.lote";
+}
+
+Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& options,
+                                                      const Clock* clock) {
+  std::unique_ptr<LoteServer> s(new LoteServer());
+  s->options_ = options;
+  s->clock_ = clock;
+  RETURN_IF_ERROR(MakeDirs(options.home, 0700));
+  s->credentials_path_ = options.home + "/credentials";
+  ASSIGN_OR_RETURN(sigv4::Credentials creds,
+                   api::EnsureCredentialsFile(s->credentials_path_, api::kLoteProfile));
+
+  ASSIGN_OR_RETURN(s->store_, store::Store::Open(options.home + "/lote.db"));
+  control::ControlConfig config;
+  config.region = options.region;
+  config.account_id = options.account_id;
+  ASSIGN_OR_RETURN(s->control_, control::ControlPlane::Open(s->store_.get(), clock, config));
+
+  s->auth_ = std::make_unique<api::Authenticator>(clock, options.region);
+  s->auth_->AddKey(creds.access_key_id, creds.secret_access_key);
+  if (options.insecure_no_auth) {
+    spdlog::warn("**************************************************************");
+    spdlog::warn("* --insecure-no-auth: requests are NOT authenticated.         *");
+    spdlog::warn("* Anyone who can reach this port can change every resource.   *");
+    spdlog::warn("**************************************************************");
+  }
+  s->router_ =
+      std::make_unique<api::ApiRouter>(options.insecure_no_auth ? nullptr : s->auth_.get());
+  api::RegisterBatchControlPlane(s->router_.get(), s->control_.get());
+  {
+    std::vector<ServerExtension> extensions = GlobalServerExtensions();
+    extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
+    ServerContext context{options.home, clock, s->store_.get(), s->control_.get(),
+                          s->router_.get()};
+    for (ServerExtension& ext : extensions) {
+      Result<std::shared_ptr<void>> handle = ext(context);
+      if (!handle.ok()) {
+        s->Stop();
+        return handle.status().WithContext("starting a server extension");
+      }
+      s->extension_handles_.push_back(std::move(*handle));
+    }
+  }
+
+  s->http_ = std::make_unique<api::HttpServer>(s->router_.get());
+  api::HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.threads = options.http_threads;
+  RETURN_IF_ERROR(s->http_->Start(http));
+  s->port_ = s->http_->port();
+
+  // Clients cannot use a wildcard address; advertise loopback for it.
+  std::string advertised = s->endpoint();
+  if (options.host == "0.0.0.0" || options.host == "::" || options.host == "[::]") {
+    advertised = "http://127.0.0.1:" + std::to_string(s->port_);
+  }
+  Json info = {{"endpoint", advertised},
+               {"region", options.region},
+               {"account_id", options.account_id},
+               {"pid", static_cast<int64_t>(getpid())}};
+  RETURN_IF_ERROR(WriteFileAtomic(options.home + "/server.json", info.dump(2) + "\n", 0600));
+  s->reconciler_ = std::thread([srv = s.get()] { srv->ReconcileLoop(); });
+  return s;
+}
+
+LoteServer::~LoteServer() { Stop(); }
+
+std::string LoteServer::endpoint() const {
+  return "http://" + options_.host + ":" + std::to_string(port_);
+}
+
+void LoteServer::ReconcileLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.reconcile_interval_ms));
+    if (stopping_) break;
+    lock.unlock();
+    Result<int32_t> changed = control_->Reconcile();
+    if (!changed.ok()) spdlog::error("reconcile: {}", changed.status().ToString());
+    lock.lock();
+  }
+}
+
+void LoteServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (http_) http_->Stop();
+  if (reconciler_.joinable()) reconciler_.join();
+  while (!extension_handles_.empty()) extension_handles_.pop_back();
+  control_.reset();
+  store_.reset();  // commits anything queued
+}
+
+std::string EnvScript(const std::string& home) {
+  std::string endpoint = "http://127.0.0.1:7480";
+  std::string region = "us-east-1";
+  Result<Json> info = ReadJsonFile(home + "/server.json");
+  if (info.ok()) {
+    endpoint = info->value("endpoint", endpoint);
+    region = info->value("region", region);
+  }
+  auto quote = [](const std::string& v) {
+    std::string out = "'";
+    for (char c : v) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    return out + "'";
+  };
+  std::string s;
+  s += "unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN\n";
+  s += "export AWS_ENDPOINT_URL_BATCH=" + quote(endpoint) + "\n";
+  s += "export AWS_ENDPOINT_URL_LOGS=" + quote(endpoint) + "\n";
+  s += "export AWS_SHARED_CREDENTIALS_FILE=" + quote(home + "/credentials") + "\n";
+  s += "export AWS_PROFILE=lote\n";
+  s += "export AWS_DEFAULT_REGION=" + quote(region) + "\n";
+  s += "export AWS_REGION=" + quote(region) + "\n";
+  s += "export LOTE_ENDPOINT=" + quote(endpoint) + "\n";
+  return s;
+}
+
+}  // namespace lote::server

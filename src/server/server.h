@@ -1,0 +1,112 @@
+// `lote server`: wires the store, the control plane, the API router and the
+// HTTP listener together, and runs the background loops. No logic of its own.
+//
+// Contract: Start() opens (or creates) $home/lote.db, loads the state,
+// creates $home/credentials (profile lote, mode 0600) on first start, writes
+// $home/server.json (endpoint and region, read by `lote env`) and serves until
+// Stop(). Every component that adds API operations registers them on
+// router() before the server starts serving (see Start's options hook).
+// Thread safety: Start/Stop from one thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/auth.h"
+#include "api/http_server.h"
+#include "api/router.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "control/control_plane.h"
+#include "store/store.h"
+
+namespace lote::server {
+
+// What a server extension (a component wired into the server: the job layer,
+// CloudWatch Logs, ...) gets at start-up. Pointers stay valid until the
+// extension's handle is destroyed.
+struct ServerContext {
+  const std::string& home;
+  const Clock* clock;
+  store::Store* store;
+  control::ControlPlane* control;
+  api::ApiRouter* router;  // register operations here (before serving starts)
+};
+
+// Runs once in LoteServer::Start after the Batch resource operations are
+// registered and before the listener starts. It may register API operations
+// (router->RegisterJsonService / RegisterRestOperation) and start background
+// work; the returned handle (may be null) is destroyed in Stop(), in reverse
+// order, before the store closes, so its destructor must stop that work.
+using ServerExtension = std::function<Result<std::shared_ptr<void>>(ServerContext& context)>;
+
+// Extensions registered by static registrars in the binary, e.g. in a wiring
+// file src/server/logs_wiring.cc compiled into the OBJECT library
+// lote_server_commands (a static library would drop the unreferenced object):
+//   static lote::server::ServerExtensionRegistrar reg([](ServerContext& c) { ... });
+std::vector<ServerExtension>& GlobalServerExtensions();
+struct ServerExtensionRegistrar {
+  explicit ServerExtensionRegistrar(ServerExtension ext) {
+    GlobalServerExtensions().push_back(std::move(ext));
+  }
+};
+
+struct ServerOptions {
+  std::string home;  // folder for lote.db, credentials, server.json
+  std::string host = "127.0.0.1";
+  int port = 7480;  // 0: any free port
+  std::string region = "us-east-1";
+  std::string account_id = "000000000000";
+  bool insecure_no_auth = false;  // accept unsigned requests (logged loudly)
+  int http_threads = 64;
+  int64_t reconcile_interval_ms = 200;
+  // Run after GlobalServerExtensions(), in order.
+  std::vector<ServerExtension> extensions;
+};
+
+// $LOTE_HOME, else ~/.lote.
+std::string DefaultHome();
+
+class LoteServer {
+ public:
+  static Result<std::unique_ptr<LoteServer>> Start(const ServerOptions& options,
+                                                   const Clock* clock);
+  ~LoteServer();
+
+  // "http://HOST:PORT" with the bound port.
+  std::string endpoint() const;
+  const std::string& credentials_path() const { return credentials_path_; }
+  void Stop();
+
+ private:
+  LoteServer() = default;
+  void ReconcileLoop();
+
+  ServerOptions options_;
+  const Clock* clock_ = nullptr;
+  std::string credentials_path_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<control::ControlPlane> control_;
+  std::unique_ptr<api::Authenticator> auth_;
+  std::unique_ptr<api::ApiRouter> router_;
+  std::unique_ptr<api::HttpServer> http_;
+  std::vector<std::shared_ptr<void>> extension_handles_;  // destroyed in reverse in Stop()
+  int port_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // protected by mu_
+  std::thread reconciler_;
+};
+
+// The `export` lines of `lote env` for a home folder (reads its server.json
+// when present, else the defaults).
+std::string EnvScript(const std::string& home);
+
+}  // namespace lote::server

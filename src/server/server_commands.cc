@@ -1,0 +1,110 @@
+// `lote server` and `lote env`.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "common/clock.h"
+#include "lote/registry.h"
+#include "server/server.h"
+
+namespace lote::server {
+namespace {
+
+// "HOST:PORT" → host, port.
+Status ParseListen(const std::string& listen, std::string* host, int* port) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status::InvalidArgument("--listen '" + listen +
+                                   "' must be HOST:PORT, e.g. 127.0.0.1:7480");
+  }
+  *host = listen.substr(0, colon);
+  std::string p = listen.substr(colon + 1);
+  char* end = nullptr;
+  long v = std::strtol(p.c_str(), &end, 10);
+  if (p.empty() || *end != '\0' || v < 0 || v > 65535) {
+    return Status::InvalidArgument("--listen '" + listen + "' has port '" + p +
+                                   "'; use a number from 0 (any free port) to 65535");
+  }
+  *port = static_cast<int>(v);
+  return Status::Ok();
+}
+
+int RunServer(ServerOptions options, const std::string& listen) {
+  // stdout carries exactly one line (the listening line); logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lote-server"));
+  Status st = ParseListen(listen, &options.host, &options.port);
+  if (!st.ok()) {
+    std::fprintf(stderr, "lote server: %s\n", st.message().c_str());
+    return 2;
+  }
+  // Block the stop signals in every thread; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<std::unique_ptr<LoteServer>> server = LoteServer::Start(options, SystemClock::Default());
+  if (!server.ok()) {
+    std::fprintf(stderr, "lote server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  spdlog::info("home {}, credentials {}, region {}, account {}", options.home,
+               (*server)->credentials_path(), options.region, options.account_id);
+  std::printf("lote server listening on %s\n", (*server)->endpoint().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Stop();
+  return 0;
+}
+
+lote::CommandRegistrar server_command([](CLI::App& app) {
+  struct Args {
+    ServerOptions options;
+    std::string listen = "127.0.0.1:7480";
+  };
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("server", "Run the lote server (AWS Batch + CloudWatch Logs API)");
+  sub->add_option("--home", args->options.home,
+                  "State folder (lote.db, credentials); default $LOTE_HOME or ~/.lote");
+  sub->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--region", args->options.region, "AWS region the API claims to be")
+      ->capture_default_str();
+  sub->add_option("--account-id", args->options.account_id, "AWS account id used in ARNs")
+      ->capture_default_str();
+  sub->add_flag("--insecure-no-auth", args->options.insecure_no_auth,
+                "Accept requests without a valid SigV4 signature (dangerous)");
+  sub->add_option("--http-threads", args->options.http_threads,
+                  "HTTP worker threads (each keep-alive connection holds one)")
+      ->capture_default_str();
+  sub->callback([args] {
+    ServerOptions options = args->options;
+    if (options.home.empty()) options.home = DefaultHome();
+    lote::SetExitCode(RunServer(options, args->listen));
+  });
+});
+
+lote::CommandRegistrar env_command([](CLI::App& app) {
+  auto home = std::make_shared<std::string>();
+  auto* sub = app.add_subcommand(
+      "env", "Print export lines that point the aws CLI and SDKs at lote: eval \"$(lote env)\"");
+  sub->add_option("--home", *home, "State folder of the server; default $LOTE_HOME or ~/.lote");
+  sub->callback([home] {
+    std::string h = home->empty() ? DefaultHome() : *home;
+    std::cout << EnvScript(h);
+    if (!std::ifstream(h + "/credentials")) {
+      std::cerr << "lote env: " << h
+                << "/credentials does not exist yet; start `lote server` once to create it\n";
+    }
+  });
+});
+
+}  // namespace
+}  // namespace lote::server

@@ -1,0 +1,86 @@
+#include "store/schema.h"
+
+namespace lote::store {
+
+namespace {
+
+// Version 1: control-plane resources, tags, and the job tables of the job
+// lifecycle (jobs, attempts, append-only job_events).
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE compute_environments (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE job_queues (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE scheduling_policies (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE job_definitions (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  UNIQUE (name, revision)
+);
+CREATE TABLE tags (
+  resource_arn TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (resource_arn, key)
+) WITHOUT ROWID;
+CREATE TABLE jobs (
+  job_id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  queue_arn TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  doc TEXT NOT NULL
+);
+CREATE INDEX jobs_by_queue_status ON jobs (queue_arn, status, created_ms);
+CREATE TABLE attempts (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  doc TEXT NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+) WITHOUT ROWID;
+CREATE TABLE job_events (
+  job_id TEXT NOT NULL,
+  seq INTEGER NOT NULL CHECK (seq >= 1),
+  time_ms INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER job_events_append_only BEFORE UPDATE ON job_events
+BEGIN
+  SELECT RAISE(ABORT, 'job_events is append-only: rows are never updated');
+END;
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, kV1},
+  };
+  return kMigrations;
+}
+
+int32_t LatestSchemaVersion() { return Migrations().back().version; }
+
+}  // namespace lote::store

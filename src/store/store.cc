@@ -1,0 +1,411 @@
+#include "store/store.h"
+
+#include <sqlite3.h>
+
+#include <string>
+#include <utility>
+
+#include "store/schema.h"
+
+namespace lote::store {
+
+namespace {
+
+Status SqlError(sqlite3* db, std::string_view what) {
+  return Status::Internal("sqlite " + std::string(what) + ": " + sqlite3_errmsg(db));
+}
+
+Status Exec(sqlite3* db, std::string_view sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, std::string(sql).c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return Status::Internal("sqlite: " + msg + " (in: " + std::string(sql.substr(0, 80)) + ")");
+  }
+  return Status::Ok();
+}
+
+// A prepared statement, reset after each use.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, std::string_view sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Status status() const { return rc_ == SQLITE_OK ? Status::Ok() : SqlError(db_, "prepare"); }
+  Stmt& Bind(int i, std::string_view text) {
+    sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  // Runs a statement that returns no rows.
+  Status Run() {
+    int rc = sqlite3_step(stmt_);
+    Status st = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? Status::Ok() : SqlError(db_, "step");
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    return st;
+  }
+  // Steps a query: true for a row, false at the end (check status()).
+  bool Next() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) rc_ = rc;
+    return false;
+  }
+  std::string Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+Result<sqlite3*> OpenConnection(const std::string& path, bool durable) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Status::Unavailable("cannot open database " + path + ": " + msg +
+                               " (check that the folder exists and is writable)");
+  }
+  sqlite3_busy_timeout(db, 10000);
+  Status st = Exec(db, "PRAGMA journal_mode=WAL");
+  if (st.ok()) st = Exec(db, durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");
+  if (st.ok()) st = Exec(db, "PRAGMA foreign_keys=ON");
+  if (!st.ok()) {
+    sqlite3_close(db);
+    return st;
+  }
+  return db;
+}
+
+Result<int32_t> Migrate(sqlite3* db) {
+  RETURN_IF_ERROR(Exec(db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
+  int32_t version = 0;
+  bool has_row = false;
+  {
+    Stmt q(db, "SELECT version FROM schema_version");
+    RETURN_IF_ERROR(q.status());
+    if (q.Next()) {
+      version = static_cast<int32_t>(q.Int(0));
+      has_row = true;
+    }
+    RETURN_IF_ERROR(q.status());
+  }
+  if (!has_row) RETURN_IF_ERROR(Exec(db, "INSERT INTO schema_version (version) VALUES (0)"));
+  if (version > LatestSchemaVersion()) {
+    return Status::FailedPrecondition("database schema version " + std::to_string(version) +
+                                      " is newer than this lote binary knows (" +
+                                      std::to_string(LatestSchemaVersion()) +
+                                      "); run a newer lote or point --home at another folder");
+  }
+  for (const Migration& m : Migrations()) {
+    if (m.version <= version) continue;
+    RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+    Status st = Exec(db, m.sql);
+    if (st.ok()) {
+      st = Exec(db, "UPDATE schema_version SET version = " + std::to_string(m.version));
+    }
+    if (st.ok()) st = Exec(db, "COMMIT");
+    if (!st.ok()) {
+      (void)Exec(db, "ROLLBACK");
+      return st.WithContext("schema migration to version " + std::to_string(m.version));
+    }
+    version = m.version;
+  }
+  return version;
+}
+
+}  // namespace
+
+const char* ResourceTable(ResourceKind kind) {
+  switch (kind) {
+    case ResourceKind::kComputeEnvironment:
+      return "compute_environments";
+    case ResourceKind::kJobQueue:
+      return "job_queues";
+    case ResourceKind::kJobDefinition:
+      return "job_definitions";
+    case ResourceKind::kSchedulingPolicy:
+      return "scheduling_policies";
+  }
+  return "";
+}
+
+void WriteBatch::PutResource(ResourceRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::DeleteResource(ResourceKind kind, std::string arn) {
+  ops_.emplace_back(DeleteResourceOp{kind, std::move(arn)});
+}
+void WriteBatch::PutTag(std::string resource_arn, std::string key, std::string value) {
+  ops_.emplace_back(TagRow{std::move(resource_arn), std::move(key), std::move(value)});
+}
+void WriteBatch::DeleteTag(std::string resource_arn, std::string key) {
+  ops_.emplace_back(DeleteTagOp{std::move(resource_arn), std::move(key)});
+}
+void WriteBatch::DeleteAllTags(std::string resource_arn) {
+  ops_.emplace_back(DeleteAllTagsOp{std::move(resource_arn)});
+}
+void WriteBatch::PutJob(JobRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::PutAttempt(AttemptRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::AppendJobEvent(JobEvent event) { ops_.emplace_back(std::move(event)); }
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
+  ASSIGN_OR_RETURN(sqlite3 * writer, OpenConnection(path, options.durable));
+  Result<int32_t> version = Migrate(writer);
+  if (!version.ok()) {
+    sqlite3_close(writer);
+    return version.status();
+  }
+  Result<sqlite3*> reader = OpenConnection(path, options.durable);
+  if (!reader.ok()) {
+    sqlite3_close(writer);
+    return reader.status();
+  }
+  return std::unique_ptr<Store>(new Store(writer, *reader, options, *version));
+}
+
+Store::Store(sqlite3* writer, sqlite3* reader, StoreOptions options, int32_t schema_version)
+    : writer_db_(writer), reader_db_(reader), options_(options), schema_version_(schema_version) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  writer_.join();
+  sqlite3_close(reader_db_);
+  sqlite3_close(writer_db_);
+}
+
+Result<Store::Ticket> Store::Enqueue(WriteBatch batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!fatal_.ok()) return fatal_;
+  if (stopping_) return Status::Unavailable("the store is shutting down; retry after restart");
+  Ticket t = next_ticket_++;
+  queue_.emplace_back(t, std::move(batch));
+  work_cv_.notify_one();
+  return t;
+}
+
+Status Store::Wait(Ticket ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return finished_through_ >= ticket; });
+  auto it = failures_.find(ticket);
+  if (it == failures_.end()) return Status::Ok();
+  Status st = it->second;
+  failures_.erase(it);
+  return st;
+}
+
+Status Store::Write(WriteBatch batch) {
+  ASSIGN_OR_RETURN(Ticket t, Enqueue(std::move(batch)));
+  return Wait(t);
+}
+
+StoreStats Store::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+Status Store::ApplyBatch(const WriteBatch& batch) {
+  // Statements are prepared per batch group on this thread only; SQLite's
+  // statement cache makes repeated prepares cheap, but keep hot ones static.
+  static thread_local std::map<std::string, std::unique_ptr<Stmt>> cache;
+  auto stmt = [&](const std::string& sql) -> Stmt& {
+    auto& slot = cache[sql];
+    if (!slot) slot = std::make_unique<Stmt>(writer_db_, sql);
+    return *slot;
+  };
+  for (const WriteBatch::Op& op : batch.ops_) {
+    Status st;
+    if (auto* r = std::get_if<ResourceRow>(&op)) {
+      Stmt& s = stmt(std::string("INSERT OR REPLACE INTO ") + ResourceTable(r->kind) +
+                     " (arn, name, revision, doc, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, r->arn)
+               .Bind(2, r->name)
+               .Bind(3, r->revision)
+               .Bind(4, r->doc)
+               .Bind(5, r->updated_ms)
+               .Run();
+    } else if (auto* d = std::get_if<WriteBatch::DeleteResourceOp>(&op)) {
+      Stmt& s = stmt(std::string("DELETE FROM ") + ResourceTable(d->kind) + " WHERE arn = ?1");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, d->arn).Run();
+    } else if (auto* t = std::get_if<TagRow>(&op)) {
+      Stmt& s = stmt("INSERT OR REPLACE INTO tags (resource_arn, key, value) VALUES (?1, ?2, ?3)");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, t->resource_arn).Bind(2, t->key).Bind(3, t->value).Run();
+    } else if (auto* dt = std::get_if<WriteBatch::DeleteTagOp>(&op)) {
+      Stmt& s = stmt("DELETE FROM tags WHERE resource_arn = ?1 AND key = ?2");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, dt->resource_arn).Bind(2, dt->key).Run();
+    } else if (auto* da = std::get_if<WriteBatch::DeleteAllTagsOp>(&op)) {
+      Stmt& s = stmt("DELETE FROM tags WHERE resource_arn = ?1");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, da->resource_arn).Run();
+    } else if (auto* j = std::get_if<JobRow>(&op)) {
+      Stmt& s = stmt(
+          "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
+          "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, j->job_id)
+               .Bind(2, j->name)
+               .Bind(3, j->queue_arn)
+               .Bind(4, j->status)
+               .Bind(5, j->created_ms)
+               .Bind(6, j->updated_ms)
+               .Bind(7, j->doc)
+               .Run();
+    } else if (auto* a = std::get_if<AttemptRow>(&op)) {
+      Stmt& s = stmt("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, a->job_id).Bind(2, static_cast<int64_t>(a->attempt)).Bind(3, a->doc).Run();
+    } else if (auto* e = std::get_if<JobEvent>(&op)) {
+      Stmt& s = stmt(
+          "INSERT INTO job_events (job_id, seq, time_ms, type, payload) VALUES (?1, ?2, ?3, ?4, "
+          "?5)");
+      RETURN_IF_ERROR(s.status());
+      st = s.Bind(1, e->job_id)
+               .Bind(2, e->seq)
+               .Bind(3, e->time_ms)
+               .Bind(4, e->type)
+               .Bind(5, e->payload)
+               .Run();
+    }
+    RETURN_IF_ERROR(st);
+  }
+  return Status::Ok();
+}
+
+void Store::WriterLoop() {
+  std::vector<std::pair<Ticket, WriteBatch>> group;
+  for (;;) {
+    group.clear();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      while (!queue_.empty() && group.size() < options_.max_group) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    std::vector<Status> results(group.size());
+    Status group_status = fatal_.ok() ? Exec(writer_db_, "BEGIN IMMEDIATE") : fatal_;
+    if (group_status.ok()) {
+      for (size_t i = 0; i < group.size(); ++i) {
+        Status st = Exec(writer_db_, "SAVEPOINT batch");
+        if (st.ok()) st = ApplyBatch(group[i].second);
+        if (st.ok()) {
+          st = Exec(writer_db_, "RELEASE batch");
+        } else {
+          (void)Exec(writer_db_, "ROLLBACK TO batch");
+          (void)Exec(writer_db_, "RELEASE batch");
+        }
+        results[i] = st;
+      }
+      group_status = Exec(writer_db_, "COMMIT");
+      if (!group_status.ok()) {
+        (void)Exec(writer_db_, "ROLLBACK");
+        group_status = group_status.WithContext(
+            "commit failed; the store refuses writes until "
+            "the server restarts");
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!group_status.ok()) fatal_ = group_status;
+    for (size_t i = 0; i < group.size(); ++i) {
+      Status st = group_status.ok() ? results[i] : group_status;
+      if (!st.ok()) failures_[group[i].first] = st;
+    }
+    if (group_status.ok()) {
+      ++stats_.commits;
+      stats_.batches += static_cast<int64_t>(group.size());
+    }
+    finished_through_ = group.back().first;
+    done_cv_.notify_all();
+  }
+}
+
+Result<Snapshot> Store::Load() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Snapshot snap;
+  RETURN_IF_ERROR(Exec(reader_db_, "BEGIN"));
+  auto finish = [&](Status st) -> Status {
+    (void)Exec(reader_db_, "COMMIT");
+    return st;
+  };
+  for (ResourceKind kind : {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue,
+                            ResourceKind::kJobDefinition, ResourceKind::kSchedulingPolicy}) {
+    Stmt q(reader_db_, std::string("SELECT arn, name, revision, doc, updated_ms FROM ") +
+                           ResourceTable(kind) + " ORDER BY name, revision");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) {
+      snap.resources.push_back(
+          ResourceRow{kind, q.Text(0), q.Text(1), q.Int(2), q.Text(3), q.Int(4)});
+    }
+    if (!q.status().ok()) return finish(q.status());
+  }
+  {
+    Stmt q(reader_db_, "SELECT resource_arn, key, value FROM tags ORDER BY resource_arn, key");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) snap.tags.push_back(TagRow{q.Text(0), q.Text(1), q.Text(2)});
+    if (!q.status().ok()) return finish(q.status());
+  }
+  {
+    Stmt q(reader_db_,
+           "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs "
+           "ORDER BY created_ms, job_id");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) {
+      snap.jobs.push_back(
+          JobRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5), q.Text(6)});
+    }
+    if (!q.status().ok()) return finish(q.status());
+  }
+  {
+    Stmt q(reader_db_, "SELECT job_id, attempt, doc FROM attempts ORDER BY job_id, attempt");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) {
+      snap.attempts.push_back(AttemptRow{q.Text(0), static_cast<int32_t>(q.Int(1)), q.Text(2)});
+    }
+    if (!q.status().ok()) return finish(q.status());
+  }
+  RETURN_IF_ERROR(finish(Status::Ok()));
+  return snap;
+}
+
+Result<std::vector<JobEvent>> Store::JobEvents(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_,
+         "SELECT job_id, seq, time_ms, type, payload FROM job_events WHERE job_id = ?1 ORDER BY "
+         "seq");
+  RETURN_IF_ERROR(q.status());
+  q.Bind(1, job_id);
+  std::vector<JobEvent> events;
+  while (q.Next()) events.push_back(JobEvent{q.Text(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4)});
+  RETURN_IF_ERROR(q.status());
+  return events;
+}
+
+}  // namespace lote::store

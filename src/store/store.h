@@ -1,0 +1,201 @@
+// Durable state of the lote server: one SQLite database ($LOTE_HOME/lote.db) in
+// WAL mode with synchronous=FULL.
+//
+// Contract:
+// - Writes are WriteBatch objects. A batch is applied atomically (all of its
+//   rows or none) and is on disk when Write()/Wait() returns OK: a response
+//   sent after that can never be lost, even to SIGKILL or power loss.
+// - One writer thread applies queued batches in the order they were
+//   enqueued and groups every batch waiting at that moment into one SQLite
+//   transaction (group commit), so concurrent callers share one fsync.
+//   Each batch runs inside its own savepoint: a batch that fails (e.g. a
+//   constraint) fails alone and the others in the group still commit.
+// - If a COMMIT itself fails (disk full, I/O error) the store becomes failed:
+//   that group and every later batch return the error; restart to recover.
+// - Reads (Load, JobEvents) use a separate connection and see only committed
+//   data. Callers keep their own in-memory state, loaded once with Load().
+// - Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+struct sqlite3;
+
+namespace lote::store {
+
+// The resource tables. Each row is keyed by the resource's ARN and holds its
+// JSON document (the AWS "detail" shape, without tags).
+enum class ResourceKind : int32_t {
+  kComputeEnvironment,
+  kJobQueue,
+  kJobDefinition,
+  kSchedulingPolicy,
+};
+const char* ResourceTable(ResourceKind kind);
+
+struct ResourceRow {
+  ResourceKind kind = ResourceKind::kComputeEnvironment;
+  std::string arn;
+  std::string name;
+  int64_t revision = 0;  // job definitions only; 0 otherwise
+  std::string doc;       // JSON text
+  int64_t updated_ms = 0;
+};
+
+struct TagRow {
+  std::string resource_arn;
+  std::string key;
+  std::string value;
+};
+
+// A job (next issue): its current materialized document plus a few columns the
+// scheduler filters on. The document can always be rebuilt from job_events.
+struct JobRow {
+  std::string job_id;
+  std::string name;
+  std::string queue_arn;
+  std::string status;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  std::string doc;  // JSON text
+};
+
+// One attempt of a job (one per try; multi-node attempts hold all nodes).
+struct AttemptRow {
+  std::string job_id;
+  int32_t attempt = 0;
+  std::string doc;  // JSON text
+};
+
+// An entry of the append-only job event log: (job_id, seq) is unique and seq
+// starts at 1 and increases by one per job. Rows are never updated.
+struct JobEvent {
+  std::string job_id;
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string type;     // e.g. "SUBMITTED", "RUNNABLE", "STARTING", "NODE_EXITED"
+  std::string payload;  // JSON text
+};
+
+// A set of row changes applied atomically.
+class WriteBatch {
+ public:
+  void PutResource(ResourceRow row);
+  void DeleteResource(ResourceKind kind, std::string arn);
+  void PutTag(std::string resource_arn, std::string key, std::string value);
+  void DeleteTag(std::string resource_arn, std::string key);
+  void DeleteAllTags(std::string resource_arn);
+  void PutJob(JobRow row);
+  void PutAttempt(AttemptRow row);
+  void AppendJobEvent(JobEvent event);
+
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+
+ private:
+  friend class Store;
+  struct DeleteResourceOp {
+    ResourceKind kind;
+    std::string arn;
+  };
+  struct DeleteTagOp {
+    std::string resource_arn;
+    std::string key;
+  };
+  struct DeleteAllTagsOp {
+    std::string resource_arn;
+  };
+  using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
+                          JobRow, AttemptRow, JobEvent>;
+  std::vector<Op> ops_;
+};
+
+// Everything committed, as loaded at start-up.
+struct Snapshot {
+  std::vector<ResourceRow> resources;  // ordered by kind, name, revision
+  std::vector<TagRow> tags;
+  std::vector<JobRow> jobs;
+  std::vector<AttemptRow> attempts;
+};
+
+struct StoreOptions {
+  // synchronous=FULL (fsync on every commit). Only tests of unrelated logic may
+  // turn it off; the server always runs with it on.
+  bool durable = true;
+  // Upper bound of batches grouped into one transaction.
+  size_t max_group = 512;
+};
+
+struct StoreStats {
+  int64_t batches = 0;  // batches committed
+  int64_t commits = 0;  // transactions committed (batches / commits = group size)
+};
+
+class Store {
+ public:
+  using Ticket = uint64_t;
+
+  // Opens (creating if needed) the database at `path` and migrates its schema
+  // to the newest version. FailedPrecondition if the file was written by a
+  // newer lote (a schema version this binary does not know).
+  static Result<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});
+  ~Store();  // commits what is queued, then stops the writer thread
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Queues `batch` behind every batch queued before it; never waits for disk.
+  // Callers that need a global order (the control plane) enqueue under their
+  // own lock and Wait() outside it.
+  Result<Ticket> Enqueue(WriteBatch batch);
+  // Blocks until the batch with `ticket` is committed (OK) or failed.
+  Status Wait(Ticket ticket);
+  // Enqueue + Wait.
+  Status Write(WriteBatch batch);
+
+  // All committed rows (call once at start-up).
+  Result<Snapshot> Load();
+  // A job's events in seq order.
+  Result<std::vector<JobEvent>> JobEvents(const std::string& job_id);
+
+  int32_t schema_version() const { return schema_version_; }
+  StoreStats stats() const;
+
+ private:
+  Store(sqlite3* writer, sqlite3* reader, StoreOptions options, int32_t schema_version);
+  void WriterLoop();
+  Status ApplyBatch(const WriteBatch& batch);
+
+  sqlite3* writer_db_;  // used only by the writer thread after construction
+  sqlite3* reader_db_;  // guarded by reader_mu_
+  const StoreOptions options_;
+  const int32_t schema_version_;
+
+  std::mutex reader_mu_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // signalled when a batch is queued or on stop
+  std::condition_variable done_cv_;  // signalled after each group commits
+  // Protected by mu_:
+  std::deque<std::pair<Ticket, WriteBatch>> queue_;
+  Ticket next_ticket_ = 1;
+  Ticket finished_through_ = 0;  // every ticket <= this has a final result
+  std::map<Ticket, Status> failures_;
+  Status fatal_;  // non-OK once a COMMIT failed
+  bool stopping_ = false;
+  StoreStats stats_;
+
+  std::thread writer_;
+};
+
+}  // namespace lote::store

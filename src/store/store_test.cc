@@ -1,0 +1,192 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/schema.h"
+
+namespace lote::store {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lote_store_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/lote.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  std::string path_;
+};
+
+ResourceRow Queue(const std::string& name, const std::string& doc) {
+  return ResourceRow{
+      ResourceKind::kJobQueue, "arn:aws:batch:us-east-1:0:job-queue/" + name, name, 0, doc, 1};
+}
+
+TEST_F(StoreTest, FreshDatabaseIsAtLatestSchemaVersion) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->schema_version(), LatestSchemaVersion());
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_TRUE(snap->resources.empty());
+}
+
+TEST_F(StoreTest, CommittedWritesSurviveReopen) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok());
+    WriteBatch b;
+    b.PutResource(Queue("q1", R"({"a":1})"));
+    b.PutTag("arn:aws:batch:us-east-1:0:job-queue/q1", "team", "ml");
+    ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+    WriteBatch d;
+    d.PutResource(ResourceRow{ResourceKind::kJobDefinition, "arn:jd/x:1", "x", 1, "{}", 2});
+    d.PutResource(ResourceRow{ResourceKind::kJobDefinition, "arn:jd/x:2", "x", 2, "{}", 2});
+    ASSERT_TRUE((*store)->Write(std::move(d)).ok());
+  }
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->resources.size(), 3u);
+  EXPECT_EQ(snap->resources[0].kind, ResourceKind::kJobQueue);
+  EXPECT_EQ(snap->resources[0].doc, R"({"a":1})");
+  EXPECT_EQ(snap->resources[1].revision, 1);
+  EXPECT_EQ(snap->resources[2].revision, 2);
+  ASSERT_EQ(snap->tags.size(), 1u);
+  EXPECT_EQ(snap->tags[0].value, "ml");
+}
+
+TEST_F(StoreTest, DeletesRemoveRowsAndTags) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  b.PutResource(Queue("q1", "{}"));
+  b.PutTag("arn:aws:batch:us-east-1:0:job-queue/q1", "k", "v");
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  WriteBatch d;
+  d.DeleteResource(ResourceKind::kJobQueue, "arn:aws:batch:us-east-1:0:job-queue/q1");
+  d.DeleteAllTags("arn:aws:batch:us-east-1:0:job-queue/q1");
+  ASSERT_TRUE((*store)->Write(std::move(d)).ok());
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_TRUE(snap->resources.empty());
+  EXPECT_TRUE(snap->tags.empty());
+}
+
+TEST_F(StoreTest, FailingBatchFailsAloneAndAtomically) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch first;
+  first.AppendJobEvent(JobEvent{"job-1", 1, 10, "SUBMITTED", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(first)).ok());
+  // The duplicate (job-1, 1) violates the primary key: the whole batch,
+  // including its job row, must be rolled back; the next batch still commits.
+  WriteBatch bad;
+  bad.PutJob(JobRow{"job-1", "n", "q", "RUNNABLE", 1, 2, "{}"});
+  bad.AppendJobEvent(JobEvent{"job-1", 1, 11, "RUNNABLE", "{}"});
+  WriteBatch good;
+  good.AppendJobEvent(JobEvent{"job-1", 2, 12, "RUNNABLE", R"({"x":1})"});
+  auto t_bad = (*store)->Enqueue(std::move(bad));
+  auto t_good = (*store)->Enqueue(std::move(good));
+  ASSERT_TRUE(t_bad.ok() && t_good.ok());
+  EXPECT_FALSE((*store)->Wait(*t_bad).ok());
+  EXPECT_TRUE((*store)->Wait(*t_good).ok());
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_TRUE(snap->jobs.empty());
+  auto events = (*store)->JobEvents("job-1");
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].type, "RUNNABLE");
+  EXPECT_EQ((*events)[1].payload, R"({"x":1})");
+}
+
+TEST_F(StoreTest, JobEventsAreAppendOnly) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  b.AppendJobEvent(JobEvent{"j", 1, 10, "SUBMITTED", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  store->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, "UPDATE job_events SET type = 'X'", nullptr, nullptr, &err);
+  EXPECT_NE(rc, SQLITE_OK);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(err).find("append-only"), std::string::npos);
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, JobsAndAttemptsRoundTrip) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  b.PutJob(JobRow{"j1", "train", "arn:q", "SUBMITTED", 5, 5, R"({"jobId":"j1"})"});
+  b.PutAttempt(AttemptRow{"j1", 0, R"({"exitCode":0})"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->jobs.size(), 1u);
+  EXPECT_EQ(snap->jobs[0].status, "SUBMITTED");
+  ASSERT_EQ(snap->attempts.size(), 1u);
+  EXPECT_EQ(snap->attempts[0].doc, R"({"exitCode":0})");
+}
+
+TEST_F(StoreTest, ConcurrentWritersAreGroupCommitted) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  constexpr int kThreads = 8, kPerThread = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        WriteBatch b;
+        std::string name = "q" + std::to_string(t) + "_" + std::to_string(i);
+        b.PutResource(Queue(name, "{}"));
+        EXPECT_TRUE((*store)->Write(std::move(b)).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->resources.size(), static_cast<size_t>(kThreads * kPerThread));
+  StoreStats stats = (*store)->stats();
+  EXPECT_EQ(stats.batches, kThreads * kPerThread);
+  EXPECT_LE(stats.commits, stats.batches);
+}
+
+TEST_F(StoreTest, RefusesDatabaseFromNewerVersion) {
+  { ASSERT_TRUE(Store::Open(path_).ok()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version = 999", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_TRUE(store.status().IsFailedPrecondition());
+  EXPECT_NE(store.status().message().find("999"), std::string::npos);
+}
+
+TEST_F(StoreTest, OpenFailsClearlyForMissingFolder) {
+  auto store = Store::Open(dir_ + "/no/such/dir/lote.db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("cannot open database"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lote::store

@@ -1,0 +1,101 @@
+"""Starts a real `lote server` for tests: temp home, free port, clean stop."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import boto3
+import botocore.config
+
+
+class LoteServer:
+    """A `lote server` process on 127.0.0.1:<free port> with its own home.
+
+    start() waits for the "lote server listening on http://HOST:PORT" line;
+    stop() sends SIGTERM and waits; kill() sends SIGKILL (durability tests).
+    The home survives restarts until cleanup().
+    """
+
+    def __init__(self, lote_binary, home=None, extra_args=()):
+        self.binary = lote_binary
+        self.home = home or tempfile.mkdtemp(prefix="lote_test_home_")
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.endpoint = None
+        self.stderr_path = os.path.join(self.home, "server.stderr")
+
+    def start(self):
+        self._stderr = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "server", "--home", self.home, "--listen", "127.0.0.1:0"] + self.extra_args,
+            stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("lote server listening on "):
+            self.proc.kill()
+            raise RuntimeError("server did not start: %r; stderr:\n%s" % (line, self.stderr()))
+        self.endpoint = line.strip().split(" on ", 1)[1]
+        return self
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._close()
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self._close()
+
+    def _close(self):
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        if getattr(self, "_stderr", None):
+            self._stderr.close()
+            self._stderr = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def credentials(self):
+        creds = {}
+        with open(os.path.join(self.home, "credentials")) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.split("=", 1)
+                    creds[k.strip()] = v.strip()
+        return creds["aws_access_key_id"], creds["aws_secret_access_key"]
+
+    def env(self):
+        """Environment for the aws CLI: `lote env` evaluated, as a user would."""
+        out = subprocess.run([self.binary, "env", "--home", self.home], check=True,
+                             capture_output=True, text=True).stdout
+        env = dict(os.environ)
+        for line in out.splitlines():
+            if line.startswith("unset "):
+                for name in line.split()[1:]:
+                    env.pop(name, None)
+            elif line.startswith("export "):
+                k, v = line[len("export "):].split("=", 1)
+                env[k] = v.strip("'")
+        return env
+
+    def client(self, service="batch", key=None, secret=None, region="us-east-1", retries=1):
+        k, s = self.credentials()
+        return boto3.client(
+            service, endpoint_url=self.endpoint, region_name=region,
+            aws_access_key_id=key or k, aws_secret_access_key=secret or s,
+            config=botocore.config.Config(retries={"max_attempts": retries, "mode": "standard"},
+                                          max_pool_connections=16))
