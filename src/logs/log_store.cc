@@ -64,32 +64,48 @@ Status PWriteAll(int fd, std::string_view data, uint64_t offset, const std::stri
   return Status::Ok();
 }
 
-// Reads exactly n bytes at offset; NotFound if the file is gone.
-Status PReadAll(const std::string& path, uint64_t offset, size_t n, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound("segment removed: " + path);
-    return Errno("cannot open", path);
+// Reads records of one stream's segments, keeping the last file open.
+class SegmentReader {
+ public:
+  explicit SegmentReader(std::string dir) : dir_(std::move(dir)) {}
+  ~SegmentReader() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  out->resize(n);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, out->data() + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      Status s = Errno("cannot read", path);
-      ::close(fd);
-      return s;
+  SegmentReader(const SegmentReader&) = delete;
+  SegmentReader& operator=(const SegmentReader&) = delete;
+
+  // Reads exactly n bytes at offset of segment `base`; NotFound if the
+  // segment is gone (removed by retention).
+  Status Read(uint64_t base, uint64_t offset, size_t n, std::string* out) {
+    std::string path = dir_ + "/" + SegmentName(base, "seg");
+    if (fd_ < 0 || base_ != base) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) {
+        if (errno == ENOENT) return Status::NotFound("segment removed: " + path);
+        return Errno("cannot open", path);
+      }
+      base_ = base;
     }
-    if (r == 0) {
-      ::close(fd);
-      return Status::DataLoss("segment " + path + " is shorter than its index says");
+    out->resize(n);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, out->data() + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return Errno("cannot read", path);
+      }
+      if (r == 0) return Status::DataLoss("segment " + path + " is shorter than its index says");
+      done += static_cast<size_t>(r);
     }
-    done += static_cast<size_t>(r);
+    return Status::Ok();
   }
-  ::close(fd);
-  return Status::Ok();
-}
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+  uint64_t base_ = 0;
+};
 
 }  // namespace
 
@@ -728,6 +744,7 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
   }
 
   std::string buf;
+  SegmentReader reader(dir);
   std::vector<EventView> views;
   size_t bytes = 0;
   auto in_range = [&](int64_t ts) {
@@ -739,12 +756,13 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
   };
   auto load = [&](const BatchEntry& e) -> Status {
     views.clear();
-    std::string path = dir + "/" + SegmentName(e.segment_base, "seg");
-    Status st = PReadAll(path, e.offset, e.bytes, &buf);
+    Status st = reader.Read(e.segment_base, e.offset, e.bytes, &buf);
     if (st.IsNotFound()) return Status::Ok();  // removed by retention meanwhile
     RETURN_IF_ERROR(st);
     RecordHeader h;
-    if (!ParseRecordHeader(buf, &h)) return Status::DataLoss("bad record header in " + path);
+    if (!ParseRecordHeader(buf, &h)) {
+      return Status::DataLoss("bad record header in segment " + std::to_string(e.segment_base) + " of " + dir);
+    }
     return DecodeRecord(buf, h, &views);
   };
 
