@@ -69,6 +69,7 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
   std::string src = dir + "/out";
   lote::logs::LogStoreOptions so;
   so.root = dir + "/logs";
+  if (const char* mb = std::getenv("LOTE_BENCH_SEGMENT_MB")) so.segment_bytes = std::strtoull(mb, nullptr, 10) << 20;
   auto store = lote::logs::LogStore::Open(so);
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
@@ -79,6 +80,7 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
   io.group = "/aws/batch/job";
   io.stream = "bench/default/0123456789abcdef0123456789abcdef";
   io.idle_poll = std::chrono::milliseconds(5);
+  if (const char* kb = std::getenv("LOTE_BENCH_READ_KB")) io.read_bytes = std::strtoull(kb, nullptr, 10) << 10;
   auto ing = lote::logs::LogIngestor::Create(store->get(), io);
   if (!ing.ok()) {
     std::fprintf(stderr, "%s\n", ing.status().ToString().c_str());

@@ -60,7 +60,7 @@ struct IngestorOptions {
   std::string done_marker_path;  // optional: the file is complete once this exists
   std::string group;             // created with the stream if missing
   std::string stream;
-  size_t read_bytes = 4 << 20;   // bytes read per system call
+  size_t read_bytes = 1 << 20;   // bytes read per system call (fits in cache)
   std::chrono::milliseconds idle_poll{20};  // sleep when there is nothing new
   bool sync = false;             // fdatasync every append (machine-crash durability)
   std::function<void(const ProgressReport&)> on_progress;

@@ -178,8 +178,8 @@ struct LogStore::Stream {
     info.stored_bytes = stored_bytes;
     return info;
   }
-  // Writes the index of a segment (all its entries) atomically.
-  Status WriteIndex(const SegmentFile& seg) const {
+  // The index file contents of a segment (all its entries).
+  std::string IndexData(const SegmentFile& seg) const {
     std::string data;
     auto put = [&data](const void* p, size_t n) { data.append(static_cast<const char*>(p), n); };
     uint32_t magic = kIndexMagic;
@@ -202,7 +202,7 @@ struct LogStore::Stream {
     }
     uint32_t crc = Crc32c(data);
     put(&crc, 4);
-    return WriteFileAtomic(SegmentPath(seg.base, "idx"), data);
+    return data;
   }
 };
 
@@ -354,9 +354,33 @@ Status RecoverStream(LogStore::Stream* s) {
 
 LogStore::LogStore(LogStoreOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = SystemClock::Default();
+  sealer_ = std::thread([this] { SealLoop(); });
 }
 
-LogStore::~LogStore() = default;
+LogStore::~LogStore() {
+  {
+    std::lock_guard<std::mutex> lock(seal_mu_);
+    seal_stop_ = true;
+    seal_cv_.notify_all();
+  }
+  sealer_.join();  // drains the queue first
+}
+
+void LogStore::SealLoop() {
+  std::unique_lock<std::mutex> lock(seal_mu_);
+  for (;;) {
+    seal_cv_.wait(lock, [&] { return seal_stop_ || !seal_queue_.empty(); });
+    if (seal_queue_.empty()) return;  // stopping, nothing left
+    SealJob job = std::move(seal_queue_.front());
+    seal_queue_.pop_front();
+    lock.unlock();
+    // Data first, then the index that points into it. A failure (e.g. the
+    // stream was deleted meanwhile) only means there is no index: opening
+    // the store then scans the segment instead.
+    if (SyncPath(job.segment_path).ok()) (void)WriteFileAtomic(job.index_path, job.index_data);
+    lock.lock();
+  }
+}
 
 Result<std::unique_ptr<LogStore>> LogStore::Open(LogStoreOptions options) {
   if (options.root.empty()) return Status::InvalidArgument("log store root directory is empty");
@@ -674,23 +698,21 @@ Result<AppendResult> LogStore::Append(const std::string& group, const std::strin
   }
   seg.size += buf.size();
   result.count = seq - result.first_sequence;
-  Status seal;
+  std::optional<SealJob> seal;
   if (seg.size >= options_.segment_bytes) {
-    // Seal: make the data durable, then write its index; the next append
-    // starts a new segment.
-    if (::fdatasync(fd) != 0) {
-      seal = Errno("cannot sync", path);
-    } else {
-      seal = s->WriteIndex(seg);
-      if (seal.ok()) seg.sealed = true;
-    }
+    // Seal: the next append starts a new segment. The sealer thread makes
+    // this one durable and then writes its index, off the append path.
+    seg.sealed = true;
+    seal = SealJob{path, s->SegmentPath(seg.base, "idx"), s->IndexData(seg)};
   }
   ::close(fd);
   lock.unlock();
   s->cv.notify_all();
-  // The events are stored even if sealing failed; sealing is retried on the
-  // next append, so report success.
-  (void)seal;
+  if (seal) {
+    std::lock_guard<std::mutex> slock(seal_mu_);
+    seal_queue_.push_back(std::move(*seal));
+    seal_cv_.notify_one();
+  }
   return result;
 }
 

@@ -13,7 +13,8 @@
 // Durability: an Append is acknowledged (returns OK) once its bytes are in the
 // operating system (write(2) returned), so it survives a crash of this process
 // (kill -9); with AppendOptions::sync it is also fsync'ed, surviving a machine
-// crash. Reopening truncates a torn last record, so no partial event is ever
+// crash. Full segments are sealed (fsync'ed, then indexed) by a background
+// thread, off the append path; destruction waits for it. Reopening truncates a torn last record, so no partial event is ever
 // visible. Metadata files are replaced atomically (write, fsync, rename).
 //
 // Thread safety: all methods may be called from any thread. Appends to one
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -178,14 +181,28 @@ class LogStore {
   struct Group;
 
  private:
+  // A sealed segment waiting for fdatasync and its index file.
+  struct SealJob {
+    std::string segment_path;
+    std::string index_path;
+    std::string index_data;
+  };
+
   explicit LogStore(LogStoreOptions options);
   Status Recover();
+  void SealLoop();
   Result<std::shared_ptr<Stream>> FindStream(const std::string& group, const std::string& name) const;
   Status CreateStreamLocked(Group* group, const std::string& name);
 
   LogStoreOptions options_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Group>> groups_;  // guarded by mu_
+
+  std::mutex seal_mu_;
+  std::condition_variable seal_cv_;
+  std::deque<SealJob> seal_queue_;  // guarded by seal_mu_
+  bool seal_stop_ = false;          // guarded by seal_mu_
+  std::thread sealer_;
 };
 
 }  // namespace lote::logs
