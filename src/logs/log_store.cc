@@ -513,6 +513,11 @@ std::vector<GroupInfo> LogStore::ListGroups() const {
   return out;
 }
 
+size_t LogStore::GroupCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_.size();
+}
+
 Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
   auto s = std::make_shared<Stream>();
   s->group = g->name;

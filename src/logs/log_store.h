@@ -143,6 +143,7 @@ class LogStore {
   Status SetRetention(const std::string& name, std::optional<int32_t> days);
   Result<GroupInfo> GetGroup(const std::string& name) const;
   std::vector<GroupInfo> ListGroups() const;  // sorted by name
+  size_t GroupCount() const;
 
   // Streams. CreateStream: NotFound if no group, AlreadyExists if present.
   Status CreateStream(const std::string& group, const std::string& name);

@@ -219,7 +219,7 @@ Result<Json> LogsService::CreateLogGroup(const Json& req) {
   if (cls && *cls != "STANDARD" && *cls != "INFREQUENT_ACCESS" && *cls != "DELIVERY") {
     return Invalid("Invalid logGroupClass: " + *cls);
   }
-  if (store_->ListGroups().size() >= options_.max_log_groups) {
+  if (store_->GroupCount() >= options_.max_log_groups) {
     return Status::ResourceExhausted("Resource limit exceeded: at most " + std::to_string(options_.max_log_groups) +
                                      " log groups");
   }
