@@ -122,6 +122,7 @@ Result<bool> LogIngestor::Poll() {
       size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - base) : size;
       if (!nl && end - start <= kMaxEventBytes) break;  // partial line: wait for more
       std::string_view line(base + start, end - start);
+      const bool whole = line.size() <= kMaxEventBytes;
       while (line.size() > kMaxEventBytes) {
         size_t len = Utf8PrefixLength(line, kMaxEventBytes);
         if (len == 0) len = kMaxEventBytes;
@@ -135,7 +136,7 @@ Result<bool> LogIngestor::Poll() {
         break;
       }
       events.push_back(InputEvent{timestamp, line, consumed_ + static_cast<int64_t>(end + 1)});
-      if (line.starts_with(kProgressPrefix)) progress.push_back(line.substr(kProgressPrefix.size()));
+      if (whole && line.starts_with(kProgressPrefix)) progress.push_back(line.substr(kProgressPrefix.size()));
       start = end + 1;
     }
     RETURN_IF_ERROR(Emit(events, progress));
