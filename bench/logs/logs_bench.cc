@@ -33,7 +33,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using lote::logs::Crc32cExtend;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // CPU seconds (user + system) used by this process so far.
 double CpuSeconds() {
@@ -51,13 +53,16 @@ std::string MakeLines(size_t bytes, uint64_t seed) {
   char buf[256];
   uint64_t step = 0;
   while (out.size() < bytes) {
-    int n = std::snprintf(buf, sizeof buf,
-                          "2026-11-30T07:50:%02d.%03dZ [rank %2d] step %8" PRIu64
-                          " loss %.4f lr %.3e tokens/s %7d grad_norm %.3f%s\n",
-                          static_cast<int>(rng() % 60), static_cast<int>(rng() % 1000), static_cast<int>(rng() % 32),
-                          step++, 2.0 + static_cast<double>(rng() % 10000) / 10000.0, 3e-4,
-                          static_cast<int>(rng() % 1000000), static_cast<double>(rng() % 1000) / 1000.0,
-                          (rng() % 8 == 0) ? " | checkpoint shard written to /mnt/ckpt/step_0000/model_tp0.safetensors" : "");
+    int n = std::snprintf(
+        buf, sizeof buf,
+        "2026-11-30T07:50:%02d.%03dZ [rank %2d] step %8" PRIu64
+        " loss %.4f lr %.3e tokens/s %7d grad_norm %.3f%s\n",
+        static_cast<int>(rng() % 60), static_cast<int>(rng() % 1000), static_cast<int>(rng() % 32),
+        step++, 2.0 + static_cast<double>(rng() % 10000) / 10000.0, 3e-4,
+        static_cast<int>(rng() % 1000000), static_cast<double>(rng() % 1000) / 1000.0,
+        (rng() % 8 == 0)
+            ? " | checkpoint shard written to /mnt/ckpt/step_0000/model_tp0.safetensors"
+            : "");
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
@@ -69,7 +74,8 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
   std::string src = dir + "/out";
   lote::logs::LogStoreOptions so;
   so.root = dir + "/logs";
-  if (const char* mb = std::getenv("LOTE_BENCH_SEGMENT_MB")) so.segment_bytes = std::strtoull(mb, nullptr, 10) << 20;
+  if (const char* mb = std::getenv("LOTE_BENCH_SEGMENT_MB"))
+    so.segment_bytes = std::strtoull(mb, nullptr, 10) << 20;
   auto store = lote::logs::LogStore::Open(so);
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
@@ -80,7 +86,8 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
   io.group = "/aws/batch/job";
   io.stream = "bench/default/0123456789abcdef0123456789abcdef";
   io.idle_poll = std::chrono::milliseconds(5);
-  if (const char* kb = std::getenv("LOTE_BENCH_READ_KB")) io.read_bytes = std::strtoull(kb, nullptr, 10) << 10;
+  if (const char* kb = std::getenv("LOTE_BENCH_READ_KB"))
+    io.read_bytes = std::strtoull(kb, nullptr, 10) << 10;
   auto ing = lote::logs::LogIngestor::Create(store->get(), io);
   if (!ing.ok()) {
     std::fprintf(stderr, "%s\n", ing.status().ToString().c_str());
@@ -142,7 +149,8 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
     FILE* f = std::fopen(src.c_str(), "rb");
     std::string buf(1 << 20, '\0');
     size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) file_crc = Crc32cExtend(file_crc, buf.data(), n);
+    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+      file_crc = Crc32cExtend(file_crc, buf.data(), n);
     std::fclose(f);
   }
   // Catch-up: the same file, already complete, into a fresh stream (how fast
@@ -169,17 +177,23 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
   double cat_s = Seconds(cat_start, Clock::now());
   double ingest_s = Seconds(start, done);
   double mb = static_cast<double>(written) / 1e6;
-  std::printf("writer: %.1f MB in %.2f s (%.0f MB/s)\n", mb, Seconds(start, writer_done), mb / Seconds(start, writer_done));
-  std::printf("lote ingest: %.1f MB, %" PRIu64 " events stored in %.2f s (until fully stored): %.0f MB/s\n", mb,
-              events, ingest_s, mb / ingest_s);
+  std::printf("writer: %.1f MB in %.2f s (%.0f MB/s)\n", mb, Seconds(start, writer_done),
+              mb / Seconds(start, writer_done));
+  std::printf("lote ingest: %.1f MB, %" PRIu64
+              " events stored in %.2f s (until fully stored): %.0f MB/s\n",
+              mb, events, ingest_s, mb / ingest_s);
   std::printf("lote ingest CPU: %.2f s (user+sys) -> %.0f MB per CPU-second\n", cpu, mb / cpu);
-  std::printf("stored bytes (messages + newlines): %" PRIu64 ", written: %" PRIu64 " -> %s; checksum %s\n", stored,
-              written, stored == written ? "EQUAL" : "DIFFERENT", stored_crc == file_crc ? "EQUAL" : "DIFFERENT");
+  std::printf("stored bytes (messages + newlines): %" PRIu64 ", written: %" PRIu64
+              " -> %s; checksum %s\n",
+              stored, written, stored == written ? "EQUAL" : "DIFFERENT",
+              stored_crc == file_crc ? "EQUAL" : "DIFFERENT");
   std::printf("cat to /dev/null (same file, same run): %.2f s: %.0f MB/s%s\n", cat_s, mb / cat_s,
               rc == 0 ? "" : " (cat failed)");
   std::printf("ratio lote ingest / cat: %.2f\n", (mb / ingest_s) / (mb / cat_s));
-  std::printf("catch-up (same file, already complete, fresh stream): %.2f s: %.0f MB/s (%.0f MB per CPU-second)\n",
-              catchup_s, mb / catchup_s, mb / catchup_cpu);
+  std::printf(
+      "catch-up (same file, already complete, fresh stream): %.2f s: %.0f MB/s (%.0f MB per "
+      "CPU-second)\n",
+      catchup_s, mb / catchup_s, mb / catchup_cpu);
   std::printf("ratio catch-up / cat: %.2f\n", (mb / catchup_s) / (mb / cat_s));
   std::filesystem::remove_all(dir);
   return stored == written && stored_crc == file_crc ? 0 : 1;
@@ -217,7 +231,8 @@ int Get(const std::string& dir, uint64_t bytes, int requests) {
   double build_s = Seconds(t0, Clock::now());
   auto info = (*store)->GetStream(g, s);
   uint64_t n = info->next_sequence;
-  std::printf("built a %.2f GB stream of %" PRIu64 " events in %.1f s\n", static_cast<double>(done) / 1e9, n, build_s);
+  std::printf("built a %.2f GB stream of %" PRIu64 " events in %.1f s\n",
+              static_cast<double>(done) / 1e9, n, build_s);
 
   lote::logs::LogsService svc(store->get(), nullptr);
   std::mt19937_64 rng(1);
@@ -227,8 +242,11 @@ int Get(const std::string& dir, uint64_t bytes, int requests) {
   for (int i = 0; i < requests; ++i) {
     lote::Json req = {{"logGroupName", g}, {"logStreamName", s}};
     switch (i % 4) {
-      case 0: req["startFromHead"] = true; break;  // head
-      case 1: break;                               // tail
+      case 0:
+        req["startFromHead"] = true;
+        break;  // head
+      case 1:
+        break;  // tail
       case 2:
         std::snprintf(tok, sizeof tok, "f/%020" PRIu64, rng() % n);
         req["nextToken"] = tok;
@@ -249,9 +267,13 @@ int Get(const std::string& dir, uint64_t bytes, int requests) {
     returned += (*r)["events"].size();
   }
   std::sort(lat.begin(), lat.end());
-  auto pct = [&](double p) { return lat[std::min(lat.size() - 1, static_cast<size_t>(p * static_cast<double>(lat.size())))]; };
-  std::printf("GetLogEvents x%d (head/tail/random forward/backward tokens, default limit, ~%.0f events per page):\n",
-              requests, static_cast<double>(returned) / requests);
+  auto pct = [&](double p) {
+    return lat[std::min(lat.size() - 1, static_cast<size_t>(p * static_cast<double>(lat.size())))];
+  };
+  std::printf(
+      "GetLogEvents x%d (head/tail/random forward/backward tokens, default limit, ~%.0f events per "
+      "page):\n",
+      requests, static_cast<double>(returned) / requests);
   std::printf("  p50 %.2f ms  p99 %.2f ms  max %.2f ms\n", pct(0.50), pct(0.99), lat.back());
   std::filesystem::remove_all(dir);
   return 0;
@@ -261,8 +283,10 @@ int Get(const std::string& dir, uint64_t bytes, int requests) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "ingest" && argc == 5) return Ingest(argv[2], std::atof(argv[3]), std::strtoull(argv[4], nullptr, 10));
-  if (mode == "get" && argc == 5) return Get(argv[2], std::strtoull(argv[3], nullptr, 10), std::atoi(argv[4]));
+  if (mode == "ingest" && argc == 5)
+    return Ingest(argv[2], std::atof(argv[3]), std::strtoull(argv[4], nullptr, 10));
+  if (mode == "get" && argc == 5)
+    return Get(argv[2], std::strtoull(argv[3], nullptr, 10), std::atoi(argv[4]));
   std::fprintf(stderr,
                "usage: lote_logs_bench ingest DIR SECONDS MAX_BYTES\n"
                "       lote_logs_bench get DIR BYTES REQUESTS\n");

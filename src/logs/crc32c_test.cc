@@ -9,7 +9,7 @@ namespace {
 
 TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(Crc32c(""), 0u);
-  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);  // the standard check value
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);            // the standard check value
   EXPECT_EQ(Crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4
 }
 

@@ -9,7 +9,8 @@ Result<FilterPattern> FilterPattern::Parse(std::string_view p) {
   while (i < p.size() && is_space(p[i])) ++i;
   if (i < p.size() && (p[i] == '{' || p[i] == '[')) {
     return Status::InvalidArgument(
-        "Invalid filter pattern: JSON and space-delimited patterns are not supported by lote; use terms "
+        "Invalid filter pattern: JSON and space-delimited patterns are not supported by lote; use "
+        "terms "
         "and \"quoted phrases\" (with ?term for any-of and -term to exclude)");
   }
   while (i < p.size()) {
@@ -42,7 +43,8 @@ Result<FilterPattern> FilterPattern::Parse(std::string_view p) {
     }
     if (term.empty()) {
       if (kind == ' ') continue;
-      return Status::InvalidArgument("Invalid filter pattern: '" + std::string(1, kind) + "' must precede a term");
+      return Status::InvalidArgument("Invalid filter pattern: '" + std::string(1, kind) +
+                                     "' must precede a term");
     }
     if (kind == '?') {
       out.any_.push_back(std::move(term));

@@ -106,7 +106,8 @@ Result<bool> LogIngestor::Poll() {
       struct stat st;
       if (::fstat(fd_, &st) == 0 && st.st_size < read_offset_) {
         return Status::DataLoss(options_.source_path + " shrank below the ingested offset " +
-                                std::to_string(read_offset_) + "; output files must be append-only");
+                                std::to_string(read_offset_) +
+                                "; output files must be append-only");
       }
       at_eof = true;
       break;
@@ -136,7 +137,8 @@ Result<bool> LogIngestor::Poll() {
         break;
       }
       events.push_back(InputEvent{timestamp, line, consumed_ + static_cast<int64_t>(end + 1)});
-      if (whole && line.starts_with(kProgressPrefix)) progress.push_back(line.substr(kProgressPrefix.size()));
+      if (whole && line.starts_with(kProgressPrefix))
+        progress.push_back(line.substr(kProgressPrefix.size()));
       start = end + 1;
     }
     RETURN_IF_ERROR(Emit(events, progress));
@@ -201,7 +203,8 @@ Status LogIngestor::WaitUntilComplete(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return done_ || !error_.ok(); });
   if (!error_.ok()) return error_;
-  if (!done_) return Status::DeadlineExceeded("ingestion of " + options_.source_path + " is not complete");
+  if (!done_)
+    return Status::DeadlineExceeded("ingestion of " + options_.source_path + " is not complete");
   return Status::Ok();
 }
 

@@ -51,8 +51,8 @@ struct IngestorStats {
   uint64_t events = 0;          // events appended
   uint64_t progress_reports = 0;
   uint64_t malformed_progress = 0;
-  int64_t source_offset = 0;    // next source byte to store
-  bool complete = false;        // the whole file is stored
+  int64_t source_offset = 0;  // next source byte to store
+  bool complete = false;      // the whole file is stored
 };
 
 struct IngestorOptions {
@@ -60,9 +60,9 @@ struct IngestorOptions {
   std::string done_marker_path;  // optional: the file is complete once this exists
   std::string group;             // created with the stream if missing
   std::string stream;
-  size_t read_bytes = 1 << 20;   // bytes read per system call (fits in cache)
+  size_t read_bytes = 1 << 20;              // bytes read per system call (fits in cache)
   std::chrono::milliseconds idle_poll{20};  // sleep when there is nothing new
-  bool sync = false;             // fdatasync every append (machine-crash durability)
+  bool sync = false;                        // fdatasync every append (machine-crash durability)
   std::function<void(const ProgressReport&)> on_progress;
 };
 
@@ -100,9 +100,9 @@ class LogIngestor {
   LogStore* store_;
   IngestorOptions options_;
   int fd_ = -1;
-  std::string buf_;           // bytes [consumed_, read_offset_) of the source
-  int64_t consumed_ = 0;      // source offset of buf_[0] (everything before is stored)
-  int64_t read_offset_ = 0;   // next source byte to read
+  std::string buf_;          // bytes [consumed_, read_offset_) of the source
+  int64_t consumed_ = 0;     // source offset of buf_[0] (everything before is stored)
+  int64_t read_offset_ = 0;  // next source byte to read
 
   std::atomic<bool> complete_requested_{false};
   std::atomic<uint64_t> bytes_consumed_{0}, events_{0}, progress_reports_{0}, malformed_{0};
@@ -110,9 +110,9 @@ class LogIngestor {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;   // guarded by mu_
-  bool stop_ = false;   // guarded by mu_
-  Status error_;        // guarded by mu_
+  bool done_ = false;  // guarded by mu_
+  bool stop_ = false;  // guarded by mu_
+  Status error_;       // guarded by mu_
   std::thread thread_;
 };
 

@@ -1,11 +1,10 @@
 #include "logs/ingestor.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 
@@ -30,7 +29,8 @@ void AppendToFile(const std::string& path, std::string_view data) {
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
-std::vector<std::string> Messages(const LogStore& store, const std::string& g = "g", const std::string& s = "s") {
+std::vector<std::string> Messages(const LogStore& store, const std::string& g = "g",
+                                  const std::string& s = "s") {
   std::vector<std::string> out;
   ReadRequest r;
   r.limit = 1'000'000;
@@ -152,7 +152,8 @@ TEST(LogIngestor, DoneMarkerCompletes) {
   ASSERT_TRUE(ing.ok());
   ASSERT_TRUE((*ing)->Start().ok());
   AppendToFile(src, "a\nlast without newline");
-  EXPECT_TRUE((*ing)->WaitUntilComplete(std::chrono::milliseconds(50)).code() == StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE((*ing)->WaitUntilComplete(std::chrono::milliseconds(50)).code() ==
+              StatusCode::kDeadlineExceeded);
   AppendToFile(o.done_marker_path, "0\n");
   ASSERT_TRUE((*ing)->WaitUntilComplete(std::chrono::seconds(30)).ok());
   EXPECT_EQ(Messages(*store), (std::vector<std::string>{"a", "last without newline"}));

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr uint32_t kIndexMagic = 0x49544F4Cu;  // bytes 'L' 'O' 'T' 'I'
-constexpr size_t kEventOverhead = 26;           // AWS's per-event size overhead
+constexpr size_t kEventOverhead = 26;          // AWS's per-event size overhead
 
 Status Errno(std::string_view what, const std::string& path) {
   return Status::Internal(std::string(what) + " " + path + ": " + std::strerror(errno));
@@ -54,7 +54,8 @@ std::string SegmentName(uint64_t base, std::string_view ext) {
 Status PWriteAll(int fd, std::string_view data, uint64_t offset, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Errno("cannot write", path);
@@ -326,7 +327,8 @@ Status RecoverStream(LogStore::Stream* s) {
         // A torn or corrupt tail: never show it. Only the last segment can
         // legitimately have one; elsewhere it is kept on disk but not indexed.
         if (last) {
-          if (::truncate(path.c_str(), static_cast<off_t>(valid)) != 0) return Errno("cannot truncate", path);
+          if (::truncate(path.c_str(), static_cast<off_t>(valid)) != 0)
+            return Errno("cannot truncate", path);
         }
         seg.size = valid;
       }
@@ -407,7 +409,8 @@ Status LogStore::Recover() {
     g->dir = gdir;
     g->name = meta->value("name", "");
     g->creation_ms = meta->value("creationTime", int64_t{0});
-    if (meta->contains("retentionInDays")) g->retention_days = (*meta)["retentionInDays"].get<int32_t>();
+    if (meta->contains("retentionInDays"))
+      g->retention_days = (*meta)["retentionInDays"].get<int32_t>();
     if (g->name.empty()) return Status::DataLoss(gdir + "/group.json has no name");
     std::error_code ec2;
     for (const auto& sent : fs::directory_iterator(gdir + "/streams", ec2)) {
@@ -434,7 +437,8 @@ Status LogStore::Recover() {
 Status LogStore::CreateGroup(const std::string& name) {
   if (name.empty()) return Status::InvalidArgument("log group name is empty");
   std::lock_guard<std::mutex> lock(mu_);
-  if (groups_.count(name)) return Status::AlreadyExists("The specified log group already exists: " + name);
+  if (groups_.count(name))
+    return Status::AlreadyExists("The specified log group already exists: " + name);
   auto g = std::make_unique<Group>();
   g->name = name;
   g->creation_ms = options_.clock->NowMillis();
@@ -446,7 +450,8 @@ Status LogStore::CreateGroup(const std::string& name) {
   g->dir = tmp;
   RETURN_IF_ERROR(g->WriteMeta());
   g->dir = final_dir;
-  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) return Errno("cannot create log group directory", final_dir);
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0)
+    return Errno("cannot create log group directory", final_dir);
   RETURN_IF_ERROR(SyncPath(options_.root + "/groups"));
   groups_.emplace(name, std::move(g));
   return Status::Ok();
@@ -457,10 +462,12 @@ Status LogStore::DeleteGroup(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = groups_.find(name);
-    if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + name);
+    if (it == groups_.end())
+      return Status::NotFound("The specified log group does not exist: " + name);
     RETURN_IF_ERROR(MakeDirs(options_.root + "/trash"));
     std::string trash = options_.root + "/trash/" + HexEncode(RandomBytes(8));
-    if (::rename(it->second->dir.c_str(), trash.c_str()) != 0) return Errno("cannot delete", it->second->dir);
+    if (::rename(it->second->dir.c_str(), trash.c_str()) != 0)
+      return Errno("cannot delete", it->second->dir);
     RETURN_IF_ERROR(SyncPath(options_.root + "/groups"));
     g = std::move(it->second);
     groups_.erase(it);
@@ -479,7 +486,8 @@ Status LogStore::DeleteGroup(const std::string& name) {
 Status LogStore::SetRetention(const std::string& name, std::optional<int32_t> days) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(name);
-  if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + name);
+  if (it == groups_.end())
+    return Status::NotFound("The specified log group does not exist: " + name);
   std::optional<int32_t> old = it->second->retention_days;
   it->second->retention_days = days;
   Status s = it->second->WriteMeta();
@@ -490,7 +498,8 @@ Status LogStore::SetRetention(const std::string& name, std::optional<int32_t> da
 Result<GroupInfo> LogStore::GetGroup(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(name);
-  if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + name);
+  if (it == groups_.end())
+    return Status::NotFound("The specified log group does not exist: " + name);
   GroupInfo info{name, it->second->creation_ms, it->second->retention_days, 0};
   for (const auto& [sname, s] : it->second->streams) {
     std::lock_guard<std::mutex> slock(s->mu);
@@ -528,7 +537,8 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
   RETURN_IF_ERROR(MakeDirs(tmp));
   Json meta = {{"name", name}, {"creationTime", s->creation_ms}};
   RETURN_IF_ERROR(WriteFileAtomic(tmp + "/stream.json", meta.dump() + "\n"));
-  if (::rename(tmp.c_str(), s->dir.c_str()) != 0) return Errno("cannot create log stream directory", s->dir);
+  if (::rename(tmp.c_str(), s->dir.c_str()) != 0)
+    return Errno("cannot create log stream directory", s->dir);
   RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
   g->streams.emplace(name, std::move(s));
   return Status::Ok();
@@ -538,7 +548,8 @@ Status LogStore::CreateStream(const std::string& group, const std::string& name)
   if (name.empty()) return Status::InvalidArgument("log stream name is empty");
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(group);
-  if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + group);
+  if (it == groups_.end())
+    return Status::NotFound("The specified log group does not exist: " + group);
   if (it->second->streams.count(name)) {
     return Status::AlreadyExists("The specified log stream already exists: " + name);
   }
@@ -559,7 +570,8 @@ Status LogStore::DeleteStream(const std::string& group, const std::string& name)
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = groups_.find(group);
-    if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + group);
+    if (it == groups_.end())
+      return Status::NotFound("The specified log group does not exist: " + group);
     auto sit = it->second->streams.find(name);
     if (sit == it->second->streams.end()) {
       return Status::NotFound("The specified log stream does not exist: " + name);
@@ -583,7 +595,8 @@ Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStream(const std::string
                                                                const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = groups_.find(group);
-  if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + group);
+  if (it == groups_.end())
+    return Status::NotFound("The specified log group does not exist: " + group);
   auto sit = it->second->streams.find(name);
   if (sit == it->second->streams.end()) {
     return Status::NotFound("The specified log stream does not exist: " + name);
@@ -602,7 +615,8 @@ Result<std::vector<StreamInfo>> LogStore::ListStreams(const std::string& group) 
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = groups_.find(group);
-    if (it == groups_.end()) return Status::NotFound("The specified log group does not exist: " + group);
+    if (it == groups_.end())
+      return Status::NotFound("The specified log group does not exist: " + group);
     for (const auto& [name, s] : it->second->streams) streams.push_back(s);
   }
   std::vector<StreamInfo> out;
@@ -615,7 +629,8 @@ Result<std::vector<StreamInfo>> LogStore::ListStreams(const std::string& group) 
 }
 
 Result<AppendResult> LogStore::Append(const std::string& group, const std::string& stream,
-                                      std::span<const InputEvent> events, const AppendOptions& options) {
+                                      std::span<const InputEvent> events,
+                                      const AppendOptions& options) {
   ASSIGN_OR_RETURN(std::shared_ptr<Stream> s, FindStream(group, stream));
   const int64_t now = options_.clock->NowMillis();
   std::unique_lock<std::mutex> lock(s->mu);
@@ -739,12 +754,14 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
     const auto& b = s->batches;
     size_t scan = 0;
     if (req.direction == Direction::kForward) {
-      size_t i = std::partition_point(b.begin(), b.end(),
-                                      [&](const BatchEntry& e) { return e.end_seq() <= position; }) -
-                 b.begin();
+      size_t i =
+          std::partition_point(b.begin(), b.end(),
+                               [&](const BatchEntry& e) { return e.end_seq() <= position; }) -
+          b.begin();
       if (req.start_time_ms) {
-        size_t j = std::partition_point(b.begin(), b.end(),
-                                        [&](const BatchEntry& e) { return e.prefix_max_ts < *req.start_time_ms; }) -
+        size_t j = std::partition_point(
+                       b.begin(), b.end(),
+                       [&](const BatchEntry& e) { return e.prefix_max_ts < *req.start_time_ms; }) -
                    b.begin();
         i = std::max(i, j);
       }
@@ -755,9 +772,10 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
       }
       more_beyond = i < b.size();
     } else {
-      size_t end = std::partition_point(b.begin(), b.end(),
-                                        [&](const BatchEntry& e) { return e.first_seq < position; }) -
-                   b.begin();
+      size_t end =
+          std::partition_point(b.begin(), b.end(),
+                               [&](const BatchEntry& e) { return e.first_seq < position; }) -
+          b.begin();
       size_t i = end;
       while (i > 0) {
         if (scan >= req.max_scan_bytes) break;
@@ -775,7 +793,8 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
   std::vector<EventView> views;
   size_t bytes = 0;
   auto in_range = [&](int64_t ts) {
-    return (!req.start_time_ms || ts >= *req.start_time_ms) && (!req.end_time_ms || ts < *req.end_time_ms);
+    return (!req.start_time_ms || ts >= *req.start_time_ms) &&
+           (!req.end_time_ms || ts < *req.end_time_ms);
   };
   auto full = [&](size_t next_size) {
     return result.events.size() >= req.limit ||
@@ -788,7 +807,8 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
     RETURN_IF_ERROR(st);
     RecordHeader h;
     if (!ParseRecordHeader(buf, &h)) {
-      return Status::DataLoss("bad record header in segment " + std::to_string(e.segment_base) + " of " + dir);
+      return Status::DataLoss("bad record header in segment " + std::to_string(e.segment_base) +
+                              " of " + dir);
     }
     return DecodeRecord(buf, h, &views);
   };
@@ -812,7 +832,8 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
             break;
           }
           bytes += v.message.size() + kEventOverhead;
-          result.events.push_back(LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
+          result.events.push_back(
+              LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
         }
         result.next_position = v.sequence + 1;
       }
@@ -845,7 +866,8 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
             break;
           }
           bytes += v.message.size() + kEventOverhead;
-          result.events.push_back(LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
+          result.events.push_back(
+              LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
         }
         result.next_position = v.sequence;
       }
@@ -871,8 +893,8 @@ Result<std::vector<LogEvent>> LogStore::Tail(const std::string& group, const std
   return std::move(r.events);
 }
 
-Result<bool> LogStore::WaitForEvents(const std::string& group, const std::string& stream, uint64_t position,
-                                     std::chrono::milliseconds timeout) const {
+Result<bool> LogStore::WaitForEvents(const std::string& group, const std::string& stream,
+                                     uint64_t position, std::chrono::milliseconds timeout) const {
   ASSIGN_OR_RETURN(std::shared_ptr<Stream> s, FindStream(group, stream));
   std::unique_lock<std::mutex> lock(s->mu);
   bool ready = s->cv.wait_for(lock, timeout, [&] { return s->deleted || s->next_seq > position; });

@@ -14,8 +14,8 @@
 // operating system (write(2) returned), so it survives a crash of this process
 // (kill -9); with AppendOptions::sync it is also fsync'ed, surviving a machine
 // crash. Full segments are sealed (fsync'ed, then indexed) by a background
-// thread, off the append path; destruction waits for it. Reopening truncates a torn last record, so no partial event is ever
-// visible. Metadata files are replaced atomically (write, fsync, rename).
+// thread, off the append path; destruction waits for it. Reopening truncates a torn last record, so
+// no partial event is ever visible. Metadata files are replaced atomically (write, fsync, rename).
 //
 // Thread safety: all methods may be called from any thread. Appends to one
 // stream are serialised (one writer at a time); any number of readers proceed
@@ -120,10 +120,10 @@ struct ReadResult {
 };
 
 struct LogStoreOptions {
-  std::string root;                        // e.g. $LOTE_HOME/logs; created if missing
-  const Clock* clock = nullptr;            // nullptr: SystemClock::Default()
-  uint64_t segment_bytes = 64ull << 20;    // a segment is sealed once this big
-  size_t record_bytes = 512 * 1024;        // target size of one record (batch)
+  std::string root;                      // e.g. $LOTE_HOME/logs; created if missing
+  const Clock* clock = nullptr;          // nullptr: SystemClock::Default()
+  uint64_t segment_bytes = 64ull << 20;  // a segment is sealed once this big
+  size_t record_bytes = 512 * 1024;      // target size of one record (batch)
 };
 
 class LogStore {
@@ -155,7 +155,8 @@ class LogStore {
 
   // Appends events in order; ingestion time is the clock's now.
   Result<AppendResult> Append(const std::string& group, const std::string& stream,
-                              std::span<const InputEvent> events, const AppendOptions& options = {});
+                              std::span<const InputEvent> events,
+                              const AppendOptions& options = {});
   Result<ReadResult> Read(const std::string& group, const std::string& stream,
                           const ReadRequest& request) const;
   // The last `n` events of a stream (e.g. for a hang report).
@@ -163,8 +164,8 @@ class LogStore {
                                      size_t n) const;
   // Blocks until the stream has an event with sequence >= position, the
   // timeout passes (returns false), or the stream is deleted (NotFound).
-  Result<bool> WaitForEvents(const std::string& group, const std::string& stream,
-                             uint64_t position, std::chrono::milliseconds timeout) const;
+  Result<bool> WaitForEvents(const std::string& group, const std::string& stream, uint64_t position,
+                             std::chrono::milliseconds timeout) const;
   // The source_end of the last stored event that had one (-1 if none).
   Result<int64_t> SourceOffset(const std::string& group, const std::string& stream) const;
   // fsyncs the stream's active segment.
@@ -192,7 +193,8 @@ class LogStore {
   explicit LogStore(LogStoreOptions options);
   Status Recover();
   void SealLoop();
-  Result<std::shared_ptr<Stream>> FindStream(const std::string& group, const std::string& name) const;
+  Result<std::shared_ptr<Stream>> FindStream(const std::string& group,
+                                             const std::string& name) const;
   Status CreateStreamLocked(Group* group, const std::string& name);
 
   LogStoreOptions options_;

@@ -1,11 +1,10 @@
 #include "logs/log_store.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <thread>
@@ -31,7 +30,8 @@ std::unique_ptr<LogStore> OpenStore(const std::string& root, const Clock* clock 
   return r.ok() ? std::move(*r) : nullptr;
 }
 
-void AppendLines(LogStore* store, const std::string& g, const std::string& s, int from, int to, int64_t ts = kT0) {
+void AppendLines(LogStore* store, const std::string& g, const std::string& s, int from, int to,
+                 int64_t ts = kT0) {
   std::vector<std::string> msgs;
   for (int i = from; i < to; ++i) msgs.push_back("line " + std::to_string(i));
   std::vector<InputEvent> evs;
@@ -152,7 +152,8 @@ TEST(LogStore, SplitsLongMessagesAndRepairsUtf8) {
   EXPECT_EQ(events[0].message.size(), kMaxEventBytes);
   EXPECT_EQ(events[1].message.size(), kMaxEventBytes);
   EXPECT_EQ(events[0].message + events[1].message + events[2].message, big);
-  EXPECT_EQ(events[3].message, std::string("bin\xEF\xBF\xBD\xEF\xBF\xBD") + std::string(1, '\0') + "ary\xEF\xBF\xBD");
+  EXPECT_EQ(events[3].message,
+            std::string("bin\xEF\xBF\xBD\xEF\xBF\xBD") + std::string(1, '\0') + "ary\xEF\xBF\xBD");
   for (const auto& e : events) EXPECT_TRUE(IsValidUtf8(e.message));
 }
 
@@ -173,7 +174,8 @@ TEST(LogStore, SegmentsRollAndReopen) {
   auto store = OpenStore(dir.path(), nullptr, 4096);
   auto events = ReadAll(*store, "g", "s");
   ASSERT_EQ(events.size(), 2000u);
-  for (int i = 0; i < 2000; ++i) ASSERT_EQ(events[static_cast<size_t>(i)].message, "line " + std::to_string(i));
+  for (int i = 0; i < 2000; ++i)
+    ASSERT_EQ(events[static_cast<size_t>(i)].message, "line " + std::to_string(i));
   AppendLines(store.get(), "g", "s", 2000, 2001);
   EXPECT_EQ(store->GetStream("g", "s")->next_sequence, 2001u);
 }
@@ -307,7 +309,8 @@ TEST(LogStore, InterleavedWritersAndFollowingReaders) {
   TempDir dir;
   auto store = OpenStore(dir.path(), nullptr, 32 * 1024);
   constexpr int kStreams = 4, kLines = 5000;
-  for (int s = 0; s < kStreams; ++s) ASSERT_TRUE(store->EnsureStream("g", "node" + std::to_string(s)).ok());
+  for (int s = 0; s < kStreams; ++s)
+    ASSERT_TRUE(store->EnsureStream("g", "node" + std::to_string(s)).ok());
   std::vector<std::thread> threads;
   std::vector<std::vector<std::string>> seen(kStreams);
   for (int s = 0; s < kStreams; ++s) {
@@ -329,7 +332,8 @@ TEST(LogStore, InterleavedWritersAndFollowingReaders) {
       std::string name = "node" + std::to_string(s);
       for (int i = 0; i < kLines; i += 5) {
         std::vector<std::string> msgs;
-        for (int k = i; k < i + 5; ++k) msgs.push_back("[node " + std::to_string(s) + "] " + std::to_string(k));
+        for (int k = i; k < i + 5; ++k)
+          msgs.push_back("[node " + std::to_string(s) + "] " + std::to_string(k));
         std::vector<InputEvent> evs;
         for (auto& m : msgs) evs.push_back(InputEvent{kT0, m, -1});
         if (!store->Append("g", name, evs).ok()) return;

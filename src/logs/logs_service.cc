@@ -21,9 +21,9 @@ constexpr int64_t kMaxPutEvents = 10'000;
 constexpr int64_t kHour = 3'600'000;
 constexpr int64_t kDay = 86'400'000;
 constexpr size_t kMaxResponseBytes = 1 << 20;
-constexpr std::array<int32_t, 22> kRetentionDays = {1,   3,   5,    7,    14,   30,   60,   90,
-                                                   120, 150, 180,  365,  400,  545,  731,  1096,
-                                                   1827, 2192, 2557, 2922, 3288, 3653};
+constexpr std::array<int32_t, 22> kRetentionDays = {1,    3,    5,    7,    14,   30,  60,  90,
+                                                    120,  150,  180,  365,  400,  545, 731, 1096,
+                                                    1827, 2192, 2557, 2922, 3288, 3653};
 
 Status Invalid(std::string message) { return Status::InvalidArgument(std::move(message)); }
 
@@ -57,8 +57,8 @@ Result<std::optional<int64_t>> OptInt(const Json& req, const char* key, int64_t 
   int64_t v = it->get<int64_t>();
   if (v < min || v > max) {
     return Invalid("1 validation error detected: Value '" + std::to_string(v) + "' at '" + key +
-                   "' failed to satisfy constraint: Member must have value between " + std::to_string(min) +
-                   " and " + std::to_string(max));
+                   "' failed to satisfy constraint: Member must have value between " +
+                   std::to_string(min) + " and " + std::to_string(max));
   }
   return std::optional<int64_t>(v);
 }
@@ -96,7 +96,8 @@ std::string SequenceToken(char direction, uint64_t position) {
 
 // Parses "f/<digits>" or "b/<digits>".
 bool ParseSequenceToken(std::string_view token, char* direction, uint64_t* position) {
-  if (token.size() < 3 || token.size() > 24 || (token[0] != 'f' && token[0] != 'b') || token[1] != '/') {
+  if (token.size() < 3 || token.size() > 24 || (token[0] != 'f' && token[0] != 'b') ||
+      token[1] != '/') {
     return false;
   }
   uint64_t v = 0;
@@ -117,7 +118,8 @@ std::string EventId(std::string_view stream, uint64_t seq) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(h[static_cast<size_t>(i)]);
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%015" PRIu64 "%020" PRIu64, v % uint64_t{1'000'000'000'000'000}, seq);
+  std::snprintf(buf, sizeof buf, "%015" PRIu64 "%020" PRIu64, v % uint64_t{1'000'000'000'000'000},
+                seq);
   return buf;
 }
 
@@ -133,7 +135,9 @@ bool ContainsCaseInsensitive(std::string_view haystack, std::string_view needle)
 }
 
 Json StreamJson(const StreamInfo& s, const std::string& arn) {
-  Json j = {{"logStreamName", s.name}, {"creationTime", s.creation_ms}, {"arn", arn},
+  Json j = {{"logStreamName", s.name},
+            {"creationTime", s.creation_ms},
+            {"arn", arn},
             {"storedBytes", s.stored_bytes}};
   if (s.first_event_ms) j["firstEventTimestamp"] = *s.first_event_ms;
   if (s.last_event_ms) j["lastEventTimestamp"] = *s.last_event_ms;
@@ -150,7 +154,8 @@ LogsService::LogsService(LogStore* store, const Clock* clock, LogsServiceOptions
     : store_(store), clock_(clock ? clock : store->clock()), options_(std::move(options)) {}
 
 std::string LogsService::GroupArn(std::string_view group) const {
-  return "arn:aws:logs:" + options_.region + ":" + options_.account_id + ":log-group:" + std::string(group);
+  return "arn:aws:logs:" + options_.region + ":" + options_.account_id +
+         ":log-group:" + std::string(group);
 }
 
 std::string LogsService::StreamArn(std::string_view group, std::string_view stream) const {
@@ -185,7 +190,8 @@ Result<Json> LogsService::Call(std::string_view operation, const Json& request) 
     return Status::Unimplemented("lote does not implement the CloudWatch Logs operation " +
                                  std::string(operation));
   }
-  if (!request.is_object() && !request.is_null()) return Invalid("the request body must be a JSON object");
+  if (!request.is_object() && !request.is_null())
+    return Invalid("the request body must be a JSON object");
   const Json& req = request.is_null() ? Json::object() : request;
   try {
     return (this->*(it->second))(req);
@@ -197,8 +203,10 @@ Result<Json> LogsService::Call(std::string_view operation, const Json& request) 
 Result<std::string> LogsService::GroupFrom(const Json& req) const {
   ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(req, "logGroupName"));
   ASSIGN_OR_RETURN(std::optional<std::string> ident, OptString(req, "logGroupIdentifier"));
-  if (name && ident) return Invalid("LogGroupName and LogGroupIdentifier are mutually exclusive parameters.");
-  if (!name && !ident) return Invalid("Either LogGroupName or LogGroupIdentifier must be specified.");
+  if (name && ident)
+    return Invalid("LogGroupName and LogGroupIdentifier are mutually exclusive parameters.");
+  if (!name && !ident)
+    return Invalid("Either LogGroupName or LogGroupIdentifier must be specified.");
   std::string group = name ? *name : *ident;
   if (ident && ident->starts_with("arn:")) {
     // arn:<partition>:logs:<region>:<account>:log-group:<name>[:*]
@@ -214,14 +222,15 @@ Result<std::string> LogsService::GroupFrom(const Json& req) const {
 Result<Json> LogsService::CreateLogGroup(const Json& req) {
   ASSIGN_OR_RETURN(std::string name, ReqString(req, "logGroupName"));
   RETURN_IF_ERROR(ValidateLogGroupName(name));
-  if (name.starts_with("aws/")) return Invalid("Log group names can't start with the string aws/: " + name);
+  if (name.starts_with("aws/"))
+    return Invalid("Log group names can't start with the string aws/: " + name);
   ASSIGN_OR_RETURN(std::optional<std::string> cls, OptString(req, "logGroupClass"));
   if (cls && *cls != "STANDARD" && *cls != "INFREQUENT_ACCESS" && *cls != "DELIVERY") {
     return Invalid("Invalid logGroupClass: " + *cls);
   }
   if (store_->GroupCount() >= options_.max_log_groups) {
-    return Status::ResourceExhausted("Resource limit exceeded: at most " + std::to_string(options_.max_log_groups) +
-                                     " log groups");
+    return Status::ResourceExhausted("Resource limit exceeded: at most " +
+                                     std::to_string(options_.max_log_groups) + " log groups");
   }
   RETURN_IF_ERROR(store_->CreateGroup(name));
   return Json::object();
@@ -259,7 +268,8 @@ Result<Json> LogsService::DescribeLogGroups(const Json& req) {
   for (GroupInfo& g : groups) {
     if (prefix && !g.name.starts_with(*prefix)) continue;
     if (pattern && !ContainsCaseInsensitive(g.name, *pattern)) continue;
-    if (!identifiers.empty() && std::find(identifiers.begin(), identifiers.end(), g.name) == identifiers.end()) {
+    if (!identifiers.empty() &&
+        std::find(identifiers.begin(), identifiers.end(), g.name) == identifiers.end()) {
       continue;
     }
     matched.push_back(std::move(g));
@@ -268,7 +278,7 @@ Result<Json> LogsService::DescribeLogGroups(const Json& req) {
   Json out = {{"logGroups", Json::array()}};
   for (size_t i = offset; i < matched.size() && i < offset + n; ++i) {
     const GroupInfo& g = matched[i];
-    Json j = {{"logGroupName", g.name},         {"creationTime", g.creation_ms},
+    Json j = {{"logGroupName", g.name},          {"creationTime", g.creation_ms},
               {"metricFilterCount", 0},          {"arn", GroupArn(g.name) + ":*"},
               {"logGroupArn", GroupArn(g.name)}, {"storedBytes", g.stored_bytes},
               {"logGroupClass", "STANDARD"}};
@@ -309,12 +319,14 @@ Result<Json> LogsService::DescribeLogStreams(const Json& req) {
     if (*order == "LastEventTime") {
       by_time = true;
     } else if (*order != "LogStreamName") {
-      return Invalid("1 validation error detected: Value '" + *order +
-                     "' at 'orderBy' failed to satisfy constraint: Member must satisfy enum value set: "
-                     "[LogStreamName, LastEventTime]");
+      return Invalid(
+          "1 validation error detected: Value '" + *order +
+          "' at 'orderBy' failed to satisfy constraint: Member must satisfy enum value set: "
+          "[LogStreamName, LastEventTime]");
     }
   }
-  if (by_time && prefix) return Invalid("Cannot order by LastEventTime with a logStreamNamePrefix.");
+  if (by_time && prefix)
+    return Invalid("Cannot order by LastEventTime with a logStreamNamePrefix.");
   if (prefix) RETURN_IF_ERROR(ValidateLogStreamName(*prefix, "logStreamNamePrefix"));
   ASSIGN_OR_RETURN(size_t offset, DecodeOffsetToken(token));
   ASSIGN_OR_RETURN(std::vector<StreamInfo> streams, store_->ListStreams(group));
@@ -348,8 +360,10 @@ Result<Json> LogsService::PutLogEvents(const Json& req) {
   if (!it->is_array()) return TypeError("logEvents", "a list");
   const Json& list = *it;
   if (list.empty() || static_cast<int64_t>(list.size()) > kMaxPutEvents) {
-    return Invalid("1 validation error detected: Value at 'logEvents' failed to satisfy constraint: Member must "
-                   "have length between 1 and 10000");
+    return Invalid(
+        "1 validation error detected: Value at 'logEvents' failed to satisfy constraint: Member "
+        "must "
+        "have length between 1 and 10000");
   }
   std::vector<int64_t> ts;
   std::vector<const std::string*> msgs;
@@ -362,13 +376,15 @@ Result<Json> LogsService::PutLogEvents(const Json& req) {
     auto m = e.find("message");
     if (t == e.end() || t->is_null()) return Missing(where + ".member.timestamp");
     if (m == e.end() || m->is_null()) return Missing(where + ".member.message");
-    if (!t->is_number_integer() || t->get<int64_t>() < 0) return TypeError(where + ".member.timestamp", "a non-negative integer");
+    if (!t->is_number_integer() || t->get<int64_t>() < 0)
+      return TypeError(where + ".member.timestamp", "a non-negative integer");
     if (!m->is_string()) return TypeError(where + ".member.message", "a string");
     const std::string& msg = m->get_ref<const std::string&>();
     if (msg.empty()) {
-      return Invalid("1 validation error detected: Value '' at '" + where +
-                     ".member.message' failed to satisfy constraint: Member must have length greater than or "
-                     "equal to 1");
+      return Invalid(
+          "1 validation error detected: Value '' at '" + where +
+          ".member.message' failed to satisfy constraint: Member must have length greater than or "
+          "equal to 1");
     }
     ts.push_back(t->get<int64_t>());
     msgs.push_back(&msg);
@@ -376,7 +392,8 @@ Result<Json> LogsService::PutLogEvents(const Json& req) {
   }
   if (batch_bytes > kMaxBatchBytes) {
     return Invalid("Upload too large: the batch is " + std::to_string(batch_bytes) +
-                   " bytes (messages plus 26 bytes per event); the maximum is 1048576. Send fewer events per call.");
+                   " bytes (messages plus 26 bytes per event); the maximum is 1048576. Send fewer "
+                   "events per call.");
   }
   for (size_t i = 1; i < ts.size(); ++i) {
     if (ts[i] < ts[i - 1]) {
@@ -397,11 +414,13 @@ Result<Json> LogsService::PutLogEvents(const Json& req) {
   }
   for (size_t i = 0; i < n; ++i) {
     if (ts[i] < now - 14 * kDay) too_old_end = i + 1;
-    if (ginfo.retention_days && ts[i] < now - int64_t{*ginfo.retention_days} * kDay) expired_end = i + 1;
+    if (ginfo.retention_days && ts[i] < now - int64_t{*ginfo.retention_days} * kDay)
+      expired_end = i + 1;
   }
   size_t first = std::max(too_old_end, expired_end);
   if (first < too_new && ts[too_new - 1] - ts[first] > 24 * kHour) {
-    return Invalid("The batch of log events in a single PutLogEvents request cannot span more than 24 hours.");
+    return Invalid(
+        "The batch of log events in a single PutLogEvents request cannot span more than 24 hours.");
   }
   std::vector<InputEvent> events;
   for (size_t i = first; i < too_new; ++i) events.push_back(InputEvent{ts[i], *msgs[i], -1});
@@ -458,7 +477,8 @@ Result<Json> LogsService::GetLogEvents(const Json& req) {
 
   Json events = Json::array();
   for (const LogEvent& e : r.events) {
-    events.push_back({{"timestamp", e.timestamp_ms}, {"message", e.message}, {"ingestionTime", e.ingestion_ms}});
+    events.push_back(
+        {{"timestamp", e.timestamp_ms}, {"message", e.message}, {"ingestionTime", e.ingestion_ms}});
   }
   std::string fwd, back;
   if (rr.direction == Direction::kForward) {
@@ -469,7 +489,8 @@ Result<Json> LogsService::GetLogEvents(const Json& req) {
     back = (token && r.next_position == from) ? *token : SequenceToken('b', r.next_position);
     fwd = SequenceToken('f', r.events.empty() ? from : r.events.back().sequence + 1);
   }
-  return Json{{"events", std::move(events)}, {"nextForwardToken", fwd}, {"nextBackwardToken", back}};
+  return Json{
+      {"events", std::move(events)}, {"nextForwardToken", fwd}, {"nextBackwardToken", back}};
 }
 
 namespace {
@@ -500,8 +521,8 @@ Result<std::optional<MergeKey>> DecodeFilterToken(const std::optional<std::strin
       !(*j)["q"].is_number_unsigned()) {
     return InvalidToken();
   }
-  return std::optional<MergeKey>(MergeKey{(*j)["t"].get<int64_t>(), (*j)["s"].get<std::string>(),
-                                          (*j)["q"].get<uint64_t>()});
+  return std::optional<MergeKey>(
+      MergeKey{(*j)["t"].get<int64_t>(), (*j)["s"].get<std::string>(), (*j)["q"].get<uint64_t>()});
 }
 
 struct Cursor {
@@ -527,8 +548,9 @@ Result<Json> LogsService::FilterLogEvents(const Json& req) {
   if (auto it = req.find("logStreamNames"); it != req.end() && !it->is_null()) {
     if (!it->is_array()) return TypeError("logStreamNames", "a list");
     if (it->empty() || it->size() > 100) {
-      return Invalid("1 validation error detected: Value at 'logStreamNames' failed to satisfy constraint: "
-                     "Member must have length between 1 and 100");
+      return Invalid(
+          "1 validation error detected: Value at 'logStreamNames' failed to satisfy constraint: "
+          "Member must have length between 1 and 100");
     }
     for (const Json& v : *it) {
       if (!v.is_string()) return TypeError("logStreamNames", "a list of strings");
@@ -540,7 +562,8 @@ Result<Json> LogsService::FilterLogEvents(const Json& req) {
   if (have_names && prefix) {
     return Invalid("logStreamNames and logStreamNamePrefix are mutually exclusive parameters.");
   }
-  if (pattern_text && pattern_text->size() > 1024) return Invalid("filterPattern is longer than 1024 characters");
+  if (pattern_text && pattern_text->size() > 1024)
+    return Invalid("filterPattern is longer than 1024 characters");
   ASSIGN_OR_RETURN(FilterPattern pattern, FilterPattern::Parse(pattern_text.value_or("")));
   ASSIGN_OR_RETURN(std::optional<MergeKey> after, DecodeFilterToken(token));
 
@@ -583,7 +606,8 @@ Result<Json> LogsService::FilterLogEvents(const Json& req) {
       if (r->exhausted) c.exhausted = true;
       if (after) {
         while (c.next < c.buffer.size() &&
-               !(*after < MergeKey{c.buffer[c.next].timestamp_ms, c.stream, c.buffer[c.next].sequence})) {
+               !(*after <
+                 MergeKey{c.buffer[c.next].timestamp_ms, c.stream, c.buffer[c.next].sequence})) {
           ++c.next;
         }
       }
@@ -614,8 +638,9 @@ Result<Json> LogsService::FilterLogEvents(const Json& req) {
     Cursor& c = cursors[i];
     const LogEvent& e = c.buffer[c.next];
     bool match = pattern.Matches(e.message);
-    if (match && (events.size() >= max_events ||
-                  (!events.empty() && bytes + e.message.size() + kEventOverhead > kMaxResponseBytes))) {
+    if (match &&
+        (events.size() >= max_events ||
+         (!events.empty() && bytes + e.message.size() + kEventOverhead > kMaxResponseBytes))) {
       more = true;
       break;
     }
@@ -656,10 +681,11 @@ Result<Json> LogsService::PutRetentionPolicy(const Json& req) {
   if (!it->is_number_integer()) return TypeError("retentionInDays", "an integer");
   int64_t days = it->get<int64_t>();
   if (std::find(kRetentionDays.begin(), kRetentionDays.end(), days) == kRetentionDays.end()) {
-    return Invalid("1 validation error detected: Value '" + std::to_string(days) +
-                   "' at 'retentionInDays' failed to satisfy constraint: Member must satisfy enum value set: "
-                   "[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, "
-                   "2922, 3288, 3653]");
+    return Invalid(
+        "1 validation error detected: Value '" + std::to_string(days) +
+        "' at 'retentionInDays' failed to satisfy constraint: Member must satisfy enum value set: "
+        "[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, "
+        "2922, 3288, 3653]");
   }
   RETURN_IF_ERROR(store_->SetRetention(group, static_cast<int32_t>(days)));
   return Json::object();

@@ -38,10 +38,12 @@ class LogsServiceTest : public ::testing::Test {
     EXPECT_FALSE(r.ok()) << op << " unexpectedly succeeded: " << req.dump();
     return r.ok() ? StatusCode::kOk : r.status().code();
   }
-  void Put(const std::string& g, const std::string& s, int from, int to, int64_t ts0, int64_t step = 1) {
+  void Put(const std::string& g, const std::string& s, int from, int to, int64_t ts0,
+           int64_t step = 1) {
     Json events = Json::array();
     for (int i = from; i < to; ++i) {
-      events.push_back({{"timestamp", ts0 + (i - from) * step}, {"message", "event " + std::to_string(i)}});
+      events.push_back(
+          {{"timestamp", ts0 + (i - from) * step}, {"message", "event " + std::to_string(i)}});
     }
     Json r = Ok("PutLogEvents", {{"logGroupName", g}, {"logStreamName", s}, {"logEvents", events}});
     EXPECT_FALSE(r.contains("rejectedLogEventsInfo")) << r.dump();
@@ -54,11 +56,13 @@ class LogsServiceTest : public ::testing::Test {
 };
 
 TEST_F(LogsServiceTest, GroupsCreateDescribePaginateDelete) {
-  for (int i = 0; i < 7; ++i) Ok("CreateLogGroup", {{"logGroupName", "/lote/g" + std::to_string(i)}});
+  for (int i = 0; i < 7; ++i)
+    Ok("CreateLogGroup", {{"logGroupName", "/lote/g" + std::to_string(i)}});
   Ok("CreateLogGroup", {{"logGroupName", "other"}});
   EXPECT_EQ(Err("CreateLogGroup", {{"logGroupName", "/lote/g1"}}), StatusCode::kAlreadyExists);
   EXPECT_EQ(Err("CreateLogGroup", {{"logGroupName", "bad:name"}}), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Err("CreateLogGroup", {{"logGroupName", "aws/reserved"}}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Err("CreateLogGroup", {{"logGroupName", "aws/reserved"}}),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(Err("CreateLogGroup", Json::object()), StatusCode::kInvalidArgument);
   EXPECT_EQ(Err("CreateLogGroup", {{"logGroupName", 5}}), StatusCode::kInvalidArgument);
 
@@ -83,10 +87,14 @@ TEST_F(LogsServiceTest, GroupsCreateDescribePaginateDelete) {
   Ok("PutRetentionPolicy", {{"logGroupName", "other"}, {"retentionInDays", 14}});
   EXPECT_EQ(Err("PutRetentionPolicy", {{"logGroupName", "other"}, {"retentionInDays", 2}}),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(Err("PutRetentionPolicy", {{"logGroupName", "nope"}, {"retentionInDays", 1}}), StatusCode::kNotFound);
-  EXPECT_EQ(Ok("DescribeLogGroups", {{"logGroupNamePrefix", "other"}})["logGroups"][0]["retentionInDays"], 14);
+  EXPECT_EQ(Err("PutRetentionPolicy", {{"logGroupName", "nope"}, {"retentionInDays", 1}}),
+            StatusCode::kNotFound);
+  EXPECT_EQ(
+      Ok("DescribeLogGroups", {{"logGroupNamePrefix", "other"}})["logGroups"][0]["retentionInDays"],
+      14);
   Ok("DeleteRetentionPolicy", {{"logGroupName", "other"}});
-  EXPECT_FALSE(Ok("DescribeLogGroups", {{"logGroupNamePrefix", "other"}})["logGroups"][0].contains("retentionInDays"));
+  EXPECT_FALSE(Ok("DescribeLogGroups", {{"logGroupNamePrefix", "other"}})["logGroups"][0].contains(
+      "retentionInDays"));
 
   Ok("DeleteLogGroup", {{"logGroupName", "other"}});
   EXPECT_EQ(Err("DeleteLogGroup", {{"logGroupName", "other"}}), StatusCode::kNotFound);
@@ -96,10 +104,14 @@ TEST_F(LogsServiceTest, GroupsCreateDescribePaginateDelete) {
 
 TEST_F(LogsServiceTest, StreamsOrderingAndPagination) {
   Ok("CreateLogGroup", {{"logGroupName", "g"}});
-  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "nope"}, {"logStreamName", "s"}}), StatusCode::kNotFound);
-  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", "a:b"}}), StatusCode::kInvalidArgument);
-  for (std::string s : {"c", "a", "b", "d"}) Ok("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", s}});
-  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", "a"}}), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "nope"}, {"logStreamName", "s"}}),
+            StatusCode::kNotFound);
+  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", "a:b"}}),
+            StatusCode::kInvalidArgument);
+  for (std::string s : {"c", "a", "b", "d"})
+    Ok("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", s}});
+  EXPECT_EQ(Err("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", "a"}}),
+            StatusCode::kAlreadyExists);
   Put("g", "b", 0, 1, kT0 + 30);
   Put("g", "d", 0, 1, kT0 + 10);
   Put("g", "a", 0, 1, kT0 + 20);
@@ -122,13 +134,16 @@ TEST_F(LogsServiceTest, StreamsOrderingAndPagination) {
   EXPECT_EQ(names({{"orderBy", "LastEventTime"}, {"descending", true}}),
             (std::vector<std::string>{"b", "a", "d", "c"}));
   EXPECT_EQ(names({{"logStreamNamePrefix", "b"}}), (std::vector<std::string>{"b"}));
-  EXPECT_EQ(Err("DescribeLogStreams", {{"logGroupName", "g"}, {"orderBy", "LastEventTime"}, {"logStreamNamePrefix", "a"}}),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Err("DescribeLogStreams",
+          {{"logGroupName", "g"}, {"orderBy", "LastEventTime"}, {"logStreamNamePrefix", "a"}}),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(Err("DescribeLogStreams", {{"logGroupName", "nope"}}), StatusCode::kNotFound);
   EXPECT_EQ(Err("DescribeLogStreams", Json::object()), StatusCode::kInvalidArgument);
 
-  Json r = Ok("DescribeLogStreams", {{"logGroupIdentifier", "arn:aws:logs:us-east-1:000000000000:log-group:g:*"},
-                                     {"logStreamNamePrefix", "b"}});
+  Json r = Ok("DescribeLogStreams",
+              {{"logGroupIdentifier", "arn:aws:logs:us-east-1:000000000000:log-group:g:*"},
+               {"logStreamNamePrefix", "b"}});
   ASSERT_EQ(r["logStreams"].size(), 1u);
   const Json& b = r["logStreams"][0];
   EXPECT_EQ(b["firstEventTimestamp"], kT0 + 30);
@@ -137,7 +152,8 @@ TEST_F(LogsServiceTest, StreamsOrderingAndPagination) {
   EXPECT_EQ(b["arn"], "arn:aws:logs:us-east-1:000000000000:log-group:g:log-stream:b");
 
   Ok("DeleteLogStream", {{"logGroupName", "g"}, {"logStreamName", "b"}});
-  EXPECT_EQ(Err("DeleteLogStream", {{"logGroupName", "g"}, {"logStreamName", "b"}}), StatusCode::kNotFound);
+  EXPECT_EQ(Err("DeleteLogStream", {{"logGroupName", "g"}, {"logStreamName", "b"}}),
+            StatusCode::kNotFound);
   EXPECT_EQ(names(Json::object()), (std::vector<std::string>{"a", "c", "d"}));
 }
 
@@ -150,13 +166,18 @@ TEST_F(LogsServiceTest, PutLogEventsRulesAndRejections) {
                                        {"logEvents", events},
                                        {"sequenceToken", "anything-is-ignored"}});
   };
-  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0}, {"message", "x"}}}), "missing").status().IsNotFound());
+  EXPECT_TRUE(
+      put(Json::array({{{"timestamp", kT0}, {"message", "x"}}}), "missing").status().IsNotFound());
   EXPECT_TRUE(put(Json::array()).status().IsInvalidArgument());
-  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0}, {"message", ""}}})).status().IsInvalidArgument());
-  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0 + 5}, {"message", "b"}}, {{"timestamp", kT0}, {"message", "a"}}}))
+  EXPECT_TRUE(
+      put(Json::array({{{"timestamp", kT0}, {"message", ""}}})).status().IsInvalidArgument());
+  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0 + 5}, {"message", "b"}},
+                               {{"timestamp", kT0}, {"message", "a"}}}))
                   .status()
                   .IsInvalidArgument());
-  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0}, {"message", std::string(1 << 20, 'x')}}})).status().IsInvalidArgument());
+  EXPECT_TRUE(put(Json::array({{{"timestamp", kT0}, {"message", std::string(1 << 20, 'x')}}}))
+                  .status()
+                  .IsInvalidArgument());
   EXPECT_TRUE(put(Json::array({{{"message", "no timestamp"}}})).status().IsInvalidArgument());
 
   auto r = put(Json::array({{{"timestamp", kT0 - 15 * kDay}, {"message", "too old"}},
@@ -169,11 +190,13 @@ TEST_F(LogsServiceTest, PutLogEventsRulesAndRejections) {
   EXPECT_TRUE((*r).contains("nextSequenceToken"));
 
   Ok("PutRetentionPolicy", {{"logGroupName", "g"}, {"retentionInDays", 1}});
-  r = put(Json::array({{{"timestamp", kT0 - 2 * kDay}, {"message", "expired"}}, {{"timestamp", kT0}, {"message", "ok 3"}}}));
+  r = put(Json::array({{{"timestamp", kT0 - 2 * kDay}, {"message", "expired"}},
+                       {{"timestamp", kT0}, {"message", "ok 3"}}}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["rejectedLogEventsInfo"]["expiredLogEventEndIndex"], 1);
 
-  Json got = Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"startFromHead", true}});
+  Json got =
+      Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"startFromHead", true}});
   std::vector<std::string> msgs;
   for (const auto& e : got["events"]) msgs.push_back(e["message"]);
   EXPECT_EQ(msgs, (std::vector<std::string>{"ok 1", "ok 2", "ok 3"}));
@@ -213,7 +236,8 @@ TEST_F(LogsServiceTest, GetLogEventsTokensOverHundredThousandEvents) {
 
   // New events appear after the saved forward token.
   Put("g", "s", kN, kN + 3, kT0);
-  Json more = Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", last_token}});
+  Json more = Ok("GetLogEvents",
+                 {{"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", last_token}});
   ASSERT_EQ(more["events"].size(), 3u);
   EXPECT_EQ(more["events"][0]["message"], "event 100000");
 
@@ -222,7 +246,8 @@ TEST_F(LogsServiceTest, GetLogEventsTokensOverHundredThousandEvents) {
   ASSERT_EQ(tail["events"].size(), 100u);
   EXPECT_EQ(tail["events"][99]["message"], "event 100002");
   EXPECT_EQ(tail["events"][0]["message"], "event 99903");
-  Json back = {{"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", tail["nextBackwardToken"]}};
+  Json back = {
+      {"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", tail["nextBackwardToken"]}};
   int expect = 99902, total = 100;
   for (;;) {
     Json r = Ok("GetLogEvents", back);
@@ -238,19 +263,27 @@ TEST_F(LogsServiceTest, GetLogEventsTokensOverHundredThousandEvents) {
   EXPECT_EQ(expect, -1);
 
   // A time range, and a bad token.
-  Json range = Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"startFromHead", true},
-                                   {"startTime", kT0 - kHour + 500}, {"endTime", kT0 - kHour + 510}});
+  Json range = Ok("GetLogEvents", {{"logGroupName", "g"},
+                                   {"logStreamName", "s"},
+                                   {"startFromHead", true},
+                                   {"startTime", kT0 - kHour + 500},
+                                   {"endTime", kT0 - kHour + 510}});
   ASSERT_EQ(range["events"].size(), 10u);
   EXPECT_EQ(range["events"][0]["message"], "event 500");
   EXPECT_EQ(range["events"][0]["timestamp"], kT0 - kHour + 500);
   EXPECT_EQ(range["events"][0]["ingestionTime"], kT0);
-  EXPECT_EQ(Err("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", "x/123"}}),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(Err("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "nope"}}), StatusCode::kNotFound);
+  EXPECT_EQ(
+      Err("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "s"}, {"nextToken", "x/123"}}),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(Err("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "nope"}}),
+            StatusCode::kNotFound);
   // An empty stream: tokens exist and repeat.
   Ok("CreateLogStream", {{"logGroupName", "g"}, {"logStreamName", "empty"}});
-  Json e1 = Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "empty"}, {"startFromHead", true}});
-  Json e2 = Ok("GetLogEvents", {{"logGroupName", "g"}, {"logStreamName", "empty"}, {"nextToken", e1["nextForwardToken"]}});
+  Json e1 = Ok("GetLogEvents",
+               {{"logGroupName", "g"}, {"logStreamName", "empty"}, {"startFromHead", true}});
+  Json e2 = Ok(
+      "GetLogEvents",
+      {{"logGroupName", "g"}, {"logStreamName", "empty"}, {"nextToken", e1["nextForwardToken"]}});
   EXPECT_EQ(e1["nextForwardToken"], e2["nextForwardToken"]);
 }
 
@@ -294,7 +327,8 @@ TEST_F(LogsServiceTest, FilterLogEventsInterleavesFiltersAndPaginates) {
   EXPECT_EQ(all[1]["logStreamName"], "job/default/node1");
 
   // Terms and phrases, stream names, inclusive time range.
-  Json f = Ok("FilterLogEvents", {{"logGroupName", "g"}, {"filterPattern", "ERROR \"out of memory\""}});
+  Json f =
+      Ok("FilterLogEvents", {{"logGroupName", "g"}, {"filterPattern", "ERROR \"out of memory\""}});
   EXPECT_EQ(f["events"].size(), 15u);
   f = Ok("FilterLogEvents", {{"logGroupName", "g"},
                              {"logStreamNames", {"job/default/node2"}},
@@ -304,11 +338,13 @@ TEST_F(LogsServiceTest, FilterLogEventsInterleavesFiltersAndPaginates) {
   ASSERT_EQ(f["events"].size(), 4u);  // steps 0, 10, 20, 30 of node 2
   EXPECT_EQ(f["events"][3]["message"], "node 2 step 30 ERROR out of memory");
   ASSERT_EQ(f["searchedLogStreams"].size(), 1u);
-  EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "g"}, {"logStreamNames", {"a"}}, {"logStreamNamePrefix", "a"}}),
+  EXPECT_EQ(Err("FilterLogEvents",
+                {{"logGroupName", "g"}, {"logStreamNames", {"a"}}, {"logStreamNamePrefix", "a"}}),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "g"}, {"filterPattern", "{ $.x = 1 }"}}),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "g"}, {"nextToken", "bm9wZQ=="}}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "g"}, {"nextToken", "bm9wZQ=="}}),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "missing"}}), StatusCode::kNotFound);
 }
 

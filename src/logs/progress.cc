@@ -27,7 +27,8 @@ void ProgressTracker::Report(int32_t node, const ProgressReport& report) {
     }
   }
   auto total = report.values.find("total_steps");
-  if (total != report.values.end() && total->is_number_integer()) n.total_steps = total->get<int64_t>();
+  if (total != report.values.end() && total->is_number_integer())
+    n.total_steps = total->get<int64_t>();
 }
 
 std::vector<int32_t> ProgressTracker::StalledNodes(int64_t now_ms, int64_t timeout_ms) const {
@@ -55,9 +56,12 @@ Json ProgressTracker::ToJson(int64_t now_ms) const {
     last = last ? std::max(*last, *n.last_report_ms) : *n.last_report_ms;
     if (n.step) min_step = min_step ? std::min(*min_step, *n.step) : *n.step;
     if (n.total_steps) total = total ? std::max(*total, *n.total_steps) : *n.total_steps;
-    if (n.step && n.total_steps && n.first_step && *n.step > *n.first_step && *n.step_ms > *n.first_step_ms) {
-      double rate = static_cast<double>(*n.step - *n.first_step) / static_cast<double>(*n.step_ms - *n.first_step_ms);
-      double remaining_ms = static_cast<double>(std::max<int64_t>(0, *n.total_steps - *n.step)) / rate;
+    if (n.step && n.total_steps && n.first_step && *n.step > *n.first_step &&
+        *n.step_ms > *n.first_step_ms) {
+      double rate = static_cast<double>(*n.step - *n.first_step) /
+                    static_cast<double>(*n.step_ms - *n.first_step_ms);
+      double remaining_ms =
+          static_cast<double>(std::max<int64_t>(0, *n.total_steps - *n.step)) / rate;
       // Time already spent since the last report counts against the estimate.
       double left = std::max(0.0, remaining_ms - static_cast<double>(now_ms - *n.step_ms)) / 1000.0;
       eta = eta ? std::max(*eta, left) : left;

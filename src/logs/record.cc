@@ -45,7 +45,9 @@ bool GetVarint(const char*& p, const char* end, uint64_t* v) {
   return false;
 }
 
-uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 }  // namespace
@@ -116,7 +118,8 @@ bool VerifyRecord(std::string_view record, const RecordHeader& h) {
   return Crc32cExtend(0, record.data() + 12, record.size() - 12) == h.crc;
 }
 
-Status DecodeRecord(std::string_view record, const RecordHeader& h, std::vector<EventView>* events) {
+Status DecodeRecord(std::string_view record, const RecordHeader& h,
+                    std::vector<EventView>* events) {
   if (!VerifyRecord(record, h)) {
     return Status::DataLoss("log record at sequence " + std::to_string(h.first_seq) +
                             " fails its checksum");

@@ -19,7 +19,8 @@ inline constexpr std::string_view kBatchJobLogGroup = "/aws/batch/job";
 std::string NewTaskId();
 // "<job_definition_name>/default/<task_id>". InvalidArgument if the result is
 // not a valid stream name (empty parts, ':' or '*', over 512 characters).
-Result<std::string> BatchLogStreamName(std::string_view job_definition_name, std::string_view task_id);
+Result<std::string> BatchLogStreamName(std::string_view job_definition_name,
+                                       std::string_view task_id);
 
 // Validation of CloudWatch Logs names (botocore's logs model): a group name is
 // 1..512 of [.-_/#A-Za-z0-9]; a stream name is 1..512 characters without ':' or '*'.

@@ -12,7 +12,8 @@ std::string Sanitized(std::string_view s) {
 }
 
 TEST(Utf8, ValidTextIsUnchanged) {
-  for (std::string s : {"", "hello", "caf\xC3\xA9", "\xE2\x82\xAC 100", "\xF0\x9F\x98\x80!", "tab\tnul\0x"}) {
+  for (std::string s :
+       {"", "hello", "caf\xC3\xA9", "\xE2\x82\xAC 100", "\xF0\x9F\x98\x80!", "tab\tnul\0x"}) {
     EXPECT_TRUE(IsValidUtf8(s)) << s;
     EXPECT_EQ(Sanitized(s), s);
   }
@@ -23,12 +24,14 @@ TEST(Utf8, InvalidBytesBecomeReplacementCharacters) {
   struct Case {
     std::string in, out;
   } cases[] = {
-      {"a\xFF" "b", "a" + r + "b"},
-      {"\xC0\xAF", r + r},                   // overlong '/'
-      {"\xED\xA0\x80", r + r + r},           // surrogate
-      {"\xF4\x90\x80\x80", r + r + r + r},   // above U+10FFFF
-      {"\xE2\x82", r + r},                   // truncated
-      {"x\x80y", "x" + r + "y"},             // stray continuation
+      {"a\xFF"
+       "b",
+       "a" + r + "b"},
+      {"\xC0\xAF", r + r},                  // overlong '/'
+      {"\xED\xA0\x80", r + r + r},          // surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"\xE2\x82", r + r},                  // truncated
+      {"x\x80y", "x" + r + "y"},            // stray continuation
       {"\xC3\xA9\xC3", "\xC3\xA9" + r},
   };
   for (const Case& c : cases) {
