@@ -404,7 +404,11 @@ Status LogStore::Recover() {
       continue;
     }
     Result<Json> meta = ReadJsonFile(gdir + "/group.json");
-    if (!meta.ok()) return meta.status().WithContext("log group " + gdir);
+    if (!meta.ok()) {
+      return meta.status().WithContext(
+          "log group directory " + gdir +
+          " has no readable group.json (move the directory away to start)");
+    }
     auto g = std::make_unique<Group>();
     g->dir = gdir;
     g->name = meta->value("name", "");
@@ -421,7 +425,11 @@ Status LogStore::Recover() {
       auto s = std::make_shared<Stream>();
       s->dir = sent.path().string();
       Result<Json> smeta = ReadJsonFile(s->dir + "/stream.json");
-      if (!smeta.ok()) return smeta.status().WithContext("log stream " + s->dir);
+      if (!smeta.ok()) {
+        return smeta.status().WithContext(
+            "log stream directory " + s->dir +
+            " has no readable stream.json (move the directory away to start)");
+      }
       s->group = g->name;
       s->name = smeta->value("name", "");
       s->creation_ms = smeta->value("creationTime", int64_t{0});
@@ -684,7 +692,12 @@ Result<AppendResult> LogStore::Append(const std::string& group, const std::strin
     seg.base = s->next_seq;
     std::string path = s->SegmentPath(seg.base, "seg");
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Errno("cannot create", path);
+    if (fd < 0) {
+      // The group was deleted while this append waited: same answer as before it.
+      if (errno == ENOENT)
+        return Status::NotFound("The specified log stream does not exist: " + stream);
+      return Errno("cannot create", path);
+    }
     ::close(fd);
     RETURN_IF_ERROR(SyncPath(s->dir));
     s->segments.push_back(seg);
@@ -692,7 +705,12 @@ Result<AppendResult> LogStore::Append(const std::string& group, const std::strin
   SegmentFile& seg = s->segments.back();
   std::string path = s->SegmentPath(seg.base, "seg");
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open", path);
+  if (fd < 0) {
+    // The group was deleted while this append waited: same answer as before it.
+    if (errno == ENOENT)
+      return Status::NotFound("The specified log stream does not exist: " + stream);
+    return Errno("cannot open", path);
+  }
   Status ws = PWriteAll(fd, buf, seg.size, path);
   if (ws.ok() && options.sync && ::fdatasync(fd) != 0) ws = Errno("cannot sync", path);
   if (!ws.ok()) {
