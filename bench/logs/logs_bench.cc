@@ -106,6 +106,11 @@ int Ingest(const std::string& dir, double seconds, uint64_t max_bytes) {
     uint64_t written = 0;
     while (Seconds(start, Clock::now()) < seconds && written < max_bytes) {
       size_t n = std::min<uint64_t>(block.size(), max_bytes - written);
+      if (n < block.size()) {  // stop at a line end, so every line is whole
+        size_t nl = block.rfind('\n', n - 1);
+        if (nl == std::string::npos) break;
+        n = nl + 1;
+      }
       if (std::fwrite(block.data(), 1, n, f) != n) ::_exit(3);
       written += n;
     }
