@@ -129,7 +129,9 @@ Json AttemptToJson(const Attempt& a) {
           {"startedAt", a.started_at},
           {"stoppedAt", a.stopped_at},
           {"statusReason", a.status_reason},
+          {"reason", a.reason},
           {"failureCategory", FailureCategoryName(a.failure_category)},
+          {"failedNode", a.failed_node},
           {"nodes", nodes}};
 }
 
@@ -140,6 +142,9 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(a.started_at, GetInt(j, "startedAt"));
   ASSIGN_OR_RETURN(a.stopped_at, GetInt(j, "stoppedAt"));
   ASSIGN_OR_RETURN(a.status_reason, GetString(j, "statusReason"));
+  ASSIGN_OR_RETURN(a.reason, GetString(j, "reason"));
+  ASSIGN_OR_RETURN(int64_t failed_node, GetInt(j, "failedNode", -1));
+  a.failed_node = static_cast<int32_t>(failed_node);
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(a.failure_category, ParseFailureCategory(category));
   if (j.contains("nodes")) {

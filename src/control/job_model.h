@@ -152,8 +152,10 @@ struct Attempt {
   int64_t scheduled_at = 0;
   int64_t started_at = 0;  // main node RUNNING
   int64_t stopped_at = 0;  // 0 while open
-  std::string status_reason;
+  std::string status_reason;  // AWS text, e.g. "Essential container in task exited"
+  std::string reason;         // with the category prefix: "USER_ERROR: Essential container in task exited"
   FailureCategory failure_category = FailureCategory::kNone;
+  int32_t failed_node = -1;        // the node that failed the attempt, if one did
   std::vector<NodeAttempt> nodes;  // node_index order
   const NodeAttempt* Node(int32_t index) const;
   NodeAttempt* MutableNode(int32_t index);
