@@ -9,13 +9,14 @@ namespace lote::control {
 Result<std::vector<EnvVar>> JobEnvironment(const Job& job, int32_t node_index) {
   const Attempt* attempt = job.CurrentAttempt();
   if (attempt == nullptr) {
-    return Status::FailedPrecondition("job " + job.id + " is " + std::string(JobStatusName(job.status)) +
-                                      ": its environment exists only while an attempt is STARTING or RUNNING");
+    return Status::FailedPrecondition(
+        "job " + job.id + " is " + std::string(JobStatusName(job.status)) +
+        ": its environment exists only while an attempt is STARTING or RUNNING");
   }
   const ContainerSpec* container = job.ContainerFor(node_index);
   if (container == nullptr || attempt->Node(node_index) == nullptr) {
-    return Status::NotFound("job " + job.id + " has no node " + std::to_string(node_index) + " (it has " +
-                            std::to_string(job.NumNodes()) + ")");
+    return Status::NotFound("job " + job.id + " has no node " + std::to_string(node_index) +
+                            " (it has " + std::to_string(job.NumNodes()) + ")");
   }
   std::vector<EnvVar> env;
   for (const EnvVar& e : container->environment) {
@@ -40,7 +41,8 @@ Result<std::vector<EnvVar>> JobEnvironment(const Job& job, int32_t node_index) {
     env.push_back({"AWS_BATCH_JOB_MAIN_NODE_INDEX", std::to_string(main)});
     if (node_index != main) {
       const NodeAttempt* main_node = attempt->Node(main);
-      env.push_back({"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", main_node ? main_node->private_ipv4 : ""});
+      env.push_back({"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS",
+                     main_node ? main_node->private_ipv4 : ""});
     }
   }
   return env;

@@ -47,7 +47,8 @@ Result<std::string> GetString(const Json& j, const char* key, bool required = fa
     if (required) return Status::InvalidArgument(std::string("stored job lacks ") + key);
     return std::string();
   }
-  if (!it->is_string()) return Status::InvalidArgument(std::string("stored job: ") + key + " is not a string");
+  if (!it->is_string())
+    return Status::InvalidArgument(std::string("stored job: ") + key + " is not a string");
   return it->get<std::string>();
 }
 
@@ -70,10 +71,12 @@ Result<std::map<std::string, std::string>> StringMapFromJson(const Json& j, cons
   std::map<std::string, std::string> out;
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return out;
-  if (!it->is_object()) return Status::InvalidArgument(std::string("stored job: ") + key + " is not an object");
+  if (!it->is_object())
+    return Status::InvalidArgument(std::string("stored job: ") + key + " is not an object");
   for (auto e = it->begin(); e != it->end(); ++e) {
     if (!e.value().is_string()) {
-      return Status::InvalidArgument(std::string("stored job: ") + key + "." + e.key() + " is not a string");
+      return Status::InvalidArgument(std::string("stored job: ") + key + "." + e.key() +
+                                     " is not a string");
     }
     out[e.key()] = e.value().get<std::string>();
   }
@@ -105,7 +108,8 @@ Result<NodeAttempt> NodeAttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(n.private_ipv4, GetString(j, "privateIpv4Address"));
   if (j.contains("devices") && j["devices"].is_array()) {
     for (const Json& d : j["devices"]) {
-      if (!d.is_number_integer()) return Status::InvalidArgument("stored job: devices must be integers");
+      if (!d.is_number_integer())
+        return Status::InvalidArgument("stored job: devices must be integers");
       n.devices.push_back(d.get<int32_t>());
     }
   }
@@ -210,7 +214,9 @@ Result<JobStatus> ParseJobStatus(std::string_view name) {
       "': use one of SUBMITTED, PENDING, RUNNABLE, STARTING, RUNNING, SUCCEEDED, FAILED");
 }
 
-bool IsFinal(JobStatus status) { return status == JobStatus::kSucceeded || status == JobStatus::kFailed; }
+bool IsFinal(JobStatus status) {
+  return status == JobStatus::kSucceeded || status == JobStatus::kFailed;
+}
 
 std::string_view FailureCategoryName(FailureCategory category) {
   for (const auto& [c, name] : kCategoryNames) {
@@ -224,9 +230,9 @@ Result<FailureCategory> ParseFailureCategory(std::string_view name) {
   for (const auto& [c, n] : kCategoryNames) {
     if (n == name) return c;
   }
-  return Status::InvalidArgument(
-      "unknown failure category '" + std::string(name) +
-      "': use one of USER_ERROR, TIMEOUT, NODE_LOST, TERMINATED, INFRASTRUCTURE, CAPACITY, HANG, PREEMPTED");
+  return Status::InvalidArgument("unknown failure category '" + std::string(name) +
+                                 "': use one of USER_ERROR, TIMEOUT, NODE_LOST, TERMINATED, "
+                                 "INFRASTRUCTURE, CAPACITY, HANG, PREEMPTED");
 }
 
 std::string_view DependencyTypeName(DependencyType type) {
@@ -249,16 +255,20 @@ int64_t ContainerSpec::MilliVcpu() const {
 }
 
 int64_t ContainerSpec::MemoryMib() const {
-  if (const std::string* v = Requirement(*this, "MEMORY")) return static_cast<int64_t>(ParseNumber(*v));
+  if (const std::string* v = Requirement(*this, "MEMORY"))
+    return static_cast<int64_t>(ParseNumber(*v));
   return memory.value_or(0);
 }
 
 int32_t ContainerSpec::Gpus() const {
-  if (const std::string* v = Requirement(*this, "GPU")) return static_cast<int32_t>(ParseNumber(*v));
+  if (const std::string* v = Requirement(*this, "GPU"))
+    return static_cast<int32_t>(ParseNumber(*v));
   return 0;
 }
 
-std::string NodeRange::TargetNodes() const { return std::to_string(start) + ":" + std::to_string(end); }
+std::string NodeRange::TargetNodes() const {
+  return std::to_string(start) + ":" + std::to_string(end);
+}
 
 const ContainerSpec* NodeProperties::ContainerFor(int32_t index) const {
   for (const NodeRange& r : ranges) {
@@ -333,22 +343,27 @@ Result<ContainerSpec> ContainerFromJson(const Json& j) {
         c.command.push_back(a.get<std::string>());
       }
     } else if (key == "environment") {
-      if (!v.is_array()) return Status::InvalidArgument("environment must be a list of {name, value}");
+      if (!v.is_array())
+        return Status::InvalidArgument("environment must be a list of {name, value}");
       for (const Json& e : v) {
         if (!e.is_object() || !e.value("name", Json()).is_string()) {
           return Status::InvalidArgument("environment entries need a string name");
         }
         Json value = e.value("value", Json(""));
-        if (!value.is_string()) return Status::InvalidArgument("environment value must be a string");
+        if (!value.is_string())
+          return Status::InvalidArgument("environment value must be a string");
         c.environment.push_back({e["name"].get<std::string>(), value.get<std::string>()});
       }
     } else if (key == "resourceRequirements") {
-      if (!v.is_array()) return Status::InvalidArgument("resourceRequirements must be a list of {type, value}");
+      if (!v.is_array())
+        return Status::InvalidArgument("resourceRequirements must be a list of {type, value}");
       for (const Json& r : v) {
-        if (!r.is_object() || !r.value("type", Json()).is_string() || !r.value("value", Json()).is_string()) {
+        if (!r.is_object() || !r.value("type", Json()).is_string() ||
+            !r.value("value", Json()).is_string()) {
           return Status::InvalidArgument("resourceRequirements entries need string type and value");
         }
-        c.resource_requirements.push_back({r["type"].get<std::string>(), r["value"].get<std::string>()});
+        c.resource_requirements.push_back(
+            {r["type"].get<std::string>(), r["value"].get<std::string>()});
       }
     } else if (key == "vcpus" || key == "memory") {
       if (v.is_null()) continue;
@@ -361,7 +376,8 @@ Result<ContainerSpec> ContainerFromJson(const Json& j) {
       if (!v.is_string()) return Status::InvalidArgument("instanceType must be a string");
       c.instance_type = v.get<std::string>();
     } else if (key == "ulimits") {
-      if (!v.is_array()) return Status::InvalidArgument("ulimits must be a list of {name, softLimit, hardLimit}");
+      if (!v.is_array())
+        return Status::InvalidArgument("ulimits must be a list of {name, softLimit, hardLimit}");
       c.ulimits = v;
     } else if (key == "linuxParameters") {
       if (!v.is_object()) return Status::InvalidArgument("linuxParameters must be an object");
@@ -433,8 +449,9 @@ Json JobToJson(const Job& job) {
   return j;
 }
 
-Result<Job> JobFromJson(const Json& j) {
-  if (!j.is_object()) return Status::InvalidArgument("stored job must be a Json object");
+namespace {
+
+Result<Job> JobFromJsonUnchecked(const Json& j) {
   Job job;
   ASSIGN_OR_RETURN(job.id, GetString(j, "jobId", true));
   ASSIGN_OR_RETURN(job.arn, GetString(j, "jobArn"));
@@ -488,7 +505,8 @@ Result<Job> JobFromJson(const Json& j) {
       range.start = static_cast<int32_t>(start);
       range.end = static_cast<int32_t>(end);
       ASSIGN_OR_RETURN(range.container, ContainerFromJson(r.value("container", Json::object())));
-      for (const Json& t : r.value("instanceTypes", Json::array())) range.instance_types.push_back(t.get<std::string>());
+      for (const Json& t : r.value("instanceTypes", Json::array()))
+        range.instance_types.push_back(t.get<std::string>());
       p.ranges.push_back(std::move(range));
     }
     job.node_properties = std::move(p);
@@ -501,7 +519,8 @@ Result<Job> JobFromJson(const Json& j) {
     a.size = static_cast<int32_t>(size);
     a.index = static_cast<int32_t>(index);
     Json summary = ap.value("statusSummary", Json::object());
-    for (auto it = summary.begin(); it != summary.end(); ++it) a.status_summary[it.key()] = it.value().get<int32_t>();
+    for (auto it = summary.begin(); it != summary.end(); ++it)
+      a.status_summary[it.key()] = it.value().get<int32_t>();
     ASSIGN_OR_RETURN(a.status_summary_updated_at, GetInt(ap, "statusSummaryLastUpdatedAt"));
     job.array = std::move(a);
   }
@@ -527,6 +546,17 @@ Result<Job> JobFromJson(const Json& j) {
     job.attempts.push_back(std::move(attempt));
   }
   return job;
+}
+
+}  // namespace
+
+Result<Job> JobFromJson(const Json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("stored job must be a Json object");
+  try {
+    return JobFromJsonUnchecked(j);
+  } catch (const Json::exception& e) {
+    return Status::InvalidArgument(std::string("malformed stored job: ") + e.what());
+  }
 }
 
 std::string ArrayChildId(std::string_view parent_id, int32_t index) {
@@ -555,13 +585,15 @@ std::optional<std::pair<std::string, int32_t>> ParseArrayChildId(std::string_vie
 
 Result<Job> NodeJob(const Job& parent, int32_t node_index) {
   if (!parent.node_properties) {
-    return Status::NotFound("job " + parent.id + " is not a multi-node parallel job, so it has no node #" +
+    return Status::NotFound("job " + parent.id +
+                            " is not a multi-node parallel job, so it has no node #" +
                             std::to_string(node_index));
   }
   const ContainerSpec* container = parent.node_properties->ContainerFor(node_index);
   if (node_index < 0 || container == nullptr) {
-    return Status::NotFound("job " + parent.id + " has " + std::to_string(parent.node_properties->num_nodes) +
-                            " nodes: #" + std::to_string(node_index) + " does not exist (use #0 to #" +
+    return Status::NotFound("job " + parent.id + " has " +
+                            std::to_string(parent.node_properties->num_nodes) + " nodes: #" +
+                            std::to_string(node_index) + " does not exist (use #0 to #" +
                             std::to_string(parent.node_properties->num_nodes - 1) + ")");
   }
   Job node = parent;
@@ -578,7 +610,8 @@ Result<Job> NodeJob(const Job& parent, int32_t node_index) {
   }
   // Status: the node's own while an attempt is open or after one ended the job.
   if (!parent.attempts.empty() &&
-      (parent.status == JobStatus::kStarting || parent.status == JobStatus::kRunning || IsFinal(parent.status))) {
+      (parent.status == JobStatus::kStarting || parent.status == JobStatus::kRunning ||
+       IsFinal(parent.status))) {
     if (const NodeAttempt* n = parent.attempts.back().Node(node_index)) {
       if (!IsFinal(parent.status) || IsFinal(n->status)) node.status = n->status;
       node.started_at = n->started_at;

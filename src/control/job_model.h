@@ -99,9 +99,9 @@ struct ContainerSpec {
   std::optional<int64_t> memory;  // legacy field (MiB), as given
   std::string user;
   std::string instance_type;
-  Json ulimits = Json::array();           // [{name, softLimit, hardLimit}]
+  Json ulimits = Json::array();            // [{name, softLimit, hardLimit}]
   Json linux_parameters = Json::object();  // devices, sharedMemorySize, ...
-  Json other = Json::object();            // every other ContainerProperties key, verbatim
+  Json other = Json::object();             // every other ContainerProperties key, verbatim
 
   // Effective amounts: resourceRequirements win over the legacy fields.
   int64_t MilliVcpu() const;
@@ -150,10 +150,10 @@ struct NodeAttempt {
 struct Attempt {
   std::string compute_environment;
   int64_t scheduled_at = 0;
-  int64_t started_at = 0;  // main node RUNNING
-  int64_t stopped_at = 0;  // 0 while open
+  int64_t started_at = 0;     // main node RUNNING
+  int64_t stopped_at = 0;     // 0 while open
   std::string status_reason;  // AWS text, e.g. "Essential container in task exited"
-  std::string reason;         // with the category prefix: "USER_ERROR: Essential container in task exited"
+  std::string reason;  // with the category prefix: "USER_ERROR: Essential container in task exited"
   FailureCategory failure_category = FailureCategory::kNone;
   int32_t failed_node = -1;        // the node that failed the attempt, if one did
   std::vector<NodeAttempt> nodes;  // node_index order

@@ -77,9 +77,10 @@ TEST(JobModel, StatusNamesRoundTrip) {
 }
 
 TEST(JobModel, FailureCategoryNamesRoundTrip) {
-  for (FailureCategory c : {FailureCategory::kUserError, FailureCategory::kTimeout, FailureCategory::kNodeLost,
-                            FailureCategory::kTerminated, FailureCategory::kInfrastructure,
-                            FailureCategory::kCapacity, FailureCategory::kHang, FailureCategory::kPreempted}) {
+  for (FailureCategory c :
+       {FailureCategory::kUserError, FailureCategory::kTimeout, FailureCategory::kNodeLost,
+        FailureCategory::kTerminated, FailureCategory::kInfrastructure, FailureCategory::kCapacity,
+        FailureCategory::kHang, FailureCategory::kPreempted}) {
     Result<FailureCategory> parsed = ParseFailureCategory(FailureCategoryName(c));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, c);
@@ -111,7 +112,18 @@ TEST(JobModel, JobFromJsonRejectsBadInput) {
   EXPECT_FALSE(JobFromJson(Json::array()).ok());
   EXPECT_FALSE(JobFromJson(Json::parse(R"({"status":"RUNNING"})")).ok());  // no jobId
   EXPECT_FALSE(JobFromJson(Json::parse(R"({"jobId":"x","status":"LOST"})")).ok());
-  EXPECT_FALSE(JobFromJson(Json::parse(R"({"jobId":"x","status":"RUNNING","createdAt":"soon"})")).ok());
+  EXPECT_FALSE(
+      JobFromJson(Json::parse(R"({"jobId":"x","status":"RUNNING","createdAt":"soon"})")).ok());
+  EXPECT_FALSE(
+      JobFromJson(
+          Json::parse(
+              R"({"jobId":"x","status":"RUNNING","arrayProperties":{"size":2,"statusSummary":{"RUNNING":"two"}}})"))
+          .ok());
+  EXPECT_FALSE(
+      JobFromJson(
+          Json::parse(
+              R"({"jobId":"x","status":"RUNNING","nodeProperties":{"numNodes":1,"ranges":[{"instanceTypes":[1]}]}})"))
+          .ok());
 }
 
 TEST(JobModel, EffectiveResources) {

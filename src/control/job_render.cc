@@ -29,7 +29,8 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   std::string reason = n->reason.empty() ? a.reason : n->reason;
   if (!reason.empty()) c["reason"] = reason;
   if (!n->log_stream_name.empty()) c["logStreamName"] = n->log_stream_name;
-  if (!n->private_ipv4.empty()) c["networkInterfaces"] = Json::array({{{"privateIpv4Address", n->private_ipv4}}});
+  if (!n->private_ipv4.empty())
+    c["networkInterfaces"] = Json::array({{{"privateIpv4Address", n->private_ipv4}}});
   return c;
 }
 
@@ -84,7 +85,8 @@ Json DescribeJobJson(const Job& job) {
             {"parameters", Json::object()},
             {"dependsOn", Json::array()},
             {"propagateTags", job.propagate_tags},
-            {"platformCapabilities", Json::array({job.platform_capability.empty() ? "EC2" : job.platform_capability})},
+            {"platformCapabilities",
+             Json::array({job.platform_capability.empty() ? "EC2" : job.platform_capability})},
             {"isCancelled", job.is_cancelled},
             {"isTerminated", job.is_terminated}};
   for (const auto& [k, v] : job.parameters) j["parameters"][k] = v;
@@ -161,7 +163,8 @@ Json DescribeJobJson(const Job& job) {
     j["arrayProperties"] = ap;
   }
   if (!job.progress.is_null()) j["progress"] = job.progress;
-  if (job.failure_category != FailureCategory::kNone) j["failureCategory"] = FailureCategoryName(job.failure_category);
+  if (job.failure_category != FailureCategory::kNone)
+    j["failureCategory"] = FailureCategoryName(job.failure_category);
   return j;
 }
 
@@ -205,12 +208,14 @@ Json JobSummaryJson(const Job& job) {
     }
     j["nodeProperties"] = np;
   }
-  if (job.failure_category != FailureCategory::kNone) j["failureCategory"] = FailureCategoryName(job.failure_category);
+  if (job.failure_category != FailureCategory::kNone)
+    j["failureCategory"] = FailureCategoryName(job.failure_category);
   return j;
 }
 
 Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
-  if (!request.is_object()) return Status::InvalidArgument("the ListJobs request body must be a Json object");
+  if (!request.is_object())
+    return Status::InvalidArgument("the ListJobs request body must be a Json object");
   ListJobsQuery q;
   auto str = [&](const char* key, std::string& out) -> Status {
     auto it = request.find(key);
@@ -227,8 +232,9 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
   RETURN_IF_ERROR(str("jobStatus", status));
   const int given = !q.job_queue.empty() + !q.array_job_id.empty() + !q.multi_node_job_id.empty();
   if (given != 1) {
-    return Status::InvalidArgument("ListJobs needs exactly one of jobQueue, arrayJobId or multiNodeJobId (got " +
-                                   std::to_string(given) + ")");
+    return Status::InvalidArgument(
+        "ListJobs needs exactly one of jobQueue, arrayJobId or multiNodeJobId (got " +
+        std::to_string(given) + ")");
   }
   if (request.contains("maxResults") && !request["maxResults"].is_null()) {
     if (!request["maxResults"].is_number_integer() || request["maxResults"].get<int64_t>() < 1 ||
@@ -239,20 +245,24 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
   }
   if (request.contains("filters") && !request["filters"].is_null()) {
     const Json& filters = request["filters"];
-    if (!filters.is_array()) return Status::InvalidArgument("filters must be a list of {name, values}");
-    if (filters.size() > 1) return Status::InvalidArgument("filters: only one filter can be used at a time");
+    if (!filters.is_array())
+      return Status::InvalidArgument("filters must be a list of {name, values}");
+    if (filters.size() > 1)
+      return Status::InvalidArgument("filters: only one filter can be used at a time");
     if (filters.size() == 1) {
       const Json& f = filters[0];
       if (!f.is_object() || !f.value("name", Json()).is_string()) {
         return Status::InvalidArgument("filters[0].name is required");
       }
       q.filter_name = f["name"].get<std::string>();
-      static const char* kNames[] = {"JOB_NAME", "JOB_DEFINITION", "BEFORE_CREATED_AT", "AFTER_CREATED_AT",
-                                     "SHARE_IDENTIFIER"};
-      if (std::none_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return q.filter_name == n; })) {
-        return Status::InvalidArgument("filters[0].name '" + q.filter_name +
-                                       "' is not valid: use JOB_NAME, JOB_DEFINITION, BEFORE_CREATED_AT, "
-                                       "AFTER_CREATED_AT or SHARE_IDENTIFIER");
+      static const char* kNames[] = {"JOB_NAME", "JOB_DEFINITION", "BEFORE_CREATED_AT",
+                                     "AFTER_CREATED_AT", "SHARE_IDENTIFIER"};
+      if (std::none_of(std::begin(kNames), std::end(kNames),
+                       [&](const char* n) { return q.filter_name == n; })) {
+        return Status::InvalidArgument(
+            "filters[0].name '" + q.filter_name +
+            "' is not valid: use JOB_NAME, JOB_DEFINITION, BEFORE_CREATED_AT, "
+            "AFTER_CREATED_AT or SHARE_IDENTIFIER");
       }
       const Json values = f.value("values", Json());
       if (!values.is_array() || values.size() != 1 || !values[0].is_string()) {
@@ -264,8 +274,8 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
         const std::string& v = q.filter_value;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
         if (ec != std::errc() || p != v.data() + v.size()) {
-          return Status::InvalidArgument("filters[0].values: " + q.filter_name + " takes milliseconds since the epoch, not '" +
-                                         v + "'");
+          return Status::InvalidArgument("filters[0].values: " + q.filter_name +
+                                         " takes milliseconds since the epoch, not '" + v + "'");
         }
       }
     }
@@ -274,7 +284,8 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
     ASSIGN_OR_RETURN(JobStatus s, ParseJobStatus(status));
     q.job_status = s;
   }
-  const bool filter_overrides_status = !q.filter_name.empty() && q.filter_name != "SHARE_IDENTIFIER";
+  const bool filter_overrides_status =
+      !q.filter_name.empty() && q.filter_name != "SHARE_IDENTIFIER";
   if (filter_overrides_status) {
     q.job_status.reset();
   } else if (!q.job_status) {
@@ -286,7 +297,8 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
 bool MatchesListJobs(const ListJobsQuery& q, const Job& job) {
   if (q.job_status && job.status != *q.job_status) return false;
   if (!q.array_job_id.empty()) return job.IsArrayChild() && job.array_parent_id == q.array_job_id;
-  if (!q.multi_node_job_id.empty()) return job.node_index >= 0 && NodeParentId(job) == q.multi_node_job_id;
+  if (!q.multi_node_job_id.empty())
+    return job.node_index >= 0 && NodeParentId(job) == q.multi_node_job_id;
   if (job.IsArrayChild() || job.node_index >= 0) return false;
   if (q.job_queue.rfind("arn:", 0) == 0) {
     if (job.queue_arn != q.job_queue) return false;
@@ -308,16 +320,19 @@ bool MatchesListJobs(const ListJobsQuery& q, const Job& job) {
 
 void SortForListJobs(const ListJobsQuery& q, std::vector<Job>& jobs) {
   if (!q.array_job_id.empty()) {
-    std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.array->index < b.array->index; });
+    std::sort(jobs.begin(), jobs.end(),
+              [](const Job& a, const Job& b) { return a.array->index < b.array->index; });
     return;
   }
   if (!q.multi_node_job_id.empty()) {
-    std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.node_index < b.node_index; });
+    std::sort(jobs.begin(), jobs.end(),
+              [](const Job& a, const Job& b) { return a.node_index < b.node_index; });
     return;
   }
   const bool newest_first = !q.filter_name.empty();
   std::sort(jobs.begin(), jobs.end(), [&](const Job& a, const Job& b) {
-    if (a.created_at != b.created_at) return newest_first ? a.created_at > b.created_at : a.created_at < b.created_at;
+    if (a.created_at != b.created_at)
+      return newest_first ? a.created_at > b.created_at : a.created_at < b.created_at;
     return a.id < b.id;
   });
 }

@@ -28,11 +28,12 @@ Json JobSummaryJson(const Job& job);
 
 // A parsed ListJobs request.
 struct ListJobsQuery {
-  std::string job_queue;          // name or ARN, as given
+  std::string job_queue;  // name or ARN, as given
   std::string array_job_id;
   std::string multi_node_job_id;
   std::optional<JobStatus> job_status;  // effective status filter; nullopt = any status
-  std::string filter_name;   // "", JOB_NAME, JOB_DEFINITION, BEFORE_CREATED_AT, AFTER_CREATED_AT, SHARE_IDENTIFIER
+  std::string filter_name;  // "", JOB_NAME, JOB_DEFINITION, BEFORE_CREATED_AT, AFTER_CREATED_AT,
+                            // SHARE_IDENTIFIER
   std::string filter_value;
   int32_t max_results = 100;
   std::string next_token;

@@ -11,33 +11,83 @@ namespace lote::control {
 namespace {
 
 // Members of botocore's batch shapes (service-2.json), plus lote's extras.
-const std::set<std::string> kJobDetailKeys = {
-    "jobArn", "jobName", "jobId", "jobQueue", "status", "shareIdentifier", "schedulingPriority", "attempts",
-    "statusReason", "createdAt", "retryStrategy", "startedAt", "stoppedAt", "dependsOn", "jobDefinition",
-    "parameters", "container", "nodeDetails", "nodeProperties", "arrayProperties", "timeout", "tags",
-    "propagateTags", "platformCapabilities", "eksProperties", "eksAttempts", "ecsProperties", "isCancelled",
-    "isTerminated", "consumableResourceProperties",
-    "progress", "failureCategory"};  // lote extras
-const std::set<std::string> kAttemptDetailKeys = {"container", "startedAt", "stoppedAt", "statusReason",
-                                                  "taskProperties", "failureCategory"};
-const std::set<std::string> kAttemptContainerKeys = {"containerInstanceArn", "taskArn", "exitCode", "reason",
-                                                     "logStreamName", "networkInterfaces"};
-const std::set<std::string> kContainerDetailKeys = {
-    "image", "vcpus", "memory", "command", "jobRoleArn", "executionRoleArn", "volumes", "environment",
-    "mountPoints", "readonlyRootFilesystem", "ulimits", "privileged", "user", "exitCode", "reason",
-    "containerInstanceArn", "taskArn", "logStreamName", "instanceType", "networkInterfaces",
-    "resourceRequirements", "linuxParameters", "logConfiguration", "secrets", "networkConfiguration",
-    "fargatePlatformConfiguration", "ephemeralStorage", "runtimePlatform", "repositoryCredentials",
-    "enableExecuteCommand"};
+const std::set<std::string> kJobDetailKeys = {"jobArn",
+                                              "jobName",
+                                              "jobId",
+                                              "jobQueue",
+                                              "status",
+                                              "shareIdentifier",
+                                              "schedulingPriority",
+                                              "attempts",
+                                              "statusReason",
+                                              "createdAt",
+                                              "retryStrategy",
+                                              "startedAt",
+                                              "stoppedAt",
+                                              "dependsOn",
+                                              "jobDefinition",
+                                              "parameters",
+                                              "container",
+                                              "nodeDetails",
+                                              "nodeProperties",
+                                              "arrayProperties",
+                                              "timeout",
+                                              "tags",
+                                              "propagateTags",
+                                              "platformCapabilities",
+                                              "eksProperties",
+                                              "eksAttempts",
+                                              "ecsProperties",
+                                              "isCancelled",
+                                              "isTerminated",
+                                              "consumableResourceProperties",
+                                              "progress",
+                                              "failureCategory"};  // lote extras
+const std::set<std::string> kAttemptDetailKeys = {
+    "container", "startedAt", "stoppedAt", "statusReason", "taskProperties", "failureCategory"};
+const std::set<std::string> kAttemptContainerKeys = {
+    "containerInstanceArn", "taskArn", "exitCode", "reason", "logStreamName", "networkInterfaces"};
+const std::set<std::string> kContainerDetailKeys = {"image",
+                                                    "vcpus",
+                                                    "memory",
+                                                    "command",
+                                                    "jobRoleArn",
+                                                    "executionRoleArn",
+                                                    "volumes",
+                                                    "environment",
+                                                    "mountPoints",
+                                                    "readonlyRootFilesystem",
+                                                    "ulimits",
+                                                    "privileged",
+                                                    "user",
+                                                    "exitCode",
+                                                    "reason",
+                                                    "containerInstanceArn",
+                                                    "taskArn",
+                                                    "logStreamName",
+                                                    "instanceType",
+                                                    "networkInterfaces",
+                                                    "resourceRequirements",
+                                                    "linuxParameters",
+                                                    "logConfiguration",
+                                                    "secrets",
+                                                    "networkConfiguration",
+                                                    "fargatePlatformConfiguration",
+                                                    "ephemeralStorage",
+                                                    "runtimePlatform",
+                                                    "repositoryCredentials",
+                                                    "enableExecuteCommand"};
 const std::set<std::string> kJobSummaryKeys = {
-    "jobArn", "jobId", "jobName", "capacityUsage", "createdAt", "scheduledAt", "shareIdentifier", "status",
-    "statusReason", "startedAt", "stoppedAt", "container", "arrayProperties", "nodeProperties", "jobDefinition",
-    "failureCategory"};
+    "jobArn",          "jobId",          "jobName",         "capacityUsage",
+    "createdAt",       "scheduledAt",    "shareIdentifier", "status",
+    "statusReason",    "startedAt",      "stoppedAt",       "container",
+    "arrayProperties", "nodeProperties", "jobDefinition",   "failureCategory"};
 
 void ExpectKeysIn(const Json& j, const std::set<std::string>& allowed, const std::string& where) {
   ASSERT_TRUE(j.is_object()) << where;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    EXPECT_TRUE(allowed.count(it.key())) << where << " has key " << it.key() << " outside the AWS shape";
+    EXPECT_TRUE(allowed.count(it.key()))
+        << where << " has key " << it.key() << " outside the AWS shape";
   }
 }
 
@@ -47,7 +97,8 @@ void ExpectJobDetailShape(const Json& j) {
     ExpectKeysIn(a, kAttemptDetailKeys, "AttemptDetail");
     ExpectKeysIn(a["container"], kAttemptContainerKeys, "AttemptContainerDetail");
   }
-  if (j.contains("container")) ExpectKeysIn(j["container"], kContainerDetailKeys, "ContainerDetail");
+  if (j.contains("container"))
+    ExpectKeysIn(j["container"], kContainerDetailKeys, "ContainerDetail");
   for (const char* required : {"jobName", "jobId", "jobQueue", "status", "jobDefinition"}) {
     EXPECT_TRUE(j.contains(required)) << required;
   }
@@ -88,7 +139,8 @@ Job Drive(Job job, const std::vector<JobEvent>& events) {
 
 std::vector<ScheduledNode> Placement(int32_t nodes) {
   std::vector<ScheduledNode> out;
-  for (int32_t i = 0; i < nodes; ++i) out.push_back({i, "i-" + std::to_string(i), "127.0.1." + std::to_string(i + 1), {}});
+  for (int32_t i = 0; i < nodes; ++i)
+    out.push_back({i, "i-" + std::to_string(i), "127.0.1." + std::to_string(i + 1), {}});
   return out;
 }
 
@@ -99,9 +151,10 @@ TEST(DescribeJobJson, SucceededContainerJob) {
   job.tags = {{"team", "ml"}};
   job.parameters = {{"p", "v"}};
   job.depends_on = {{"dep-1", DependencyType::kNone}};
-  job = Drive(job, {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(1), 1200),
-                    JobEvent::NodeStarted(1, 0, "arn:aws:ecs:task/1", "echo/default/t1", 1300),
-                    JobEvent::Progress(Json{{"step", 1}}, 1350), JobEvent::NodeExited(1, 0, 0, 0, 1400)});
+  job = Drive(
+      job, {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(1), 1200),
+            JobEvent::NodeStarted(1, 0, "arn:aws:ecs:task/1", "echo/default/t1", 1300),
+            JobEvent::Progress(Json{{"step", 1}}, 1350), JobEvent::NodeExited(1, 0, 0, 0, 1400)});
   Json j = DescribeJobJson(job);
   ExpectJobDetailShape(j);
   EXPECT_EQ(j["status"], "SUCCEEDED");
@@ -140,7 +193,8 @@ TEST(DescribeJobJson, SucceededContainerJob) {
 }
 
 TEST(DescribeJobJson, RunningJobHasNoAttemptsYet) {
-  Job job = Drive(BaseJob(), {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(1), 1200),
+  Job job = Drive(BaseJob(), {JobEvent::DependenciesResolved(1100),
+                              JobEvent::Scheduled("ce", Placement(1), 1200),
                               JobEvent::NodeStarted(1, 0, "t", "echo/default/t", 1300)});
   Json j = DescribeJobJson(job);
   ExpectJobDetailShape(j);
@@ -160,9 +214,13 @@ TEST(DescribeJobJson, FailedGangAndNodeViews) {
   job.container.reset();
   ContainerSpec worker = Container();
   worker.command = {"worker"};
-  job.node_properties = NodeProperties{3, 0, {{0, 0, Container(), {}}, {1, 2, worker, {"trn1.32xlarge"}}}};
-  std::vector<JobEvent> events = {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(3), 1200)};
-  for (int32_t i = 0; i < 3; ++i) events.push_back(JobEvent::NodeStarted(1, i, "t" + std::to_string(i), "s" + std::to_string(i), 1300));
+  job.node_properties =
+      NodeProperties{3, 0, {{0, 0, Container(), {}}, {1, 2, worker, {"trn1.32xlarge"}}}};
+  std::vector<JobEvent> events = {JobEvent::DependenciesResolved(1100),
+                                  JobEvent::Scheduled("ce", Placement(3), 1200)};
+  for (int32_t i = 0; i < 3; ++i)
+    events.push_back(
+        JobEvent::NodeStarted(1, i, "t" + std::to_string(i), "s" + std::to_string(i), 1300));
   events.push_back(JobEvent::NodeExited(1, 2, 1, 0, 1400));
   job = Drive(job, events);
   ASSERT_EQ(job.status, JobStatus::kFailed);
@@ -180,7 +238,8 @@ TEST(DescribeJobJson, FailedGangAndNodeViews) {
   ASSERT_EQ(j["attempts"].size(), 1u);
   EXPECT_EQ(j["attempts"][0]["failureCategory"], "USER_ERROR");
   EXPECT_EQ(j["attempts"][0]["container"]["exitCode"], 1);
-  EXPECT_EQ(j["attempts"][0]["container"]["reason"], "USER_ERROR: Essential container in task exited");
+  EXPECT_EQ(j["attempts"][0]["container"]["reason"],
+            "USER_ERROR: Essential container in task exited");
   EXPECT_EQ(j["attempts"][0]["container"]["logStreamName"], "s2");
 
   std::vector<Job> nodes = NodeJobs(job);
@@ -193,7 +252,8 @@ TEST(DescribeJobJson, FailedGangAndNodeViews) {
   EXPECT_EQ(main["status"], "FAILED");
   EXPECT_EQ(main["container"]["command"][0], "sh");
   EXPECT_EQ(main["container"]["logStreamName"], "s0");
-  EXPECT_NE(main["container"]["reason"].get<std::string>().find("node 2 failed"), std::string::npos);
+  EXPECT_NE(main["container"]["reason"].get<std::string>().find("node 2 failed"),
+            std::string::npos);
   Json failed = DescribeJobJson(nodes[2]);
   EXPECT_EQ(failed["nodeDetails"]["isMainNode"], false);
   EXPECT_EQ(failed["container"]["command"][0], "worker");
@@ -204,8 +264,10 @@ TEST(DescribeJobJson, FailedGangAndNodeViews) {
 TEST(DescribeJobJson, ArrayParentAndChild) {
   Job parent = BaseJob();
   parent.array = ArrayInfo{3, -1, {}, 0};
-  parent = Drive(parent, {JobEvent::ArrayChildrenUpdated(
-                             CountStatuses({JobStatus::kRunning, JobStatus::kSucceeded, JobStatus::kRunnable}), 2000)});
+  parent = Drive(
+      parent, {JobEvent::ArrayChildrenUpdated(
+                  CountStatuses({JobStatus::kRunning, JobStatus::kSucceeded, JobStatus::kRunnable}),
+                  2000)});
   Json j = DescribeJobJson(parent);
   ExpectJobDetailShape(j);
   EXPECT_EQ(j["status"], "PENDING");
@@ -229,8 +291,10 @@ TEST(DescribeJobJson, ArrayParentAndChild) {
 }
 
 TEST(JobSummaryJson, Shapes) {
-  Job job = Drive(BaseJob(), {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(1), 1200),
-                              JobEvent::NodeStarted(1, 0, "t", "s", 1300), JobEvent::NodeExited(1, 0, 4, 0, 1400)});
+  Job job =
+      Drive(BaseJob(),
+            {JobEvent::DependenciesResolved(1100), JobEvent::Scheduled("ce", Placement(1), 1200),
+             JobEvent::NodeStarted(1, 0, "t", "s", 1300), JobEvent::NodeExited(1, 0, 4, 0, 1400)});
   Json s = JobSummaryJson(job);
   ExpectKeysIn(s, kJobSummaryKeys, "JobSummary");
   EXPECT_EQ(s["status"], "FAILED");
@@ -274,17 +338,20 @@ TEST(ParseListJobsRequest, DefaultsAndErrors) {
       {R"({"jobQueue":"q","arrayJobId":"a"})", "exactly one"},
       {R"({"jobQueue":"q","jobStatus":"DONE"})", "unknown job status"},
       {R"({"jobQueue":"q","maxResults":0})", "1 to 1000"},
-      {R"({"jobQueue":"q","filters":[{"name":"JOB_NAME","values":["a"]},{"name":"JOB_NAME","values":["b"]}]})", "only one filter"},
+      {R"({"jobQueue":"q","filters":[{"name":"JOB_NAME","values":["a"]},{"name":"JOB_NAME","values":["b"]}]})",
+       "only one filter"},
       {R"({"jobQueue":"q","filters":[{"name":"COLOR","values":["a"]}]})", "'COLOR' is not valid"},
       {R"({"jobQueue":"q","filters":[{"name":"JOB_NAME","values":[]}]})", "exactly one string"},
-      {R"({"jobQueue":"q","filters":[{"name":"AFTER_CREATED_AT","values":["yesterday"]}]})", "milliseconds since the epoch"},
+      {R"({"jobQueue":"q","filters":[{"name":"AFTER_CREATED_AT","values":["yesterday"]}]})",
+       "milliseconds since the epoch"},
       {R"({"jobQueue":3})", "jobQueue must be a string"},
   };
   for (const Case& c : cases) {
     Result<ListJobsQuery> r = ParseListJobsRequest(Json::parse(c.request));
     ASSERT_FALSE(r.ok()) << c.request;
     EXPECT_TRUE(r.status().IsInvalidArgument());
-    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << c.request << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos)
+        << c.request << ": " << r.status().message();
   }
 }
 
@@ -311,29 +378,53 @@ TEST(MatchesListJobs, Table) {
   };
   std::vector<Case> cases = {
       {"queue by name", R"({"jobQueue":"q1"})", &running, true},
-      {"queue by arn", R"({"jobQueue":"arn:aws:batch:us-east-1:123456789012:job-queue/q1"})", &running, true},
+      {"queue by arn", R"({"jobQueue":"arn:aws:batch:us-east-1:123456789012:job-queue/q1"})",
+       &running, true},
       {"other queue", R"({"jobQueue":"q1"})", &other_queue, false},
-      {"default status RUNNING only", R"({"jobQueue":"q1","jobStatus":"SUCCEEDED"})", &running, false},
+      {"default status RUNNING only", R"({"jobQueue":"q1","jobStatus":"SUCCEEDED"})", &running,
+       false},
       {"queue lists no array children", R"({"jobQueue":"q1"})", &child, false},
       {"queue lists no nodes", R"({"jobQueue":"q1"})", &node, false},
       {"array children", R"({"arrayJobId":"job-1"})", &child, true},
       {"other array", R"({"arrayJobId":"job-9"})", &child, false},
       {"nodes", R"({"multiNodeJobId":"job-1"})", &node, true},
       {"nodes not the parent", R"({"multiNodeJobId":"job-1"})", &gang, false},
-      {"name exact any case", R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["HELLO"]}]})", &running, true},
-      {"name prefix", R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["he*"]}]})", &running, true},
-      {"name mismatch", R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["hell"]}]})", &running, false},
-      {"definition name", R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["echo"]}]})", &running, true},
-      {"definition prefix", R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["ec*"]}]})", &running, true},
-      {"definition case sensitive", R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["ECHO"]}]})", &running, false},
-      {"definition arn", R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["arn:aws:batch:us-east-1:123456789012:job-definition/echo:3"]}]})", &running, true},
-      {"definition other revision", R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["arn:aws:batch:us-east-1:123456789012:job-definition/echo:2"]}]})", &running, false},
-      {"before", R"({"jobQueue":"q1","filters":[{"name":"BEFORE_CREATED_AT","values":["1001"]}]})", &running, true},
-      {"not before", R"({"jobQueue":"q1","filters":[{"name":"BEFORE_CREATED_AT","values":["1000"]}]})", &running, false},
-      {"after", R"({"jobQueue":"q1","filters":[{"name":"AFTER_CREATED_AT","values":["999"]}]})", &running, true},
-      {"not after", R"({"jobQueue":"q1","filters":[{"name":"AFTER_CREATED_AT","values":["1000"]}]})", &running, false},
-      {"share", R"({"jobQueue":"q1","filters":[{"name":"SHARE_IDENTIFIER","values":["lab"]}]})", &running, true},
-      {"share with status", R"({"jobQueue":"q1","jobStatus":"FAILED","filters":[{"name":"SHARE_IDENTIFIER","values":["lab"]}]})", &running, false},
+      {"name exact any case",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["HELLO"]}]})", &running, true},
+      {"name prefix", R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["he*"]}]})",
+       &running, true},
+      {"name mismatch", R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["hell"]}]})",
+       &running, false},
+      {"definition name",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["echo"]}]})", &running,
+       true},
+      {"definition prefix",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["ec*"]}]})", &running,
+       true},
+      {"definition case sensitive",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["ECHO"]}]})", &running,
+       false},
+      {"definition arn",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["arn:aws:batch:us-east-1:123456789012:job-definition/echo:3"]}]})",
+       &running, true},
+      {"definition other revision",
+       R"({"jobQueue":"q1","filters":[{"name":"JOB_DEFINITION","values":["arn:aws:batch:us-east-1:123456789012:job-definition/echo:2"]}]})",
+       &running, false},
+      {"before", R"({"jobQueue":"q1","filters":[{"name":"BEFORE_CREATED_AT","values":["1001"]}]})",
+       &running, true},
+      {"not before",
+       R"({"jobQueue":"q1","filters":[{"name":"BEFORE_CREATED_AT","values":["1000"]}]})", &running,
+       false},
+      {"after", R"({"jobQueue":"q1","filters":[{"name":"AFTER_CREATED_AT","values":["999"]}]})",
+       &running, true},
+      {"not after",
+       R"({"jobQueue":"q1","filters":[{"name":"AFTER_CREATED_AT","values":["1000"]}]})", &running,
+       false},
+      {"share", R"({"jobQueue":"q1","filters":[{"name":"SHARE_IDENTIFIER","values":["lab"]}]})",
+       &running, true},
+      {"share with status",
+       R"({"jobQueue":"q1","jobStatus":"FAILED","filters":[{"name":"SHARE_IDENTIFIER","values":["lab"]}]})",
+       &running, false},
   };
   for (const Case& c : cases) {
     Result<ListJobsQuery> q = ParseListJobsRequest(Json::parse(c.request));
@@ -356,7 +447,9 @@ TEST(SortForListJobs, Orders) {
   EXPECT_EQ(jobs[1].id, "c");
   EXPECT_EQ(jobs[2].id, "a");
   ListJobsQuery filtered =
-      ParseListJobsRequest(Json::parse(R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["*"]}]})")).value();
+      ParseListJobsRequest(
+          Json::parse(R"({"jobQueue":"q1","filters":[{"name":"JOB_NAME","values":["*"]}]})"))
+          .value();
   SortForListJobs(filtered, jobs);
   EXPECT_EQ(jobs[0].id, "a");  // newest first
 }
@@ -370,7 +463,8 @@ std::map<std::string, std::string> AsMap(const std::vector<EnvVar>& env) {
 }
 
 TEST(JobEnvironment, SingleNodeJob) {
-  Job job = Drive(BaseJob(), {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(1), 2)});
+  Job job = Drive(
+      BaseJob(), {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(1), 2)});
   Result<std::vector<EnvVar>> env = JobEnvironment(job, 0);
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   EXPECT_EQ(env->front().name, "A");  // the container's own variables come first
@@ -380,8 +474,9 @@ TEST(JobEnvironment, SingleNodeJob) {
   EXPECT_EQ(m["AWS_BATCH_JOB_ATTEMPT"], "1");
   EXPECT_EQ(m["AWS_BATCH_JQ_NAME"], "q1");
   EXPECT_EQ(m["AWS_BATCH_CE_NAME"], "ce-a");
-  for (const char* absent : {"AWS_BATCH_JOB_ARRAY_INDEX", "AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES",
-                             "AWS_BATCH_JOB_MAIN_NODE_INDEX", "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"}) {
+  for (const char* absent :
+       {"AWS_BATCH_JOB_ARRAY_INDEX", "AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES",
+        "AWS_BATCH_JOB_MAIN_NODE_INDEX", "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"}) {
     EXPECT_EQ(m.count(absent), 0u) << absent;
   }
   EXPECT_TRUE(JobEnvironment(job, 1).status().IsNotFound());
@@ -395,9 +490,10 @@ TEST(JobEnvironment, ArrayChildOnSecondAttempt) {
   child.array_parent_id = "job-1";
   child.retry_strategy = {2, {}, true};
   child.container->environment.push_back({"AWS_BATCH_SNEAKY", "x"});  // never passed on
-  child = Drive(child, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(1), 2),
-                        JobEvent::NodeStarted(1, 0, "", "", 3), JobEvent::NodeExited(1, 0, 1, 0, 4),
-                        JobEvent::Scheduled("ce-b", Placement(1), 5)});
+  child =
+      Drive(child, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(1), 2),
+                    JobEvent::NodeStarted(1, 0, "", "", 3), JobEvent::NodeExited(1, 0, 1, 0, 4),
+                    JobEvent::Scheduled("ce-b", Placement(1), 5)});
   std::map<std::string, std::string> m = AsMap(JobEnvironment(child, 0).value());
   EXPECT_EQ(m["AWS_BATCH_JOB_ID"], "job-1:7");
   EXPECT_EQ(m["AWS_BATCH_JOB_ATTEMPT"], "2");
@@ -411,7 +507,8 @@ TEST(JobEnvironment, MultiNodeMainAndChildren) {
   Job job = BaseJob();
   job.container.reset();
   job.node_properties = NodeProperties{4, 1, {{0, 3, Container(), {}}}};
-  job = Drive(job, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(4), 2)});
+  job =
+      Drive(job, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(4), 2)});
   for (int32_t node = 0; node < 4; ++node) {
     std::map<std::string, std::string> m = AsMap(JobEnvironment(job, node).value());
     EXPECT_EQ(m["AWS_BATCH_JOB_ID"], "job-1#" + std::to_string(node));
@@ -420,7 +517,8 @@ TEST(JobEnvironment, MultiNodeMainAndChildren) {
     EXPECT_EQ(m["AWS_BATCH_JOB_MAIN_NODE_INDEX"], "1");
     EXPECT_EQ(m.count("AWS_BATCH_JOB_ARRAY_INDEX"), 0u);
     if (node == 1) {
-      EXPECT_EQ(m.count("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"), 0u);  // the main node uses its own
+      EXPECT_EQ(m.count("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"),
+                0u);  // the main node uses its own
     } else {
       EXPECT_EQ(m["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"], "127.0.1.2");
     }

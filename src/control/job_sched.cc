@@ -15,10 +15,12 @@ sched::Resources NodeResources(const ContainerSpec& c) {
 
 Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order) {
   if (job.IsArrayParent()) {
-    return Status::FailedPrecondition("array job " + job.id + " is not scheduled itself: schedule its children");
+    return Status::FailedPrecondition("array job " + job.id +
+                                      " is not scheduled itself: schedule its children");
   }
   if (job.status != JobStatus::kRunnable) {
-    return Status::FailedPrecondition("job " + job.id + " is " + std::string(JobStatusName(job.status)) +
+    return Status::FailedPrecondition("job " + job.id + " is " +
+                                      std::string(JobStatusName(job.status)) +
                                       ": only RUNNABLE jobs are scheduled");
   }
   sched::Job s;
@@ -42,15 +44,16 @@ Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order) {
   } else if (job.container) {
     s.nodes.push_back({1, NodeResources(*job.container)});
   } else {
-    return Status::FailedPrecondition("job " + job.id + " has neither a container nor node properties");
+    return Status::FailedPrecondition("job " + job.id +
+                                      " has neither a container nor node properties");
   }
   return s;
 }
 
-Result<JobEvent> ScheduledEvent(const sched::Placement& placement,
-                                const std::vector<std::string>& launched_instance_ids,
-                                const std::function<std::string(const std::string& instance_id)>& private_ipv4_of,
-                                int64_t at_ms) {
+Result<JobEvent> ScheduledEvent(
+    const sched::Placement& placement, const std::vector<std::string>& launched_instance_ids,
+    const std::function<std::string(const std::string& instance_id)>& private_ipv4_of,
+    int64_t at_ms) {
   std::vector<ScheduledNode> nodes;
   nodes.reserve(placement.nodes.size());
   for (const sched::NodePlacement& n : placement.nodes) {
@@ -59,9 +62,9 @@ Result<JobEvent> ScheduledEvent(const sched::Placement& placement,
     if (n.launch_index >= 0) {
       if (static_cast<size_t>(n.launch_index) >= launched_instance_ids.size() ||
           launched_instance_ids[static_cast<size_t>(n.launch_index)].empty()) {
-        return Status::InvalidArgument("placement of job " + placement.job_id + ": node " +
-                                       std::to_string(n.node_index) + " needs launch " +
-                                       std::to_string(n.launch_index) + ", which has no instance id yet");
+        return Status::InvalidArgument(
+            "placement of job " + placement.job_id + ": node " + std::to_string(n.node_index) +
+            " needs launch " + std::to_string(n.launch_index) + ", which has no instance id yet");
       }
       node.instance_id = launched_instance_ids[static_cast<size_t>(n.launch_index)];
     } else {

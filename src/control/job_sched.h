@@ -28,9 +28,9 @@ Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order);
 // the instance created for Decisions::launches[i]; `private_ipv4_of` gives an
 // instance's address (the executor's 127.0.1.x for local instances).
 // InvalidArgument when a node refers to a launch that has no id.
-Result<JobEvent> ScheduledEvent(const sched::Placement& placement,
-                                const std::vector<std::string>& launched_instance_ids,
-                                const std::function<std::string(const std::string& instance_id)>& private_ipv4_of,
-                                int64_t at_ms);
+Result<JobEvent> ScheduledEvent(
+    const sched::Placement& placement, const std::vector<std::string>& launched_instance_ids,
+    const std::function<std::string(const std::string& instance_id)>& private_ipv4_of,
+    int64_t at_ms);
 
 }  // namespace lote::control

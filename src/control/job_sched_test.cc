@@ -43,8 +43,11 @@ TEST(SchedulerJob, MultiNodeRangesMerge) {
   ContainerSpec big = WithResources("96", "500000", "16");
   ContainerSpec big_other_command = big;
   big_other_command.command = {"worker"};
-  job.node_properties = NodeProperties{6, 0, {{0, 0, big, {}}, {1, 3, big_other_command, {}},
-                                              {4, 5, WithResources("8", "1024", "0"), {}}}};
+  job.node_properties = NodeProperties{6,
+                                       0,
+                                       {{0, 0, big, {}},
+                                        {1, 3, big_other_command, {}},
+                                        {4, 5, WithResources("8", "1024", "0"), {}}}};
   Result<sched::Job> s = SchedulerJob(job, 1);
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s->nodes.size(), 2u);

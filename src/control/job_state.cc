@@ -24,8 +24,8 @@ constexpr std::pair<JobEventType, std::string_view> kEventNames[] = {
 };
 
 Status NotApplicable(const Job& job, const JobEvent& event, std::string_view why = "") {
-  std::string message = std::string(JobEventTypeName(event.type)) + " does not apply to job " + job.id +
-                        " in status " + std::string(JobStatusName(job.status));
+  std::string message = std::string(JobEventTypeName(event.type)) + " does not apply to job " +
+                        job.id + " in status " + std::string(JobStatusName(job.status));
   if (!why.empty()) message += ": " + std::string(why);
   return Status::FailedPrecondition(message);
 }
@@ -52,8 +52,8 @@ std::string WithCategory(FailureCategory category, const std::string& text) {
 }
 
 // Closes the open attempt as failed and decides: retry (RUNNABLE) or FAILED.
-Job FailAttempt(Job job, FailureCategory category, const std::string& status_reason, int32_t failed_node,
-                std::optional<int32_t> exit_code, int64_t at) {
+Job FailAttempt(Job job, FailureCategory category, const std::string& status_reason,
+                int32_t failed_node, std::optional<int32_t> exit_code, int64_t at) {
   Attempt& a = job.attempts.back();
   a.stopped_at = at;
   a.status_reason = status_reason;
@@ -68,7 +68,8 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
       n.exit_code = exit_code;
       n.reason = a.reason;
     } else if (failed_node >= 0) {
-      n.reason = "stopped: node " + std::to_string(failed_node) + " failed the attempt (" + a.reason + ")";
+      n.reason =
+          "stopped: node " + std::to_string(failed_node) + " failed the attempt (" + a.reason + ")";
     } else {
       n.reason = a.reason;
     }
@@ -78,8 +79,9 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
   AttemptOutcome outcome{a.status_reason, a.reason, exit_code};
   if (ShouldRetry(job.retry_strategy, made, category, outcome)) {
     job.status = JobStatus::kRunnable;
-    job.status_reason = "attempt " + std::to_string(made) + " of " + std::to_string(job.retry_strategy.attempts) +
-                        " failed (" + a.reason + "); retrying";
+    job.status_reason = "attempt " + std::to_string(made) + " of " +
+                        std::to_string(job.retry_strategy.attempts) + " failed (" + a.reason +
+                        "); retrying";
     return job;
   }
   Finish(job, JobStatus::kFailed, at, status_reason);
@@ -89,7 +91,8 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
 Result<Job> ApplySubmitted(const Job& job, const JobEvent& e) {
   if (!job.id.empty()) return NotApplicable(job, e, "the job was already submitted");
   Result<Job> submitted = JobFromJson(e.job);
-  if (!submitted.ok()) return Status::InvalidArgument("Submitted event: " + submitted.status().message());
+  if (!submitted.ok())
+    return Status::InvalidArgument("Submitted event: " + submitted.status().message());
   if (submitted->status != JobStatus::kSubmitted) {
     return Status::InvalidArgument("Submitted event: the job must be SUBMITTED");
   }
@@ -97,19 +100,23 @@ Result<Job> ApplySubmitted(const Job& job, const JobEvent& e) {
 }
 
 Result<Job> ApplyScheduled(Job job, const JobEvent& e) {
-  if (job.IsArrayParent()) return NotApplicable(job, e, "an array parent never runs; schedule its children");
-  if (job.status != JobStatus::kRunnable) return NotApplicable(job, e, "only RUNNABLE jobs are placed");
+  if (job.IsArrayParent())
+    return NotApplicable(job, e, "an array parent never runs; schedule its children");
+  if (job.status != JobStatus::kRunnable)
+    return NotApplicable(job, e, "only RUNNABLE jobs are placed");
   const int32_t n = job.NumNodes();
   if (static_cast<int32_t>(e.nodes.size()) != n) {
-    return NotApplicable(job, e, "the placement has " + std::to_string(e.nodes.size()) + " nodes, the job " +
-                                     std::to_string(n));
+    return NotApplicable(job, e,
+                         "the placement has " + std::to_string(e.nodes.size()) +
+                             " nodes, the job " + std::to_string(n));
   }
   Attempt a;
   a.compute_environment = e.compute_environment;
   a.scheduled_at = e.at_ms;
   for (int32_t i = 0; i < n; ++i) {
     const ScheduledNode& s = e.nodes[static_cast<size_t>(i)];
-    if (s.node_index != i) return NotApplicable(job, e, "placement nodes must be in node index order 0..n-1");
+    if (s.node_index != i)
+      return NotApplicable(job, e, "placement nodes must be in node index order 0..n-1");
     NodeAttempt node;
     node.node_index = i;
     node.status = JobStatus::kStarting;
@@ -150,8 +157,8 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   if (IsFinal(node->status)) return job;  // duplicate
   const int32_t code = e.signal > 0 ? 128 + e.signal : e.exit_code;
   if (code != 0) {
-    return FailAttempt(std::move(job), FailureCategory::kUserError, kEssentialContainerExited, e.node_index, code,
-                       e.at_ms);
+    return FailAttempt(std::move(job), FailureCategory::kUserError, kEssentialContainerExited,
+                       e.node_index, code, e.at_ms);
   }
   node->status = JobStatus::kSucceeded;
   node->exit_code = 0;
@@ -174,7 +181,8 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
 }
 
 Result<Job> ApplyAttemptFailed(Job job, const JobEvent& e) {
-  if (e.category == FailureCategory::kNone) return NotApplicable(job, e, "a failure needs a category");
+  if (e.category == FailureCategory::kNone)
+    return NotApplicable(job, e, "a failure needs a category");
   if (e.attempt == 0 && IsPreStart(job.status) && !job.IsArrayParent()) {
     // The job fails before any attempt (e.g. CAPACITY: it can never fit).
     job.failure_category = e.category;
@@ -208,7 +216,8 @@ Result<Job> ApplyCancelOrTerminate(Job job, const JobEvent& e) {
   }
   if (!terminate) return job;  // CancelJob does not stop STARTING or RUNNING jobs (AWS)
   job.is_terminated = true;
-  job = FailAttempt(std::move(job), FailureCategory::kTerminated, e.reason, -1, std::nullopt, e.at_ms);
+  job = FailAttempt(std::move(job), FailureCategory::kTerminated, e.reason, -1, std::nullopt,
+                    e.at_ms);
   return job;
 }
 
@@ -219,14 +228,16 @@ Result<Job> ApplyArrayChildren(Job job, const JobEvent& e) {
   for (JobStatus s : kAllJobStatuses) summary[std::string(JobStatusName(s))] = 0;
   for (const auto& [name, count] : e.child_counts) {
     if (!ParseJobStatus(name).ok() || count < 0) {
-      return Status::InvalidArgument("ArrayChildrenUpdated: bad count " + name + "=" + std::to_string(count));
+      return Status::InvalidArgument("ArrayChildrenUpdated: bad count " + name + "=" +
+                                     std::to_string(count));
     }
     summary[name] = count;
     total += count;
   }
   if (total != job.array->size) {
-    return Status::InvalidArgument("ArrayChildrenUpdated: counts add up to " + std::to_string(total) +
-                                   " but the array has " + std::to_string(job.array->size) + " children");
+    return Status::InvalidArgument("ArrayChildrenUpdated: counts add up to " +
+                                   std::to_string(total) + " but the array has " +
+                                   std::to_string(job.array->size) + " children");
   }
   job.array->status_summary = summary;
   job.array->status_summary_updated_at = e.at_ms;
@@ -236,9 +247,10 @@ Result<Job> ApplyArrayChildren(Job job, const JobEvent& e) {
     if (!IsFinal(job.status)) Finish(job, JobStatus::kSucceeded, e.at_ms, "");
   } else if (succeeded + failed == total) {
     if (!IsFinal(job.status)) {
-      std::string reason = (job.is_cancelled || job.is_terminated) && !job.status_reason.empty()
-                               ? job.status_reason
-                               : std::to_string(failed) + " of " + std::to_string(total) + " child jobs failed";
+      std::string reason =
+          (job.is_cancelled || job.is_terminated) && !job.status_reason.empty()
+              ? job.status_reason
+              : std::to_string(failed) + " of " + std::to_string(total) + " child jobs failed";
       Finish(job, JobStatus::kFailed, e.at_ms, reason);
     }
   } else if (summary["SUBMITTED"] < total) {
@@ -296,7 +308,8 @@ JobEvent JobEvent::StatusReason(std::string reason, int64_t at_ms) {
   return e;
 }
 
-JobEvent JobEvent::Scheduled(std::string compute_environment, std::vector<ScheduledNode> nodes, int64_t at_ms) {
+JobEvent JobEvent::Scheduled(std::string compute_environment, std::vector<ScheduledNode> nodes,
+                             int64_t at_ms) {
   JobEvent e;
   e.type = JobEventType::kScheduled;
   e.at_ms = at_ms;
@@ -317,8 +330,8 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   return e;
 }
 
-JobEvent JobEvent::NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code, int32_t signal,
-                              int64_t at_ms) {
+JobEvent JobEvent::NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code,
+                              int32_t signal, int64_t at_ms) {
   JobEvent e;
   e.type = JobEventType::kNodeExited;
   e.at_ms = at_ms;
@@ -329,8 +342,8 @@ JobEvent JobEvent::NodeExited(int32_t attempt, int32_t node_index, int32_t exit_
   return e;
 }
 
-JobEvent JobEvent::AttemptFailed(int32_t attempt, FailureCategory category, std::string reason, int32_t node_index,
-                                 int64_t at_ms) {
+JobEvent JobEvent::AttemptFailed(int32_t attempt, FailureCategory category, std::string reason,
+                                 int32_t node_index, int64_t at_ms) {
   JobEvent e;
   e.type = JobEventType::kAttemptFailed;
   e.at_ms = at_ms;
@@ -443,7 +456,8 @@ Json EventToJson(const JobEvent& e) {
 }
 
 Result<JobEvent> EventFromJson(const Json& j) {
-  if (!j.is_object() || !j.value("type", Json()).is_string() || !j.value("at", Json()).is_number_integer()) {
+  if (!j.is_object() || !j.value("type", Json()).is_string() ||
+      !j.value("at", Json()).is_number_integer()) {
     return Status::InvalidArgument("a stored job event needs a string type and an integer at");
   }
   JobEvent e;
@@ -463,7 +477,8 @@ Result<JobEvent> EventFromJson(const Json& j) {
     e.compute_environment = j.value("computeEnvironment", "");
     for (const Json& n : j.value("nodes", Json::array())) {
       e.nodes.push_back({n.at("nodeIndex").get<int32_t>(), n.value("instanceId", ""),
-                         n.value("privateIpv4Address", ""), n.value("devices", std::vector<int32_t>{})});
+                         n.value("privateIpv4Address", ""),
+                         n.value("devices", std::vector<int32_t>{})});
     }
     e.attempt = j.value("attempt", 0);
     e.node_index = j.value("nodeIndex", -1);
@@ -474,7 +489,8 @@ Result<JobEvent> EventFromJson(const Json& j) {
     ASSIGN_OR_RETURN(e.category, ParseFailureCategory(j.value("category", "")));
     e.progress = j.value("progress", Json());
     const Json counts = j.value("counts", Json::object());
-    for (auto it = counts.begin(); it != counts.end(); ++it) e.child_counts[it.key()] = it.value().get<int32_t>();
+    for (auto it = counts.begin(); it != counts.end(); ++it)
+      e.child_counts[it.key()] = it.value().get<int32_t>();
   } catch (const Json::exception& ex) {
     return Status::InvalidArgument(std::string("malformed job event: ") + ex.what());
   }
@@ -495,13 +511,15 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
       return next;
     case JobEventType::kDependenciesResolved:
       if (job.status == JobStatus::kRunnable) return next;
-      if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending) return NotApplicable(job, e);
+      if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending)
+        return NotApplicable(job, e);
       next.status = JobStatus::kRunnable;
       next.status_reason.clear();
       return next;
     case JobEventType::kDependencyFailed:
       if (IsFinal(job.status)) return next;
-      if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending) return NotApplicable(job, e);
+      if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending)
+        return NotApplicable(job, e);
       Finish(next, JobStatus::kFailed, e.at_ms, kDependentJobFailed);
       return next;
     case JobEventType::kStatusReason:
@@ -517,12 +535,14 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
       return ApplyAttemptFailed(std::move(next), e);
     case JobEventType::kTimedOut:
       if (!IsCurrentAttempt(job, e.attempt)) return next;
-      return FailAttempt(std::move(next), FailureCategory::kTimeout, kTimeoutReason, -1, std::nullopt, e.at_ms);
+      return FailAttempt(std::move(next), FailureCategory::kTimeout, kTimeoutReason, -1,
+                         std::nullopt, e.at_ms);
     case JobEventType::kCancelRequested:
     case JobEventType::kTerminateRequested:
       return ApplyCancelOrTerminate(std::move(next), e);
     case JobEventType::kProgress:
-      if (!e.progress.is_object()) return Status::InvalidArgument("Progress: the progress must be a Json object");
+      if (!e.progress.is_object())
+        return Status::InvalidArgument("Progress: the progress must be a Json object");
       next.progress = e.progress;
       return next;
     case JobEventType::kArrayChildrenUpdated:
@@ -538,7 +558,8 @@ Result<Job> Replay(const std::vector<JobEvent>& events) {
     if (!next.ok()) return next.status().WithContext("replaying event " + std::to_string(i));
     job = std::move(next).value();
   }
-  if (job.id.empty()) return Status::InvalidArgument("no events to replay: a job starts with Submitted");
+  if (job.id.empty())
+    return Status::InvalidArgument("no events to replay: a job starts with Submitted");
   return job;
 }
 
@@ -552,10 +573,13 @@ bool GlobMatches(std::string_view pattern, std::string_view text) {
 
 RetryAction EvaluateOnExitAction(const RetryStrategy& strategy, const AttemptOutcome& outcome) {
   for (const EvaluateOnExit& rule : strategy.evaluate_on_exit) {
-    if (!rule.on_status_reason.empty() && !GlobMatches(rule.on_status_reason, outcome.status_reason)) continue;
+    if (!rule.on_status_reason.empty() &&
+        !GlobMatches(rule.on_status_reason, outcome.status_reason))
+      continue;
     if (!rule.on_reason.empty() && !GlobMatches(rule.on_reason, outcome.reason)) continue;
     if (!rule.on_exit_code.empty() &&
-        (!outcome.exit_code || !GlobMatches(rule.on_exit_code, std::to_string(*outcome.exit_code)))) {
+        (!outcome.exit_code ||
+         !GlobMatches(rule.on_exit_code, std::to_string(*outcome.exit_code)))) {
       continue;
     }
     return rule.action;
@@ -574,15 +598,16 @@ bool ShouldRetry(const RetryStrategy& strategy, int32_t attempts_made, FailureCa
 }
 
 std::optional<int64_t> AttemptDeadlineMs(const Job& job) {
-  if (!job.timeout_seconds || job.status != JobStatus::kRunning || job.attempts.empty()) return std::nullopt;
+  if (!job.timeout_seconds || job.status != JobStatus::kRunning || job.attempts.empty())
+    return std::nullopt;
   const Attempt& a = job.attempts.back();
   if (a.started_at == 0) return std::nullopt;
   return a.started_at + int64_t{*job.timeout_seconds} * 1000;
 }
 
-std::optional<JobEvent> DependencyEvent(const Job& job,
-                                        const std::function<std::optional<JobStatus>(const std::string&)>& status_of,
-                                        int64_t at_ms) {
+std::optional<JobEvent> DependencyEvent(
+    const Job& job, const std::function<std::optional<JobStatus>(const std::string&)>& status_of,
+    int64_t at_ms) {
   if (job.IsArrayParent()) return std::nullopt;
   if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending) return std::nullopt;
   bool waiting = false;

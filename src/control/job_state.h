@@ -82,7 +82,8 @@ struct JobEvent {
   static JobEvent DependenciesResolved(int64_t at_ms);
   static JobEvent DependencyFailed(std::string dependency_id, int64_t at_ms);
   static JobEvent StatusReason(std::string reason, int64_t at_ms);
-  static JobEvent Scheduled(std::string compute_environment, std::vector<ScheduledNode> nodes, int64_t at_ms);
+  static JobEvent Scheduled(std::string compute_environment, std::vector<ScheduledNode> nodes,
+                            int64_t at_ms);
   static JobEvent NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
                               std::string log_stream_name, int64_t at_ms);
   static JobEvent NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code, int32_t signal,
@@ -146,9 +147,9 @@ std::optional<int64_t> AttemptDeadlineMs(const Job& job);
 // of the jobs it waits for (nullopt from status_of = no such job: it fails).
 // nullopt when there is nothing to do (still waiting in PENDING, or not
 // SUBMITTED/PENDING, or an array parent, whose status follows its children).
-std::optional<JobEvent> DependencyEvent(const Job& job,
-                                        const std::function<std::optional<JobStatus>(const std::string&)>& status_of,
-                                        int64_t at_ms);
+std::optional<JobEvent> DependencyEvent(
+    const Job& job, const std::function<std::optional<JobStatus>(const std::string&)>& status_of,
+    int64_t at_ms);
 
 // Counts per status name (all seven keys) for kArrayChildrenUpdated.
 std::map<std::string, int32_t> CountStatuses(const std::vector<JobStatus>& statuses);

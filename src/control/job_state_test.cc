@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <random>
 
 namespace lote::control {
 namespace {
@@ -100,7 +101,8 @@ History JobIn(JobStatus status, Job job = PlainJob()) {
   if (status == JobStatus::kRunnable) return h;
   h.Add(JobEvent::Scheduled("ce", Placement(job.NumNodes()), 130));
   if (status == JobStatus::kStarting) return h;
-  for (int32_t i = 0; i < job.NumNodes(); ++i) h.Add(JobEvent::NodeStarted(1, i, "task-" + std::to_string(i), "d/default/t", 140));
+  for (int32_t i = 0; i < job.NumNodes(); ++i)
+    h.Add(JobEvent::NodeStarted(1, i, "task-" + std::to_string(i), "d/default/t", 140));
   if (status == JobStatus::kRunning) return h;
   h.Add(JobEvent::NodeExited(1, 0, status == JobStatus::kSucceeded ? 0 : 3, 0, 150));
   return h;
@@ -117,9 +119,15 @@ struct TransitionCase {
 
 TEST(JobState, TransitionTable) {
   using S = JobStatus;
-  const auto status = [](S from, JobEvent e, S want) { return TransitionCase{from, std::move(e), Outcome::kStatus, want}; };
-  const auto same = [](S from, JobEvent e) { return TransitionCase{from, std::move(e), Outcome::kUnchanged}; };
-  const auto error = [](S from, JobEvent e) { return TransitionCase{from, std::move(e), Outcome::kError}; };
+  const auto status = [](S from, JobEvent e, S want) {
+    return TransitionCase{from, std::move(e), Outcome::kStatus, want};
+  };
+  const auto same = [](S from, JobEvent e) {
+    return TransitionCase{from, std::move(e), Outcome::kUnchanged};
+  };
+  const auto error = [](S from, JobEvent e) {
+    return TransitionCase{from, std::move(e), Outcome::kError};
+  };
   const int64_t t = 1000;
   std::vector<TransitionCase> cases = {
       status(S::kSubmitted, JobEvent::DependenciesPending(t), S::kPending),
@@ -127,7 +135,9 @@ TEST(JobState, TransitionTable) {
       status(S::kSubmitted, JobEvent::DependencyFailed("dep", t), S::kFailed),
       status(S::kSubmitted, JobEvent::CancelRequested("user", t), S::kFailed),
       status(S::kSubmitted, JobEvent::TerminateRequested("user", t), S::kFailed),
-      status(S::kSubmitted, JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "never fits", -1, t), S::kFailed),
+      status(S::kSubmitted,
+             JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "never fits", -1, t),
+             S::kFailed),
       status(S::kSubmitted, JobEvent::StatusReason("waiting", t), S::kSubmitted),
       status(S::kSubmitted, JobEvent::Progress(Json::object(), t), S::kSubmitted),
       error(S::kSubmitted, JobEvent::Scheduled("ce", Placement(1), t)),
@@ -152,7 +162,9 @@ TEST(JobState, TransitionTable) {
       status(S::kRunnable, JobEvent::StatusReason("waiting for 1 node", t), S::kRunnable),
       status(S::kRunnable, JobEvent::CancelRequested("user", t), S::kFailed),
       status(S::kRunnable, JobEvent::TerminateRequested("user", t), S::kFailed),
-      status(S::kRunnable, JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "never fits", -1, t), S::kFailed),
+      status(S::kRunnable,
+             JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "never fits", -1, t),
+             S::kFailed),
       same(S::kRunnable, JobEvent::NodeExited(1, 0, 0, 0, t)),
       same(S::kRunnable, JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "gone", 0, t)),
 
@@ -164,8 +176,13 @@ TEST(JobState, TransitionTable) {
       same(S::kStarting, JobEvent::CancelRequested("user", t)),
       status(S::kStarting, JobEvent::TerminateRequested("user", t), S::kFailed),
       status(S::kStarting, JobEvent::TimedOut(1, t), S::kFailed),
-      status(S::kStarting, JobEvent::AttemptFailed(1, FailureCategory::kInfrastructure, "linuxParameters.devices", -1, t), S::kFailed),
-      status(S::kStarting, JobEvent::AttemptFailed(0, FailureCategory::kInfrastructure, "launch failed", -1, t), S::kFailed),
+      status(S::kStarting,
+             JobEvent::AttemptFailed(1, FailureCategory::kInfrastructure, "linuxParameters.devices",
+                                     -1, t),
+             S::kFailed),
+      status(S::kStarting,
+             JobEvent::AttemptFailed(0, FailureCategory::kInfrastructure, "launch failed", -1, t),
+             S::kFailed),
       error(S::kStarting, JobEvent::Scheduled("ce", Placement(1), t)),
       error(S::kStarting, JobEvent::DependenciesResolved(t)),
       same(S::kStarting, JobEvent::StatusReason("late scheduler note", t)),
@@ -179,7 +196,9 @@ TEST(JobState, TransitionTable) {
       status(S::kRunning, JobEvent::TerminateRequested("user", t), S::kFailed),
       status(S::kRunning, JobEvent::TimedOut(1, t), S::kFailed),
       same(S::kRunning, JobEvent::TimedOut(2, t)),
-      status(S::kRunning, JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "process vanished", 0, t), S::kFailed),
+      status(S::kRunning,
+             JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "process vanished", 0, t),
+             S::kFailed),
       error(S::kRunning, JobEvent::AttemptFailed(1, FailureCategory::kNone, "no category", 0, t)),
       status(S::kRunning, JobEvent::Progress(Json{{"step", 3}}, t), S::kRunning),
       error(S::kRunning, JobEvent::Progress(Json(3), t)),
@@ -208,7 +227,8 @@ TEST(JobState, TransitionTable) {
     switch (c.outcome) {
       case Outcome::kError:
         ASSERT_FALSE(after.ok()) << label;
-        EXPECT_TRUE(after.status().IsFailedPrecondition() || after.status().IsInvalidArgument()) << label;
+        EXPECT_TRUE(after.status().IsFailedPrecondition() || after.status().IsInvalidArgument())
+            << label;
         break;
       case Outcome::kUnchanged:
         ASSERT_TRUE(after.ok()) << label << ": " << after.status().ToString();
@@ -232,7 +252,8 @@ TEST(JobState, TransitionTable) {
 TEST(JobState, SuccessfulRunRecordsAttempt) {
   History h(PlainJob());
   h.Add(JobEvent::DependenciesResolved(110));
-  h.Add(JobEvent::StatusReason("waiting for 1 node (1 vCPU, 512 MiB): compute environment ce has 0 free of 1", 115));
+  h.Add(JobEvent::StatusReason(
+      "waiting for 1 node (1 vCPU, 512 MiB): compute environment ce has 0 free of 1", 115));
   EXPECT_NE(h.job().status_reason.find("waiting"), std::string::npos);
   h.Add(JobEvent::Scheduled("ce", Placement(1), 120));
   EXPECT_EQ(h.job().status_reason, "");
@@ -265,7 +286,8 @@ TEST(JobState, UserErrorRetriedThenSucceeds) {
   EXPECT_EQ(failed_once.status, JobStatus::kRunnable);
   EXPECT_EQ(failed_once.stopped_at, 0);
   EXPECT_EQ(failed_once.failure_category, FailureCategory::kUserError);
-  EXPECT_NE(failed_once.status_reason.find("attempt 1 of 3 failed (USER_ERROR: Essential container in task exited)"),
+  EXPECT_NE(failed_once.status_reason.find(
+                "attempt 1 of 3 failed (USER_ERROR: Essential container in task exited)"),
             std::string::npos);
   ASSERT_EQ(failed_once.attempts.size(), 1u);
   EXPECT_EQ(failed_once.attempts[0].reason, "USER_ERROR: Essential container in task exited");
@@ -309,15 +331,27 @@ TEST(JobState, EvaluateOnExitDecidesRetry) {
   std::vector<Case> cases = {
       {"no rules: retry", {}, 3, JobStatus::kRunnable},
       {"exit on code", {{"", "", "3", RetryAction::kExit}}, 3, JobStatus::kFailed},
-      {"exit on other code: none matches, retry", {{"", "", "4", RetryAction::kExit}}, 3, JobStatus::kRunnable},
+      {"exit on other code: none matches, retry",
+       {{"", "", "4", RetryAction::kExit}},
+       3,
+       JobStatus::kRunnable},
       {"exit on code prefix", {{"", "", "1*", RetryAction::kExit}}, 137, JobStatus::kFailed},
       {"retry on category then exit all",
-       {{"", "USER_ERROR:*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}}, 3, JobStatus::kRunnable},
+       {{"", "USER_ERROR:*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}},
+       3,
+       JobStatus::kRunnable},
       {"retry on node lost only",
-       {{"", "NODE_LOST*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}}, 3, JobStatus::kFailed},
-      {"status reason exact", {{kEssentialContainerExited, "", "", RetryAction::kExit}}, 3, JobStatus::kFailed},
+       {{"", "NODE_LOST*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}},
+       3,
+       JobStatus::kFailed},
+      {"status reason exact",
+       {{kEssentialContainerExited, "", "", RetryAction::kExit}},
+       3,
+       JobStatus::kFailed},
       {"all conditions must match",
-       {{kEssentialContainerExited, "", "4", RetryAction::kExit}}, 3, JobStatus::kRunnable},
+       {{kEssentialContainerExited, "", "4", RetryAction::kExit}},
+       3,
+       JobStatus::kRunnable},
   };
   for (const Case& c : cases) {
     History h = JobIn(JobStatus::kRunning, PlainJob(3, c.rules));
@@ -353,7 +387,8 @@ TEST(JobState, TimeoutTerminateAndCapacityAreNotRetried) {
   }
   {
     History h = JobIn(JobStatus::kRunnable, PlainJob(5));
-    const Job& job = h.Add(JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "can never run: too big", -1, 999));
+    const Job& job = h.Add(
+        JobEvent::AttemptFailed(0, FailureCategory::kCapacity, "can never run: too big", -1, 999));
     EXPECT_EQ(job.status, JobStatus::kFailed);
     EXPECT_EQ(job.status_reason, "CAPACITY: can never run: too big");
     EXPECT_EQ(job.failure_category, FailureCategory::kCapacity);
@@ -362,7 +397,8 @@ TEST(JobState, TimeoutTerminateAndCapacityAreNotRetried) {
   }
   {
     History h = JobIn(JobStatus::kRunning, PlainJob(2));
-    const Job& job = h.Add(JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "process 42 vanished", 0, 999));
+    const Job& job = h.Add(
+        JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "process 42 vanished", 0, 999));
     EXPECT_EQ(job.status, JobStatus::kRunnable);
     EXPECT_EQ(job.attempts[0].reason, "NODE_LOST: process 42 vanished");
     EXPECT_FALSE(job.attempts[0].nodes[0].exit_code.has_value());
@@ -440,7 +476,8 @@ TEST(JobState, GangAttemptFailsAsAWholeAndRetries) {
 
 TEST(JobState, GangNodeLostFailsTheJobWithoutRetries) {
   History h = JobIn(JobStatus::kRunning, GangJob(2, 1));
-  const Job& job = h.Add(JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "node 1 disappeared", 1, 300));
+  const Job& job =
+      h.Add(JobEvent::AttemptFailed(1, FailureCategory::kNodeLost, "node 1 disappeared", 1, 300));
   EXPECT_EQ(job.status, JobStatus::kFailed);
   EXPECT_EQ(job.status_reason, "node 1 disappeared");
   EXPECT_EQ(job.failure_category, FailureCategory::kNodeLost);
@@ -484,18 +521,21 @@ TEST(JobState, ArrayParentFollowsChildren) {
     h.ExpectReplayEqual();
   }
   History h(ArrayParent(3));
-  EXPECT_FALSE(Apply(h.job(), JobEvent::ArrayChildrenUpdated(CountStatuses({S::kRunning}), 1)).ok());
+  EXPECT_FALSE(
+      Apply(h.job(), JobEvent::ArrayChildrenUpdated(CountStatuses({S::kRunning}), 1)).ok());
   EXPECT_FALSE(Apply(h.job(), JobEvent::ArrayChildrenUpdated({{"DONE", 3}}, 1)).ok());
   EXPECT_FALSE(Apply(h.job(), JobEvent::Scheduled("ce", Placement(1), 1)).ok());
 }
 
 TEST(JobState, ArrayParentCancelWaitsForChildren) {
   History h(ArrayParent(2));
-  h.Add(JobEvent::ArrayChildrenUpdated(CountStatuses({JobStatus::kRunnable, JobStatus::kPending}), 10));
+  h.Add(JobEvent::ArrayChildrenUpdated(CountStatuses({JobStatus::kRunnable, JobStatus::kPending}),
+                                       10));
   const Job& marked = h.Add(JobEvent::CancelRequested("stop the sweep", 20));
   EXPECT_EQ(marked.status, JobStatus::kPending);
   EXPECT_TRUE(marked.is_cancelled);
-  const Job& done = h.Add(JobEvent::ArrayChildrenUpdated(CountStatuses({JobStatus::kFailed, JobStatus::kFailed}), 30));
+  const Job& done = h.Add(
+      JobEvent::ArrayChildrenUpdated(CountStatuses({JobStatus::kFailed, JobStatus::kFailed}), 30));
   EXPECT_EQ(done.status, JobStatus::kFailed);
   EXPECT_EQ(done.status_reason, "stop the sweep");
   EXPECT_EQ(done.stopped_at, 30);
@@ -505,7 +545,8 @@ TEST(JobState, ArrayParentCancelWaitsForChildren) {
 TEST(JobState, ReplayErrors) {
   EXPECT_FALSE(Replay({}).ok());
   EXPECT_FALSE(Replay({JobEvent::DependenciesResolved(1)}).ok());
-  EXPECT_FALSE(Replay({JobEvent::Submitted(PlainJob(), 1), JobEvent::Submitted(PlainJob(), 2)}).ok());
+  EXPECT_FALSE(
+      Replay({JobEvent::Submitted(PlainJob(), 1), JobEvent::Submitted(PlainJob(), 2)}).ok());
   Job running = PlainJob();
   running.status = JobStatus::kRunning;
   EXPECT_FALSE(Replay({JobEvent::Submitted(running, 1)}).ok());
@@ -532,11 +573,13 @@ TEST(GlobMatches, Table) {
       {"host ec2*", "Host EC2 (instance i-1) terminated.", false},
       {"", "", true},
   };
-  for (const Case& c : cases) EXPECT_EQ(GlobMatches(c.pattern, c.text), c.want) << c.pattern << " vs " << c.text;
+  for (const Case& c : cases)
+    EXPECT_EQ(GlobMatches(c.pattern, c.text), c.want) << c.pattern << " vs " << c.text;
 }
 
 TEST(ShouldRetry, Table) {
-  AttemptOutcome user{kEssentialContainerExited, "USER_ERROR: Essential container in task exited", 1};
+  AttemptOutcome user{kEssentialContainerExited, "USER_ERROR: Essential container in task exited",
+                      1};
   AttemptOutcome lost{"gone", "NODE_LOST: gone", std::nullopt};
   RetryStrategy three{3, {}, true};
   RetryStrategy exit_on_code{3, {{"", "", "*", RetryAction::kExit}}, true};
@@ -557,7 +600,8 @@ TEST(ShouldRetry, Table) {
       {"capacity never", three, 1, FailureCategory::kCapacity, user, false},
       {"infrastructure retried", three, 1, FailureCategory::kInfrastructure, lost, true},
       {"exit on any code", exit_on_code, 1, FailureCategory::kUserError, user, false},
-      {"code rule skips outcome without code", exit_on_code, 1, FailureCategory::kNodeLost, lost, true},
+      {"code rule skips outcome without code", exit_on_code, 1, FailureCategory::kNodeLost, lost,
+       true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(ShouldRetry(c.strategy, c.made, c.category, c.outcome), c.want) << c.name;
@@ -585,10 +629,22 @@ TEST(JobState, DependencyEventTable) {
   };
   std::vector<Case> cases = {
       {"no deps: runnable", S::kSubmitted, {}, {}, JobEventType::kDependenciesResolved},
-      {"waiting: pending", S::kSubmitted, {{"a", S::kRunning}}, {"a"}, JobEventType::kDependenciesPending},
+      {"waiting: pending",
+       S::kSubmitted,
+       {{"a", S::kRunning}},
+       {"a"},
+       JobEventType::kDependenciesPending},
       {"still waiting in pending", S::kPending, {{"a", S::kRunnable}}, {"a"}, std::nullopt},
-      {"all succeeded", S::kPending, {{"a", S::kSucceeded}, {"b", S::kSucceeded}}, {"a", "b"}, JobEventType::kDependenciesResolved},
-      {"one failed", S::kPending, {{"a", S::kSucceeded}, {"b", S::kFailed}}, {"a", "b"}, JobEventType::kDependencyFailed},
+      {"all succeeded",
+       S::kPending,
+       {{"a", S::kSucceeded}, {"b", S::kSucceeded}},
+       {"a", "b"},
+       JobEventType::kDependenciesResolved},
+      {"one failed",
+       S::kPending,
+       {{"a", S::kSucceeded}, {"b", S::kFailed}},
+       {"a", "b"},
+       JobEventType::kDependencyFailed},
       {"missing dependency", S::kSubmitted, {}, {"ghost"}, JobEventType::kDependencyFailed},
       {"not waiting anymore", S::kRunnable, {}, {}, std::nullopt},
   };
@@ -610,7 +666,8 @@ TEST(JobState, DependencyEventTable) {
       EXPECT_TRUE(Apply(job, *e).ok()) << c.name;
     }
   }
-  EXPECT_FALSE(DependencyEvent(ArrayParent(2), [](const std::string&) { return std::optional<S>(); }, 1));
+  EXPECT_FALSE(DependencyEvent(
+      ArrayParent(2), [](const std::string&) { return std::optional<S>(); }, 1));
 }
 
 TEST(JobState, SequentialArrayChildrenRunInOrder) {
@@ -652,6 +709,108 @@ TEST(JobState, SequentialArrayChildrenRunInOrder) {
   EXPECT_EQ(children[2].job().status, JobStatus::kFailed);
   EXPECT_EQ(children[2].job().status_reason, kDependentJobFailed);
   for (const History& h : children) h.ExpectReplayEqual();
+}
+
+// Property: whatever the order of events the control plane throws at a job
+// (stale, duplicate, out of order), the accepted ones replay to the same job.
+TEST(JobState, RandomEventSequencesReplayToTheSameJob) {
+  std::mt19937 rng(20261130);
+  auto pick = [&](int32_t n) { return static_cast<int32_t>(rng() % static_cast<uint32_t>(n)); };
+  const std::vector<FailureCategory> categories = {
+      FailureCategory::kUserError, FailureCategory::kNodeLost, FailureCategory::kInfrastructure,
+      FailureCategory::kCapacity, FailureCategory::kHang};
+  int32_t finals = 0;
+  int32_t retried = 0;
+  for (int32_t run = 0; run < 300; ++run) {
+    const int32_t nodes = 1 + pick(3);
+    Job job = nodes == 1 ? PlainJob(1 + pick(3)) : GangJob(nodes, 1 + pick(3));
+    if (pick(2) == 0) job.retry_strategy.evaluate_on_exit = {{"", "", "4*", RetryAction::kExit}};
+    job.timeout_seconds = 60;
+    History h(job);
+    for (int32_t step = 0; step < 40; ++step) {
+      const int64_t t = 1000 + step;
+      const int32_t attempt = static_cast<int32_t>(h.job().attempts.size()) - pick(2);
+      const int32_t node = pick(nodes);
+      JobEvent e;
+      switch (pick(18)) {
+        case 0:
+          e = JobEvent::DependenciesPending(t);
+          break;
+        case 1:
+          e = JobEvent::DependenciesResolved(t);
+          break;
+        case 2:
+          e = pick(3) == 0 ? JobEvent::DependencyFailed("dep", t)
+                           : JobEvent::DependenciesResolved(t);
+          break;
+        case 3:
+          e = JobEvent::StatusReason("waiting", t);
+          break;
+        case 4:
+        case 5:
+        case 12:
+        case 13:
+          e = JobEvent::Scheduled("ce", Placement(nodes), t);
+          break;
+        case 6:
+        case 7:
+        case 14:
+        case 15:
+          e = JobEvent::NodeStarted(attempt, node, "task", "stream", t);
+          break;
+        case 8:
+        case 16:
+          e = JobEvent::NodeExited(attempt, node, pick(3) == 0 ? 0 : 40 + pick(3),
+                                   pick(4) == 0 ? 9 : 0, t);
+          break;
+        case 9:
+          e = JobEvent::AttemptFailed(pick(3) == 0 ? 0 : attempt,
+                                      categories[static_cast<size_t>(pick(5))], "something broke",
+                                      node, t);
+          break;
+        case 10:
+          e = JobEvent::TimedOut(attempt, t);
+          break;
+        case 11:
+          e = pick(3) != 0 ? JobEvent::Progress(Json{{"step", step}}, t)
+              : pick(2)    ? JobEvent::CancelRequested("user", t)
+                           : JobEvent::TerminateRequested("user", t);
+          break;
+        default:
+          e = JobEvent::Progress(Json{{"step", step}}, t);
+          break;
+      }
+      Result<Job> next = Apply(h.job(), e);
+      if (!next.ok()) {
+        EXPECT_TRUE(next.status().IsFailedPrecondition() || next.status().IsInvalidArgument());
+        continue;
+      }
+      h.Add(e);
+      const Job& j = h.job();
+      // Invariants of every reachable state.
+      EXPECT_LE(static_cast<int32_t>(j.attempts.size()), j.retry_strategy.attempts);
+      EXPECT_EQ(IsFinal(j.status), j.stopped_at > 0);
+      if (j.status == JobStatus::kStarting || j.status == JobStatus::kRunning) {
+        ASSERT_FALSE(j.attempts.empty());
+        EXPECT_EQ(j.attempts.back().stopped_at, 0);
+        EXPECT_EQ(static_cast<int32_t>(j.attempts.back().nodes.size()), nodes);
+      } else {
+        for (const Attempt& a : j.attempts) {
+          EXPECT_GT(a.stopped_at, 0);
+          for (const NodeAttempt& n : a.nodes) EXPECT_TRUE(IsFinal(n.status));
+        }
+      }
+      if (j.status == JobStatus::kSucceeded) {
+        EXPECT_EQ(j.attempts.back().nodes[0].exit_code, 0);
+      }
+    }
+    if (IsFinal(h.job().status)) ++finals;
+    if (h.job().attempts.size() > 1) ++retried;
+    h.ExpectReplayEqual();
+  }
+  // The generator reaches the interesting states.
+  EXPECT_GT(finals, 100);
+  EXPECT_GT(retried, 10);
 }
 
 }  // namespace

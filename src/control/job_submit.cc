@@ -22,7 +22,9 @@ constexpr size_t kMaxTags = 50;
 
 Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -30,7 +32,8 @@ std::string Upper(std::string s) {
 }
 
 // Optional integer field: nullopt when absent or null.
-Result<std::optional<int64_t>> OptionalInt(const Json& obj, const char* key, const std::string& field) {
+Result<std::optional<int64_t>> OptionalInt(const Json& obj, const char* key,
+                                           const std::string& field) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
   if (!it->is_number_integer()) return Invalid(field + " must be an integer");
@@ -44,7 +47,8 @@ Result<std::string> OptionalString(const Json& obj, const char* key, const std::
   return it->get<std::string>();
 }
 
-Result<std::map<std::string, std::string>> StringMap(const Json& obj, const char* key, const std::string& field) {
+Result<std::map<std::string, std::string>> StringMap(const Json& obj, const char* key,
+                                                     const std::string& field) {
   std::map<std::string, std::string> out;
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return out;
@@ -60,14 +64,16 @@ Result<std::map<std::string, std::string>> StringMap(const Json& obj, const char
 
 Status ValidateJobName(const std::string& name) {
   if (name.empty() || name.size() > 128) {
-    return Invalid("jobName must be 1 to 128 characters long (got " + std::to_string(name.size()) + ")");
+    return Invalid("jobName must be 1 to 128 characters long (got " + std::to_string(name.size()) +
+                   ")");
   }
   if (!std::isalnum(static_cast<unsigned char>(name[0]))) {
     return Invalid("jobName '" + name + "' must start with a letter or digit");
   }
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
-      return Invalid("jobName '" + name + "' may contain only letters, digits, hyphens and underscores");
+      return Invalid("jobName '" + name +
+                     "' may contain only letters, digits, hyphens and underscores");
     }
   }
   return Status::Ok();
@@ -75,20 +81,24 @@ Status ValidateJobName(const std::string& name) {
 
 Status ValidateEnvironmentNames(const std::vector<EnvVar>& env, const std::string& field) {
   for (const EnvVar& e : env) {
-    if (e.name.empty()) return Invalid(field + ": an environment variable has an empty name; give it a name");
+    if (e.name.empty())
+      return Invalid(field + ": an environment variable has an empty name; give it a name");
     if (StartsWith(e.name, "AWS_BATCH")) {
-      return Invalid(field + ": environment variable " + e.name +
-                     " is reserved (names starting with AWS_BATCH are set by the service); rename it");
+      return Invalid(
+          field + ": environment variable " + e.name +
+          " is reserved (names starting with AWS_BATCH are set by the service); rename it");
     }
   }
   return Status::Ok();
 }
 
 // Checks a container after overrides: resources present and well formed.
-Status ValidateContainer(const ContainerSpec& c, const std::string& field, const std::string& definition) {
+Status ValidateContainer(const ContainerSpec& c, const std::string& field,
+                         const std::string& definition) {
   for (const ResourceRequirement& r : c.resource_requirements) {
     if (r.type != "VCPU" && r.type != "MEMORY" && r.type != "GPU") {
-      return Invalid(field + ".resourceRequirements: unknown type '" + r.type + "': use VCPU, MEMORY or GPU");
+      return Invalid(field + ".resourceRequirements: unknown type '" + r.type +
+                     "': use VCPU, MEMORY or GPU");
     }
     char* end = nullptr;
     double v = std::strtod(r.value.c_str(), &end);
@@ -97,23 +107,28 @@ Status ValidateContainer(const ContainerSpec& c, const std::string& field, const
                      "' is not a non-negative number");
     }
     if ((r.type == "MEMORY" || r.type == "GPU") && v != std::floor(v)) {
-      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value + "' must be a whole number");
+      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
+                     "' must be a whole number");
     }
   }
   if (c.MilliVcpu() <= 0) {
-    return Invalid(field + ": no vCPUs for the job (job definition " + definition +
-                   "): set resourceRequirements [{\"type\": \"VCPU\", \"value\": \"1\"}] in the definition or "
-                   "in the overrides");
+    return Invalid(
+        field + ": no vCPUs for the job (job definition " + definition +
+        "): set resourceRequirements [{\"type\": \"VCPU\", \"value\": \"1\"}] in the definition or "
+        "in the overrides");
   }
   if (c.MemoryMib() < 4) {
-    return Invalid(field + ": memory is " + std::to_string(c.MemoryMib()) + " MiB (job definition " + definition +
-                   "): give at least 4 MiB with resourceRequirements [{\"type\": \"MEMORY\", \"value\": \"2048\"}]");
+    return Invalid(field + ": memory is " + std::to_string(c.MemoryMib()) +
+                   " MiB (job definition " + definition +
+                   "): give at least 4 MiB with resourceRequirements [{\"type\": \"MEMORY\", "
+                   "\"value\": \"2048\"}]");
   }
   return ValidateEnvironmentNames(c.environment, field + ".environment");
 }
 
 // Applies a ContainerOverrides object to `base`.
-Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overrides, const std::string& field,
+Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overrides,
+                                              const std::string& field,
                                               const std::string& definition) {
   if (overrides.is_null()) return c;
   if (!overrides.is_object()) return Invalid(field + " must be an object");
@@ -136,7 +151,9 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
           return Invalid(f + ": every entry needs a string \"name\"");
         }
         Json value = e.value("value", Json(""));
-        if (!value.is_string()) return Invalid(f + ": the value of " + e["name"].get<std::string>() + " must be a string");
+        if (!value.is_string())
+          return Invalid(f + ": the value of " + e["name"].get<std::string>() +
+                         " must be a string");
         EnvVar var{e["name"].get<std::string>(), value.get<std::string>()};
         auto same = std::find_if(c.environment.begin(), c.environment.end(),
                                  [&](const EnvVar& x) { return x.name == var.name; });
@@ -149,8 +166,10 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
     } else if (key == "resourceRequirements") {
       if (!v.is_array()) return Invalid(f + " must be a list of {\"type\", \"value\"}");
       for (const Json& r : v) {
-        if (!r.is_object() || !r.value("type", Json()).is_string() || !r.value("value", Json()).is_string()) {
-          return Invalid(f + ": every entry needs string \"type\" (VCPU, MEMORY, GPU) and \"value\"");
+        if (!r.is_object() || !r.value("type", Json()).is_string() ||
+            !r.value("value", Json()).is_string()) {
+          return Invalid(f +
+                         ": every entry needs string \"type\" (VCPU, MEMORY, GPU) and \"value\"");
         }
         ResourceRequirement req{r["type"].get<std::string>(), r["value"].get<std::string>()};
         auto same = std::find_if(c.resource_requirements.begin(), c.resource_requirements.end(),
@@ -162,13 +181,16 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
         }
       }
     } else if (key == "vcpus" || key == "memory") {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0) return Invalid(f + " must be a positive integer");
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+        return Invalid(f + " must be a positive integer");
       const char* type = key == "vcpus" ? "VCPU" : "MEMORY";
-      bool in_requirements = std::any_of(c.resource_requirements.begin(), c.resource_requirements.end(),
-                                         [&](const ResourceRequirement& r) { return r.type == type; });
+      bool in_requirements =
+          std::any_of(c.resource_requirements.begin(), c.resource_requirements.end(),
+                      [&](const ResourceRequirement& r) { return r.type == type; });
       if (in_requirements) {
-        return Invalid(f + " cannot override the " + type + " resourceRequirement of job definition " + definition +
-                       ": use " + field + ".resourceRequirements [{\"type\": \"" + type + "\", \"value\": \"" +
+        return Invalid(f + " cannot override the " + type +
+                       " resourceRequirement of job definition " + definition + ": use " + field +
+                       ".resourceRequirements [{\"type\": \"" + type + "\", \"value\": \"" +
                        std::to_string(v.get<int64_t>()) + "\"}] instead");
       }
       (key == "vcpus" ? c.vcpus : c.memory) = v.get<int64_t>();
@@ -176,8 +198,10 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
       if (!v.is_string()) return Invalid(f + " must be a string");
       c.instance_type = v.get<std::string>();
     } else {
-      return Invalid(f + " is not a ContainerOverrides field: use command, environment, resourceRequirements, "
-                     "vcpus, memory or instanceType");
+      return Invalid(
+          f +
+          " is not a ContainerOverrides field: use command, environment, resourceRequirements, "
+          "vcpus, memory or instanceType");
     }
   }
   return c;
@@ -190,24 +214,27 @@ Result<ContainerSpec> ParseDefinitionContainer(const Json& json, const std::stri
 }
 
 bool PatternCharOk(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == ' ' || c == '\t' ||
-         c == '_' || c == '-';
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == ' ' ||
+         c == '\t' || c == '_' || c == '-';
 }
 
 Status ValidatePattern(const std::string& pattern, bool digits_only, const std::string& field) {
   if (pattern.size() > kMaxPatternLength) {
-    return Invalid(field + " is " + std::to_string(pattern.size()) + " characters long: at most 512 are allowed");
+    return Invalid(field + " is " + std::to_string(pattern.size()) +
+                   " characters long: at most 512 are allowed");
   }
   for (size_t i = 0; i < pattern.size(); ++i) {
     char c = pattern[i];
     if (c == '*') {
       if (i + 1 != pattern.size()) {
-        return Invalid(field + " '" + pattern + "': '*' may only appear as the last character (a prefix match)");
+        return Invalid(field + " '" + pattern +
+                       "': '*' may only appear as the last character (a prefix match)");
       }
       continue;
     }
     if (digits_only ? !std::isdigit(static_cast<unsigned char>(c)) : !PatternCharOk(c)) {
-      return Invalid(field + " '" + pattern + "': character '" + std::string(1, c) + "' is not allowed (use " +
+      return Invalid(field + " '" + pattern + "': character '" + std::string(1, c) +
+                     "' is not allowed (use " +
                      (digits_only ? "digits" : "letters, digits, '.', ':', '_', '-' and spaces") +
                      ", optionally ending with '*')");
     }
@@ -217,7 +244,8 @@ Status ValidatePattern(const std::string& pattern, bool digits_only, const std::
 
 Result<std::optional<int32_t>> ParseTimeout(const Json& json, const std::string& field) {
   if (json.is_null()) return std::optional<int32_t>();
-  if (!json.is_object()) return Invalid(field + " must be an object {\"attemptDurationSeconds\": N}");
+  if (!json.is_object())
+    return Invalid(field + " must be an object {\"attemptDurationSeconds\": N}");
   ASSIGN_OR_RETURN(std::optional<int64_t> seconds,
                    OptionalInt(json, "attemptDurationSeconds", field + ".attemptDurationSeconds"));
   if (!seconds) return std::optional<int32_t>();
@@ -235,7 +263,8 @@ struct Range {
   bool open_end;
 };
 
-Result<Range> ParseRangeWithOpenness(const std::string& text, int32_t num_nodes, const std::string& field) {
+Result<Range> ParseRangeWithOpenness(const std::string& text, int32_t num_nodes,
+                                     const std::string& field) {
   ASSIGN_OR_RETURN(auto r, ParseNodeRange(text, num_nodes, field));
   size_t colon = text.find(':');
   bool open_end = colon != std::string::npos && colon + 1 == text.size();
@@ -254,17 +283,22 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
                                              const std::map<std::string, std::string>& parameters,
                                              const std::string& definition) {
   const std::string dfield = "job definition " + definition + " nodeProperties";
-  if (!def_np.is_object()) return Invalid(dfield + " is missing: register the definition with nodeProperties");
-  ASSIGN_OR_RETURN(std::optional<int64_t> def_num, OptionalInt(def_np, "numNodes", dfield + ".numNodes"));
-  ASSIGN_OR_RETURN(std::optional<int64_t> main, OptionalInt(def_np, "mainNode", dfield + ".mainNode"));
+  if (!def_np.is_object())
+    return Invalid(dfield + " is missing: register the definition with nodeProperties");
+  ASSIGN_OR_RETURN(std::optional<int64_t> def_num,
+                   OptionalInt(def_np, "numNodes", dfield + ".numNodes"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> main,
+                   OptionalInt(def_np, "mainNode", dfield + ".mainNode"));
   if (!def_num || *def_num < 1) return Invalid(dfield + ".numNodes must be at least 1");
   if (!main || *main < 0) return Invalid(dfield + ".mainNode must be a node index (0 or more)");
   int64_t num_nodes = *def_num;
 
   const std::string ofield = "nodeOverrides";
-  if (!node_overrides.is_null() && !node_overrides.is_object()) return Invalid(ofield + " must be an object");
+  if (!node_overrides.is_null() && !node_overrides.is_object())
+    return Invalid(ofield + " must be an object");
   const Json no = node_overrides.is_object() ? node_overrides : Json::object();
-  ASSIGN_OR_RETURN(std::optional<int64_t> override_num, OptionalInt(no, "numNodes", ofield + ".numNodes"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> override_num,
+                   OptionalInt(no, "numNodes", ofield + ".numNodes"));
   const Json def_ranges = def_np.value("nodeRangeProperties", Json::array());
   if (!def_ranges.is_array() || def_ranges.empty()) {
     return Invalid(dfield + ".nodeRangeProperties must list at least one node range");
@@ -272,8 +306,9 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
   if (override_num) {
     if (*override_num < 1) return Invalid(ofield + ".numNodes must be at least 1");
     if (*main >= *override_num) {
-      return Invalid(ofield + ".numNodes is " + std::to_string(*override_num) + " but the main node of job definition " +
-                     definition + " is node " + std::to_string(*main) + ": numNodes must be greater than mainNode");
+      return Invalid(ofield + ".numNodes is " + std::to_string(*override_num) +
+                     " but the main node of job definition " + definition + " is node " +
+                     std::to_string(*main) + ": numNodes must be greater than mainNode");
     }
     bool has_open = false;
     for (const Json& r : def_ranges) {
@@ -285,9 +320,12 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
       }
     }
     if (!has_open) {
-      return Invalid(ofield + ".numNodes needs a node range with an open upper bound (such as \"0:\" or \"1:\") "
-                     "starting below " + std::to_string(*override_num) + " in job definition " + definition +
-                     ": register such a range or drop the numNodes override");
+      return Invalid(
+          ofield +
+          ".numNodes needs a node range with an open upper bound (such as \"0:\" or \"1:\") "
+          "starting below " +
+          std::to_string(*override_num) + " in job definition " + definition +
+          ": register such a range or drop the numNodes override");
     }
     num_nodes = *override_num;
   }
@@ -309,8 +347,10 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     if (!r.is_object() || !r.value("targetNodes", Json()).is_string()) {
       return Invalid(rf + ".targetNodes is required (a range such as \"0:\" or \"1:3\")");
     }
-    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(r["targetNodes"].get<std::string>(), n, rf + ".targetNodes"));
-    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(r.value("container", Json::object()), rf + ".container"));
+    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(r["targetNodes"].get<std::string>(), n,
+                                                         rf + ".targetNodes"));
+    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(r.value("container", Json::object()),
+                                                               rf + ".container"));
     std::vector<std::string> types;
     for (const Json& t : r.value("instanceTypes", Json::array())) {
       if (t.is_string()) types.push_back(t.get<std::string>());
@@ -328,41 +368,48 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
       return Invalid(f + ".targetNodes is required (a range such as \"0:\" or \"1:3\")");
     }
     for (auto it = o.begin(); it != o.end(); ++it) {
-      if (it.key() != "targetNodes" && it.key() != "containerOverrides" && it.key() != "instanceTypes" &&
-          !it.value().is_null()) {
-        return Invalid(f + "." + it.key() + " is not supported by lote: use containerOverrides or instanceTypes");
+      if (it.key() != "targetNodes" && it.key() != "containerOverrides" &&
+          it.key() != "instanceTypes" && !it.value().is_null()) {
+        return Invalid(f + "." + it.key() +
+                       " is not supported by lote: use containerOverrides or instanceTypes");
       }
     }
-    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(o["targetNodes"].get<std::string>(), n, f + ".targetNodes"));
+    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(o["targetNodes"].get<std::string>(), n,
+                                                         f + ".targetNodes"));
     std::vector<std::string> types;
     for (const Json& t : o.value("instanceTypes", Json::array())) {
       if (t.is_string()) types.push_back(t.get<std::string>());
     }
-    overrides.push_back({range, o.value("containerOverrides", Json()), std::move(types), f + ".containerOverrides"});
+    overrides.push_back({range, o.value("containerOverrides", Json()), std::move(types),
+                         f + ".containerOverrides"});
   }
 
-  // Per node: the most specific definition range (ties: the later one), then the overrides in order.
+  // Per node: the most specific definition range (ties: the later one), then the overrides in
+  // order.
   std::vector<std::pair<ContainerSpec, std::vector<std::string>>> per_node;
   per_node.reserve(static_cast<size_t>(n));
   for (int32_t node = 0; node < n; ++node) {
     const DefRange* best = nullptr;
     for (const DefRange& r : ranges) {
       if (node < r.range.start || node > r.range.end) continue;
-      if (best == nullptr || r.range.end - r.range.start <= best->range.end - best->range.start) best = &r;
+      if (best == nullptr || r.range.end - r.range.start <= best->range.end - best->range.start)
+        best = &r;
     }
     if (best == nullptr) {
-      return Invalid(dfield + ".nodeRangeProperties do not cover node " + std::to_string(node) + " of " +
-                     std::to_string(n) + ": add a range such as \"0:\" that includes it");
+      return Invalid(dfield + ".nodeRangeProperties do not cover node " + std::to_string(node) +
+                     " of " + std::to_string(n) + ": add a range such as \"0:\" that includes it");
     }
     ContainerSpec c = best->container;
     std::vector<std::string> types = best->instance_types;
     for (const RawNodeOverride& o : overrides) {
       if (node < o.range.start || node > o.range.end) continue;
-      ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), o.container_overrides, o.field, definition));
+      ASSIGN_OR_RETURN(
+          c, ApplyContainerOverrides(std::move(c), o.container_overrides, o.field, definition));
       if (!o.instance_types.empty()) types = o.instance_types;
     }
     c.command = SubstituteParameters(c.command, parameters);
-    RETURN_IF_ERROR(ValidateContainer(c, "node " + std::to_string(node) + " container", definition));
+    RETURN_IF_ERROR(
+        ValidateContainer(c, "node " + std::to_string(node) + " container", definition));
     per_node.emplace_back(std::move(c), std::move(types));
   }
 
@@ -371,7 +418,8 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
   np.main_node = static_cast<int32_t>(*main);
   for (int32_t node = 0; node < n; ++node) {
     auto& [c, types] = per_node[static_cast<size_t>(node)];
-    if (!np.ranges.empty() && np.ranges.back().container == c && np.ranges.back().instance_types == types) {
+    if (!np.ranges.empty() && np.ranges.back().container == c &&
+        np.ranges.back().instance_types == types) {
       np.ranges.back().end = node;
     } else {
       np.ranges.push_back({node, node, std::move(c), std::move(types)});
@@ -394,8 +442,8 @@ std::string JobArn(const std::string& queue_arn, const std::string& id) {
 
 }  // namespace
 
-std::vector<std::string> SubstituteParameters(const std::vector<std::string>& command,
-                                              const std::map<std::string, std::string>& parameters) {
+std::vector<std::string> SubstituteParameters(
+    const std::vector<std::string>& command, const std::map<std::string, std::string>& parameters) {
   std::vector<std::string> out;
   out.reserve(command.size());
   for (const std::string& arg : command) {
@@ -415,8 +463,11 @@ Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int3
                                                    const std::string& field) {
   auto parse = [&](const std::string& part, int32_t fallback) -> Result<int32_t> {
     if (part.empty()) return fallback;
-    if (part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-      return Invalid(field + " '" + text + "' is not a node range: use \"start:end\", \"start:\", \":end\" or \"n\"");
+    if (part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        })) {
+      return Invalid(field + " '" + text +
+                     "' is not a node range: use \"start:end\", \"start:\", \":end\" or \"n\"");
     }
     return static_cast<int32_t>(std::stol(part));
   };
@@ -424,7 +475,8 @@ Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int3
   int32_t start = 0;
   int32_t end = 0;
   if (colon == std::string::npos) {
-    if (text.empty()) return Invalid(field + " is empty: use a node range such as \"0:\" or \"1:3\"");
+    if (text.empty())
+      return Invalid(field + " is empty: use a node range such as \"0:\" or \"1:3\"");
     ASSIGN_OR_RETURN(start, parse(text, 0));
     end = start;
   } else {
@@ -435,11 +487,13 @@ Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int3
     ASSIGN_OR_RETURN(end, parse(text.substr(colon + 1), num_nodes - 1));
   }
   if (start > end) {
-    return Invalid(field + " '" + text + "' starts after it ends: write the lower node index first");
+    return Invalid(field + " '" + text +
+                   "' starts after it ends: write the lower node index first");
   }
   if (end >= num_nodes) {
-    return Invalid(field + " '" + text + "' reaches node " + std::to_string(end) + " but the job has " +
-                   std::to_string(num_nodes) + " nodes (0 to " + std::to_string(num_nodes - 1) + ")");
+    return Invalid(field + " '" + text + "' reaches node " + std::to_string(end) +
+                   " but the job has " + std::to_string(num_nodes) + " nodes (0 to " +
+                   std::to_string(num_nodes - 1) + ")");
   }
   return std::make_pair(start, end);
 }
@@ -447,13 +501,17 @@ Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int3
 Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& field) {
   RetryStrategy r;
   if (json.is_null()) return r;
-  if (!json.is_object()) return Invalid(field + " must be an object {\"attempts\": N, \"evaluateOnExit\": [...]}");
-  ASSIGN_OR_RETURN(std::optional<int64_t> attempts, OptionalInt(json, "attempts", field + ".attempts"));
+  if (!json.is_object())
+    return Invalid(field + " must be an object {\"attempts\": N, \"evaluateOnExit\": [...]}");
+  ASSIGN_OR_RETURN(std::optional<int64_t> attempts,
+                   OptionalInt(json, "attempts", field + ".attempts"));
   const Json rules = json.value("evaluateOnExit", Json());
-  if (!rules.is_null() && !rules.is_array()) return Invalid(field + ".evaluateOnExit must be a list");
+  if (!rules.is_null() && !rules.is_array())
+    return Invalid(field + ".evaluateOnExit must be a list");
   if (!attempts) {
     if (!rules.is_null() && !rules.empty()) {
-      return Invalid(field + ".evaluateOnExit needs " + field + ".attempts too: set attempts (1 to 10)");
+      return Invalid(field + ".evaluateOnExit needs " + field +
+                     ".attempts too: set attempts (1 to 10)");
     }
     return r;
   }
@@ -464,7 +522,8 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
   r.specified = true;
   if (rules.is_null()) return r;
   if (rules.size() > kMaxEvaluateOnExit) {
-    return Invalid(field + ".evaluateOnExit has " + std::to_string(rules.size()) + " rules: at most 5 are allowed");
+    return Invalid(field + ".evaluateOnExit has " + std::to_string(rules.size()) +
+                   " rules: at most 5 are allowed");
   }
   for (size_t i = 0; i < rules.size(); ++i) {
     const Json& rule = rules[i];
@@ -478,14 +537,18 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
     } else if (action == "EXIT") {
       e.action = RetryAction::kExit;
     } else {
-      return Invalid(f + ".action " + (action.empty() ? "is missing" : "'" + action + "' is not valid") +
+      return Invalid(f + ".action " +
+                     (action.empty() ? "is missing" : "'" + action + "' is not valid") +
                      ": use RETRY or EXIT");
     }
-    ASSIGN_OR_RETURN(e.on_status_reason, OptionalString(rule, "onStatusReason", f + ".onStatusReason"));
+    ASSIGN_OR_RETURN(e.on_status_reason,
+                     OptionalString(rule, "onStatusReason", f + ".onStatusReason"));
     ASSIGN_OR_RETURN(e.on_reason, OptionalString(rule, "onReason", f + ".onReason"));
     ASSIGN_OR_RETURN(e.on_exit_code, OptionalString(rule, "onExitCode", f + ".onExitCode"));
     if (e.on_status_reason.empty() && e.on_reason.empty() && e.on_exit_code.empty()) {
-      return Invalid(f + " has no condition: set onStatusReason, onReason or onExitCode (\"*\" matches anything)");
+      return Invalid(
+          f +
+          " has no condition: set onStatusReason, onReason or onExitCode (\"*\" matches anything)");
     }
     RETURN_IF_ERROR(ValidatePattern(e.on_status_reason, false, f + ".onStatusReason"));
     RETURN_IF_ERROR(ValidatePattern(e.on_reason, false, f + ".onReason"));
@@ -498,18 +561,24 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
 Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ctx) {
   if (!request.is_object()) return Invalid("the SubmitJob request body must be a Json object");
   const Json& def = ctx.job_definition;
-  if (!def.is_object()) return Status::Internal("PrepareSubmit: the resolved job definition is not an object");
+  if (!def.is_object())
+    return Status::Internal("PrepareSubmit: the resolved job definition is not an object");
 
   ASSIGN_OR_RETURN(std::string name, OptionalString(request, "jobName", "jobName"));
   if (name.empty()) return Invalid("jobName is required: give the job a name");
   RETURN_IF_ERROR(ValidateJobName(name));
   ASSIGN_OR_RETURN(std::string queue, OptionalString(request, "jobQueue", "jobQueue"));
   if (queue.empty()) return Invalid("jobQueue is required: name the job queue (name or ARN)");
-  ASSIGN_OR_RETURN(std::string definition_ref, OptionalString(request, "jobDefinition", "jobDefinition"));
-  if (definition_ref.empty()) return Invalid("jobDefinition is required: name the job definition (name, name:revision or ARN)");
-  for (const char* unsupported : {"eksPropertiesOverride", "ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
+  ASSIGN_OR_RETURN(std::string definition_ref,
+                   OptionalString(request, "jobDefinition", "jobDefinition"));
+  if (definition_ref.empty())
+    return Invalid(
+        "jobDefinition is required: name the job definition (name, name:revision or ARN)");
+  for (const char* unsupported :
+       {"eksPropertiesOverride", "ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
-      return Invalid(std::string(unsupported) + " is not supported by lote: use containerOverrides or nodeOverrides");
+      return Invalid(std::string(unsupported) +
+                     " is not supported by lote: use containerOverrides or nodeOverrides");
     }
   }
 
@@ -517,7 +586,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   const std::string def_status = def.value("status", "ACTIVE");
   const std::string def_label = def_name + ":" + std::to_string(def.value("revision", 0));
   if (def_status != "ACTIVE") {
-    return Invalid("job definition " + def_label + " is " + def_status + ": submit with an ACTIVE revision");
+    return Invalid("job definition " + def_label + " is " + def_status +
+                   ": submit with an ACTIVE revision");
   }
   const std::string type = def.value("type", "container");
 
@@ -538,7 +608,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   }
 
   // Parameters: definition defaults, then the request's.
-  ASSIGN_OR_RETURN(job.parameters, StringMap(def, "parameters", "job definition " + def_label + " parameters"));
+  ASSIGN_OR_RETURN(job.parameters,
+                   StringMap(def, "parameters", "job definition " + def_label + " parameters"));
   ASSIGN_OR_RETURN(auto submitted_parameters, StringMap(request, "parameters", "parameters"));
   for (auto& [k, v] : submitted_parameters) job.parameters[k] = v;
 
@@ -550,8 +621,9 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
     ASSIGN_OR_RETURN(std::optional<int64_t> size, OptionalInt(ap, "size", "arrayProperties.size"));
     if (size) {
       if (*size < kMinArraySize || *size > kMaxArraySize) {
-        return Invalid("arrayProperties.size is " + std::to_string(*size) +
-                       ": an array job has 2 to 10,000 children (omit arrayProperties for a single job)");
+        return Invalid(
+            "arrayProperties.size is " + std::to_string(*size) +
+            ": an array job has 2 to 10,000 children (omit arrayProperties for a single job)");
       }
       array_size = static_cast<int32_t>(*size);
     }
@@ -562,69 +634,84 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   const Json node_overrides = request.value("nodeOverrides", Json());
   if (type == "container") {
     if (!node_overrides.is_null()) {
-      return Invalid("nodeOverrides applies only to multi-node jobs, and job definition " + def_label +
-                     " is of type container: use containerOverrides");
+      return Invalid("nodeOverrides applies only to multi-node jobs, and job definition " +
+                     def_label + " is of type container: use containerOverrides");
     }
-    ASSIGN_OR_RETURN(ContainerSpec c,
-                     ParseDefinitionContainer(def.value("containerProperties", Json::object()),
-                                              "job definition " + def_label + " containerProperties"));
-    ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), container_overrides, "containerOverrides", def_label));
+    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(
+                                          def.value("containerProperties", Json::object()),
+                                          "job definition " + def_label + " containerProperties"));
+    ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), container_overrides,
+                                                "containerOverrides", def_label));
     c.command = SubstituteParameters(c.command, job.parameters);
     RETURN_IF_ERROR(ValidateContainer(c, "containerOverrides", def_label));
     job.container = std::move(c);
   } else if (type == "multinode") {
     if (!container_overrides.is_null()) {
-      return Invalid("containerOverrides does not apply to multi-node job definition " + def_label +
-                     ": use nodeOverrides.nodePropertyOverrides with targetNodes (\"0:\" for every node)");
+      return Invalid(
+          "containerOverrides does not apply to multi-node job definition " + def_label +
+          ": use nodeOverrides.nodePropertyOverrides with targetNodes (\"0:\" for every node)");
     }
     if (array_size > 0) {
       return Invalid("arrayProperties cannot be used with multi-node job definition " + def_label +
                      ": submit separate multi-node jobs instead");
     }
     ASSIGN_OR_RETURN(NodeProperties np,
-                     ResolveNodeProperties(def.value("nodeProperties", Json()), node_overrides, job.parameters, def_label));
+                     ResolveNodeProperties(def.value("nodeProperties", Json()), node_overrides,
+                                           job.parameters, def_label));
     job.node_properties = std::move(np);
   } else {
-    return Invalid("job definition " + def_label + " has type '" + type + "': lote runs container and multinode jobs");
+    return Invalid("job definition " + def_label + " has type '" + type +
+                   "': lote runs container and multinode jobs");
   }
 
   // Retry strategy, timeout, tags: the request's replace the definition's.
   if (request.contains("retryStrategy") && !request["retryStrategy"].is_null()) {
-    ASSIGN_OR_RETURN(job.retry_strategy, ParseRetryStrategy(request["retryStrategy"], "retryStrategy"));
+    ASSIGN_OR_RETURN(job.retry_strategy,
+                     ParseRetryStrategy(request["retryStrategy"], "retryStrategy"));
   } else {
     ASSIGN_OR_RETURN(job.retry_strategy,
-                     ParseRetryStrategy(def.value("retryStrategy", Json()), "job definition " + def_label + " retryStrategy"));
+                     ParseRetryStrategy(def.value("retryStrategy", Json()),
+                                        "job definition " + def_label + " retryStrategy"));
   }
   if (request.contains("timeout") && !request["timeout"].is_null()) {
     ASSIGN_OR_RETURN(job.timeout_seconds, ParseTimeout(request["timeout"], "timeout"));
   } else {
-    ASSIGN_OR_RETURN(job.timeout_seconds, ParseTimeout(def.value("timeout", Json()), "job definition " + def_label + " timeout"));
+    ASSIGN_OR_RETURN(job.timeout_seconds, ParseTimeout(def.value("timeout", Json()),
+                                                       "job definition " + def_label + " timeout"));
   }
   ASSIGN_OR_RETURN(job.tags, StringMap(request, "tags", "tags"));
   if (job.tags.size() > kMaxTags) {
-    return Invalid("tags has " + std::to_string(job.tags.size()) + " entries: at most 50 are allowed");
+    return Invalid("tags has " + std::to_string(job.tags.size()) +
+                   " entries: at most 50 are allowed");
   }
   for (const auto& [k, v] : job.tags) {
-    if (k.empty() || k.size() > 128) return Invalid("tags: key '" + k + "' must be 1 to 128 characters");
-    if (v.size() > 256) return Invalid("tags: the value of '" + k + "' is longer than 256 characters");
-    if (StartsWith(k, "aws:")) return Invalid("tags: key '" + k + "' uses the reserved prefix aws:; rename it");
+    if (k.empty() || k.size() > 128)
+      return Invalid("tags: key '" + k + "' must be 1 to 128 characters");
+    if (v.size() > 256)
+      return Invalid("tags: the value of '" + k + "' is longer than 256 characters");
+    if (StartsWith(k, "aws:"))
+      return Invalid("tags: key '" + k + "' uses the reserved prefix aws:; rename it");
   }
   if (request.contains("propagateTags") && !request["propagateTags"].is_null()) {
-    if (!request["propagateTags"].is_boolean()) return Invalid("propagateTags must be true or false");
+    if (!request["propagateTags"].is_boolean())
+      return Invalid("propagateTags must be true or false");
     job.propagate_tags = request["propagateTags"].get<bool>();
   } else {
     job.propagate_tags = def.value("propagateTags", false);
   }
 
   // Fair share.
-  ASSIGN_OR_RETURN(job.share_identifier, OptionalString(request, "shareIdentifier", "shareIdentifier"));
+  ASSIGN_OR_RETURN(job.share_identifier,
+                   OptionalString(request, "shareIdentifier", "shareIdentifier"));
   if (ctx.queue_has_fair_share && job.share_identifier.empty()) {
     return Invalid("shareIdentifier is required: job queue " + ctx.queue_arn +
                    " has a fair-share scheduling policy, so give the job a share identifier");
   }
   if (!ctx.queue_has_fair_share && !job.share_identifier.empty()) {
-    return Invalid("shareIdentifier '" + job.share_identifier + "' is not allowed: job queue " + ctx.queue_arn +
-                   " has no fair-share scheduling policy; remove shareIdentifier or use a fair-share queue");
+    return Invalid(
+        "shareIdentifier '" + job.share_identifier + "' is not allowed: job queue " +
+        ctx.queue_arn +
+        " has no fair-share scheduling policy; remove shareIdentifier or use a fair-share queue");
   }
   if (!job.share_identifier.empty()) {
     const std::string& s = job.share_identifier;
@@ -634,16 +721,19 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
       bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
                 (c == '*' && i + 1 == s.size());
       if (!ok) {
-        return Invalid("shareIdentifier '" + s + "' may contain only letters, digits, '-', '_' and '.', "
+        return Invalid("shareIdentifier '" + s +
+                       "' may contain only letters, digits, '-', '_' and '.', "
                        "optionally ending with '*'");
       }
     }
   }
-  ASSIGN_OR_RETURN(std::optional<int64_t> priority,
-                   OptionalInt(request, "schedulingPriorityOverride", "schedulingPriorityOverride"));
+  ASSIGN_OR_RETURN(
+      std::optional<int64_t> priority,
+      OptionalInt(request, "schedulingPriorityOverride", "schedulingPriorityOverride"));
   if (priority) {
     if (*priority < 0 || *priority > 9999) {
-      return Invalid("schedulingPriorityOverride is " + std::to_string(*priority) + ": use 0 to 9999");
+      return Invalid("schedulingPriorityOverride is " + std::to_string(*priority) +
+                     ": use 0 to 9999");
     }
     job.scheduling_priority = static_cast<int32_t>(*priority);
   } else if (def.contains("schedulingPriority") && def["schedulingPriority"].is_number_integer()) {
@@ -658,7 +748,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
     const Json& deps = request["dependsOn"];
     if (!deps.is_array()) return Invalid("dependsOn must be a list of {\"jobId\", \"type\"}");
     if (deps.size() > kMaxDependencies) {
-      return Invalid("dependsOn lists " + std::to_string(deps.size()) + " jobs: a job can depend on at most 20");
+      return Invalid("dependsOn lists " + std::to_string(deps.size()) +
+                     " jobs: a job can depend on at most 20");
     }
     for (size_t i = 0; i < deps.size(); ++i) {
       const std::string f = "dependsOn[" + std::to_string(i) + "]";
@@ -672,15 +763,19 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
       } else if (dep_type == "SEQUENTIAL") {
         dep.type = DependencyType::kSequential;
       } else if (!dep_type.empty()) {
-        return Invalid(f + ".type '" + dep_type + "' is not valid: use N_TO_N or SEQUENTIAL (or omit it)");
+        return Invalid(f + ".type '" + dep_type +
+                       "' is not valid: use N_TO_N or SEQUENTIAL (or omit it)");
       }
       if (dep.type != DependencyType::kNone && array_size == 0) {
-        return Invalid(f + ".type " + dep_type + " applies only to array jobs: set arrayProperties.size or drop the type");
+        return Invalid(f + ".type " + dep_type +
+                       " applies only to array jobs: set arrayProperties.size or drop the type");
       }
       if (dep.type == DependencyType::kSequential) {
         if (!dep_id.empty()) {
-          return Invalid(f + ": a SEQUENTIAL dependency orders the children of this array job and takes no jobId; "
-                         "remove jobId (or list it as a separate dependency without type)");
+          return Invalid(
+              f +
+              ": a SEQUENTIAL dependency orders the children of this array job and takes no jobId; "
+              "remove jobId (or list it as a separate dependency without type)");
         }
         sequential = true;
         job.depends_on.push_back(dep);
@@ -689,7 +784,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
       if (dep_id.empty()) return Invalid(f + ".jobId is required: name the job to wait for");
       std::optional<Job> found = ctx.find_job ? ctx.find_job(dep_id) : std::nullopt;
       if (!found) {
-        return Invalid(f + ".jobId: job " + dep_id + " does not exist; submit it first or remove the dependency");
+        return Invalid(f + ".jobId: job " + dep_id +
+                       " does not exist; submit it first or remove the dependency");
       }
       if (dep.type == DependencyType::kNToN) {
         if (!found->IsArrayParent()) {
@@ -713,7 +809,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   SubmittedJobs out;
   if (array_size > 0) {
     job.array = ArrayInfo{array_size, -1, {}, ctx.now_ms};
-    for (JobStatus s : kAllJobStatuses) job.array->status_summary[std::string(JobStatusName(s))] = 0;
+    for (JobStatus s : kAllJobStatuses)
+      job.array->status_summary[std::string(JobStatusName(s))] = 0;
     job.array->status_summary["SUBMITTED"] = array_size;
     out.array_children.reserve(static_cast<size_t>(array_size));
     for (int32_t i = 0; i < array_size; ++i) {

@@ -35,7 +35,7 @@ struct SubmitContext {
 };
 
 struct SubmittedJobs {
-  Job job;                        // status SUBMITTED
+  Job job;                          // status SUBMITTED
   std::vector<Job> array_children;  // "<id>:<i>" for array jobs, status SUBMITTED
 };
 

@@ -93,7 +93,8 @@ TEST(PrepareSubmit, ContainerJobIsNormalised) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Job& job = r->job;
   EXPECT_EQ(job.id, "11111111-2222-3333-4444-555555555555");
-  EXPECT_EQ(job.arn, "arn:aws:batch:us-east-1:123456789012:job/11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ(job.arn,
+            "arn:aws:batch:us-east-1:123456789012:job/11111111-2222-3333-4444-555555555555");
   EXPECT_EQ(job.status, JobStatus::kSubmitted);
   EXPECT_EQ(job.created_at, 1700000000000);
   EXPECT_EQ(job.definition_arn, "arn:aws:batch:us-east-1:123456789012:job-definition/echo:2");
@@ -158,7 +159,8 @@ TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   f.AddPlain("setup");
   Json req = BaseRequest();
   req["arrayProperties"] = {{"size", 3}};
-  req["dependsOn"] = Json::parse(R"([{"jobId": "other", "type": "N_TO_N"}, {"type": "SEQUENTIAL"}, {"jobId": "setup"}])");
+  req["dependsOn"] = Json::parse(
+      R"([{"jobId": "other", "type": "N_TO_N"}, {"type": "SEQUENTIAL"}, {"jobId": "setup"}])");
   Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(ContainerDefinition()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Job& parent = r->job;
@@ -252,7 +254,8 @@ TEST(PrepareSubmit, FairShare) {
   Fixture f;
   Json req = BaseRequest();
   req["shareIdentifier"] = "lab-a";
-  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(ContainerDefinition(), /*fair_share=*/true));
+  Result<SubmittedJobs> r =
+      PrepareSubmit(req, f.Context(ContainerDefinition(), /*fair_share=*/true));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->job.share_identifier, "lab-a");
 }
@@ -262,7 +265,8 @@ TEST(ParseNodeRange, Forms) {
     std::string text;
     int32_t start, end;
   };
-  for (const Case& c : std::vector<Case>{{"0:", 0, 3}, {":", 0, 3}, {":2", 0, 2}, {"1:3", 1, 3}, {"2", 2, 2}, {"3:", 3, 3}}) {
+  for (const Case& c : std::vector<Case>{
+           {"0:", 0, 3}, {":", 0, 3}, {":2", 0, 2}, {"1:3", 1, 3}, {"2", 2, 2}, {"3:", 3, 3}}) {
     Result<std::pair<int32_t, int32_t>> r = ParseNodeRange(c.text, 4, "targetNodes");
     ASSERT_TRUE(r.ok()) << c.text << ": " << r.status().ToString();
     EXPECT_EQ(r->first, c.start) << c.text;
@@ -291,83 +295,303 @@ TEST(PrepareSubmit, ValidationErrors) {
   std::vector<ErrorCase> cases = {
       {"no name", [](J& r, J&, bool&) { r.erase("jobName"); }, "jobName is required"},
       {"long name", [](J& r, J&, bool&) { r["jobName"] = std::string(129, 'a'); }, "1 to 128"},
-      {"bad first char", [](J& r, J&, bool&) { r["jobName"] = "-x"; }, "must start with a letter or digit"},
-      {"bad char", [](J& r, J&, bool&) { r["jobName"] = "a b"; }, "only letters, digits, hyphens and underscores"},
+      {"bad first char", [](J& r, J&, bool&) { r["jobName"] = "-x"; },
+       "must start with a letter or digit"},
+      {"bad char", [](J& r, J&, bool&) { r["jobName"] = "a b"; },
+       "only letters, digits, hyphens and underscores"},
       {"no queue", [](J& r, J&, bool&) { r.erase("jobQueue"); }, "jobQueue is required"},
-      {"no definition", [](J& r, J&, bool&) { r.erase("jobDefinition"); }, "jobDefinition is required"},
+      {"no definition", [](J& r, J&, bool&) { r.erase("jobDefinition"); },
+       "jobDefinition is required"},
       {"inactive definition", [](J&, J& d, bool&) { d["status"] = "INACTIVE"; }, "is INACTIVE"},
-      {"eks override", [](J& r, J&, bool&) { r["eksPropertiesOverride"] = J::object(); }, "eksPropertiesOverride is not supported"},
-      {"parameters not strings", [](J& r, J&, bool&) { r["parameters"] = {{"n", 3}}; }, "parameters.n must be a string"},
-      {"array too small", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 1}}; }, "2 to 10,000"},
-      {"array too large", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 10001}}; }, "2 to 10,000"},
-      {"array not object", [](J& r, J&, bool&) { r["arrayProperties"] = 3; }, "arrayProperties must be an object"},
-      {"nodeOverrides on container", [](J& r, J&, bool&) { r["nodeOverrides"] = {{"numNodes", 2}}; }, "use containerOverrides"},
-      {"unknown override field", [](J& r, J&, bool&) { r["containerOverrides"] = {{"image", "x"}}; }, "containerOverrides.image is not a ContainerOverrides field"},
-      {"command not strings", [](J& r, J&, bool&) { r["containerOverrides"] = {{"command", {1}}}; }, "containerOverrides.command must be a list of strings"},
-      {"reserved env", [](J& r, J&, bool&) { r["containerOverrides"] = J::parse(R"({"environment":[{"name":"AWS_BATCH_JOB_ID","value":"x"}]})"); }, "AWS_BATCH_JOB_ID is reserved"},
-      {"reserved env in definition", [](J&, J& d, bool&) { d["containerProperties"]["environment"] = J::parse(R"([{"name":"AWS_BATCHY","value":"x"}])"); }, "AWS_BATCHY is reserved"},
-      {"legacy vcpus over requirements", [](J& r, J&, bool&) { r["containerOverrides"] = {{"vcpus", 4}}; }, "cannot override the VCPU resourceRequirement"},
-      {"legacy memory not positive", [](J& r, J&, bool&) { r["containerOverrides"] = {{"memory", 0}}; }, "must be a positive integer"},
-      {"bad resource type", [](J& r, J&, bool&) { r["containerOverrides"] = J::parse(R"({"resourceRequirements":[{"type":"DISK","value":"1"}]})"); }, "unknown type 'DISK'"},
-      {"bad resource value", [](J& r, J&, bool&) { r["containerOverrides"] = J::parse(R"({"resourceRequirements":[{"type":"VCPU","value":"lots"}]})"); }, "is not a non-negative number"},
-      {"fractional memory", [](J& r, J&, bool&) { r["containerOverrides"] = J::parse(R"({"resourceRequirements":[{"type":"MEMORY","value":"1.5"}]})"); }, "must be a whole number"},
-      {"no vcpus", [](J&, J& d, bool&) { d["containerProperties"].erase("resourceRequirements"); }, "no vCPUs"},
-      {"tiny memory", [](J& r, J&, bool&) { r["containerOverrides"] = J::parse(R"({"resourceRequirements":[{"type":"MEMORY","value":"2"}]})"); }, "at least 4 MiB"},
-      {"attempts zero", [](J& r, J&, bool&) { r["retryStrategy"] = {{"attempts", 0}}; }, "retryStrategy.attempts is 0: use 1 to 10"},
-      {"attempts eleven", [](J& r, J&, bool&) { r["retryStrategy"] = {{"attempts", 11}}; }, "use 1 to 10"},
-      {"rules without attempts", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"evaluateOnExit":[{"onExitCode":"1","action":"EXIT"}]})"); }, "needs retryStrategy.attempts"},
-      {"six rules", [](J& r, J&, bool&) {
+      {"eks override", [](J& r, J&, bool&) { r["eksPropertiesOverride"] = J::object(); },
+       "eksPropertiesOverride is not supported"},
+      {"parameters not strings",
+       [](J& r, J&, bool&) {
+         r["parameters"] = {{"n", 3}};
+       },
+       "parameters.n must be a string"},
+      {"array too small",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 1}};
+       },
+       "2 to 10,000"},
+      {"array too large",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 10001}};
+       },
+       "2 to 10,000"},
+      {"array not object", [](J& r, J&, bool&) { r["arrayProperties"] = 3; },
+       "arrayProperties must be an object"},
+      {"nodeOverrides on container",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = {{"numNodes", 2}};
+       },
+       "use containerOverrides"},
+      {"unknown override field",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] = {{"image", "x"}};
+       },
+       "containerOverrides.image is not a ContainerOverrides field"},
+      {"command not strings",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] = {{"command", {1}}};
+       },
+       "containerOverrides.command must be a list of strings"},
+      {"reserved env",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] =
+             J::parse(R"({"environment":[{"name":"AWS_BATCH_JOB_ID","value":"x"}]})");
+       },
+       "AWS_BATCH_JOB_ID is reserved"},
+      {"reserved env in definition",
+       [](J&, J& d, bool&) {
+         d["containerProperties"]["environment"] =
+             J::parse(R"([{"name":"AWS_BATCHY","value":"x"}])");
+       },
+       "AWS_BATCHY is reserved"},
+      {"legacy vcpus over requirements",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] = {{"vcpus", 4}};
+       },
+       "cannot override the VCPU resourceRequirement"},
+      {"legacy memory not positive",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] = {{"memory", 0}};
+       },
+       "must be a positive integer"},
+      {"bad resource type",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] =
+             J::parse(R"({"resourceRequirements":[{"type":"DISK","value":"1"}]})");
+       },
+       "unknown type 'DISK'"},
+      {"bad resource value",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] =
+             J::parse(R"({"resourceRequirements":[{"type":"VCPU","value":"lots"}]})");
+       },
+       "is not a non-negative number"},
+      {"fractional memory",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] =
+             J::parse(R"({"resourceRequirements":[{"type":"MEMORY","value":"1.5"}]})");
+       },
+       "must be a whole number"},
+      {"no vcpus", [](J&, J& d, bool&) { d["containerProperties"].erase("resourceRequirements"); },
+       "no vCPUs"},
+      {"tiny memory",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] =
+             J::parse(R"({"resourceRequirements":[{"type":"MEMORY","value":"2"}]})");
+       },
+       "at least 4 MiB"},
+      {"attempts zero",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = {{"attempts", 0}};
+       },
+       "retryStrategy.attempts is 0: use 1 to 10"},
+      {"attempts eleven",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = {{"attempts", 11}};
+       },
+       "use 1 to 10"},
+      {"rules without attempts",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] =
+             J::parse(R"({"evaluateOnExit":[{"onExitCode":"1","action":"EXIT"}]})");
+       },
+       "needs retryStrategy.attempts"},
+      {"six rules",
+       [](J& r, J&, bool&) {
          r["retryStrategy"] = {{"attempts", 2}, {"evaluateOnExit", J::array()}};
-         for (int i = 0; i < 6; ++i) r["retryStrategy"]["evaluateOnExit"].push_back({{"onExitCode", "1"}, {"action", "EXIT"}});
-       }, "at most 5"},
-      {"bad action", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1","action":"STOP"}]})"); }, "use RETRY or EXIT"},
-      {"missing action", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1"}]})"); }, "action is missing"},
-      {"rule without condition", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"action":"EXIT"}]})"); }, "has no condition"},
-      {"star in middle", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onReason":"a*b","action":"EXIT"}]})"); }, "'*' may only appear as the last character"},
-      {"exit code letters", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1a","action":"EXIT"}]})"); }, "onExitCode '1a'"},
-      {"bad reason char", [](J& r, J&, bool&) { r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onStatusReason":"a;b","action":"EXIT"}]})"); }, "character ';' is not allowed"},
-      {"long pattern", [](J& r, J&, bool&) { r["retryStrategy"] = {{"attempts", 2}, {"evaluateOnExit", {{{"onReason", std::string(513, 'a')}, {"action", "EXIT"}}}}}; }, "at most 512"},
-      {"definition retry bad", [](J&, J& d, bool&) { d["retryStrategy"] = {{"attempts", 20}}; }, "job definition echo:2 retryStrategy.attempts"},
-      {"short timeout", [](J& r, J&, bool&) { r["timeout"] = {{"attemptDurationSeconds", 59}}; }, "minimum is 60 seconds"},
-      {"timeout not object", [](J& r, J&, bool&) { r["timeout"] = 100; }, "timeout must be an object"},
-      {"too many tags", [](J& r, J&, bool&) { for (int i = 0; i < 51; ++i) r["tags"]["k" + std::to_string(i)] = "v"; }, "at most 50"},
-      {"aws tag", [](J& r, J&, bool&) { r["tags"] = {{"aws:x", "v"}}; }, "reserved prefix aws:"},
+         for (int i = 0; i < 6; ++i)
+           r["retryStrategy"]["evaluateOnExit"].push_back(
+               {{"onExitCode", "1"}, {"action", "EXIT"}});
+       },
+       "at most 5"},
+      {"bad action",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] =
+             J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1","action":"STOP"}]})");
+       },
+       "use RETRY or EXIT"},
+      {"missing action",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1"}]})");
+       },
+       "action is missing"},
+      {"rule without condition",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = J::parse(R"({"attempts":2,"evaluateOnExit":[{"action":"EXIT"}]})");
+       },
+       "has no condition"},
+      {"star in middle",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] =
+             J::parse(R"({"attempts":2,"evaluateOnExit":[{"onReason":"a*b","action":"EXIT"}]})");
+       },
+       "'*' may only appear as the last character"},
+      {"exit code letters",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] =
+             J::parse(R"({"attempts":2,"evaluateOnExit":[{"onExitCode":"1a","action":"EXIT"}]})");
+       },
+       "onExitCode '1a'"},
+      {"bad reason char",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = J::parse(
+             R"({"attempts":2,"evaluateOnExit":[{"onStatusReason":"a;b","action":"EXIT"}]})");
+       },
+       "character ';' is not allowed"},
+      {"long pattern",
+       [](J& r, J&, bool&) {
+         r["retryStrategy"] = {
+             {"attempts", 2},
+             {"evaluateOnExit", {{{"onReason", std::string(513, 'a')}, {"action", "EXIT"}}}}};
+       },
+       "at most 512"},
+      {"definition retry bad",
+       [](J&, J& d, bool&) {
+         d["retryStrategy"] = {{"attempts", 20}};
+       },
+       "job definition echo:2 retryStrategy.attempts"},
+      {"short timeout",
+       [](J& r, J&, bool&) {
+         r["timeout"] = {{"attemptDurationSeconds", 59}};
+       },
+       "minimum is 60 seconds"},
+      {"timeout not object", [](J& r, J&, bool&) { r["timeout"] = 100; },
+       "timeout must be an object"},
+      {"too many tags",
+       [](J& r, J&, bool&) {
+         for (int i = 0; i < 51; ++i) r["tags"]["k" + std::to_string(i)] = "v";
+       },
+       "at most 50"},
+      {"aws tag",
+       [](J& r, J&, bool&) {
+         r["tags"] = {{"aws:x", "v"}};
+       },
+       "reserved prefix aws:"},
       {"share required", [](J&, J&, bool& fs) { fs = true; }, "shareIdentifier is required"},
-      {"share forbidden", [](J& r, J&, bool&) { r["shareIdentifier"] = "a"; }, "has no fair-share scheduling policy"},
-      {"share chars", [](J& r, J&, bool& fs) { fs = true; r["shareIdentifier"] = "a b"; }, "may contain only letters"},
-      {"priority high", [](J& r, J&, bool&) { r["schedulingPriorityOverride"] = 10000; }, "use 0 to 9999"},
-      {"priority negative", [](J& r, J&, bool&) { r["schedulingPriorityOverride"] = -1; }, "use 0 to 9999"},
-      {"too many deps", [](J& r, J&, bool&) { for (int i = 0; i < 21; ++i) r["dependsOn"].push_back({{"jobId", "setup"}}); }, "at most 20"},
-      {"dep missing", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"nope"}])"); }, "job nope does not exist"},
-      {"dep without id", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{}])"); }, "dependsOn[0].jobId is required"},
-      {"dep bad type", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 3}}; r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"ALL"}])"); }, "use N_TO_N or SEQUENTIAL"},
-      {"n_to_n on plain job", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])"); }, "applies only to array jobs"},
-      {"n_to_n on non-array dep", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 3}}; r["dependsOn"] = J::parse(R"([{"jobId":"setup","type":"N_TO_N"}])"); }, "is not one"},
-      {"n_to_n size mismatch", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 4}}; r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])"); }, "same size"},
-      {"sequential with id", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 3}}; r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"SEQUENTIAL"}])"); }, "takes no jobId"},
-      {"sequential on plain job", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"type":"SEQUENTIAL"}])"); }, "applies only to array jobs"},
-      {"unknown definition type", [](J&, J& d, bool&) { d["type"] = "eks"; }, "lote runs container and multinode jobs"},
+      {"share forbidden", [](J& r, J&, bool&) { r["shareIdentifier"] = "a"; },
+       "has no fair-share scheduling policy"},
+      {"share chars",
+       [](J& r, J&, bool& fs) {
+         fs = true;
+         r["shareIdentifier"] = "a b";
+       },
+       "may contain only letters"},
+      {"priority high", [](J& r, J&, bool&) { r["schedulingPriorityOverride"] = 10000; },
+       "use 0 to 9999"},
+      {"priority negative", [](J& r, J&, bool&) { r["schedulingPriorityOverride"] = -1; },
+       "use 0 to 9999"},
+      {"too many deps",
+       [](J& r, J&, bool&) {
+         for (int i = 0; i < 21; ++i) r["dependsOn"].push_back({{"jobId", "setup"}});
+       },
+       "at most 20"},
+      {"dep missing", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"nope"}])"); },
+       "job nope does not exist"},
+      {"dep without id", [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{}])"); },
+       "dependsOn[0].jobId is required"},
+      {"dep bad type",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 3}};
+         r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"ALL"}])");
+       },
+       "use N_TO_N or SEQUENTIAL"},
+      {"n_to_n on plain job",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])"); },
+       "applies only to array jobs"},
+      {"n_to_n on non-array dep",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 3}};
+         r["dependsOn"] = J::parse(R"([{"jobId":"setup","type":"N_TO_N"}])");
+       },
+       "is not one"},
+      {"n_to_n size mismatch",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 4}};
+         r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])");
+       },
+       "same size"},
+      {"sequential with id",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 3}};
+         r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"SEQUENTIAL"}])");
+       },
+       "takes no jobId"},
+      {"sequential on plain job",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"type":"SEQUENTIAL"}])"); },
+       "applies only to array jobs"},
+      {"unknown definition type", [](J&, J& d, bool&) { d["type"] = "eks"; },
+       "lote runs container and multinode jobs"},
   };
   std::vector<ErrorCase> multinode_cases = {
-      {"container overrides on multinode", [](J& r, J&, bool&) { r["containerOverrides"] = {{"command", {"x"}}}; }, "use nodeOverrides.nodePropertyOverrides"},
-      {"array of multinode", [](J& r, J&, bool&) { r["arrayProperties"] = {{"size", 2}}; }, "cannot be used with multi-node"},
-      {"numNodes zero", [](J& r, J&, bool&) { r["nodeOverrides"] = {{"numNodes", 0}}; }, "nodeOverrides.numNodes must be at least 1"},
-      {"numNodes without open range", [](J& r, J& d, bool&) { d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "0:3"; r["nodeOverrides"] = {{"numNodes", 8}}; }, "open upper bound"},
-      {"numNodes below open lower bound", [](J& r, J& d, bool&) {
+      {"container overrides on multinode",
+       [](J& r, J&, bool&) {
+         r["containerOverrides"] = {{"command", {"x"}}};
+       },
+       "use nodeOverrides.nodePropertyOverrides"},
+      {"array of multinode",
+       [](J& r, J&, bool&) {
+         r["arrayProperties"] = {{"size", 2}};
+       },
+       "cannot be used with multi-node"},
+      {"numNodes zero",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = {{"numNodes", 0}};
+       },
+       "nodeOverrides.numNodes must be at least 1"},
+      {"numNodes without open range",
+       [](J& r, J& d, bool&) {
+         d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "0:3";
+         r["nodeOverrides"] = {{"numNodes", 8}};
+       },
+       "open upper bound"},
+      {"numNodes below open lower bound",
+       [](J& r, J& d, bool&) {
          d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "0:1";
          J second = d["nodeProperties"]["nodeRangeProperties"][0];
          second["targetNodes"] = "2:";
          d["nodeProperties"]["nodeRangeProperties"].push_back(second);
          r["nodeOverrides"] = {{"numNodes", 2}};
-       }, "open upper bound"},
-      {"numNodes not above main", [](J& r, J& d, bool&) { d["nodeProperties"]["mainNode"] = 2; r["nodeOverrides"] = {{"numNodes", 2}}; }, "greater than mainNode"},
-      {"uncovered node", [](J&, J& d, bool&) { d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "1:"; }, "do not cover node 0"},
-      {"override range out of bounds", [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"2:9"}]})"); }, "reaches node 9"},
-      {"override without targetNodes", [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{}]})"); }, "targetNodes is required"},
-      {"override unsupported field", [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"0:","eksPropertiesOverride":{}}]})"); }, "eksPropertiesOverride is not supported"},
-      {"override reserved env", [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"1:","containerOverrides":{"environment":[{"name":"AWS_BATCH_X","value":"1"}]}}]})"); }, "AWS_BATCH_X is reserved"},
-      {"main node out of range", [](J&, J& d, bool&) { d["nodeProperties"]["mainNode"] = 4; }, "must be less than numNodes 4"},
-      {"no node ranges", [](J&, J& d, bool&) { d["nodeProperties"]["nodeRangeProperties"] = J::array(); }, "at least one node range"},
+       },
+       "open upper bound"},
+      {"numNodes not above main",
+       [](J& r, J& d, bool&) {
+         d["nodeProperties"]["mainNode"] = 2;
+         r["nodeOverrides"] = {{"numNodes", 2}};
+       },
+       "greater than mainNode"},
+      {"uncovered node",
+       [](J&, J& d, bool&) { d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "1:"; },
+       "do not cover node 0"},
+      {"override range out of bounds",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"2:9"}]})");
+       },
+       "reaches node 9"},
+      {"override without targetNodes",
+       [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{}]})"); },
+       "targetNodes is required"},
+      {"override unsupported field",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(
+             R"({"nodePropertyOverrides":[{"targetNodes":"0:","eksPropertiesOverride":{}}]})");
+       },
+       "eksPropertiesOverride is not supported"},
+      {"override reserved env",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(
+             R"({"nodePropertyOverrides":[{"targetNodes":"1:","containerOverrides":{"environment":[{"name":"AWS_BATCH_X","value":"1"}]}}]})");
+       },
+       "AWS_BATCH_X is reserved"},
+      {"main node out of range", [](J&, J& d, bool&) { d["nodeProperties"]["mainNode"] = 4; },
+       "must be less than numNodes 4"},
+      {"no node ranges",
+       [](J&, J& d, bool&) { d["nodeProperties"]["nodeRangeProperties"] = J::array(); },
+       "at least one node range"},
   };
   auto run = [](const std::vector<ErrorCase>& list, const Json& definition, const char* def_name) {
     for (const ErrorCase& c : list) {
@@ -383,7 +607,8 @@ TEST(PrepareSubmit, ValidationErrors) {
       ASSERT_FALSE(r.ok()) << c.name;
       EXPECT_TRUE(r.status().IsInvalidArgument()) << c.name;
       EXPECT_NE(r.status().message().find(c.want), std::string::npos)
-          << c.name << ": got '" << r.status().message() << "', want it to contain '" << c.want << "'";
+          << c.name << ": got '" << r.status().message() << "', want it to contain '" << c.want
+          << "'";
     }
   };
   run(cases, ContainerDefinition(), "echo");
