@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "control/job_model.h"
 
@@ -26,6 +28,37 @@ namespace lote::control {
 // NotFound when the node does not exist. User variables named AWS_BATCH* are
 // rejected at submit; any that reach here are dropped, never passed on.
 Result<std::vector<EnvVar>> JobEnvironment(const Job& job, int32_t node_index);
+
+// Everything an executor needs to start one node of the open attempt.
+struct NodeLaunch {
+  std::string job_id;   // the node's AWS_BATCH_JOB_ID form
+  int32_t attempt = 0;  // 1-based
+  int32_t node_index = 0;
+  std::string compute_environment;
+  std::string instance_id;
+  std::string private_ipv4;
+  std::vector<int32_t> devices;  // accelerator device indices
+  std::string image;
+  std::vector<std::string> command;  // after Ref:: substitution
+  std::vector<EnvVar> environment;   // JobEnvironment()
+  std::string user;
+  Json ulimits = Json::array();
+  Json linux_parameters = Json::object();
+  int64_t milli_vcpu = 0;
+  int64_t memory_mib = 0;
+  int32_t gpus = 0;
+  std::optional<int32_t> timeout_seconds;
+  // Every container field that is set, as paths ("user", "ulimits",
+  // "linuxParameters.devices", "volumes", ...): a backend fails the attempt
+  // (INFRASTRUCTURE) naming each one it cannot honour, never ignores it.
+  std::vector<std::string> fields_set;
+};
+
+// The launch of `node_index` for the job's open attempt. Same errors as JobEnvironment.
+Result<NodeLaunch> NodeLaunchSpec(const Job& job, int32_t node_index);
+
+// The paths of the fields set in a container (see NodeLaunch::fields_set), sorted.
+std::vector<std::string> ContainerFieldsSet(const ContainerSpec& container);
 
 // The CloudWatch Logs stream name AWS gives a container:
 // "<job definition name>/default/<task id>" (log group /aws/batch/job).

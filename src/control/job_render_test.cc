@@ -527,5 +527,45 @@ TEST(JobEnvironment, MultiNodeMainAndChildren) {
   EXPECT_EQ(DefaultLogStreamName("echo", "abc"), "echo/default/abc");
 }
 
+TEST(NodeLaunchSpec, MultiNodeChild) {
+  Job job = BaseJob();
+  job.container.reset();
+  ContainerSpec c = Container();
+  c.user = "root";
+  c.ulimits = Json::parse(R"([{"name":"memlock","softLimit":-1,"hardLimit":-1}])");
+  c.linux_parameters =
+      Json::parse(R"({"devices":[{"hostPath":"/dev/neuron0"}],"sharedMemorySize":null})");
+  c.other["volumes"] = Json::array();
+  c.other["privileged"] = false;
+  c.other["readonlyRootFilesystem"] = true;
+  c.resource_requirements.push_back({"GPU", "2"});
+  job.node_properties = NodeProperties{2, 0, {{0, 1, c, {}}}};
+  job.timeout_seconds = 90;
+  std::vector<ScheduledNode> placement = Placement(2);
+  placement[1].devices = {2, 3};
+  job = Drive(job, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", placement, 2)});
+  Result<NodeLaunch> launch = NodeLaunchSpec(job, 1);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_EQ(launch->job_id, "job-1#1");
+  EXPECT_EQ(launch->attempt, 1);
+  EXPECT_EQ(launch->instance_id, "i-1");
+  EXPECT_EQ(launch->private_ipv4, "127.0.1.2");
+  EXPECT_EQ(launch->devices, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(launch->command, (std::vector<std::string>{"sh", "-c", "exit 0"}));
+  EXPECT_EQ(launch->user, "root");
+  EXPECT_EQ(launch->milli_vcpu, 1000);
+  EXPECT_EQ(launch->memory_mib, 512);
+  EXPECT_EQ(launch->gpus, 2);
+  EXPECT_EQ(launch->timeout_seconds, 90);
+  EXPECT_EQ(AsMap(launch->environment)["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"],
+            "127.0.1.1");
+  EXPECT_EQ(launch->fields_set,
+            (std::vector<std::string>{"command", "environment", "image", "jobRoleArn",
+                                      "linuxParameters.devices", "readonlyRootFilesystem",
+                                      "resourceRequirements", "ulimits", "user"}));
+  EXPECT_TRUE(NodeLaunchSpec(job, 2).status().IsNotFound());
+  EXPECT_TRUE(NodeLaunchSpec(BaseJob(), 0).status().IsFailedPrecondition());
+}
+
 }  // namespace
 }  // namespace lote::control
