@@ -210,6 +210,7 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
 Result<ContainerSpec> ParseDefinitionContainer(const Json& json, const std::string& field) {
   Result<ContainerSpec> c = ContainerFromJson(json);
   if (!c.ok()) return Invalid(field + ": " + c.status().message());
+  RETURN_IF_ERROR(ValidateEnvironmentNames(c->environment, field + ".environment"));
   return c;
 }
 

@@ -348,7 +348,8 @@ TEST(PrepareSubmit, ValidationErrors) {
          d["containerProperties"]["environment"] =
              J::parse(R"([{"name":"AWS_BATCHY","value":"x"}])");
        },
-       "AWS_BATCHY is reserved"},
+       "job definition echo:2 containerProperties.environment: environment variable AWS_BATCHY is "
+       "reserved"},
       {"legacy vcpus over requirements",
        [](J& r, J&, bool&) {
          r["containerOverrides"] = {{"vcpus", 4}};
