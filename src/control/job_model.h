@@ -1,0 +1,244 @@
+// The job model of the control plane: one Job value per AWS Batch job (plain
+// job, array parent, array child, multi-node parent), with the AWS names and
+// lote's extras (failure category, progress), and its Json form for the store.
+//
+// Value types only: no I/O, no clock, no globals; thread-compatible. A
+// multi-node job is ONE Job (the gang): its nodes `<id>#<n>` are views
+// computed by NodeJob() from the parent, so attempts are counted per job.
+// Array children `<id>:<i>` are Jobs of their own with their own events.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace lote::control {
+
+enum class JobStatus { kSubmitted, kPending, kRunnable, kStarting, kRunning, kSucceeded, kFailed };
+
+inline constexpr JobStatus kAllJobStatuses[] = {
+    JobStatus::kSubmitted, JobStatus::kPending,   JobStatus::kRunnable, JobStatus::kStarting,
+    JobStatus::kRunning,   JobStatus::kSucceeded, JobStatus::kFailed};
+
+// "SUBMITTED", ... as in the AWS JobStatus enum.
+std::string_view JobStatusName(JobStatus status);
+// InvalidArgument naming the valid values when `name` is not one.
+Result<JobStatus> ParseJobStatus(std::string_view name);
+// SUCCEEDED or FAILED.
+bool IsFinal(JobStatus status);
+
+// Why an attempt failed (lote extra; also the prefix of the attempt's reason).
+enum class FailureCategory {
+  kNone,
+  kUserError,       // a node exited non-zero
+  kTimeout,         // timeout.attemptDurationSeconds passed
+  kNodeLost,        // a node's process or host disappeared
+  kTerminated,      // TerminateJob
+  kInfrastructure,  // lote could not start or run the node (launch error, unsupported field)
+  kCapacity,        // the job can never fit the queue's compute environments
+  kHang,            // no progress for too long (reserved)
+  kPreempted,       // taken away for higher-priority work (reserved)
+};
+// "USER_ERROR", ...; "" for kNone.
+std::string_view FailureCategoryName(FailureCategory category);
+Result<FailureCategory> ParseFailureCategory(std::string_view name);
+
+enum class DependencyType { kNone, kNToN, kSequential };
+std::string_view DependencyTypeName(DependencyType type);  // "" for kNone
+
+// One entry of dependsOn, as submitted (and rendered).
+struct JobDependency {
+  std::string job_id;  // empty for a SEQUENTIAL dependency without jobId
+  DependencyType type = DependencyType::kNone;
+  friend bool operator==(const JobDependency&, const JobDependency&) = default;
+};
+
+enum class RetryAction { kRetry, kExit };
+
+// One evaluateOnExit rule; an empty pattern means "not specified".
+struct EvaluateOnExit {
+  std::string on_status_reason;
+  std::string on_reason;
+  std::string on_exit_code;
+  RetryAction action = RetryAction::kRetry;
+  friend bool operator==(const EvaluateOnExit&, const EvaluateOnExit&) = default;
+};
+
+struct RetryStrategy {
+  int32_t attempts = 1;  // 1..10; 1 = no retries
+  std::vector<EvaluateOnExit> evaluate_on_exit;
+  bool specified = false;  // rendered in DescribeJobs only when set
+  friend bool operator==(const RetryStrategy&, const RetryStrategy&) = default;
+};
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+  friend bool operator==(const EnvVar&, const EnvVar&) = default;
+};
+
+struct ResourceRequirement {
+  std::string type;  // VCPU, MEMORY, GPU
+  std::string value;
+  friend bool operator==(const ResourceRequirement&, const ResourceRequirement&) = default;
+};
+
+// A container after overrides and `Ref::` substitution (ContainerProperties shape).
+struct ContainerSpec {
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<EnvVar> environment;
+  std::vector<ResourceRequirement> resource_requirements;
+  std::optional<int64_t> vcpus;   // legacy field, as given
+  std::optional<int64_t> memory;  // legacy field (MiB), as given
+  std::string user;
+  std::string instance_type;
+  Json ulimits = Json::array();            // [{name, softLimit, hardLimit}]
+  Json linux_parameters = Json::object();  // devices, sharedMemorySize, ...
+  Json other = Json::object();             // every other ContainerProperties key, verbatim
+
+  // Effective amounts: resourceRequirements win over the legacy fields.
+  int64_t MilliVcpu() const;
+  int64_t MemoryMib() const;
+  int32_t Gpus() const;
+  friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
+};
+
+// A run of nodes [start, end] (inclusive) sharing one container, after overrides.
+struct NodeRange {
+  int32_t start = 0;
+  int32_t end = 0;
+  ContainerSpec container;
+  std::vector<std::string> instance_types;
+  std::string TargetNodes() const;  // "start:end"
+  friend bool operator==(const NodeRange&, const NodeRange&) = default;
+};
+
+// Multi-node parallel job: disjoint ranges covering 0..num_nodes-1 in order.
+struct NodeProperties {
+  int32_t num_nodes = 0;
+  int32_t main_node = 0;
+  std::vector<NodeRange> ranges;
+  // The container of node `index`; nullptr when out of range.
+  const ContainerSpec* ContainerFor(int32_t index) const;
+  friend bool operator==(const NodeProperties&, const NodeProperties&) = default;
+};
+
+// One node of one attempt (a single-node job has one, index 0).
+struct NodeAttempt {
+  int32_t node_index = 0;
+  JobStatus status = JobStatus::kStarting;  // STARTING, RUNNING, SUCCEEDED or FAILED
+  std::string instance_id;
+  std::string private_ipv4;
+  std::vector<int32_t> devices;  // accelerator device indices
+  std::string task_arn;
+  std::string log_stream_name;
+  std::optional<int32_t> exit_code;
+  std::string reason;  // "USER_ERROR: Essential container in task exited", ...
+  int64_t started_at = 0;
+  int64_t stopped_at = 0;
+  friend bool operator==(const NodeAttempt&, const NodeAttempt&) = default;
+};
+
+// One attempt: from placement (STARTING) to its end.
+struct Attempt {
+  std::string compute_environment;
+  int64_t scheduled_at = 0;
+  int64_t started_at = 0;     // main node RUNNING
+  int64_t stopped_at = 0;     // 0 while open
+  std::string status_reason;  // AWS text, e.g. "Essential container in task exited"
+  std::string reason;  // with the category prefix: "USER_ERROR: Essential container in task exited"
+  FailureCategory failure_category = FailureCategory::kNone;
+  int32_t failed_node = -1;        // the node that failed the attempt, if one did
+  std::vector<NodeAttempt> nodes;  // node_index order
+  const NodeAttempt* Node(int32_t index) const;
+  NodeAttempt* MutableNode(int32_t index);
+  friend bool operator==(const Attempt&, const Attempt&) = default;
+};
+
+// Array parent: size > 0 and index -1; array child: index >= 0 and the parent's size.
+struct ArrayInfo {
+  int32_t size = 0;
+  int32_t index = -1;
+  std::map<std::string, int32_t> status_summary;  // parents: count per JobStatusName
+  int64_t status_summary_updated_at = 0;
+  friend bool operator==(const ArrayInfo&, const ArrayInfo&) = default;
+};
+
+struct Job {
+  std::string id;  // uuid, "<uuid>:<index>" (array child) or "<uuid>#<node>" (node view)
+  std::string arn;
+  std::string name;
+  std::string queue_arn;
+  std::string definition_arn;  // with ":<revision>"
+  std::string definition_name;
+  int32_t definition_revision = 0;
+
+  JobStatus status = JobStatus::kSubmitted;
+  std::string status_reason;
+  int64_t created_at = 0;
+  int64_t started_at = 0;  // last attempt's RUNNING time; 0 = never
+  int64_t stopped_at = 0;  // final time; 0 = not final
+
+  std::map<std::string, std::string> parameters;
+  std::optional<ContainerSpec> container;         // container jobs and array children
+  std::optional<NodeProperties> node_properties;  // multi-node jobs (and their node views)
+  int32_t node_index = -1;                        // node views only
+  std::optional<ArrayInfo> array;
+  std::string array_parent_id;  // array children only
+
+  std::vector<JobDependency> depends_on;  // as rendered in DescribeJobs
+  std::vector<std::string> wait_for;      // concrete job ids that must SUCCEED first
+  RetryStrategy retry_strategy;
+  std::optional<int32_t> timeout_seconds;  // attemptDurationSeconds
+  std::map<std::string, std::string> tags;
+  bool propagate_tags = false;
+  std::string share_identifier;
+  std::optional<int32_t> scheduling_priority;
+  std::string platform_capability;  // "EC2" (rendered as platformCapabilities)
+
+  std::vector<Attempt> attempts;  // all attempts; the last is open while STARTING/RUNNING
+  FailureCategory failure_category = FailureCategory::kNone;  // of the last failure
+  bool is_cancelled = false;
+  bool is_terminated = false;
+  Json progress;  // null until the first LOTE_PROGRESS line
+
+  bool IsArrayParent() const { return array.has_value() && array->index < 0; }
+  bool IsArrayChild() const { return array.has_value() && array->index >= 0; }
+  bool IsMultiNode() const { return node_properties.has_value(); }
+  int32_t NumNodes() const { return node_properties ? node_properties->num_nodes : 1; }
+  int32_t MainNode() const { return node_properties ? node_properties->main_node : 0; }
+  // The container of node `index` (the job's container for single-node jobs).
+  const ContainerSpec* ContainerFor(int32_t index) const;
+  // The open attempt (STARTING/RUNNING), else nullptr.
+  const Attempt* CurrentAttempt() const;
+  friend bool operator==(const Job&, const Job&) = default;
+};
+
+// Json for the store (lossless; not the API shape: see job_render.h).
+Json ContainerToJson(const ContainerSpec& container);  // ContainerProperties shape
+Result<ContainerSpec> ContainerFromJson(const Json& json);
+Json JobToJson(const Job& job);
+Result<Job> JobFromJson(const Json& json);
+
+// "<parent>:<index>" and "<parent>#<node>".
+std::string ArrayChildId(std::string_view parent_id, int32_t index);
+std::string NodeJobId(std::string_view parent_id, int32_t node);
+// Splits "<parent>#<node>": the parent id and node index, or nullopt.
+std::optional<std::pair<std::string, int32_t>> ParseNodeJobId(std::string_view id);
+// Splits "<parent>:<index>": the parent id and index, or nullopt.
+std::optional<std::pair<std::string, int32_t>> ParseArrayChildId(std::string_view id);
+
+// The node `<id>#<node>` of a multi-node job as a Job of its own (for
+// DescribeJobs and ListJobs(multiNodeJobId)): its container, nodeDetails, and
+// per attempt only its own node. NotFound when the job is not multi-node or
+// the node is out of range.
+Result<Job> NodeJob(const Job& parent, int32_t node_index);
+
+}  // namespace lote::control

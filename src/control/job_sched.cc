@@ -1,0 +1,80 @@
+#include "control/job_sched.h"
+
+#include <string>
+
+#include "common/ids.h"
+
+namespace lote::control {
+namespace {
+
+sched::Resources NodeResources(const ContainerSpec& c) {
+  return sched::Resources{c.MilliVcpu(), c.MemoryMib(), c.Gpus()};
+}
+
+}  // namespace
+
+Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order) {
+  if (job.IsArrayParent()) {
+    return Status::FailedPrecondition("array job " + job.id +
+                                      " is not scheduled itself: schedule its children");
+  }
+  if (job.status != JobStatus::kRunnable) {
+    return Status::FailedPrecondition("job " + job.id + " is " +
+                                      std::string(JobStatusName(job.status)) +
+                                      ": only RUNNABLE jobs are scheduled");
+  }
+  sched::Job s;
+  s.id = job.id;
+  Result<Arn> queue = Arn::Parse(job.queue_arn);
+  s.queue = queue.ok() ? queue->ResourceName() : job.queue_arn;
+  s.submit_order = submit_order;
+  s.submitted_at_ms = job.created_at;
+  s.share_identifier = job.share_identifier;
+  s.scheduling_priority = job.scheduling_priority.value_or(0);
+  if (job.node_properties) {
+    for (const NodeRange& r : job.node_properties->ranges) {
+      sched::Resources each = NodeResources(r.container);
+      int32_t count = r.end - r.start + 1;
+      if (!s.nodes.empty() && s.nodes.back().each == each) {
+        s.nodes.back().count += count;
+      } else {
+        s.nodes.push_back({count, each});
+      }
+    }
+  } else if (job.container) {
+    s.nodes.push_back({1, NodeResources(*job.container)});
+  } else {
+    return Status::FailedPrecondition("job " + job.id +
+                                      " has neither a container nor node properties");
+  }
+  return s;
+}
+
+Result<JobEvent> ScheduledEvent(
+    const sched::Placement& placement, const std::vector<std::string>& launched_instance_ids,
+    const std::function<std::string(const std::string& instance_id)>& private_ipv4_of,
+    int64_t at_ms) {
+  std::vector<ScheduledNode> nodes;
+  nodes.reserve(placement.nodes.size());
+  for (const sched::NodePlacement& n : placement.nodes) {
+    ScheduledNode node;
+    node.node_index = n.node_index;
+    if (n.launch_index >= 0) {
+      if (static_cast<size_t>(n.launch_index) >= launched_instance_ids.size() ||
+          launched_instance_ids[static_cast<size_t>(n.launch_index)].empty()) {
+        return Status::InvalidArgument(
+            "placement of job " + placement.job_id + ": node " + std::to_string(n.node_index) +
+            " needs launch " + std::to_string(n.launch_index) + ", which has no instance id yet");
+      }
+      node.instance_id = launched_instance_ids[static_cast<size_t>(n.launch_index)];
+    } else {
+      node.instance_id = n.instance_id;
+    }
+    node.private_ipv4 = private_ipv4_of ? private_ipv4_of(node.instance_id) : "";
+    node.devices = n.devices;
+    nodes.push_back(std::move(node));
+  }
+  return JobEvent::Scheduled(placement.compute_environment, std::move(nodes), at_ms);
+}
+
+}  // namespace lote::control

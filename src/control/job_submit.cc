@@ -1,0 +1,844 @@
+#include "control/job_submit.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "common/ids.h"
+
+namespace lote::control {
+namespace {
+
+constexpr int32_t kMinArraySize = 2;
+constexpr int32_t kMaxArraySize = 10000;
+constexpr size_t kMaxDependencies = 20;
+constexpr size_t kMaxEvaluateOnExit = 5;
+constexpr size_t kMaxPatternLength = 512;
+constexpr int32_t kMinTimeoutSeconds = 60;
+constexpr size_t kMaxTags = 50;
+
+Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Optional integer field: nullopt when absent or null.
+Result<std::optional<int64_t>> OptionalInt(const Json& obj, const char* key,
+                                           const std::string& field) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
+  if (!it->is_number_integer()) return Invalid(field + " must be an integer");
+  return std::optional<int64_t>(it->get<int64_t>());
+}
+
+Result<std::string> OptionalString(const Json& obj, const char* key, const std::string& field) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return Invalid(field + " must be a string");
+  return it->get<std::string>();
+}
+
+Result<std::map<std::string, std::string>> StringMap(const Json& obj, const char* key,
+                                                     const std::string& field) {
+  std::map<std::string, std::string> out;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return out;
+  if (!it->is_object()) return Invalid(field + " must be a map of string to string");
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    if (!e.value().is_string()) {
+      return Invalid(field + "." + e.key() + " must be a string (quote numbers and booleans)");
+    }
+    out[e.key()] = e.value().get<std::string>();
+  }
+  return out;
+}
+
+Status ValidateJobName(const std::string& name) {
+  if (name.empty() || name.size() > 128) {
+    return Invalid("jobName must be 1 to 128 characters long (got " + std::to_string(name.size()) +
+                   ")");
+  }
+  if (!std::isalnum(static_cast<unsigned char>(name[0]))) {
+    return Invalid("jobName '" + name + "' must start with a letter or digit");
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+      return Invalid("jobName '" + name +
+                     "' may contain only letters, digits, hyphens and underscores");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateEnvironmentNames(const std::vector<EnvVar>& env, const std::string& field) {
+  for (const EnvVar& e : env) {
+    if (e.name.empty())
+      return Invalid(field + ": an environment variable has an empty name; give it a name");
+    if (StartsWith(e.name, "AWS_BATCH")) {
+      return Invalid(
+          field + ": environment variable " + e.name +
+          " is reserved (names starting with AWS_BATCH are set by the service); rename it");
+    }
+  }
+  return Status::Ok();
+}
+
+// Checks a container after overrides: resources present and well formed.
+Status ValidateContainer(const ContainerSpec& c, const std::string& field,
+                         const std::string& definition) {
+  for (const ResourceRequirement& r : c.resource_requirements) {
+    if (r.type != "VCPU" && r.type != "MEMORY" && r.type != "GPU") {
+      return Invalid(field + ".resourceRequirements: unknown type '" + r.type +
+                     "': use VCPU, MEMORY or GPU");
+    }
+    char* end = nullptr;
+    double v = std::strtod(r.value.c_str(), &end);
+    if (r.value.empty() || end != r.value.c_str() + r.value.size() || !std::isfinite(v) || v < 0) {
+      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
+                     "' is not a non-negative number");
+    }
+    if ((r.type == "MEMORY" || r.type == "GPU") && v != std::floor(v)) {
+      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
+                     "' must be a whole number");
+    }
+  }
+  if (c.MilliVcpu() <= 0) {
+    return Invalid(
+        field + ": no vCPUs for the job (job definition " + definition +
+        "): set resourceRequirements [{\"type\": \"VCPU\", \"value\": \"1\"}] in the definition or "
+        "in the overrides");
+  }
+  if (c.MemoryMib() < 4) {
+    return Invalid(field + ": memory is " + std::to_string(c.MemoryMib()) +
+                   " MiB (job definition " + definition +
+                   "): give at least 4 MiB with resourceRequirements [{\"type\": \"MEMORY\", "
+                   "\"value\": \"2048\"}]");
+  }
+  return ValidateEnvironmentNames(c.environment, field + ".environment");
+}
+
+// Applies a ContainerOverrides object to `base`.
+Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overrides,
+                                              const std::string& field,
+                                              const std::string& definition) {
+  if (overrides.is_null()) return c;
+  if (!overrides.is_object()) return Invalid(field + " must be an object");
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = it.value();
+    if (v.is_null()) continue;
+    const std::string f = field + "." + key;
+    if (key == "command") {
+      if (!v.is_array()) return Invalid(f + " must be a list of strings");
+      c.command.clear();
+      for (const Json& a : v) {
+        if (!a.is_string()) return Invalid(f + " must be a list of strings");
+        c.command.push_back(a.get<std::string>());
+      }
+    } else if (key == "environment") {
+      if (!v.is_array()) return Invalid(f + " must be a list of {\"name\", \"value\"}");
+      for (const Json& e : v) {
+        if (!e.is_object() || !e.value("name", Json()).is_string()) {
+          return Invalid(f + ": every entry needs a string \"name\"");
+        }
+        Json value = e.value("value", Json(""));
+        if (!value.is_string())
+          return Invalid(f + ": the value of " + e["name"].get<std::string>() +
+                         " must be a string");
+        EnvVar var{e["name"].get<std::string>(), value.get<std::string>()};
+        auto same = std::find_if(c.environment.begin(), c.environment.end(),
+                                 [&](const EnvVar& x) { return x.name == var.name; });
+        if (same != c.environment.end()) {
+          same->value = var.value;
+        } else {
+          c.environment.push_back(std::move(var));
+        }
+      }
+    } else if (key == "resourceRequirements") {
+      if (!v.is_array()) return Invalid(f + " must be a list of {\"type\", \"value\"}");
+      for (const Json& r : v) {
+        if (!r.is_object() || !r.value("type", Json()).is_string() ||
+            !r.value("value", Json()).is_string()) {
+          return Invalid(f +
+                         ": every entry needs string \"type\" (VCPU, MEMORY, GPU) and \"value\"");
+        }
+        ResourceRequirement req{r["type"].get<std::string>(), r["value"].get<std::string>()};
+        auto same = std::find_if(c.resource_requirements.begin(), c.resource_requirements.end(),
+                                 [&](const ResourceRequirement& x) { return x.type == req.type; });
+        if (same != c.resource_requirements.end()) {
+          same->value = req.value;
+        } else {
+          c.resource_requirements.push_back(std::move(req));
+        }
+      }
+    } else if (key == "vcpus" || key == "memory") {
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+        return Invalid(f + " must be a positive integer");
+      const char* type = key == "vcpus" ? "VCPU" : "MEMORY";
+      bool in_requirements =
+          std::any_of(c.resource_requirements.begin(), c.resource_requirements.end(),
+                      [&](const ResourceRequirement& r) { return r.type == type; });
+      if (in_requirements) {
+        return Invalid(f + " cannot override the " + type +
+                       " resourceRequirement of job definition " + definition + ": use " + field +
+                       ".resourceRequirements [{\"type\": \"" + type + "\", \"value\": \"" +
+                       std::to_string(v.get<int64_t>()) + "\"}] instead");
+      }
+      (key == "vcpus" ? c.vcpus : c.memory) = v.get<int64_t>();
+    } else if (key == "instanceType") {
+      if (!v.is_string()) return Invalid(f + " must be a string");
+      c.instance_type = v.get<std::string>();
+    } else {
+      return Invalid(
+          f +
+          " is not a ContainerOverrides field: use command, environment, resourceRequirements, "
+          "vcpus, memory or instanceType");
+    }
+  }
+  return c;
+}
+
+Result<ContainerSpec> ParseDefinitionContainer(const Json& json, const std::string& field) {
+  Result<ContainerSpec> c = ContainerFromJson(json);
+  if (!c.ok()) return Invalid(field + ": " + c.status().message());
+  RETURN_IF_ERROR(ValidateEnvironmentNames(c->environment, field + ".environment"));
+  return c;
+}
+
+bool PatternCharOk(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == ' ' ||
+         c == '\t' || c == '_' || c == '-';
+}
+
+Status ValidatePattern(const std::string& pattern, bool digits_only, const std::string& field) {
+  if (pattern.size() > kMaxPatternLength) {
+    return Invalid(field + " is " + std::to_string(pattern.size()) +
+                   " characters long: at most 512 are allowed");
+  }
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '*') {
+      if (i + 1 != pattern.size()) {
+        return Invalid(field + " '" + pattern +
+                       "': '*' may only appear as the last character (a prefix match)");
+      }
+      continue;
+    }
+    if (digits_only ? !std::isdigit(static_cast<unsigned char>(c)) : !PatternCharOk(c)) {
+      return Invalid(field + " '" + pattern + "': character '" + std::string(1, c) +
+                     "' is not allowed (use " +
+                     (digits_only ? "digits" : "letters, digits, '.', ':', '_', '-' and spaces") +
+                     ", optionally ending with '*')");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<int32_t>> ParseTimeout(const Json& json, const std::string& field) {
+  if (json.is_null()) return std::optional<int32_t>();
+  if (!json.is_object())
+    return Invalid(field + " must be an object {\"attemptDurationSeconds\": N}");
+  ASSIGN_OR_RETURN(std::optional<int64_t> seconds,
+                   OptionalInt(json, "attemptDurationSeconds", field + ".attemptDurationSeconds"));
+  if (!seconds) return std::optional<int32_t>();
+  if (*seconds < kMinTimeoutSeconds || *seconds > INT32_MAX) {
+    return Invalid(field + ".attemptDurationSeconds is " + std::to_string(*seconds) +
+                   ": the minimum is 60 seconds");
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(*seconds));
+}
+
+// A node range of the definition or of an override, resolved.
+struct Range {
+  int32_t start;
+  int32_t end;
+  bool open_end;
+};
+
+Result<Range> ParseRangeWithOpenness(const std::string& text, int32_t num_nodes,
+                                     const std::string& field) {
+  ASSIGN_OR_RETURN(auto r, ParseNodeRange(text, num_nodes, field));
+  size_t colon = text.find(':');
+  bool open_end = colon != std::string::npos && colon + 1 == text.size();
+  return Range{r.first, r.second, open_end};
+}
+
+struct RawNodeOverride {
+  Range range;
+  Json container_overrides;
+  std::vector<std::string> instance_types;
+  std::string field;
+};
+
+// Resolves the multi-node properties of the definition with nodeOverrides.
+Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& node_overrides,
+                                             const std::map<std::string, std::string>& parameters,
+                                             const std::string& definition) {
+  const std::string dfield = "job definition " + definition + " nodeProperties";
+  if (!def_np.is_object())
+    return Invalid(dfield + " is missing: register the definition with nodeProperties");
+  ASSIGN_OR_RETURN(std::optional<int64_t> def_num,
+                   OptionalInt(def_np, "numNodes", dfield + ".numNodes"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> main,
+                   OptionalInt(def_np, "mainNode", dfield + ".mainNode"));
+  if (!def_num || *def_num < 1) return Invalid(dfield + ".numNodes must be at least 1");
+  if (!main || *main < 0) return Invalid(dfield + ".mainNode must be a node index (0 or more)");
+  int64_t num_nodes = *def_num;
+
+  const std::string ofield = "nodeOverrides";
+  if (!node_overrides.is_null() && !node_overrides.is_object())
+    return Invalid(ofield + " must be an object");
+  const Json no = node_overrides.is_object() ? node_overrides : Json::object();
+  ASSIGN_OR_RETURN(std::optional<int64_t> override_num,
+                   OptionalInt(no, "numNodes", ofield + ".numNodes"));
+  const Json def_ranges = def_np.value("nodeRangeProperties", Json::array());
+  if (!def_ranges.is_array() || def_ranges.empty()) {
+    return Invalid(dfield + ".nodeRangeProperties must list at least one node range");
+  }
+  if (override_num) {
+    if (*override_num < 1) return Invalid(ofield + ".numNodes must be at least 1");
+    if (*main >= *override_num) {
+      return Invalid(ofield + ".numNodes is " + std::to_string(*override_num) +
+                     " but the main node of job definition " + definition + " is node " +
+                     std::to_string(*main) + ": numNodes must be greater than mainNode");
+    }
+    bool has_open = false;
+    for (const Json& r : def_ranges) {
+      std::string target = r.value("targetNodes", "");
+      size_t colon = target.find(':');
+      if (colon != std::string::npos && colon + 1 == target.size()) {
+        int64_t lower = colon == 0 ? 0 : std::atoll(target.substr(0, colon).c_str());
+        if (lower < *override_num) has_open = true;
+      }
+    }
+    if (!has_open) {
+      return Invalid(
+          ofield +
+          ".numNodes needs a node range with an open upper bound (such as \"0:\" or \"1:\") "
+          "starting below " +
+          std::to_string(*override_num) + " in job definition " + definition +
+          ": register such a range or drop the numNodes override");
+    }
+    num_nodes = *override_num;
+  }
+  if (*main >= num_nodes) {
+    return Invalid(dfield + ".mainNode " + std::to_string(*main) + " must be less than numNodes " +
+                   std::to_string(num_nodes));
+  }
+  const int32_t n = static_cast<int32_t>(num_nodes);
+
+  struct DefRange {
+    Range range;
+    ContainerSpec container;
+    std::vector<std::string> instance_types;
+  };
+  std::vector<DefRange> ranges;
+  for (size_t i = 0; i < def_ranges.size(); ++i) {
+    const Json& r = def_ranges[i];
+    const std::string rf = dfield + ".nodeRangeProperties[" + std::to_string(i) + "]";
+    if (!r.is_object() || !r.value("targetNodes", Json()).is_string()) {
+      return Invalid(rf + ".targetNodes is required (a range such as \"0:\" or \"1:3\")");
+    }
+    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(r["targetNodes"].get<std::string>(), n,
+                                                         rf + ".targetNodes"));
+    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(r.value("container", Json::object()),
+                                                               rf + ".container"));
+    std::vector<std::string> types;
+    for (const Json& t : r.value("instanceTypes", Json::array())) {
+      if (t.is_string()) types.push_back(t.get<std::string>());
+    }
+    ranges.push_back({range, std::move(c), std::move(types)});
+  }
+
+  std::vector<RawNodeOverride> overrides;
+  const Json npo = no.value("nodePropertyOverrides", Json::array());
+  if (!npo.is_array()) return Invalid(ofield + ".nodePropertyOverrides must be a list");
+  for (size_t i = 0; i < npo.size(); ++i) {
+    const Json& o = npo[i];
+    const std::string f = ofield + ".nodePropertyOverrides[" + std::to_string(i) + "]";
+    if (!o.is_object() || !o.value("targetNodes", Json()).is_string()) {
+      return Invalid(f + ".targetNodes is required (a range such as \"0:\" or \"1:3\")");
+    }
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (it.key() != "targetNodes" && it.key() != "containerOverrides" &&
+          it.key() != "instanceTypes" && !it.value().is_null()) {
+        return Invalid(f + "." + it.key() +
+                       " is not supported by lote: use containerOverrides or instanceTypes");
+      }
+    }
+    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(o["targetNodes"].get<std::string>(), n,
+                                                         f + ".targetNodes"));
+    std::vector<std::string> types;
+    for (const Json& t : o.value("instanceTypes", Json::array())) {
+      if (t.is_string()) types.push_back(t.get<std::string>());
+    }
+    overrides.push_back({range, o.value("containerOverrides", Json()), std::move(types),
+                         f + ".containerOverrides"});
+  }
+
+  // Per node: the most specific definition range (ties: the later one), then the overrides in
+  // order.
+  std::vector<std::pair<ContainerSpec, std::vector<std::string>>> per_node;
+  per_node.reserve(static_cast<size_t>(n));
+  for (int32_t node = 0; node < n; ++node) {
+    const DefRange* best = nullptr;
+    for (const DefRange& r : ranges) {
+      if (node < r.range.start || node > r.range.end) continue;
+      if (best == nullptr || r.range.end - r.range.start <= best->range.end - best->range.start)
+        best = &r;
+    }
+    if (best == nullptr) {
+      return Invalid(dfield + ".nodeRangeProperties do not cover node " + std::to_string(node) +
+                     " of " + std::to_string(n) + ": add a range such as \"0:\" that includes it");
+    }
+    ContainerSpec c = best->container;
+    std::vector<std::string> types = best->instance_types;
+    for (const RawNodeOverride& o : overrides) {
+      if (node < o.range.start || node > o.range.end) continue;
+      ASSIGN_OR_RETURN(
+          c, ApplyContainerOverrides(std::move(c), o.container_overrides, o.field, definition));
+      if (!o.instance_types.empty()) types = o.instance_types;
+    }
+    c.command = SubstituteParameters(c.command, parameters);
+    RETURN_IF_ERROR(
+        ValidateContainer(c, "node " + std::to_string(node) + " container", definition));
+    per_node.emplace_back(std::move(c), std::move(types));
+  }
+
+  NodeProperties np;
+  np.num_nodes = n;
+  np.main_node = static_cast<int32_t>(*main);
+  for (int32_t node = 0; node < n; ++node) {
+    auto& [c, types] = per_node[static_cast<size_t>(node)];
+    if (!np.ranges.empty() && np.ranges.back().container == c &&
+        np.ranges.back().instance_types == types) {
+      np.ranges.back().end = node;
+    } else {
+      np.ranges.push_back({node, node, std::move(c), std::move(types)});
+    }
+  }
+  return np;
+}
+
+std::string JobArn(const std::string& queue_arn, const std::string& id) {
+  Result<Arn> q = Arn::Parse(queue_arn);
+  Arn arn;
+  if (q.ok()) {
+    arn = *q;
+  } else {
+    arn.service = "batch";
+  }
+  arn.resource = "job/" + id;
+  return arn.ToString();
+}
+
+}  // namespace
+
+std::vector<std::string> SubstituteParameters(
+    const std::vector<std::string>& command, const std::map<std::string, std::string>& parameters) {
+  std::vector<std::string> out;
+  out.reserve(command.size());
+  for (const std::string& arg : command) {
+    if (StartsWith(arg, "Ref::")) {
+      auto it = parameters.find(arg.substr(5));
+      if (it != parameters.end()) {
+        out.push_back(it->second);
+        continue;
+      }
+    }
+    out.push_back(arg);
+  }
+  return out;
+}
+
+Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int32_t num_nodes,
+                                                   const std::string& field) {
+  auto parse = [&](const std::string& part, int32_t fallback) -> Result<int32_t> {
+    if (part.empty()) return fallback;
+    if (part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        })) {
+      return Invalid(field + " '" + text +
+                     "' is not a node range: use \"start:end\", \"start:\", \":end\" or \"n\"");
+    }
+    return static_cast<int32_t>(std::stol(part));
+  };
+  size_t colon = text.find(':');
+  int32_t start = 0;
+  int32_t end = 0;
+  if (colon == std::string::npos) {
+    if (text.empty())
+      return Invalid(field + " is empty: use a node range such as \"0:\" or \"1:3\"");
+    ASSIGN_OR_RETURN(start, parse(text, 0));
+    end = start;
+  } else {
+    if (text.find(':', colon + 1) != std::string::npos) {
+      return Invalid(field + " '" + text + "' has more than one ':': use \"start:end\"");
+    }
+    ASSIGN_OR_RETURN(start, parse(text.substr(0, colon), 0));
+    ASSIGN_OR_RETURN(end, parse(text.substr(colon + 1), num_nodes - 1));
+  }
+  if (start > end) {
+    return Invalid(field + " '" + text +
+                   "' starts after it ends: write the lower node index first");
+  }
+  if (end >= num_nodes) {
+    return Invalid(field + " '" + text + "' reaches node " + std::to_string(end) +
+                   " but the job has " + std::to_string(num_nodes) + " nodes (0 to " +
+                   std::to_string(num_nodes - 1) + ")");
+  }
+  return std::make_pair(start, end);
+}
+
+Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& field) {
+  RetryStrategy r;
+  if (json.is_null()) return r;
+  if (!json.is_object())
+    return Invalid(field + " must be an object {\"attempts\": N, \"evaluateOnExit\": [...]}");
+  ASSIGN_OR_RETURN(std::optional<int64_t> attempts,
+                   OptionalInt(json, "attempts", field + ".attempts"));
+  const Json rules = json.value("evaluateOnExit", Json());
+  if (!rules.is_null() && !rules.is_array())
+    return Invalid(field + ".evaluateOnExit must be a list");
+  if (!attempts) {
+    if (!rules.is_null() && !rules.empty()) {
+      return Invalid(field + ".evaluateOnExit needs " + field +
+                     ".attempts too: set attempts (1 to 10)");
+    }
+    return r;
+  }
+  if (*attempts < 1 || *attempts > 10) {
+    return Invalid(field + ".attempts is " + std::to_string(*attempts) + ": use 1 to 10");
+  }
+  r.attempts = static_cast<int32_t>(*attempts);
+  r.specified = true;
+  if (rules.is_null()) return r;
+  if (rules.size() > kMaxEvaluateOnExit) {
+    return Invalid(field + ".evaluateOnExit has " + std::to_string(rules.size()) +
+                   " rules: at most 5 are allowed");
+  }
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const Json& rule = rules[i];
+    const std::string f = field + ".evaluateOnExit[" + std::to_string(i) + "]";
+    if (!rule.is_object()) return Invalid(f + " must be an object");
+    EvaluateOnExit e;
+    ASSIGN_OR_RETURN(std::string action, OptionalString(rule, "action", f + ".action"));
+    action = Upper(action);
+    if (action == "RETRY") {
+      e.action = RetryAction::kRetry;
+    } else if (action == "EXIT") {
+      e.action = RetryAction::kExit;
+    } else {
+      return Invalid(f + ".action " +
+                     (action.empty() ? "is missing" : "'" + action + "' is not valid") +
+                     ": use RETRY or EXIT");
+    }
+    ASSIGN_OR_RETURN(e.on_status_reason,
+                     OptionalString(rule, "onStatusReason", f + ".onStatusReason"));
+    ASSIGN_OR_RETURN(e.on_reason, OptionalString(rule, "onReason", f + ".onReason"));
+    ASSIGN_OR_RETURN(e.on_exit_code, OptionalString(rule, "onExitCode", f + ".onExitCode"));
+    if (e.on_status_reason.empty() && e.on_reason.empty() && e.on_exit_code.empty()) {
+      return Invalid(
+          f +
+          " has no condition: set onStatusReason, onReason or onExitCode (\"*\" matches anything)");
+    }
+    RETURN_IF_ERROR(ValidatePattern(e.on_status_reason, false, f + ".onStatusReason"));
+    RETURN_IF_ERROR(ValidatePattern(e.on_reason, false, f + ".onReason"));
+    RETURN_IF_ERROR(ValidatePattern(e.on_exit_code, true, f + ".onExitCode"));
+    r.evaluate_on_exit.push_back(std::move(e));
+  }
+  return r;
+}
+
+Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ctx) {
+  if (!request.is_object()) return Invalid("the SubmitJob request body must be a Json object");
+  const Json& def = ctx.job_definition;
+  if (!def.is_object())
+    return Status::Internal("PrepareSubmit: the resolved job definition is not an object");
+
+  ASSIGN_OR_RETURN(std::string name, OptionalString(request, "jobName", "jobName"));
+  if (name.empty()) return Invalid("jobName is required: give the job a name");
+  RETURN_IF_ERROR(ValidateJobName(name));
+  ASSIGN_OR_RETURN(std::string queue, OptionalString(request, "jobQueue", "jobQueue"));
+  if (queue.empty()) return Invalid("jobQueue is required: name the job queue (name or ARN)");
+  ASSIGN_OR_RETURN(std::string definition_ref,
+                   OptionalString(request, "jobDefinition", "jobDefinition"));
+  if (definition_ref.empty())
+    return Invalid(
+        "jobDefinition is required: name the job definition (name, name:revision or ARN)");
+  for (const char* unsupported :
+       {"eksPropertiesOverride", "ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
+    if (request.contains(unsupported) && !request[unsupported].is_null()) {
+      return Invalid(std::string(unsupported) +
+                     " is not supported by lote: use containerOverrides or nodeOverrides");
+    }
+  }
+
+  const std::string def_name = def.value("jobDefinitionName", "");
+  const std::string def_status = def.value("status", "ACTIVE");
+  const std::string def_label = def_name + ":" + std::to_string(def.value("revision", 0));
+  if (def_status != "ACTIVE") {
+    return Invalid("job definition " + def_label + " is " + def_status +
+                   ": submit with an ACTIVE revision");
+  }
+  const std::string type = def.value("type", "container");
+
+  Job job;
+  job.id = ctx.job_id;
+  job.arn = JobArn(ctx.queue_arn, ctx.job_id);
+  job.name = name;
+  job.queue_arn = ctx.queue_arn;
+  job.definition_arn = def.value("jobDefinitionArn", "");
+  job.definition_name = def_name;
+  job.definition_revision = def.value("revision", 0);
+  job.status = JobStatus::kSubmitted;
+  job.created_at = ctx.now_ms;
+  job.platform_capability = "EC2";
+  if (def.contains("platformCapabilities") && def["platformCapabilities"].is_array() &&
+      !def["platformCapabilities"].empty() && def["platformCapabilities"][0].is_string()) {
+    job.platform_capability = def["platformCapabilities"][0].get<std::string>();
+  }
+
+  // Parameters: definition defaults, then the request's.
+  ASSIGN_OR_RETURN(job.parameters,
+                   StringMap(def, "parameters", "job definition " + def_label + " parameters"));
+  ASSIGN_OR_RETURN(auto submitted_parameters, StringMap(request, "parameters", "parameters"));
+  for (auto& [k, v] : submitted_parameters) job.parameters[k] = v;
+
+  // Array properties.
+  int32_t array_size = 0;
+  if (request.contains("arrayProperties") && !request["arrayProperties"].is_null()) {
+    const Json& ap = request["arrayProperties"];
+    if (!ap.is_object()) return Invalid("arrayProperties must be an object {\"size\": N}");
+    ASSIGN_OR_RETURN(std::optional<int64_t> size, OptionalInt(ap, "size", "arrayProperties.size"));
+    if (size) {
+      if (*size < kMinArraySize || *size > kMaxArraySize) {
+        return Invalid(
+            "arrayProperties.size is " + std::to_string(*size) +
+            ": an array job has 2 to 10,000 children (omit arrayProperties for a single job)");
+      }
+      array_size = static_cast<int32_t>(*size);
+    }
+  }
+
+  // Container or nodes.
+  const Json container_overrides = request.value("containerOverrides", Json());
+  const Json node_overrides = request.value("nodeOverrides", Json());
+  if (type == "container") {
+    if (!node_overrides.is_null()) {
+      return Invalid("nodeOverrides applies only to multi-node jobs, and job definition " +
+                     def_label + " is of type container: use containerOverrides");
+    }
+    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(
+                                          def.value("containerProperties", Json::object()),
+                                          "job definition " + def_label + " containerProperties"));
+    ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), container_overrides,
+                                                "containerOverrides", def_label));
+    c.command = SubstituteParameters(c.command, job.parameters);
+    RETURN_IF_ERROR(ValidateContainer(c, "containerOverrides", def_label));
+    job.container = std::move(c);
+  } else if (type == "multinode") {
+    if (!container_overrides.is_null()) {
+      return Invalid(
+          "containerOverrides does not apply to multi-node job definition " + def_label +
+          ": use nodeOverrides.nodePropertyOverrides with targetNodes (\"0:\" for every node)");
+    }
+    if (array_size > 0) {
+      return Invalid("arrayProperties cannot be used with multi-node job definition " + def_label +
+                     ": submit separate multi-node jobs instead");
+    }
+    ASSIGN_OR_RETURN(NodeProperties np,
+                     ResolveNodeProperties(def.value("nodeProperties", Json()), node_overrides,
+                                           job.parameters, def_label));
+    job.node_properties = std::move(np);
+  } else {
+    return Invalid("job definition " + def_label + " has type '" + type +
+                   "': lote runs container and multinode jobs");
+  }
+
+  // Retry strategy, timeout, tags: the request's replace the definition's.
+  if (request.contains("retryStrategy") && !request["retryStrategy"].is_null()) {
+    ASSIGN_OR_RETURN(job.retry_strategy,
+                     ParseRetryStrategy(request["retryStrategy"], "retryStrategy"));
+  } else {
+    ASSIGN_OR_RETURN(job.retry_strategy,
+                     ParseRetryStrategy(def.value("retryStrategy", Json()),
+                                        "job definition " + def_label + " retryStrategy"));
+  }
+  if (request.contains("timeout") && !request["timeout"].is_null()) {
+    ASSIGN_OR_RETURN(job.timeout_seconds, ParseTimeout(request["timeout"], "timeout"));
+  } else {
+    ASSIGN_OR_RETURN(job.timeout_seconds, ParseTimeout(def.value("timeout", Json()),
+                                                       "job definition " + def_label + " timeout"));
+  }
+  ASSIGN_OR_RETURN(job.tags, StringMap(request, "tags", "tags"));
+  if (job.tags.size() > kMaxTags) {
+    return Invalid("tags has " + std::to_string(job.tags.size()) +
+                   " entries: at most 50 are allowed");
+  }
+  for (const auto& [k, v] : job.tags) {
+    if (k.empty() || k.size() > 128)
+      return Invalid("tags: key '" + k + "' must be 1 to 128 characters");
+    if (v.size() > 256)
+      return Invalid("tags: the value of '" + k + "' is longer than 256 characters");
+    if (StartsWith(k, "aws:"))
+      return Invalid("tags: key '" + k + "' uses the reserved prefix aws:; rename it");
+  }
+  if (request.contains("propagateTags") && !request["propagateTags"].is_null()) {
+    if (!request["propagateTags"].is_boolean())
+      return Invalid("propagateTags must be true or false");
+    job.propagate_tags = request["propagateTags"].get<bool>();
+  } else {
+    job.propagate_tags = def.value("propagateTags", false);
+  }
+
+  // Fair share.
+  ASSIGN_OR_RETURN(job.share_identifier,
+                   OptionalString(request, "shareIdentifier", "shareIdentifier"));
+  if (ctx.queue_has_fair_share && job.share_identifier.empty()) {
+    return Invalid("shareIdentifier is required: job queue " + ctx.queue_arn +
+                   " has a fair-share scheduling policy, so give the job a share identifier");
+  }
+  if (!ctx.queue_has_fair_share && !job.share_identifier.empty()) {
+    return Invalid(
+        "shareIdentifier '" + job.share_identifier + "' is not allowed: job queue " +
+        ctx.queue_arn +
+        " has no fair-share scheduling policy; remove shareIdentifier or use a fair-share queue");
+  }
+  if (!job.share_identifier.empty()) {
+    const std::string& s = job.share_identifier;
+    if (s.size() > 255) return Invalid("shareIdentifier is longer than 255 characters");
+    for (size_t i = 0; i < s.size(); ++i) {
+      char c = s[i];
+      bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+                (c == '*' && i + 1 == s.size());
+      if (!ok) {
+        return Invalid("shareIdentifier '" + s +
+                       "' may contain only letters, digits, '-', '_' and '.', "
+                       "optionally ending with '*'");
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(
+      std::optional<int64_t> priority,
+      OptionalInt(request, "schedulingPriorityOverride", "schedulingPriorityOverride"));
+  if (priority) {
+    if (*priority < 0 || *priority > 9999) {
+      return Invalid("schedulingPriorityOverride is " + std::to_string(*priority) +
+                     ": use 0 to 9999");
+    }
+    job.scheduling_priority = static_cast<int32_t>(*priority);
+  } else if (def.contains("schedulingPriority") && def["schedulingPriority"].is_number_integer()) {
+    job.scheduling_priority = def["schedulingPriority"].get<int32_t>();
+  }
+
+  // Dependencies.
+  std::vector<std::string> plain;
+  std::vector<std::string> n_to_n;
+  bool sequential = false;
+  if (request.contains("dependsOn") && !request["dependsOn"].is_null()) {
+    const Json& deps = request["dependsOn"];
+    if (!deps.is_array()) return Invalid("dependsOn must be a list of {\"jobId\", \"type\"}");
+    if (deps.size() > kMaxDependencies) {
+      return Invalid("dependsOn lists " + std::to_string(deps.size()) +
+                     " jobs: a job can depend on at most 20");
+    }
+    for (size_t i = 0; i < deps.size(); ++i) {
+      const std::string f = "dependsOn[" + std::to_string(i) + "]";
+      const Json& d = deps[i];
+      if (!d.is_object()) return Invalid(f + " must be an object {\"jobId\", \"type\"}");
+      ASSIGN_OR_RETURN(std::string dep_id, OptionalString(d, "jobId", f + ".jobId"));
+      ASSIGN_OR_RETURN(std::string dep_type, OptionalString(d, "type", f + ".type"));
+      JobDependency dep{dep_id, DependencyType::kNone};
+      if (dep_type == "N_TO_N") {
+        dep.type = DependencyType::kNToN;
+      } else if (dep_type == "SEQUENTIAL") {
+        dep.type = DependencyType::kSequential;
+      } else if (!dep_type.empty()) {
+        return Invalid(f + ".type '" + dep_type +
+                       "' is not valid: use N_TO_N or SEQUENTIAL (or omit it)");
+      }
+      if (dep.type != DependencyType::kNone && array_size == 0) {
+        return Invalid(f + ".type " + dep_type +
+                       " applies only to array jobs: set arrayProperties.size or drop the type");
+      }
+      if (dep.type == DependencyType::kSequential) {
+        if (!dep_id.empty()) {
+          return Invalid(
+              f +
+              ": a SEQUENTIAL dependency orders the children of this array job and takes no jobId; "
+              "remove jobId (or list it as a separate dependency without type)");
+        }
+        sequential = true;
+        job.depends_on.push_back(dep);
+        continue;
+      }
+      if (dep_id.empty()) return Invalid(f + ".jobId is required: name the job to wait for");
+      std::optional<Job> found = ctx.find_job ? ctx.find_job(dep_id) : std::nullopt;
+      if (!found) {
+        return Invalid(f + ".jobId: job " + dep_id +
+                       " does not exist; submit it first or remove the dependency");
+      }
+      if (dep.type == DependencyType::kNToN) {
+        if (!found->IsArrayParent()) {
+          return Invalid(f + ": N_TO_N needs an array job, and job " + dep_id +
+                         " is not one; drop the type to wait for the whole job");
+        }
+        if (found->array->size != array_size) {
+          return Invalid(f + ": N_TO_N needs arrays of the same size, but job " + dep_id + " has " +
+                         std::to_string(found->array->size) + " children and this job " +
+                         std::to_string(array_size) + "; make the sizes equal or drop the type");
+        }
+        n_to_n.push_back(dep_id);
+      } else {
+        plain.push_back(dep_id);
+      }
+      job.depends_on.push_back(dep);
+    }
+  }
+  job.wait_for = plain;
+
+  SubmittedJobs out;
+  if (array_size > 0) {
+    job.array = ArrayInfo{array_size, -1, {}, ctx.now_ms};
+    for (JobStatus s : kAllJobStatuses)
+      job.array->status_summary[std::string(JobStatusName(s))] = 0;
+    job.array->status_summary["SUBMITTED"] = array_size;
+    out.array_children.reserve(static_cast<size_t>(array_size));
+    for (int32_t i = 0; i < array_size; ++i) {
+      Job child = job;
+      child.id = ArrayChildId(job.id, i);
+      child.arn = job.arn + ":" + std::to_string(i);
+      child.array = ArrayInfo{array_size, i, {}, 0};
+      child.array_parent_id = job.id;
+      child.depends_on.clear();
+      child.wait_for.clear();
+      for (const std::string& p : plain) {
+        child.depends_on.push_back({p, DependencyType::kNone});
+        child.wait_for.push_back(p);
+      }
+      for (const std::string& a : n_to_n) {
+        child.depends_on.push_back({ArrayChildId(a, i), DependencyType::kNToN});
+        child.wait_for.push_back(ArrayChildId(a, i));
+      }
+      if (sequential && i > 0) {
+        child.depends_on.push_back({ArrayChildId(job.id, i - 1), DependencyType::kSequential});
+        child.wait_for.push_back(ArrayChildId(job.id, i - 1));
+      }
+      out.array_children.push_back(std::move(child));
+    }
+  }
+  out.job = std::move(job);
+  return out;
+}
+
+}  // namespace lote::control

@@ -1,0 +1,59 @@
+// SubmitJob: validates a SubmitJob request against its resolved job
+// definition and turns it into Jobs (the job, plus its array children).
+//
+// Pure: the caller injects the new job id, the time, the queue facts and a
+// lookup for dependencies; nothing is stored here. Every violation is
+// InvalidArgument whose message names the field and the fix (the API maps it
+// to ClientException). Multi-node nodes are not separate Jobs: NodeJob()
+// (job_model.h) renders `<id>#<n>` from the returned job.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "control/job_model.h"
+
+namespace lote::control {
+
+struct SubmitContext {
+  std::string job_id;  // a fresh NewUuid()
+  std::string queue_arn;
+  bool queue_has_fair_share = false;  // the queue has a schedulingPolicyArn
+  // The resolved job definition in the JobDefinition shape RegisterJobDefinition
+  // stores (jobDefinitionName, jobDefinitionArn, revision, type, status,
+  // parameters, containerProperties | nodeProperties, retryStrategy, timeout,
+  // propagateTags, schedulingPriority, platformCapabilities).
+  Json job_definition;
+  int64_t now_ms = 0;
+  // Looks up a job named in dependsOn (any id form); nullopt when it does not exist.
+  std::function<std::optional<Job>(const std::string& job_id)> find_job;
+};
+
+struct SubmittedJobs {
+  Job job;                          // status SUBMITTED
+  std::vector<Job> array_children;  // "<id>:<i>" for array jobs, status SUBMITTED
+};
+
+// Validates and normalises `request` (SubmitJobRequest Json, with jobQueue and
+// jobDefinition already resolved by the caller into the context).
+Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& context);
+
+// Parses and validates a RetryStrategy Json (`field` names it in messages).
+Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& field);
+
+// Replaces every command argument that is exactly "Ref::<name>" with the
+// parameter's value; arguments naming unknown parameters stay as they are (AWS).
+std::vector<std::string> SubstituteParameters(const std::vector<std::string>& command,
+                                              const std::map<std::string, std::string>& parameters);
+
+// Parses a node range "a:b", ":b", "a:", ":" or "a" for a job of num_nodes
+// nodes into inclusive [start, end]; InvalidArgument naming `field` when invalid.
+Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int32_t num_nodes,
+                                                   const std::string& field);
+
+}  // namespace lote::control
