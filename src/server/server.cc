@@ -141,6 +141,8 @@ std::string EnvScript(const std::string& home) {
   s += "unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN\n";
   s += "export AWS_ENDPOINT_URL_BATCH=" + quote(endpoint) + "\n";
   s += "export AWS_ENDPOINT_URL_LOGS=" + quote(endpoint) + "\n";
+  // SDKs name the variable after the service id ("CloudWatch Logs").
+  s += "export AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=" + quote(endpoint) + "\n";
   s += "export AWS_SHARED_CREDENTIALS_FILE=" + quote(home + "/credentials") + "\n";
   s += "export AWS_PROFILE=lote\n";
   s += "export AWS_DEFAULT_REGION=" + quote(region) + "\n";
