@@ -157,13 +157,13 @@ Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
     return Status::InvalidArgument("nodeProperties.nodeRangeProperties has " +
                                    std::to_string(ranges.size()) + " entries; at most 5");
   }
-  std::vector<NodeRange> parsed;
+  std::vector<NodeIndexRange> parsed;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const Json& r = ranges[i];
     const std::string path = "nodeProperties.nodeRangeProperties[" + std::to_string(i) + "]";
     RETURN_IF_ERROR(ExpectObject(r, path));
     ASSIGN_OR_RETURN(std::string target, ReqString(r, "targetNodes", path + ".targetNodes"));
-    ASSIGN_OR_RETURN(NodeRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes)));
+    ASSIGN_OR_RETURN(NodeIndexRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes)));
     parsed.push_back(range);
     if (!r.contains("container") || r["container"].is_null()) {
       return Status::InvalidArgument(path +

@@ -24,8 +24,8 @@ Result<int32_t> ParseIndex(std::string_view s, std::string_view whole) {
 
 }  // namespace
 
-Result<NodeRange> ParseNodeRange(std::string_view target, int32_t num_nodes) {
-  NodeRange r;
+Result<NodeIndexRange> ParseNodeRange(std::string_view target, int32_t num_nodes) {
+  NodeIndexRange r;
   size_t colon = target.find(':');
   if (colon == std::string_view::npos) {
     ASSIGN_OR_RETURN(r.first, ParseIndex(target, target));
@@ -56,9 +56,9 @@ Result<NodeRange> ParseNodeRange(std::string_view target, int32_t num_nodes) {
   return r;
 }
 
-Status CheckNodeRangesCover(const std::vector<NodeRange>& ranges, int32_t num_nodes) {
+Status CheckNodeRangesCover(const std::vector<NodeIndexRange>& ranges, int32_t num_nodes) {
   std::vector<int> count(static_cast<size_t>(num_nodes), 0);
-  for (const NodeRange& r : ranges) {
+  for (const NodeIndexRange& r : ranges) {
     for (int32_t i = r.first; i <= r.last; ++i) {
       if (++count[static_cast<size_t>(i)] > 1) {
         return Status::InvalidArgument("node " + std::to_string(i) +

@@ -12,15 +12,15 @@
 
 namespace lote::control {
 
-struct NodeRange {
+struct NodeIndexRange {
   int32_t first = 0;  // inclusive
   int32_t last = 0;   // inclusive
 };
 
 // InvalidArgument naming the problem for bad syntax or indexes >= num_nodes.
-Result<NodeRange> ParseNodeRange(std::string_view target_nodes, int32_t num_nodes);
+Result<NodeIndexRange> ParseNodeRange(std::string_view target_nodes, int32_t num_nodes);
 
 // Every node 0..num_nodes-1 covered exactly once.
-Status CheckNodeRangesCover(const std::vector<NodeRange>& ranges, int32_t num_nodes);
+Status CheckNodeRangesCover(const std::vector<NodeIndexRange>& ranges, int32_t num_nodes);
 
 }  // namespace lote::control
