@@ -334,15 +334,23 @@ double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t*
     }
     float mx = x[0];
     for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
+    const float lp_unnorm = x[target] - mx;
     float sum = 0.0f;
-    for (int64_t j = 0; j < V; ++j) sum += FastExp(x[j] - mx);
-    const float lse = mx + std::log(sum);
-    const float lp = x[target] - lse;
+    if (grad_scale != 0.0f) {
+      // Keep the exponentials: the gradient is exp(x - mx) / sum - onehot.
+      for (int64_t j = 0; j < V; ++j) {
+        x[j] = FastExp(x[j] - mx);
+        sum += x[j];
+      }
+    } else {
+      for (int64_t j = 0; j < V; ++j) sum += FastExp(x[j] - mx);
+    }
+    const float lp = lp_unnorm - std::log(sum);
     if (logprob != nullptr) logprob[r] = lp;
     total += -static_cast<double>(lp);
     if (grad_scale != 0.0f) {
       const float inv = grad_scale / sum;
-      for (int64_t j = 0; j < V; ++j) x[j] = FastExp(x[j] - mx) * inv;
+      for (int64_t j = 0; j < V; ++j) x[j] *= inv;
       x[target] -= grad_scale;
     }
   }

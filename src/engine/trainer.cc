@@ -169,12 +169,13 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
     return count > 0 ? sum / static_cast<double>(count) : std::nan("");
   };
 
-  Json losses = Json::array(), val_losses = Json::array();
+  Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array();
   double last_loss = 0, last_val = std::nan(""), peak_tps = 0;
   const auto start = Clock::now();
   auto interval_start = start;
   int64_t interval_steps = 0;
   for (int64_t step = 1; step <= o.max_steps; ++step) {
+    const auto step_start = Clock::now();
     model->ZeroGrad();
     double loss = 0.0;
     for (int64_t micro = 0; micro < o.grad_accum_steps; ++micro) {
@@ -193,6 +194,7 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
     const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
     adamw.Step(model->params(), model->grads(), static_cast<float>(lr));
     losses.push_back(loss);
+    step_times.push_back(Seconds(step_start, Clock::now()));
     last_loss = loss;
     ++interval_steps;
 
@@ -245,7 +247,9 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                {"parameters", config.NumParameters()},
                {"tokens_per_step", tokens_per_step},
                {"seq_len", T},
+               {"flops_per_token", flops_per_token},
                {"losses", losses},
+               {"step_times_s", step_times},
                {"val_losses", val_losses},
                {"sampler", sampler->state().ToJson()}};
   fmt::print(out, "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "

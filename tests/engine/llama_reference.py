@@ -19,12 +19,15 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int6
 
 
 def save_safetensors(path, tensors):
-    """tensors: dict name -> numpy array (float32 unless stated)."""
+    """tensors: dict name -> numpy array, or (uint16 array, "BF16") for bfloat16."""
     header, offset, blobs = {}, 0, []
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
-        code = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
-                np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}[arr.dtype]
+        if isinstance(arr, tuple):
+            arr, code = np.ascontiguousarray(arr[0]), arr[1]
+        else:
+            arr = np.ascontiguousarray(arr)
+            code = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+                    np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}[arr.dtype]
         blob = arr.tobytes()
         header[name] = {"dtype": code, "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(blob)]}
@@ -37,6 +40,13 @@ def save_safetensors(path, tensors):
         f.write(text)
         for blob in blobs:
             f.write(blob)
+
+
+def to_bfloat16(arr):
+    """float32 array -> (uint16 bit patterns, "BF16"), rounding to nearest even."""
+    bits = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16), "BF16"
 
 
 def load_safetensors(path):
