@@ -8,6 +8,9 @@
 // A CUDA backend would provide the same signatures over device pointers.
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace lote::engine {
@@ -24,7 +27,22 @@ void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           int64_t ldc);
 
 // exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes.
-float FastExp(float x);
+// Cephes-style: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+inline float FastExp(float x) {
+  x = std::min(88.0f, std::max(-87.0f, x));
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return e * std::bit_cast<float>(bits);
+}
 
 // out[N,C] = wte[tokens[n], :]; tokens in [0, V).
 void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C);
