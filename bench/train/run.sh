@@ -5,14 +5,14 @@
 # micro batch 8 (4096 tokens per step). Also reports lote's achieved model GFLOP/s
 # (6N + attention FLOPs per token) as a fraction of OpenBLAS's sgemm peak measured now.
 #
-# usage: bench/train/run.sh BUILD_DIR   (env: BENCH_THREADS=nproc, BENCH_STEPS=4)
+# usage: bench/train/run.sh BUILD_DIR   (env: BENCH_THREADS=nproc, BENCH_STEPS=3)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 LOTE="$BUILD/lote"
 PY="${LOTE_TORCH_PYTHON:-/usr/bin/python3}"
 THREADS="${BENCH_THREADS:-$(nproc)}"
-STEPS="${BENCH_STEPS:-4}"
+STEPS="${BENCH_STEPS:-3}"
 BATCH=8
 SEQ=512
 WORK="$(mktemp -d)"
@@ -42,20 +42,26 @@ OMP_NUM_THREADS="$THREADS" "$LOTE" train --config "$WORK/config.json" --data "$W
 OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
   "$PY" "$HERE/torch_train.py" "$WORK/config.json" $BATCH $SEQ "$STEPS" "$THREADS" > "$WORK/torch.json"
 
-"$PY" - "$WORK/out/metrics.json" "$WORK/torch.json" <<'PY'
+"$PY" - "$WORK/out/metrics.json" "$WORK/torch.json" "$THREADS" <<'PY'
 import json, statistics, sys
 lote = json.load(open(sys.argv[1]))
 torch = json.load(open(sys.argv[2]))
-times = lote["step_times_s"]
-lote_step = statistics.median(times[1:]) if len(times) > 1 else times[0]
+threads = int(sys.argv[3])
+med = lambda xs: statistics.median(xs[1:]) if len(xs) > 1 else xs[0]
+lote_step, lote_cpu = med(lote["step_times_s"]), med(lote["step_cpu_s"])
 tokens = lote["tokens_per_step"]
 flops = lote["flops_per_token"] * tokens
-peak = torch["sgemm_peak_gflops"]
-lote_gflops = flops / lote_step / 1e9
-torch_gflops = flops / torch["step_s"] / 1e9
-print(f"{'':8}{'step s':>10}{'tokens/s':>12}{'GFLOP/s':>10}{'of sgemm peak':>15}")
-print(f"{'lote':8}{lote_step:>10.3f}{tokens / lote_step:>12.0f}{lote_gflops:>10.1f}{lote_gflops / peak:>14.1%}")
-print(f"{'pytorch':8}{torch['step_s']:>10.3f}{torch['tokens_per_s']:>12.0f}{torch_gflops:>10.1f}{torch_gflops / peak:>14.1%}")
-print(f"OpenBLAS sgemm peak (2048^3, numpy float32): {peak:.1f} GFLOP/s")
-print(f"ratio lote/pytorch (tokens/s): {torch['step_s'] / lote_step:.2f}x")
+peak, peak_cpu = torch["sgemm_peak_gflops"], torch["sgemm_peak_gflops_per_cpu_s"]
+print("wall clock (median step after warm-up):")
+print(f"  {'':8}{'step s':>10}{'tokens/s':>12}{'GFLOP/s':>10}{'of sgemm peak':>15}")
+for name, step in (("lote", lote_step), ("pytorch", torch["step_s"])):
+    g = flops / step / 1e9
+    print(f"  {name:8}{step:>10.3f}{tokens / step:>12.0f}{g:>10.1f}{g / peak:>14.1%}")
+print(f"  OpenBLAS sgemm peak (numpy float32 2048^3, {threads} threads): {peak:.1f} GFLOP/s")
+print(f"  ratio lote/pytorch (tokens/s): {torch['step_s'] / lote_step:.2f}x")
+print("CPU time (process CPU-seconds per step; robust when other work shares the machine):")
+for name, cpu in (("lote", lote_cpu), ("pytorch", torch["step_cpu_s"])):
+    g = flops / cpu / 1e9
+    print(f"  {name:8}{cpu:>10.2f} CPU-s/step  {g:>7.1f} GFLOP per CPU-s  {g / peak_cpu:>6.1%} of sgemm's {peak_cpu:.1f}")
+print(f"  ratio lote/pytorch (CPU time): {torch['step_cpu_s'] / lote_cpu:.2f}x")
 PY

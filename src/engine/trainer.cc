@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <vector>
 
@@ -21,6 +22,14 @@ namespace lote::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds used by this process (all threads): a throughput measure that stays
+// meaningful on a machine shared with other work.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -169,13 +178,15 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
     return count > 0 ? sum / static_cast<double>(count) : std::nan("");
   };
 
-  Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array();
+  Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array(),
+       step_cpu = Json::array();
   double last_loss = 0, last_val = std::nan(""), peak_tps = 0;
   const auto start = Clock::now();
   auto interval_start = start;
   int64_t interval_steps = 0;
   for (int64_t step = 1; step <= o.max_steps; ++step) {
     const auto step_start = Clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     model->ZeroGrad();
     double loss = 0.0;
     for (int64_t micro = 0; micro < o.grad_accum_steps; ++micro) {
@@ -195,6 +206,7 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
     adamw.Step(model->params(), model->grads(), static_cast<float>(lr));
     losses.push_back(loss);
     step_times.push_back(Seconds(step_start, Clock::now()));
+    step_cpu.push_back(ProcessCpuSeconds() - cpu_start);
     last_loss = loss;
     ++interval_steps;
 
@@ -250,6 +262,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                {"flops_per_token", flops_per_token},
                {"losses", losses},
                {"step_times_s", step_times},
+               {"step_cpu_s", step_cpu},
+               {"threads", threads},
                {"val_losses", val_losses},
                {"sampler", sampler->state().ToJson()}};
   fmt::print(out, "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
