@@ -48,8 +48,8 @@ double LearningRate(int64_t step, int64_t warmup_steps, int64_t max_steps, doubl
     return peak * static_cast<double>(step) / static_cast<double>(warmup_steps);
   }
   if (max_steps <= warmup_steps) return peak;
-  const double left = static_cast<double>(max_steps - step) /
-                      static_cast<double>(max_steps - warmup_steps);
+  const double left =
+      static_cast<double>(max_steps - step) / static_cast<double>(max_steps - warmup_steps);
   return peak * std::max(0.0, left);
 }
 

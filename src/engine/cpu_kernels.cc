@@ -286,7 +286,8 @@ void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I) {
   }
 }
 
-void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t I) {
+void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t N,
+                    int64_t I) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* g = gate_up + n * 2 * I;
@@ -303,8 +304,8 @@ void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, in
   }
 }
 
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets,
-                                   int64_t n, int64_t V, float grad_scale) {
+double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
+                                   int64_t V, float grad_scale) {
   double total = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : total)
   for (int64_t r = 0; r < n; ++r) {

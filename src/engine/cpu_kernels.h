@@ -22,9 +22,8 @@ int CpuThreads();
 
 // Row-major GEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. Splits the
 // larger output dimension across OpenMP threads unless already inside a parallel region.
-void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes.
 // Cephes-style: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
@@ -95,8 +94,8 @@ void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, in
 // returns the sum of -logprob over valid rows. When grad_scale != 0, overwrites logits
 // with d(loss)/d(logits) * grad_scale, i.e. (softmax - onehot) * grad_scale (0 for
 // ignored rows).
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets,
-                                   int64_t n, int64_t V, float grad_scale);
+double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
+                                   int64_t V, float grad_scale);
 
 }  // namespace lote::engine
 

@@ -34,15 +34,16 @@ Result<std::vector<int32_t>> ParseTokens(const std::string& text) {
     char* end = nullptr;
     const long v = std::strtol(word.c_str(), &end, 10);
     if (*end != '\0' || v < 0 || v > INT32_MAX) {
-      return Status::InvalidArgument(fmt::format("\"{}\" is not a token id (want integers >= 0)", word));
+      return Status::InvalidArgument(
+          fmt::format("\"{}\" is not a token id (want integers >= 0)", word));
     }
     out.push_back(static_cast<int32_t>(v));
   }
   return out;
 }
 
-Status Score(const std::string& config_path, const std::string& weights, const std::string& tokens_text,
-             const std::string& token_file, bool json) {
+Status Score(const std::string& config_path, const std::string& weights,
+             const std::string& tokens_text, const std::string& token_file, bool json) {
   InitCpuBackend(0);
   ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::Load(config_path));
   std::string text = tokens_text;
@@ -51,12 +52,13 @@ Status Score(const std::string& config_path, const std::string& weights, const s
   }
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, ParseTokens(text));
   if (tokens.size() < 2) {
-    return Status::InvalidArgument("give at least two tokens (--tokens \"1 15043 ...\" or --token-file)");
+    return Status::InvalidArgument(
+        "give at least two tokens (--tokens \"1 15043 ...\" or --token-file)");
   }
   for (int32_t t : tokens) {
     if (t >= config.vocab_size) {
-      return Status::InvalidArgument(fmt::format("token {} is outside the model's vocab_size {}", t,
-                                                 config.vocab_size));
+      return Status::InvalidArgument(
+          fmt::format("token {} is outside the model's vocab_size {}", t, config.vocab_size));
     }
   }
   const int64_t T = static_cast<int64_t>(tokens.size()) - 1;
@@ -112,8 +114,8 @@ Status Dump(const DumpOptions& o) {
   std::vector<float> logits(static_cast<size_t>(B * T * config.vocab_size));
   model->Forward(inputs.data(), targets.data(), B, T, nullptr, logits.data());
   model->ZeroGrad();
-  const float loss = static_cast<float>(
-      model->ForwardBackward(inputs.data(), targets.data(), B, T, 1.0f));
+  const float loss =
+      static_cast<float>(model->ForwardBackward(inputs.data(), targets.data(), B, T, 1.0f));
   std::vector<float> grads(model->grads(), model->grads() + model->num_params());
   std::vector<TensorToWrite> out;
   out.push_back({"logits", {B, T, config.vocab_size}, logits.data()});
@@ -149,25 +151,46 @@ void RegisterTrain(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   sub->add_option("--config", opts->config_path, "Hugging Face Llama config.json")->required();
   sub->add_option("--data", opts->data_dir, "dataset directory written by `lote data prepare`");
-  sub->add_option("--batch-size", opts->batch_size, "micro batch size (sequences)")->capture_default_str();
-  sub->add_option("--grad-accum-steps", opts->grad_accum_steps, "micro batches per optimizer step")->capture_default_str();
+  sub->add_option("--batch-size", opts->batch_size, "micro batch size (sequences)")
+      ->capture_default_str();
+  sub->add_option("--grad-accum-steps", opts->grad_accum_steps, "micro batches per optimizer step")
+      ->capture_default_str();
   sub->add_option("--max-steps", opts->max_steps, "optimizer steps")->capture_default_str();
-  sub->add_option("--warmup-steps", opts->warmup_steps, "linear warmup steps")->capture_default_str();
-  sub->add_option("--lr", opts->lr, "peak learning rate (linear decay to 0 at --max-steps)")->capture_default_str();
-  sub->add_option("--seq-len", opts->seq_len, "tokens per sequence (0 = min(block size, max_position_embeddings))")->capture_default_str();
-  sub->add_option("--logging-interval", opts->logging_interval, "steps per log line")->capture_default_str();
-  sub->add_option("--eval-interval", opts->eval_interval, "steps per validation (0 = at the end only)")->capture_default_str();
-  sub->add_option("--eval-batches", opts->eval_batches, "validation micro batches per evaluation")->capture_default_str();
-  sub->add_option("--val-fraction", opts->val_fraction, "fraction of blocks held out for validation")->capture_default_str();
-  sub->add_option("--seed", opts->seed, "seed of initialisation and data order")->capture_default_str();
-  sub->add_option("--weight-decay", opts->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  sub->add_option("--grad-clip", opts->grad_clip, "global gradient-norm clip")->capture_default_str();
-  sub->add_option("--tensor-parallel-size", opts->tensor_parallel_size, "reserved: only 1 is supported")->capture_default_str();
-  sub->add_option("--init-weights", opts->init_weights, "start from a safetensors file (lote or Hugging Face names)");
-  sub->add_option("--output", opts->output_dir, "directory for model.safetensors, config.json, metrics.json");
+  sub->add_option("--warmup-steps", opts->warmup_steps, "linear warmup steps")
+      ->capture_default_str();
+  sub->add_option("--lr", opts->lr, "peak learning rate (linear decay to 0 at --max-steps)")
+      ->capture_default_str();
+  sub->add_option("--seq-len", opts->seq_len,
+                  "tokens per sequence (0 = min(block size, max_position_embeddings))")
+      ->capture_default_str();
+  sub->add_option("--logging-interval", opts->logging_interval, "steps per log line")
+      ->capture_default_str();
+  sub->add_option("--eval-interval", opts->eval_interval,
+                  "steps per validation (0 = at the end only)")
+      ->capture_default_str();
+  sub->add_option("--eval-batches", opts->eval_batches, "validation micro batches per evaluation")
+      ->capture_default_str();
+  sub->add_option("--val-fraction", opts->val_fraction,
+                  "fraction of blocks held out for validation")
+      ->capture_default_str();
+  sub->add_option("--seed", opts->seed, "seed of initialisation and data order")
+      ->capture_default_str();
+  sub->add_option("--weight-decay", opts->weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  sub->add_option("--grad-clip", opts->grad_clip, "global gradient-norm clip")
+      ->capture_default_str();
+  sub->add_option("--tensor-parallel-size", opts->tensor_parallel_size,
+                  "reserved: only 1 is supported")
+      ->capture_default_str();
+  sub->add_option("--init-weights", opts->init_weights,
+                  "start from a safetensors file (lote or Hugging Face names)");
+  sub->add_option("--output", opts->output_dir,
+                  "directory for model.safetensors, config.json, metrics.json");
   sub->add_option("--threads", opts->threads, "OpenMP threads (0 = all)")->capture_default_str();
-  sub->add_option("--peak-gflops", opts->peak_gflops, "MFU denominator (0 = measure GEMM peak)")->capture_default_str();
-  sub->add_flag("--plan-only", opts->plan_only, "print parameter count and memory plan, allocate nothing");
+  sub->add_option("--peak-gflops", opts->peak_gflops, "MFU denominator (0 = measure GEMM peak)")
+      ->capture_default_str();
+  sub->add_flag("--plan-only", opts->plan_only,
+                "print parameter count and memory plan, allocate nothing");
   sub->callback([opts] {
     Status s = RunTraining(*opts, stdout);
     SetExitCode(s.ok() ? 0 : Fail(s));
@@ -184,7 +207,8 @@ void RegisterModel(CLI::App& app) {
   auto plan_t = std::make_shared<int64_t>(0);
   plan->add_option("--config", *plan_cfg, "Hugging Face Llama config.json")->required();
   plan->add_option("--batch-size", *plan_b, "micro batch")->capture_default_str();
-  plan->add_option("--seq-len", *plan_t, "sequence length (0 = max_position_embeddings)")->capture_default_str();
+  plan->add_option("--seq-len", *plan_t, "sequence length (0 = max_position_embeddings)")
+      ->capture_default_str();
   plan->callback([plan_cfg, plan_b, plan_t] {
     TrainOptions o;
     o.config_path = *plan_cfg;
@@ -203,9 +227,13 @@ void RegisterModel(CLI::App& app) {
   };
   auto sa = std::make_shared<ScoreArgs>();
   score->add_option("--config", sa->config, "Hugging Face Llama config.json")->required();
-  score->add_option("--weights", sa->weights, "safetensors weights (lote output or HF model.safetensors)")->required();
+  score
+      ->add_option("--weights", sa->weights,
+                   "safetensors weights (lote output or HF model.safetensors)")
+      ->required();
   auto* tok = score->add_option("--tokens", sa->tokens, "token ids, e.g. \"1 15043 3186\"");
-  auto* tf = score->add_option("--token-file", sa->token_file, "file of whitespace-separated token ids");
+  auto* tf =
+      score->add_option("--token-file", sa->token_file, "file of whitespace-separated token ids");
   tok->excludes(tf);
   score->add_flag("--json", sa->json, "print one JSON object instead of a table");
   score->callback([sa] {
@@ -225,7 +253,8 @@ void RegisterModel(CLI::App& app) {
   dump->add_option("--tokens-file", da->tokens_file, "raw int32 [batch, seq_len+1]")->required();
   dump->add_option("--batch-size", da->batch)->capture_default_str();
   dump->add_option("--output", da->output, "safetensors file to write")->required();
-  dump->add_option("--steps", da->steps, "then run this many AdamW steps on the batch")->capture_default_str();
+  dump->add_option("--steps", da->steps, "then run this many AdamW steps on the batch")
+      ->capture_default_str();
   dump->add_option("--warmup-steps", da->warmup)->capture_default_str();
   dump->add_option("--lr", da->lr)->capture_default_str();
   dump->add_option("--weight-decay", da->weight_decay)->capture_default_str();

@@ -54,13 +54,14 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
   d->manifest_ = std::move(*manifest);
   ASSIGN_OR_RETURN(d->vocab_size_, ManifestInt(d->manifest_, "vocab_size", manifest_path));
   ASSIGN_OR_RETURN(d->block_size_, ManifestInt(d->manifest_, "block_size", manifest_path));
-  ASSIGN_OR_RETURN(int64_t manifest_count, ManifestInt(d->manifest_, "num_sequences", manifest_path));
+  ASSIGN_OR_RETURN(int64_t manifest_count,
+                   ManifestInt(d->manifest_, "num_sequences", manifest_path));
 
   const std::string idx_path = dir + "/data.idx";
   ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
   auto corrupt = [&](const std::string& why) {
-    return Status::DataLoss(fmt::format("{}: {}; rewrite the dataset with `lote data prepare`",
-                                        idx_path, why));
+    return Status::DataLoss(
+        fmt::format("{}: {}; rewrite the dataset with `lote data prepare`", idx_path, why));
   };
   const size_t header = 9 + 8 + 1 + 8 + 8;
   if (idx.size() < header || std::memcmp(idx.data(), kMagic, 9) != 0) {
@@ -85,14 +86,14 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
                                idx.size(), need, d->num_sequences_, docs));
   }
   if (d->num_sequences_ != manifest_count) {
-    return corrupt(fmt::format("{} sequences but manifest.json says {}", d->num_sequences_,
-                               manifest_count));
+    return corrupt(
+        fmt::format("{} sequences but manifest.json says {}", d->num_sequences_, manifest_count));
   }
   if (auto it = d->manifest_.find("dtype"); it != d->manifest_.end() && it->is_string()) {
     const std::string want = d->token_bytes_ == 2 ? "uint16" : "int32";
     if (it->get<std::string>() != want) {
-      return corrupt(fmt::format("index dtype is {} but manifest.json says {}", want,
-                                 it->get<std::string>()));
+      return corrupt(
+          fmt::format("index dtype is {} but manifest.json says {}", want, it->get<std::string>()));
     }
   }
 
@@ -124,8 +125,8 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
       return corrupt(fmt::format("sequence {} has {} tokens, but blocks are {} tokens", i, size,
                                  d->block_size_));
     }
-    if (ptr < 0 || static_cast<uint64_t>(ptr) + static_cast<uint64_t>(size) * d->token_bytes_ >
-                       d->bin_size_) {
+    if (ptr < 0 ||
+        static_cast<uint64_t>(ptr) + static_cast<uint64_t>(size) * d->token_bytes_ > d->bin_size_) {
       return corrupt(fmt::format("sequence {} lies outside data.bin ({} bytes)", i, d->bin_size_));
     }
     d->pointers_[static_cast<size_t>(i)] = ptr;
@@ -229,8 +230,9 @@ void BatchSampler::ValSample(int64_t index, int32_t* inputs, int32_t* targets) c
 
 Status BatchSampler::Restore(const SamplerState& state) {
   if (state.position < 0 || state.position > num_train_samples()) {
-    return Status::InvalidArgument(fmt::format("sampler position {} is outside the epoch of {} samples",
-                                               state.position, num_train_samples()));
+    return Status::InvalidArgument(
+        fmt::format("sampler position {} is outside the epoch of {} samples", state.position,
+                    num_train_samples()));
   }
   state_ = state;
   Shuffle();

@@ -78,7 +78,7 @@ class BatchSampler {
   int64_t seq_len_ = 0, windows_ = 0, train_blocks_ = 0, val_blocks_ = 0;
   uint64_t seed_ = 0;
   SamplerState state_;
-  std::vector<int64_t> order_;  // permutation of training samples for state_.epoch
+  std::vector<int64_t> order_;        // permutation of training samples for state_.epoch
   mutable std::vector<int32_t> buf_;  // one sample of seq_len+1 tokens
 };
 

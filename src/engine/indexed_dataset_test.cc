@@ -43,7 +43,7 @@ std::string MakeDataset(const std::string& name, int64_t blocks, int64_t block, 
   EXPECT_TRUE(WriteFileAtomic(dir + "/data.bin", bin).ok());
   EXPECT_TRUE(WriteFileAtomic(dir + "/data.idx", idx).ok());
   Json m{{"vocab_size", vocab}, {"block_size", block}, {"num_sequences", blocks},
-         {"dtype", "uint16"},   {"bos_id", 1},          {"tokenizer_sha256", "x"}};
+         {"dtype", "uint16"},   {"bos_id", 1},         {"tokenizer_sha256", "x"}};
   EXPECT_TRUE(WriteFileAtomic(dir + "/manifest.json", m.dump()).ok());
   return dir;
 }

@@ -56,13 +56,14 @@ Result<LlamaConfig> LlamaConfig::FromJson(const Json& json) {
   }
   if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null()) {
     return Status::Unimplemented(
-        "model config sets \"rope_scaling\", which lote does not support; remove it or set it to null");
+        "model config sets \"rope_scaling\", which lote does not support; remove it or set it to "
+        "null");
   }
-  if (auto it = json.find("hidden_act"); it != json.end() && it->is_string() &&
-                                         it->get<std::string>() != "silu") {
-    return Status::Unimplemented(fmt::format(
-        "model config \"hidden_act\" is \"{}\"; lote's Llama supports only \"silu\"",
-        it->get<std::string>()));
+  if (auto it = json.find("hidden_act");
+      it != json.end() && it->is_string() && it->get<std::string>() != "silu") {
+    return Status::Unimplemented(
+        fmt::format("model config \"hidden_act\" is \"{}\"; lote's Llama supports only \"silu\"",
+                    it->get<std::string>()));
   }
   RETURN_IF_ERROR(c.Validate());
   return c;
@@ -99,7 +100,8 @@ Json LlamaConfig::ToJson() const {
 Status LlamaConfig::Validate() const {
   auto positive = [](const char* key, int64_t v) -> Status {
     if (v <= 0) {
-      return Status::InvalidArgument(fmt::format("model config \"{}\" is {}; it must be > 0", key, v));
+      return Status::InvalidArgument(
+          fmt::format("model config \"{}\" is {}; it must be > 0", key, v));
     }
     return Status::Ok();
   };
@@ -141,9 +143,9 @@ Status LlamaConfig::Validate() const {
 
 int64_t LlamaConfig::ParamsPerLayer() const {
   const int64_t c = hidden_size;
-  return 2 * c                            // input and post-attention RMSNorm weights
-         + qkv_dim() * c + c * q_dim()    // q, k, v, o projections
-         + 3 * intermediate_size * c;     // gate, up, down
+  return 2 * c                          // input and post-attention RMSNorm weights
+         + qkv_dim() * c + c * q_dim()  // q, k, v, o projections
+         + 3 * intermediate_size * c;   // gate, up, down
 }
 
 int64_t LlamaConfig::NumParameters() const {

@@ -12,13 +12,13 @@
 namespace lote::engine {
 
 struct LlamaConfig {
-  int64_t hidden_size = 0;               // C
-  int64_t intermediate_size = 0;         // I (SwiGLU width)
-  int64_t num_hidden_layers = 0;         // L
-  int64_t num_attention_heads = 0;       // nh
-  int64_t num_key_value_heads = 0;       // nkv (GQA: nh % nkv == 0)
-  int64_t vocab_size = 0;                // V
-  int64_t max_position_embeddings = 0;   // longest sequence the model accepts
+  int64_t hidden_size = 0;              // C
+  int64_t intermediate_size = 0;        // I (SwiGLU width)
+  int64_t num_hidden_layers = 0;        // L
+  int64_t num_attention_heads = 0;      // nh
+  int64_t num_key_value_heads = 0;      // nkv (GQA: nh % nkv == 0)
+  int64_t vocab_size = 0;               // V
+  int64_t max_position_embeddings = 0;  // longest sequence the model accepts
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   double initializer_range = 0.02;

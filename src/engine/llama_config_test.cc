@@ -12,7 +12,8 @@ Json Llama2_7B() {
   return ParseJson(R"({"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
     "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
     "rms_norm_eps": 1e-05, "max_position_embeddings": 4096, "tie_word_embeddings": false,
-    "initializer_range": 0.02, "hidden_act": "silu"})").value();
+    "initializer_range": 0.02, "hidden_act": "silu"})")
+      .value();
 }
 
 TEST(LlamaConfigTest, Llama2_7BHasItsParameterCount) {

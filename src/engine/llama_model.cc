@@ -46,9 +46,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max
       training_(training),
       acts_(PlanActivations(config, max_batch, max_seq_len, CpuThreads())) {}
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config,
-                                                       int64_t max_batch, int64_t max_seq_len,
-                                                       bool training) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
+                                                       int64_t max_seq_len, bool training) {
   RETURN_IF_ERROR(config.Validate());
   if (max_batch <= 0 || max_seq_len <= 0) {
     return Status::InvalidArgument("batch size and sequence length must be > 0");
@@ -69,9 +68,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
     }
     m->act_.assign(static_cast<size_t>(m->acts_.total), 0.0f);
   } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted(fmt::format(
-        "cannot allocate the model's memory plan ({}); lower --batch-size or --seq-len",
-        HumanBytes(static_cast<double>(plan.total_bytes()))));
+    return Status::ResourceExhausted(
+        fmt::format("cannot allocate the model's memory plan ({}); lower --batch-size or --seq-len",
+                    HumanBytes(static_cast<double>(plan.total_bytes()))));
   }
   return m;
 }
@@ -133,9 +132,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
     const LayerOffsets& w = layout_.layer(l);
-    float* res_next = l + 1 < c.num_hidden_layers
-                          ? A + acts_.layers[static_cast<size_t>(l + 1)].res
-                          : A + acts_.res_final;
+    float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
+                                                  : A + acts_.res_final;
     RmsNormForward(A + la.ln1, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
     MatmulForward(A + la.qkv, A + la.ln1, W + w.wqkv, N, C, D);
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
@@ -170,7 +168,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
     if (backward) {
       // dlnf[r0:r0+m] = dlogits W_lm ; dW_lm += dlogits^T lnf[r0:r0+m]
-      Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C, C);
+      Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C,
+           C);
       Gemm(true, false, V, C, m, 1.0f, logits, V, A + acts_.lnf + r0 * C, C, 1.0f,
            G + layout_.lm_head(), C);
     }

@@ -60,9 +60,9 @@ class LlamaModel {
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;
-  std::vector<float> act_;        // saved activations (acts_.total)
-  std::vector<float> act_grad_;   // gradient scratch (acts_.grad_total)
-  int64_t rope_len_ = 0;          // sequence length the rope tables were built for
+  std::vector<float> act_;       // saved activations (acts_.total)
+  std::vector<float> act_grad_;  // gradient scratch (acts_.grad_total)
+  int64_t rope_len_ = 0;         // sequence length the rope tables were built for
 };
 
 }  // namespace lote::engine

@@ -58,9 +58,11 @@ TEST(LlamaModelTest, GradientsMatchFiniteDifferences) {
       float& w = model->params()[i];
       const float saved = w, h = 1e-2f;
       w = saved + h;
-      const double up = model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
+      const double up =
+          model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
       w = saved - h;
-      const double down = model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
+      const double down =
+          model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
       w = saved;
       const double fd = (up - down) / (2.0 * static_cast<double>(h));
       const double g = grads[static_cast<size_t>(i)];
@@ -102,7 +104,8 @@ TEST(LlamaModelTest, LogprobsAgreeWithLogitsAndLoss) {
   model->InitWeights(3);
   Batch batch(c.vocab_size);
   std::vector<float> lp(14), logits(14 * 37);
-  const double loss = model->Forward(batch.in.data(), batch.tg.data(), 2, 7, lp.data(), logits.data());
+  const double loss =
+      model->Forward(batch.in.data(), batch.tg.data(), 2, 7, lp.data(), logits.data());
   double sum = 0;
   for (int64_t r = 0; r < 14; ++r) {
     if (batch.tg[r] < 0) {

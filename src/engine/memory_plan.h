@@ -40,7 +40,8 @@ struct ActivationLayout {
   int64_t rope_sin = 0;   // [T, hd/2]
   int64_t total = 0;      // floats
   // Gradient scratch (training only), reused by every layer.
-  int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0, dact = 0;  // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
+  int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0,
+          dact = 0;          // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
   int64_t attn_scratch = 0;  // [threads, T, T]
   int64_t grad_total = 0;    // floats
 };

@@ -15,21 +15,21 @@
 namespace lote::engine {
 
 struct TensorSpec {
-  std::string name;             // HF name
-  std::vector<int64_t> shape;   // row-major
-  int64_t offset = 0;           // in floats, into the parameter buffer
+  std::string name;            // HF name
+  std::vector<int64_t> shape;  // row-major
+  int64_t offset = 0;          // in floats, into the parameter buffer
   int64_t numel = 0;
-  bool weight_decay = false;    // matrices decay, norm weights do not
+  bool weight_decay = false;  // matrices decay, norm weights do not
 };
 
 // Offsets (in floats) of one decoder layer's tensors.
 struct LayerOffsets {
-  int64_t input_norm;    // [C]
-  int64_t wqkv;          // [qkv_dim, C]: q_proj rows, then k_proj, then v_proj
-  int64_t wo;            // [C, q_dim]
-  int64_t post_norm;     // [C]
-  int64_t wgate_up;      // [2I, C]: gate_proj rows, then up_proj
-  int64_t wdown;         // [C, I]
+  int64_t input_norm;  // [C]
+  int64_t wqkv;        // [qkv_dim, C]: q_proj rows, then k_proj, then v_proj
+  int64_t wo;          // [C, q_dim]
+  int64_t post_norm;   // [C]
+  int64_t wgate_up;    // [2I, C]: gate_proj rows, then up_proj
+  int64_t wdown;       // [C, I]
 };
 
 class ParamLayout {
@@ -40,9 +40,9 @@ class ParamLayout {
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const TensorSpec* Find(const std::string& name) const;
 
-  int64_t embed() const { return embed_; }          // [V, C]
+  int64_t embed() const { return embed_; }            // [V, C]
   int64_t final_norm() const { return final_norm_; }  // [C]
-  int64_t lm_head() const { return lm_head_; }      // [V, C] (== embed() when tied)
+  int64_t lm_head() const { return lm_head_; }        // [V, C] (== embed() when tied)
   const LayerOffsets& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
 
  private:

@@ -73,12 +73,14 @@ Result<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const std::st
   r->path_ = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::NotFound(fmt::format("cannot open weights file {}: {}", path, std::strerror(errno)));
+    return Status::NotFound(
+        fmt::format("cannot open weights file {}: {}", path, std::strerror(errno)));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size < 8) {
     ::close(fd);
-    return Status::DataLoss(fmt::format("{} is not a safetensors file (shorter than 8 bytes)", path));
+    return Status::DataLoss(
+        fmt::format("{} is not a safetensors file (shorter than 8 bytes)", path));
   }
   r->map_size_ = static_cast<size_t>(st.st_size);
   r->map_ = ::mmap(nullptr, r->map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -91,50 +93,52 @@ Result<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const std::st
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
   if (header_len > r->map_size_ - 8) {
-    return Status::DataLoss(fmt::format(
-        "{} is not a safetensors file: header length {} exceeds the file size {}", path,
-        header_len, r->map_size_));
+    return Status::DataLoss(
+        fmt::format("{} is not a safetensors file: header length {} exceeds the file size {}", path,
+                    header_len, r->map_size_));
   }
   auto header = ParseJson(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len));
   if (!header.ok() || !header->is_object()) {
-    return Status::DataLoss(fmt::format("{} is not a safetensors file: its header is not a JSON object", path));
+    return Status::DataLoss(
+        fmt::format("{} is not a safetensors file: its header is not a JSON object", path));
   }
   const uint8_t* data = bytes + 8 + header_len;
   const uint64_t data_len = r->map_size_ - 8 - header_len;
   try {
-  for (const auto& [name, value] : header->items()) {
-    if (name == "__metadata__") {
-      if (value.is_object()) {
-        for (const auto& [k, v] : value.items()) {
-          if (v.is_string()) r->metadata_[k] = v.get<std::string>();
+    for (const auto& [name, value] : header->items()) {
+      if (name == "__metadata__") {
+        if (value.is_object()) {
+          for (const auto& [k, v] : value.items()) {
+            if (v.is_string()) r->metadata_[k] = v.get<std::string>();
+          }
         }
+        continue;
       }
-      continue;
+      auto bad = [&](const std::string& why) {
+        return Status::DataLoss(fmt::format("{}: tensor \"{}\": {}", path, name, why));
+      };
+      if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+          !value.contains("data_offsets")) {
+        return bad("entry needs dtype, shape and data_offsets");
+      }
+      TensorInfo t;
+      t.dtype_name = value["dtype"].get<std::string>();
+      int64_t elem = 0;
+      t.dtype = ParseDType(t.dtype_name, &elem);
+      if (elem == 0) return bad("unknown dtype " + t.dtype_name);
+      for (const auto& d : value["shape"]) t.shape.push_back(d.get<int64_t>());
+      const auto& offs = value["data_offsets"];
+      if (!offs.is_array() || offs.size() != 2) return bad("data_offsets must be [begin, end]");
+      const uint64_t b = offs[0].get<uint64_t>(), e = offs[1].get<uint64_t>();
+      if (b > e || e > data_len) return bad("data_offsets lie outside the file");
+      t.nbytes = static_cast<int64_t>(e - b);
+      if (t.nbytes != t.numel() * elem) {
+        return bad(
+            fmt::format("{} bytes for shape of {} {} elements", t.nbytes, t.numel(), t.dtype_name));
+      }
+      t.data = data + b;
+      r->tensors_[name] = std::move(t);
     }
-    auto bad = [&](const std::string& why) {
-      return Status::DataLoss(fmt::format("{}: tensor \"{}\": {}", path, name, why));
-    };
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets")) {
-      return bad("entry needs dtype, shape and data_offsets");
-    }
-    TensorInfo t;
-    t.dtype_name = value["dtype"].get<std::string>();
-    int64_t elem = 0;
-    t.dtype = ParseDType(t.dtype_name, &elem);
-    if (elem == 0) return bad("unknown dtype " + t.dtype_name);
-    for (const auto& d : value["shape"]) t.shape.push_back(d.get<int64_t>());
-    const auto& offs = value["data_offsets"];
-    if (!offs.is_array() || offs.size() != 2) return bad("data_offsets must be [begin, end]");
-    const uint64_t b = offs[0].get<uint64_t>(), e = offs[1].get<uint64_t>();
-    if (b > e || e > data_len) return bad("data_offsets lie outside the file");
-    t.nbytes = static_cast<int64_t>(e - b);
-    if (t.nbytes != t.numel() * elem) {
-      return bad(fmt::format("{} bytes for shape of {} {} elements", t.nbytes, t.numel(), t.dtype_name));
-    }
-    t.data = data + b;
-    r->tensors_[name] = std::move(t);
-  }
   } catch (const Json::exception& e) {
     return Status::DataLoss(fmt::format("{}: malformed safetensors header: {}", path, e.what()));
   }
@@ -173,9 +177,9 @@ Status SafetensorsReader::ReadFloat(const std::string& name, float* out, int64_t
       return Status::Ok();
     }
     default:
-      return Status::InvalidArgument(fmt::format(
-          "{}: tensor \"{}\" has dtype {}; weights must be F32, F16 or BF16", path_, name,
-          t->dtype_name));
+      return Status::InvalidArgument(
+          fmt::format("{}: tensor \"{}\" has dtype {}; weights must be F32, F16 or BF16", path_,
+                      name, t->dtype_name));
   }
 }
 
@@ -200,7 +204,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   }
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>((text.size() >> (8 * i)) & 0xFF);
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  bool ok =
+      std::fwrite(len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;

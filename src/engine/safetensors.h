@@ -19,9 +19,9 @@ enum class DType { kF32, kF16, kBF16, kI32, kI64, kU16, kOther };
 
 struct TensorInfo {
   DType dtype = DType::kOther;
-  std::string dtype_name;        // as written in the header ("F32", "BF16", ...)
+  std::string dtype_name;  // as written in the header ("F32", "BF16", ...)
   std::vector<int64_t> shape;
-  const uint8_t* data = nullptr; // into the mapping
+  const uint8_t* data = nullptr;  // into the mapping
   int64_t nbytes = 0;
   int64_t numel() const;
 };

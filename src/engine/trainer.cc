@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <vector>
 
 #include "common/files.h"
@@ -58,7 +58,8 @@ Status CheckOptions(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) return Status::InvalidArgument("--weight-decay must be >= 0");
   if (o.config_path.empty()) return Status::InvalidArgument("--config is required");
   if (!o.plan_only && o.data_dir.empty()) {
-    return Status::InvalidArgument("--data is required (a dataset directory from `lote data prepare`)");
+    return Status::InvalidArgument(
+        "--data is required (a dataset directory from `lote data prepare`)");
   }
   return Status::Ok();
 }
@@ -84,8 +85,8 @@ Status NonFiniteError(int64_t step, const char* what, double value, const LlamaM
     where = "the logits (parameters and gradients are finite)";
   }
   return Status::FailedPrecondition(fmt::format(
-      "step {}: {} is {}; first non-finite tensor: {}. Lower --lr or raise --warmup-steps",
-      step, what, value, where));
+      "step {}: {} is {}; first non-finite tensor: {}. Lower --lr or raise --warmup-steps", step,
+      what, value, where));
 }
 
 Status CheckTokens(const std::vector<int32_t>& tokens, int64_t vocab) {
@@ -107,8 +108,9 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
   InitCpuBackend(o.threads);
   ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::Load(o.config_path));
   const int threads = CpuThreads();
-  fmt::print(out, "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
-                  "vocab {}), {} threads\n",
+  fmt::print(out,
+             "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
+             "vocab {}), {} threads\n",
              HumanCount(static_cast<double>(config.NumParameters())), config.num_hidden_layers,
              config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
              config.vocab_size, threads);
@@ -124,17 +126,17 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
 
   ASSIGN_OR_RETURN(auto data, IndexedDataset::Open(o.data_dir));
   if (data->vocab_size() > config.vocab_size) {
-    return Status::InvalidArgument(fmt::format(
-        "dataset {} has vocab_size {} but the model config has {}; use a config whose "
-        "vocab_size is at least the tokenizer's",
-        o.data_dir, data->vocab_size(), config.vocab_size));
+    return Status::InvalidArgument(
+        fmt::format("dataset {} has vocab_size {} but the model config has {}; use a config whose "
+                    "vocab_size is at least the tokenizer's",
+                    o.data_dir, data->vocab_size(), config.vocab_size));
   }
-  const int64_t T = o.seq_len > 0 ? o.seq_len
-                                  : std::min(data->block_size(), config.max_position_embeddings);
+  const int64_t T =
+      o.seq_len > 0 ? o.seq_len : std::min(data->block_size(), config.max_position_embeddings);
   if (T > config.max_position_embeddings) {
-    return Status::InvalidArgument(fmt::format(
-        "--seq-len {} exceeds the model's max_position_embeddings {}; lower --seq-len", T,
-        config.max_position_embeddings));
+    return Status::InvalidArgument(
+        fmt::format("--seq-len {} exceeds the model's max_position_embeddings {}; lower --seq-len",
+                    T, config.max_position_embeddings));
   }
   ASSIGN_OR_RETURN(auto sampler, BatchSampler::Create(data.get(), T, o.val_fraction, o.seed));
   const int64_t B = o.batch_size;
@@ -221,16 +223,18 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                  "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.4f} | {:.0f} tokens/s | "
                  "{:.2f} sequences/s | MFU {:.1f}%\n",
                  step, o.max_steps, loss, lr, norm, tps, sps, 100.0 * mfu);
-      Json progress{{"step", step},           {"total_steps", o.max_steps}, {"loss", loss},
-                    {"lr", lr},               {"grad_norm", norm},          {"tokens_per_s", tps},
+      Json progress{{"step", step},           {"total_steps", o.max_steps},
+                    {"loss", loss},           {"lr", lr},
+                    {"grad_norm", norm},      {"tokens_per_s", tps},
                     {"sequences_per_s", sps}, {"mfu", mfu}};
       fmt::print(out, "LOTE_PROGRESS {}\n", progress.dump());
       std::fflush(out);
       interval_start = Clock::now();
       interval_steps = 0;
     }
-    const bool eval_now = sampler->num_val_samples() > 0 &&
-                          ((o.eval_interval > 0 && step % o.eval_interval == 0) || step == o.max_steps);
+    const bool eval_now =
+        sampler->num_val_samples() > 0 &&
+        ((o.eval_interval > 0 && step % o.eval_interval == 0) || step == o.max_steps);
     if (eval_now) {
       const auto t0 = Clock::now();
       last_val = evaluate();
@@ -266,8 +270,9 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                {"threads", threads},
                {"val_losses", val_losses},
                {"sampler", sampler->state().ToJson()}};
-  fmt::print(out, "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
-                  "{:.0f} tokens/s average\n",
+  fmt::print(out,
+             "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
+             "{:.0f} tokens/s average\n",
              o.max_steps, total_s, last_loss, last_val, avg_tps);
   if (!o.output_dir.empty()) {
     RETURN_IF_ERROR(MakeDirs(o.output_dir));
