@@ -1,0 +1,47 @@
+// AdamW over the flat parameter buffer (decoupled weight decay, as torch.optim.AdamW),
+// the learning-rate schedule (linear warmup, then linear decay to 0 at max steps) and
+// global-norm gradient clipping (as torch.nn.utils.clip_grad_norm_). The moments m and
+// v share the parameter layout; weight decay applies to matrices, not to norm weights.
+// Not thread-safe; the loops use OpenMP.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/param_layout.h"
+
+namespace lote::engine {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-6f;
+  float weight_decay = 0.01f;
+};
+
+class AdamW {
+ public:
+  AdamW(const ParamLayout& layout, AdamWOptions options);
+  // One update with learning rate lr; increments the step count used for bias correction.
+  void Step(float* params, const float* grads, float lr);
+  int64_t steps() const { return t_; }
+  float* m() { return m_.data(); }
+  float* v() { return v_.data(); }
+
+ private:
+  AdamWOptions opt_;
+  int64_t t_ = 0;
+  std::vector<float> m_, v_;
+  std::vector<std::pair<int64_t, int64_t>> decay_ranges_;  // [begin, end) offsets that decay
+  int64_t total_;
+};
+
+// step is 1-based: warmup gives peak*step/warmup for step <= warmup, then
+// peak*(max_steps-step)/(max_steps-warmup), reaching 0 at max_steps.
+double LearningRate(int64_t step, int64_t warmup_steps, int64_t max_steps, double peak);
+
+// Returns the global L2 norm of grads[n] (in double) before clipping; scales grads by
+// max_norm/(norm+1e-6) when the norm exceeds max_norm.
+double ClipGradNorm(float* grads, int64_t n, double max_norm);
+
+}  // namespace lote::engine

@@ -1,0 +1,54 @@
+#include "engine/adamw.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace lote::engine {
+namespace {
+
+TEST(AdamWTest, ScheduleWarmsUpThenDecaysToZero) {
+  EXPECT_DOUBLE_EQ(LearningRate(1, 10, 100, 1.0), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRate(10, 10, 100, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRate(55, 10, 100, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(LearningRate(100, 10, 100, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(LearningRate(1, 0, 4, 2.0), 1.5);
+}
+
+TEST(AdamWTest, ClipsByGlobalNorm) {
+  std::vector<float> g = {3.0f, 4.0f};
+  EXPECT_DOUBLE_EQ(ClipGradNorm(g.data(), 2, 1.0), 5.0);
+  EXPECT_NEAR(std::sqrt(g[0] * g[0] + g[1] * g[1]), 1.0, 1e-5);
+  std::vector<float> small = {0.3f, 0.4f};
+  ClipGradNorm(small.data(), 2, 1.0);
+  EXPECT_EQ(small[0], 0.3f);
+}
+
+TEST(AdamWTest, MatchesHandComputedStepsAndSkipsDecayOnNorms) {
+  LlamaConfig c;
+  c.hidden_size = 2;
+  c.intermediate_size = 2;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 1;
+  c.num_key_value_heads = 1;
+  c.vocab_size = 3;
+  c.max_position_embeddings = 4;
+  const ParamLayout layout(c);
+  std::vector<float> p(static_cast<size_t>(layout.total()), 1.0f), g(p.size(), 0.5f);
+  AdamWOptions o;
+  AdamW opt(layout, o);
+  opt.Step(p.data(), g.data(), 0.1f);
+  // Step 1: m/c1 = g, v/c2 = g^2, update = lr * g / (|g| + eps).
+  const double adam = 0.1 * 0.5 / (0.5 + 1e-6);
+  const float decayed = static_cast<float>(1.0 * (1 - 0.1 * 0.01) - adam);
+  const float plain = static_cast<float>(1.0 - adam);
+  EXPECT_NEAR(p[static_cast<size_t>(layout.embed())], decayed, 1e-6);
+  EXPECT_NEAR(p[static_cast<size_t>(layout.final_norm())], plain, 1e-6);
+  // Step 2 with the same gradient: bias-corrected moments are still g and g^2.
+  opt.Step(p.data(), g.data(), 0.1f);
+  EXPECT_NEAR(p[static_cast<size_t>(layout.final_norm())], plain - adam, 1e-6);
+  EXPECT_EQ(opt.steps(), 2);
+}
+
+}  // namespace
+}  // namespace lote::engine

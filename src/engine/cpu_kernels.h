@@ -1,0 +1,106 @@
+// CPU kernels of the Llama model: each layer is a pair XForward / XBackward of free
+// functions over row-major fp32 arrays, with shapes in the comments (N = B*T rows).
+// Backward functions ACCUMULATE (+=) into their input-gradient and weight-gradient
+// outputs, so residual branches and tied weights add up naturally; callers zero them.
+// Threading: OpenMP inside each kernel; OpenBLAS runs single-threaded per call (see
+// InitCpuBackend), so there is one thread pool. Kernels never allocate, never fail:
+// shapes are the caller's contract (checked when the model's memory is planned).
+// A CUDA backend would provide the same signatures over device pointers.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace lote::engine {
+
+// Sets OpenBLAS to one thread per call (lote splits GEMMs across OpenMP threads
+// itself) and OpenMP to `threads` (0 = leave the default). Idempotent.
+void InitCpuBackend(int threads);
+int CpuThreads();
+
+// Row-major GEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. Splits the
+// larger output dimension across OpenMP threads unless already inside a parallel region.
+void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes.
+// Cephes-style: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+inline float FastExp(float x) {
+  x = std::min(88.0f, std::max(-87.0f, x));
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return e * std::bit_cast<float>(bits);
+}
+
+// out[N,C] = wte[tokens[n], :]; tokens in [0, V).
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C);
+// dwte[V,C] += scatter of dout[N,C] by tokens.
+void EmbeddingBackward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+                       int64_t V);
+
+// out[N,C] = inp * rstd * weight[C], rstd[N] = 1/sqrt(mean(inp^2) + eps).
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                    int64_t C, float eps);
+// dinp[N,C] += ..., dweight[C] += ... from dout[N,C].
+void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, const float* rstd, int64_t N, int64_t C);
+
+// out[N,O] = inp[N,I] * weight[O,I]^T.
+void MatmulForward(float* out, const float* inp, const float* weight, int64_t N, int64_t I,
+                   int64_t O);
+// dinp[N,I] += dout[N,O] * weight[O,I] (skipped when dinp is null);
+// dweight[O,I] += dout[N,O]^T * inp[N,I].
+void MatmulBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                    const float* weight, int64_t N, int64_t I, int64_t O);
+
+// Rotary tables for positions [0, T): cos/sin[T, hd/2], Hugging Face's convention
+// (inv_freq[i] = theta^(-2i/hd), angle = t * inv_freq[i], computed in fp32).
+void RopeTables(float* cos_t, float* sin_t, int64_t T, int64_t hd, double theta);
+// In place on the q and k heads of qkv[B,T,(nh+2nkv)*hd] (rotate-half pairs (i, i+hd/2)).
+void RopeForward(float* qkv, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
+                 int64_t nh, int64_t nkv, int64_t hd);
+// In place on dqkv[B,T,(nh+2nkv)*hd]: applies the inverse rotation to the q and k parts.
+void RopeBackward(float* dqkv, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
+                  int64_t nh, int64_t nkv, int64_t hd);
+
+// Causal grouped-query attention. qkv[B,T,(nh+2nkv)*hd] (q heads, k heads, v heads),
+// out[B,T,nh*hd], probs[B,nh,T,T] (softmax rows, zero above the diagonal; kept for
+// backward). Query head h reads key/value head h / (nh/nkv). Scale 1/sqrt(hd).
+void AttentionForward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
+                      int64_t nkv, int64_t hd);
+// dqkv[B,T,(nh+2nkv)*hd] += gradients from dout[B,T,nh*hd]. scratch: CpuThreads()*T*T floats.
+void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                       const float* probs, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+                       int64_t hd);
+
+// out[N,I] = silu(gate) * up, where gate_up[N,2I] holds gate in [0,I) and up in [I,2I).
+void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I);
+// dgate_up[N,2I] = gradients from dout[N,I] (overwrites).
+void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t I);
+
+// Cross-entropy over rows of logits[n,V] with targets[n] (-1 = ignored row).
+// Writes logprob[n] = log softmax(logits)[target] (0 for ignored rows) when non-null and
+// returns the sum of -logprob over valid rows. When grad_scale != 0, overwrites logits
+// with d(loss)/d(logits) * grad_scale, i.e. (softmax - onehot) * grad_scale (0 for
+// ignored rows).
+double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
+                                   int64_t V, float grad_scale);
+
+}  // namespace lote::engine
+
+namespace lote::engine {
+// Best-of-several GFLOP/s of a square fp32 GEMM (size n) run through Gemm() on all
+// threads: this machine's attainable matmul peak, the denominator of MFU.
+double MeasureGemmPeakGflops(int64_t n = 1024, int repeats = 5);
+}  // namespace lote::engine

@@ -1,0 +1,225 @@
+#include "engine/llama_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "engine/cpu_kernels.h"
+
+namespace lote::engine {
+namespace {
+
+// splitmix64: the engine's only random source, so runs reproduce across machines.
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void Zero(float* p, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len,
+                       bool training)
+    : config_(config),
+      layout_(config),
+      max_batch_(max_batch),
+      max_seq_(max_seq_len),
+      training_(training),
+      acts_(PlanActivations(config, max_batch, max_seq_len, CpuThreads())) {}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
+                                                       int64_t max_seq_len, bool training) {
+  RETURN_IF_ERROR(config.Validate());
+  if (max_batch <= 0 || max_seq_len <= 0) {
+    return Status::InvalidArgument("batch size and sequence length must be > 0");
+  }
+  if (max_seq_len > config.max_position_embeddings) {
+    return Status::InvalidArgument(fmt::format(
+        "sequence length {} exceeds the model's max_position_embeddings {}; lower --seq-len or "
+        "raise max_position_embeddings in the config",
+        max_seq_len, config.max_position_embeddings));
+  }
+  std::unique_ptr<LlamaModel> m(new LlamaModel(config, max_batch, max_seq_len, training));
+  const MemoryPlan plan = PlanMemory(config, max_batch, max_seq_len, CpuThreads(), training);
+  try {
+    m->params_.assign(static_cast<size_t>(m->layout_.total()), 0.0f);
+    if (training) {
+      m->grads_.assign(static_cast<size_t>(m->layout_.total()), 0.0f);
+      m->act_grad_.assign(static_cast<size_t>(m->acts_.grad_total), 0.0f);
+    }
+    m->act_.assign(static_cast<size_t>(m->acts_.total), 0.0f);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(
+        fmt::format("cannot allocate the model's memory plan ({}); lower --batch-size or --seq-len",
+                    HumanBytes(static_cast<double>(plan.total_bytes()))));
+  }
+  return m;
+}
+
+void LlamaModel::InitWeights(uint64_t seed) {
+  const float stddev = static_cast<float>(config_.initializer_range);
+  for (const TensorSpec& t : layout_.tensors()) {
+    float* p = params_.data() + t.offset;
+    if (t.shape.size() == 1) {
+      for (int64_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
+      continue;
+    }
+    uint64_t state = seed ^ HashName(t.name);
+    for (int64_t i = 0; i < t.numel; i += 2) {
+      // Box-Muller on two uniforms in (0, 1].
+      const double u1 = (static_cast<double>(SplitMix(&state) >> 11) + 1.0) * 0x1.0p-53;
+      const double u2 = static_cast<double>(SplitMix(&state) >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      p[i] = stddev * static_cast<float>(r * std::cos(2.0 * M_PI * u2));
+      if (i + 1 < t.numel) p[i + 1] = stddev * static_cast<float>(r * std::sin(2.0 * M_PI * u2));
+    }
+  }
+}
+
+void LlamaModel::ZeroGrad() {
+  if (!grads_.empty()) Zero(grads_.data(), static_cast<int64_t>(grads_.size()));
+}
+
+double LlamaModel::ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B,
+                                   int64_t T, float grad_scale, int64_t* valid_targets) {
+  LOTE_CHECK_MSG(training_ || grad_scale == 0.0f, "gradients requested from an inference model");
+  return Run(inputs, targets, B, T, grad_scale, nullptr, nullptr, valid_targets);
+}
+
+double LlamaModel::Forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+                           float* logprob, float* logits) {
+  return Run(inputs, targets, B, T, 0.0f, logprob, logits, nullptr);
+}
+
+double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+                       float grad_scale, float* logprob, float* logits_out,
+                       int64_t* valid_targets) {
+  LOTE_CHECK(B > 0 && B <= max_batch_ && T > 0 && T <= max_seq_);
+  const LlamaConfig& c = config_;
+  const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
+  const int64_t D = c.qkv_dim(), Da = c.q_dim();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float* W = params_.data();
+  float* A = act_.data();
+  float* cos_t = A + acts_.rope_cos;
+  float* sin_t = A + acts_.rope_sin;
+  if (rope_len_ != T) {
+    RopeTables(cos_t, sin_t, T, hd, c.rope_theta);
+    rope_len_ = T;
+  }
+
+  EmbeddingForward(A + acts_.layers[0].res, inputs, W + layout_.embed(), N, C);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+    const LayerOffsets& w = layout_.layer(l);
+    float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
+                                                  : A + acts_.res_final;
+    RmsNormForward(A + la.ln1, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
+    MatmulForward(A + la.qkv, A + la.ln1, W + w.wqkv, N, C, D);
+    RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
+    AttentionForward(A + la.att, A + la.probs, A + la.qkv, B, T, nh, nkv, hd);
+    MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
+    AddInPlace(A + la.res_mid, A + la.res, N * C);
+    RmsNormForward(A + la.ln2, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
+    MatmulForward(A + la.gate_up, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
+    SwiGluForward(A + la.act, A + la.gate_up, N, I);
+    MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
+    AddInPlace(res_next, A + la.res_mid, N * C);
+  }
+  RmsNormForward(A + acts_.lnf, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N,
+                 C, eps);
+
+  // LM head + cross-entropy in row chunks; with gradients, the head's backward runs
+  // chunk by chunk too, so the full [N, V] logits never exist at once.
+  int64_t valid = 0;
+  for (int64_t n = 0; n < N; ++n) valid += targets[n] >= 0 ? 1 : 0;
+  if (valid_targets != nullptr) *valid_targets = valid;
+  const bool backward = grad_scale != 0.0f && valid > 0;
+  const float ce_scale = backward ? grad_scale / static_cast<float>(valid) : 0.0f;
+  float* G = backward ? grads_.data() : nullptr;
+  float* dlnf = backward ? act_grad_.data() + acts_.dln : nullptr;
+  float* logits = A + acts_.logits;
+  float* lp = logprob != nullptr ? logprob : A + acts_.logprob;
+  double total = 0.0;
+  for (int64_t r0 = 0; r0 < N; r0 += kHeadChunkRows) {
+    const int64_t m = std::min(N, r0 + kHeadChunkRows) - r0;
+    MatmulForward(logits, A + acts_.lnf + r0 * C, W + layout_.lm_head(), m, C, V);
+    if (logits_out != nullptr) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * m * V);
+    total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
+    if (backward) {
+      // dlnf[r0:r0+m] = dlogits W_lm ; dW_lm += dlogits^T lnf[r0:r0+m]
+      Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C,
+           C);
+      Gemm(true, false, V, C, m, 1.0f, logits, V, A + acts_.lnf + r0 * C, C, 1.0f,
+           G + layout_.lm_head(), C);
+    }
+  }
+  if (backward) Backward(inputs, B, T);
+  return valid > 0 ? total / static_cast<double>(valid) : 0.0;
+}
+
+void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
+  const LlamaConfig& c = config_;
+  const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
+  const int64_t D = c.qkv_dim(), Da = c.q_dim();
+  const float* W = params_.data();
+  float* G = grads_.data();
+  float* A = act_.data();
+  float* S = act_grad_.data();
+  float* dres = S + acts_.dres;
+  float* dln = S + acts_.dln;
+  float* dqkv = S + acts_.dqkv;
+  float* datt = S + acts_.datt;
+  float* dgu = S + acts_.dgate_up;
+  float* dact = S + acts_.dact;
+
+  Zero(dres, N * C);
+  RmsNormBackward(dres, G + layout_.final_norm(), dln, A + acts_.res_final,
+                  W + layout_.final_norm(), A + acts_.rstdf, N, C);
+  for (int64_t l = c.num_hidden_layers - 1; l >= 0; --l) {
+    const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+    const LayerOffsets& w = layout_.layer(l);
+    // MLP: res_next = res_mid + down(silu(gate) * up)
+    Zero(dact, N * I);
+    MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C);
+    SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
+    Zero(dln, N * C);
+    MatmulBackward(dln, G + w.wgate_up, dgu, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
+    RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
+                    C);
+    // Attention: res_mid = res + o_proj(attention(rope(qkv(norm(res)))))
+    Zero(datt, N * Da);
+    MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C);
+    Zero(dqkv, N * D);
+    AttentionBackward(dqkv, S + acts_.attn_scratch, datt, A + la.qkv, A + la.probs, B, T, nh, nkv,
+                      hd);
+    RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
+    Zero(dln, N * C);
+    MatmulBackward(dln, G + w.wqkv, dqkv, A + la.ln1, W + w.wqkv, N, C, D);
+    RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
+  }
+  EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
+}
+
+}  // namespace lote::engine

@@ -1,0 +1,68 @@
+// LlamaModel: a Llama decoder with its parameters, gradients and activations, each in
+// one flat fp32 buffer allocated once from the MemoryPlan. Forward runs the layers in
+// order, backward in reverse, through the XForward/XBackward kernels of cpu_kernels.h.
+// Not thread-safe (one caller at a time; kernels use OpenMP internally). Inputs are
+// the caller's contract: tokens and targets in [0, V) (targets may be -1 = ignored),
+// B <= max batch and T <= max sequence length given at Create.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/llama_config.h"
+#include "engine/memory_plan.h"
+#include "engine/param_layout.h"
+
+namespace lote::engine {
+
+class LlamaModel {
+ public:
+  // training=false allocates no gradients (scoring / evaluation only).
+  static Result<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config, int64_t max_batch,
+                                                    int64_t max_seq_len, bool training);
+
+  const LlamaConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  int64_t num_params() const { return layout_.total(); }
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }  // empty when training=false
+  int64_t max_batch() const { return max_batch_; }
+  int64_t max_seq_len() const { return max_seq_; }
+
+  // Normal(0, initializer_range) for matrices and embeddings, 1 for norm weights;
+  // a function of (seed, tensor name) only.
+  void InitWeights(uint64_t seed);
+  void ZeroGrad();
+
+  // inputs, targets: [B,T]. Returns the mean cross-entropy over targets != -1 (0 if
+  // none) and, when grad_scale != 0, adds grad_scale * d(mean loss)/d(params) to
+  // grads(). Sets *valid_targets when non-null.
+  double ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+                         float grad_scale, int64_t* valid_targets = nullptr);
+  // Forward only. logprob[B*T] (log p(target), 0 where ignored) and logits[B*T*V] are
+  // written when non-null. Returns the mean loss like ForwardBackward.
+  double Forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+                 float* logprob, float* logits);
+
+ private:
+  LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len, bool training);
+  double Run(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, float grad_scale,
+             float* logprob, float* logits, int64_t* valid_targets);
+  void Backward(const int32_t* inputs, int64_t B, int64_t T);
+
+  LlamaConfig config_;
+  ParamLayout layout_;
+  int64_t max_batch_, max_seq_;
+  bool training_;
+  ActivationLayout acts_;
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  std::vector<float> act_;       // saved activations (acts_.total)
+  std::vector<float> act_grad_;  // gradient scratch (acts_.grad_total)
+  int64_t rope_len_ = 0;         // sequence length the rope tables were built for
+};
+
+}  // namespace lote::engine

@@ -1,0 +1,153 @@
+#include "engine/llama_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/cpu_kernels.h"
+
+namespace lote::engine {
+namespace {
+
+LlamaConfig Tiny() {
+  LlamaConfig c;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;  // GQA
+  c.vocab_size = 37;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-5;
+  c.initializer_range = 0.2;
+  return c;
+}
+
+struct Batch {
+  int64_t B = 2, T = 7;
+  std::vector<int32_t> in, tg;
+  explicit Batch(int64_t vocab) {
+    for (int64_t i = 0; i < B * T; ++i) {
+      in.push_back(static_cast<int32_t>((i * 7 + 3) % vocab));
+      tg.push_back(static_cast<int32_t>((i * 11 + 5) % vocab));
+    }
+    tg[3] = -1;  // an ignored target
+  }
+};
+
+TEST(LlamaModelTest, GradientsMatchFiniteDifferences) {
+  InitCpuBackend(0);
+  const LlamaConfig c = Tiny();
+  auto model = LlamaModel::Create(c, 2, 7, true).value();
+  model->InitWeights(5);
+  Batch batch(c.vocab_size);
+  model->ZeroGrad();
+  model->ForwardBackward(batch.in.data(), batch.tg.data(), batch.B, batch.T, 1.0f);
+  std::vector<float> grads(model->grads(), model->grads() + model->num_params());
+  int checked = 0;
+  for (const TensorSpec& t : model->layout().tensors()) {
+    // The two largest-magnitude entries of every tensor.
+    std::vector<int64_t> idx(static_cast<size_t>(t.numel));
+    for (int64_t i = 0; i < t.numel; ++i) idx[static_cast<size_t>(i)] = t.offset + i;
+    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(), [&](int64_t a, int64_t b) {
+      return std::abs(grads[static_cast<size_t>(a)]) > std::abs(grads[static_cast<size_t>(b)]);
+    });
+    for (int k = 0; k < 2; ++k) {
+      const int64_t i = idx[static_cast<size_t>(k)];
+      float& w = model->params()[i];
+      const float saved = w, h = 1e-2f;
+      w = saved + h;
+      const double up =
+          model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
+      w = saved - h;
+      const double down =
+          model->Forward(batch.in.data(), batch.tg.data(), batch.B, batch.T, nullptr, nullptr);
+      w = saved;
+      const double fd = (up - down) / (2.0 * static_cast<double>(h));
+      const double g = grads[static_cast<size_t>(i)];
+      EXPECT_NEAR(fd, g, 2e-2 * std::abs(g) + 3e-4) << t.name << " entry " << i - t.offset;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * static_cast<int>(model->layout().tensors().size()));
+}
+
+TEST(LlamaModelTest, AccumulatedHalvesEqualOneBatch) {
+  InitCpuBackend(0);
+  LlamaConfig c = Tiny();
+  c.tie_word_embeddings = true;
+  auto model = LlamaModel::Create(c, 2, 7, true).value();
+  model->InitWeights(9);
+  Batch batch(c.vocab_size);
+  for (auto& t : batch.tg) t = t < 0 ? 4 : t;  // equal target counts in both halves
+  model->ZeroGrad();
+  const double full = model->ForwardBackward(batch.in.data(), batch.tg.data(), 2, 7, 1.0f);
+  std::vector<float> g_full(model->grads(), model->grads() + model->num_params());
+  model->ZeroGrad();
+  const double a = model->ForwardBackward(batch.in.data(), batch.tg.data(), 1, 7, 0.5f);
+  const double b = model->ForwardBackward(batch.in.data() + 7, batch.tg.data() + 7, 1, 7, 0.5f);
+  EXPECT_NEAR(full, (a + b) / 2, 1e-5);
+  double max_err = 0, max_g = 0;
+  for (int64_t i = 0; i < model->num_params(); ++i) {
+    max_err = std::max(max_err, static_cast<double>(std::abs(g_full[i] - model->grads()[i])));
+    max_g = std::max(max_g, static_cast<double>(std::abs(g_full[i])));
+  }
+  EXPECT_LT(max_err, 1e-5 * max_g);
+  EXPECT_GT(max_g, 0);
+}
+
+TEST(LlamaModelTest, LogprobsAgreeWithLogitsAndLoss) {
+  InitCpuBackend(0);
+  const LlamaConfig c = Tiny();
+  auto model = LlamaModel::Create(c, 2, 7, false).value();
+  model->InitWeights(3);
+  Batch batch(c.vocab_size);
+  std::vector<float> lp(14), logits(14 * 37);
+  const double loss =
+      model->Forward(batch.in.data(), batch.tg.data(), 2, 7, lp.data(), logits.data());
+  double sum = 0;
+  for (int64_t r = 0; r < 14; ++r) {
+    if (batch.tg[r] < 0) {
+      EXPECT_EQ(lp[r], 0.0f);
+      continue;
+    }
+    double mx = -1e30, z = 0;
+    for (int v = 0; v < 37; ++v) mx = std::max(mx, static_cast<double>(logits[r * 37 + v]));
+    for (int v = 0; v < 37; ++v) z += std::exp(logits[r * 37 + v] - mx);
+    const double want = logits[r * 37 + batch.tg[r]] - mx - std::log(z);
+    EXPECT_NEAR(lp[r], want, 1e-5);
+    sum -= want;
+  }
+  EXPECT_NEAR(loss, sum / 13, 1e-5);
+  // Causality: changing the last input token leaves earlier positions unchanged.
+  batch.in[6] = (batch.in[6] + 1) % 37;
+  std::vector<float> lp2(14);
+  model->Forward(batch.in.data(), batch.tg.data(), 2, 7, lp2.data(), nullptr);
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(lp[r], lp2[r]);
+  EXPECT_NE(lp[6], lp2[6]);
+}
+
+TEST(LlamaModelTest, InitIsDeterministicFromSeed) {
+  const LlamaConfig c = Tiny();
+  auto a = LlamaModel::Create(c, 1, 4, false).value();
+  auto b = LlamaModel::Create(c, 1, 4, false).value();
+  a->InitWeights(11);
+  b->InitWeights(11);
+  EXPECT_TRUE(std::equal(a->params(), a->params() + a->num_params(), b->params()));
+  b->InitWeights(12);
+  EXPECT_FALSE(std::equal(a->params(), a->params() + a->num_params(), b->params()));
+  double ss = 0;
+  const TensorSpec& e = a->layout().tensors()[0];
+  for (int64_t i = 0; i < e.numel; ++i) ss += a->params()[e.offset + i] * a->params()[e.offset + i];
+  EXPECT_NEAR(std::sqrt(ss / e.numel), 0.2, 0.03);
+}
+
+TEST(CpuKernelsTest, FastExpIsAccurate) {
+  for (float x = -80.0f; x < 80.0f; x += 0.37f) {
+    EXPECT_NEAR(FastExp(x) / std::exp(x), 1.0f, 3e-7f) << x;
+  }
+}
+
+}  // namespace
+}  // namespace lote::engine

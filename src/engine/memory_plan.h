@@ -1,0 +1,73 @@
+// MemoryPlan: every buffer the engine allocates for one configuration, computed up
+// front as a pure function of (config, micro batch, sequence length, threads) and
+// printed at start-up. The model allocates exactly these sizes; nothing grows later.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/llama_config.h"
+
+namespace lote::engine {
+
+// Rows of the LM head / cross-entropy processed at once (bounds the logits buffer).
+inline constexpr int64_t kHeadChunkRows = 512;
+
+// Offsets (in floats) of one layer's saved activations inside the activation buffer.
+struct LayerActs {
+  int64_t res;      // [N,C]   residual stream entering the layer
+  int64_t ln1;      // [N,C]   input RMSNorm output
+  int64_t rstd1;    // [N]
+  int64_t qkv;      // [N,qkv_dim] after rotary
+  int64_t probs;    // [B,nh,T,T] attention probabilities
+  int64_t att;      // [N,q_dim] attention output (input to o_proj)
+  int64_t res_mid;  // [N,C]   residual after attention
+  int64_t ln2;      // [N,C]
+  int64_t rstd2;    // [N]
+  int64_t gate_up;  // [N,2I]  gate/up pre-activations
+  int64_t act;      // [N,I]   silu(gate) * up
+};
+
+struct ActivationLayout {
+  std::vector<LayerActs> layers;
+  int64_t res_final = 0;  // [N,C]
+  int64_t lnf = 0;        // [N,C]
+  int64_t rstdf = 0;      // [N]
+  int64_t logits = 0;     // [kHeadChunkRows, V]
+  int64_t logprob = 0;    // [N]
+  int64_t rope_cos = 0;   // [T, hd/2]
+  int64_t rope_sin = 0;   // [T, hd/2]
+  int64_t total = 0;      // floats
+  // Gradient scratch (training only), reused by every layer.
+  int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0,
+          dact = 0;          // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
+  int64_t attn_scratch = 0;  // [threads, T, T]
+  int64_t grad_total = 0;    // floats
+};
+
+ActivationLayout PlanActivations(const LlamaConfig& config, int64_t batch, int64_t seq_len,
+                                 int threads);
+
+struct MemoryPlan {
+  int64_t params_bytes = 0;
+  int64_t grads_bytes = 0;
+  int64_t optimizer_bytes = 0;  // AdamW m and v
+  int64_t activation_bytes = 0;
+  int64_t activation_grad_bytes = 0;
+  int64_t total_bytes() const {
+    return params_bytes + grads_bytes + optimizer_bytes + activation_bytes + activation_grad_bytes;
+  }
+  // Multi-line human table.
+  std::string ToString() const;
+};
+
+MemoryPlan PlanMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
+                      bool training);
+
+// "6.74 B", "60.1 M"
+std::string HumanCount(double n);
+// "25.1 GiB"
+std::string HumanBytes(double bytes);
+
+}  // namespace lote::engine

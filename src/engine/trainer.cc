@@ -1,0 +1,288 @@
+#include "engine/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <vector>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "engine/adamw.h"
+#include "engine/cpu_kernels.h"
+#include "engine/indexed_dataset.h"
+#include "engine/llama_config.h"
+#include "engine/llama_model.h"
+#include "engine/memory_plan.h"
+#include "engine/weights_io.h"
+
+namespace lote::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CPU seconds used by this process (all threads): a throughput measure that stays
+// meaningful on a machine shared with other work.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+Status CheckOptions(const TrainOptions& o) {
+  if (o.tensor_parallel_size != 1) {
+    return Status::Unimplemented(fmt::format(
+        "--tensor-parallel-size {} is not supported yet: this engine trains in one process; "
+        "use --tensor-parallel-size 1",
+        o.tensor_parallel_size));
+  }
+  auto positive = [](const char* flag, int64_t v) -> Status {
+    if (v <= 0) return Status::InvalidArgument(fmt::format("{} must be > 0 (got {})", flag, v));
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(positive("--batch-size", o.batch_size));
+  RETURN_IF_ERROR(positive("--grad-accum-steps", o.grad_accum_steps));
+  RETURN_IF_ERROR(positive("--max-steps", o.max_steps));
+  RETURN_IF_ERROR(positive("--logging-interval", o.logging_interval));
+  RETURN_IF_ERROR(positive("--eval-batches", o.eval_batches));
+  if (o.warmup_steps < 0 || o.eval_interval < 0 || o.seq_len < 0) {
+    return Status::InvalidArgument("--warmup-steps, --eval-interval and --seq-len must be >= 0");
+  }
+  if (!(o.lr > 0)) return Status::InvalidArgument("--lr must be > 0");
+  if (!(o.weight_decay >= 0)) return Status::InvalidArgument("--weight-decay must be >= 0");
+  if (o.config_path.empty()) return Status::InvalidArgument("--config is required");
+  if (!o.plan_only && o.data_dir.empty()) {
+    return Status::InvalidArgument(
+        "--data is required (a dataset directory from `lote data prepare`)");
+  }
+  return Status::Ok();
+}
+
+// Names the first tensor of `buf` (laid out as `layout`) holding NaN/Inf, or "".
+std::string FirstNonFinite(const ParamLayout& layout, const float* buf) {
+  for (const TensorSpec& t : layout.tensors()) {
+    for (int64_t i = 0; i < t.numel; ++i) {
+      if (!std::isfinite(buf[t.offset + i])) return t.name;
+    }
+  }
+  return "";
+}
+
+Status NonFiniteError(int64_t step, const char* what, double value, const LlamaModel& model,
+                      const float* grads) {
+  std::string where = FirstNonFinite(model.layout(), model.params());
+  if (!where.empty()) {
+    where = "parameter " + where;
+  } else if (grads != nullptr && !(where = FirstNonFinite(model.layout(), grads)).empty()) {
+    where = "gradient of " + where;
+  } else {
+    where = "the logits (parameters and gradients are finite)";
+  }
+  return Status::FailedPrecondition(fmt::format(
+      "step {}: {} is {}; first non-finite tensor: {}. Lower --lr or raise --warmup-steps", step,
+      what, value, where));
+}
+
+Status CheckTokens(const std::vector<int32_t>& tokens, int64_t vocab) {
+  for (int32_t t : tokens) {
+    if (t >= vocab) {
+      return Status::InvalidArgument(fmt::format(
+          "the dataset holds token id {} but the model's vocab_size is {}; use a config whose "
+          "vocab_size covers the tokenizer",
+          t, vocab));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunTraining(const TrainOptions& o, std::FILE* out) {
+  RETURN_IF_ERROR(CheckOptions(o));
+  InitCpuBackend(o.threads);
+  ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::Load(o.config_path));
+  const int threads = CpuThreads();
+  fmt::print(out,
+             "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
+             "vocab {}), {} threads\n",
+             HumanCount(static_cast<double>(config.NumParameters())), config.num_hidden_layers,
+             config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+             config.vocab_size, threads);
+  if (o.plan_only) {
+    const int64_t T = o.seq_len > 0 ? o.seq_len : config.max_position_embeddings;
+    const MemoryPlan plan = PlanMemory(config, o.batch_size, T, threads, true);
+    fmt::print(out, "parameters: {} ({})\nmemory plan for micro batch {} x seq {}:\n{}",
+               config.NumParameters(), HumanCount(static_cast<double>(config.NumParameters())),
+               o.batch_size, T, plan.ToString());
+    std::fflush(out);
+    return Status::Ok();
+  }
+
+  ASSIGN_OR_RETURN(auto data, IndexedDataset::Open(o.data_dir));
+  if (data->vocab_size() > config.vocab_size) {
+    return Status::InvalidArgument(
+        fmt::format("dataset {} has vocab_size {} but the model config has {}; use a config whose "
+                    "vocab_size is at least the tokenizer's",
+                    o.data_dir, data->vocab_size(), config.vocab_size));
+  }
+  const int64_t T =
+      o.seq_len > 0 ? o.seq_len : std::min(data->block_size(), config.max_position_embeddings);
+  if (T > config.max_position_embeddings) {
+    return Status::InvalidArgument(
+        fmt::format("--seq-len {} exceeds the model's max_position_embeddings {}; lower --seq-len",
+                    T, config.max_position_embeddings));
+  }
+  ASSIGN_OR_RETURN(auto sampler, BatchSampler::Create(data.get(), T, o.val_fraction, o.seed));
+  const int64_t B = o.batch_size;
+  const MemoryPlan plan = PlanMemory(config, B, T, threads, true);
+  fmt::print(out, "memory plan (micro batch {} x seq {}):\n{}", B, T, plan.ToString());
+  fmt::print(out, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
+             data->num_sequences(), data->block_size(), sampler->num_train_samples(),
+             sampler->num_val_samples());
+  std::fflush(out);
+
+  ASSIGN_OR_RETURN(auto model, LlamaModel::Create(config, B, T, true));
+  if (o.init_weights.empty()) {
+    model->InitWeights(o.seed);
+  } else {
+    RETURN_IF_ERROR(LoadWeights(model.get(), o.init_weights));
+    fmt::print(out, "initial weights from {}\n", o.init_weights);
+  }
+  AdamWOptions adam_opts;
+  adam_opts.weight_decay = static_cast<float>(o.weight_decay);
+  AdamW adamw(model->layout(), adam_opts);
+  const double peak = o.peak_gflops > 0 ? o.peak_gflops : MeasureGemmPeakGflops();
+  fmt::print(out, "GEMM peak {:.1f} GFLOP/s (MFU denominator)\n", peak);
+  const double flops_per_token = config.TrainFlopsPerToken(T);
+  const int64_t tokens_per_step = B * T * o.grad_accum_steps;
+
+  std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(static_cast<size_t>(B * T));
+  auto evaluate = [&]() -> double {
+    const int64_t n = std::min(sampler->num_val_samples(), o.eval_batches * B);
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i += B) {
+      const int64_t b = std::min(B, n - i);
+      for (int64_t j = 0; j < b; ++j) {
+        sampler->ValSample(i + j, inputs.data() + j * T, targets.data() + j * T);
+      }
+      int64_t valid = 0;
+      const double loss = model->ForwardBackward(inputs.data(), targets.data(), b, T, 0.0f, &valid);
+      sum += loss * static_cast<double>(valid);
+      count += valid;
+    }
+    return count > 0 ? sum / static_cast<double>(count) : std::nan("");
+  };
+
+  Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array(),
+       step_cpu = Json::array();
+  double last_loss = 0, last_val = std::nan(""), peak_tps = 0;
+  const auto start = Clock::now();
+  auto interval_start = start;
+  int64_t interval_steps = 0;
+  for (int64_t step = 1; step <= o.max_steps; ++step) {
+    const auto step_start = Clock::now();
+    const double cpu_start = ProcessCpuSeconds();
+    model->ZeroGrad();
+    double loss = 0.0;
+    for (int64_t micro = 0; micro < o.grad_accum_steps; ++micro) {
+      sampler->NextTrainBatch(B, inputs.data(), targets.data());
+      RETURN_IF_ERROR(CheckTokens(inputs, config.vocab_size));
+      RETURN_IF_ERROR(CheckTokens(targets, config.vocab_size));
+      loss += model->ForwardBackward(inputs.data(), targets.data(), B, T,
+                                     1.0f / static_cast<float>(o.grad_accum_steps)) /
+              static_cast<double>(o.grad_accum_steps);
+    }
+    if (!std::isfinite(loss)) return NonFiniteError(step, "the loss", loss, *model, model->grads());
+    const double norm = ClipGradNorm(model->grads(), model->num_params(), o.grad_clip);
+    if (!std::isfinite(norm)) {
+      return NonFiniteError(step, "the gradient norm", norm, *model, model->grads());
+    }
+    const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
+    adamw.Step(model->params(), model->grads(), static_cast<float>(lr));
+    losses.push_back(loss);
+    step_times.push_back(Seconds(step_start, Clock::now()));
+    step_cpu.push_back(ProcessCpuSeconds() - cpu_start);
+    last_loss = loss;
+    ++interval_steps;
+
+    if (step % o.logging_interval == 0 || step == o.max_steps) {
+      const auto now = Clock::now();
+      const double dt = Seconds(interval_start, now);
+      const double tps = static_cast<double>(tokens_per_step * interval_steps) / dt;
+      const double sps = static_cast<double>(B * o.grad_accum_steps * interval_steps) / dt;
+      const double mfu = tps * flops_per_token / (peak * 1e9);
+      peak_tps = std::max(peak_tps, tps);
+      fmt::print(out,
+                 "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.4f} | {:.0f} tokens/s | "
+                 "{:.2f} sequences/s | MFU {:.1f}%\n",
+                 step, o.max_steps, loss, lr, norm, tps, sps, 100.0 * mfu);
+      Json progress{{"step", step},           {"total_steps", o.max_steps},
+                    {"loss", loss},           {"lr", lr},
+                    {"grad_norm", norm},      {"tokens_per_s", tps},
+                    {"sequences_per_s", sps}, {"mfu", mfu}};
+      fmt::print(out, "LOTE_PROGRESS {}\n", progress.dump());
+      std::fflush(out);
+      interval_start = Clock::now();
+      interval_steps = 0;
+    }
+    const bool eval_now =
+        sampler->num_val_samples() > 0 &&
+        ((o.eval_interval > 0 && step % o.eval_interval == 0) || step == o.max_steps);
+    if (eval_now) {
+      const auto t0 = Clock::now();
+      last_val = evaluate();
+      if (!std::isfinite(last_val)) {
+        return NonFiniteError(step, "the validation loss", last_val, *model, nullptr);
+      }
+      val_losses.push_back(Json{{"step", step}, {"loss", last_val}});
+      fmt::print(out, "eval step {:>6} | validation loss {:.4f}\n", step, last_val);
+      fmt::print(out, "LOTE_PROGRESS {}\n",
+                 Json{{"step", step}, {"total_steps", o.max_steps}, {"val_loss", last_val}}.dump());
+      std::fflush(out);
+      interval_start += Clock::now() - t0;  // evaluation time is not training throughput
+    }
+  }
+  const double total_s = Seconds(start, Clock::now());
+  const double avg_tps = static_cast<double>(tokens_per_step * o.max_steps) / total_s;
+
+  Json metrics{{"final_loss", last_loss},
+               {"final_val_loss", std::isfinite(last_val) ? Json(last_val) : Json(nullptr)},
+               {"steps", o.max_steps},
+               {"time_s", total_s},
+               {"avg_tokens_per_s", avg_tps},
+               {"peak_tokens_per_s", peak_tps},
+               {"avg_mfu", avg_tps * flops_per_token / (peak * 1e9)},
+               {"gemm_peak_gflops", peak},
+               {"parameters", config.NumParameters()},
+               {"tokens_per_step", tokens_per_step},
+               {"seq_len", T},
+               {"flops_per_token", flops_per_token},
+               {"losses", losses},
+               {"step_times_s", step_times},
+               {"step_cpu_s", step_cpu},
+               {"threads", threads},
+               {"val_losses", val_losses},
+               {"sampler", sampler->state().ToJson()}};
+  fmt::print(out,
+             "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
+             "{:.0f} tokens/s average\n",
+             o.max_steps, total_s, last_loss, last_val, avg_tps);
+  if (!o.output_dir.empty()) {
+    RETURN_IF_ERROR(MakeDirs(o.output_dir));
+    RETURN_IF_ERROR(SaveWeights(*model, o.output_dir + "/model.safetensors"));
+    RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/config.json", config.ToJson().dump(2) + "\n"));
+    RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
+    fmt::print(out, "wrote {}/model.safetensors, config.json, metrics.json\n", o.output_dir);
+  }
+  std::fflush(out);
+  return Status::Ok();
+}
+
+}  // namespace lote::engine

@@ -1,0 +1,44 @@
+// The training loop of `lote train`: loads the config and data, plans and allocates
+// memory, initialises (or loads) weights, runs AdamW steps with gradient accumulation,
+// warmup/decay and clipping, evaluates on the held-out split, logs a human line and a
+// `LOTE_PROGRESS {json}` line per logging interval, and writes model.safetensors,
+// config.json and metrics.json to the output directory. Errors (bad flags, data that
+// does not fit the model, NaN/Inf) come back as a Status naming the problem.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "common/status.h"
+
+namespace lote::engine {
+
+struct TrainOptions {
+  std::string config_path;
+  std::string data_dir;
+  std::string init_weights;  // safetensors (lote or HF); empty = random init
+  std::string output_dir;    // empty = write nothing
+  int64_t batch_size = 1;    // micro batch (sequences per forward/backward)
+  int64_t grad_accum_steps = 1;
+  int64_t max_steps = 100;
+  int64_t warmup_steps = 0;
+  int64_t seq_len = 0;  // 0 = min(block size, max_position_embeddings)
+  int64_t logging_interval = 10;
+  int64_t eval_interval = 0;  // 0 = evaluate only at the end
+  int64_t eval_batches = 4;   // micro batches of validation per evaluation
+  int64_t tensor_parallel_size = 1;
+  double lr = 3e-4;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  double val_fraction = 0.05;
+  double peak_gflops = 0;  // MFU denominator; 0 = measure the GEMM peak at start
+  uint64_t seed = 1234;
+  int threads = 0;  // 0 = OpenMP default
+  bool plan_only = false;
+};
+
+// Runs training; human and progress lines go to `out`.
+Status RunTraining(const TrainOptions& options, std::FILE* out);
+
+}  // namespace lote::engine
