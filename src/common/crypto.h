@@ -7,10 +7,10 @@
 
 namespace lote {
 
-std::string Sha256(std::string_view data);      // 32 raw bytes
-std::string Sha256Hex(std::string_view data);   // 64 lowercase hex chars
+std::string Sha256(std::string_view data);                            // 32 raw bytes
+std::string Sha256Hex(std::string_view data);                         // 64 lowercase hex chars
 std::string HmacSha256(std::string_view key, std::string_view data);  // 32 raw bytes
-std::string HexEncode(std::string_view bytes);  // lowercase
+std::string HexEncode(std::string_view bytes);                        // lowercase
 std::string Base64Encode(std::string_view bytes);
 bool Base64Decode(std::string_view text, std::string* out);
 // Equal strings in time independent of where they differ.

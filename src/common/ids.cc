@@ -41,18 +41,21 @@ Result<Arn> Arn::Parse(std::string_view text) {
   for (int i = 0; i < 5; ++i) {
     size_t colon = rest.find(':');
     if (colon == std::string_view::npos) {
-      return Status::InvalidArgument("'" + std::string(text) +
-                                     "' is not an ARN (expected arn:partition:service:region:account:resource)");
+      return Status::InvalidArgument(
+          "'" + std::string(text) +
+          "' is not an ARN (expected arn:partition:service:region:account:resource)");
     }
     if (i == 0 && rest.substr(0, colon) != "arn") {
-      return Status::InvalidArgument("'" + std::string(text) + "' is not an ARN (must start with 'arn:')");
+      return Status::InvalidArgument("'" + std::string(text) +
+                                     "' is not an ARN (must start with 'arn:')");
     }
     if (fields[i]) *fields[i] = std::string(rest.substr(0, colon));
     rest.remove_prefix(colon + 1);
   }
   arn.resource = std::string(rest);
   if (arn.service.empty() || arn.resource.empty()) {
-    return Status::InvalidArgument("'" + std::string(text) + "' is not an ARN (empty service or resource)");
+    return Status::InvalidArgument("'" + std::string(text) +
+                                   "' is not an ARN (empty service or resource)");
   }
   return arn;
 }

@@ -67,8 +67,7 @@ std::string UriDecode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() &&
-        hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
       out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
       i += 2;
     } else {
@@ -108,7 +107,8 @@ std::string CanonicalQueryString(std::string_view raw_query) {
   return out;
 }
 
-std::string CanonicalHeaders(const Request& request, const std::vector<std::string>& signed_headers) {
+std::string CanonicalHeaders(const Request& request,
+                             const std::vector<std::string>& signed_headers) {
   std::map<std::string, std::string> values;
   for (const auto& [name, value] : request.headers) {
     std::string key = Lower(name);
@@ -139,8 +139,9 @@ static std::string JoinSigned(const std::vector<std::string>& signed_headers) {
 std::string CanonicalRequest(const Request& request, const std::vector<std::string>& signed_headers,
                              bool s3) {
   return request.method + "\n" + CanonicalUri(request.raw_path, s3) + "\n" +
-         CanonicalQueryString(request.raw_query) + "\n" + CanonicalHeaders(request, signed_headers) +
-         "\n" + JoinSigned(signed_headers) + "\n" + request.payload_sha256_hex;
+         CanonicalQueryString(request.raw_query) + "\n" +
+         CanonicalHeaders(request, signed_headers) + "\n" + JoinSigned(signed_headers) + "\n" +
+         request.payload_sha256_hex;
 }
 
 std::string StringToSign(std::string_view amz_date, std::string_view scope,
@@ -161,7 +162,8 @@ std::string ComputeSignature(const Request& request, const std::vector<std::stri
                              std::string_view secret, std::string_view amz_date,
                              std::string_view region, std::string_view service) {
   std::string date(amz_date.substr(0, 8));
-  std::string scope = date + "/" + std::string(region) + "/" + std::string(service) + "/aws4_request";
+  std::string scope =
+      date + "/" + std::string(region) + "/" + std::string(service) + "/aws4_request";
   bool s3 = service == "s3";
   std::string sts = StringToSign(amz_date, scope, CanonicalRequest(request, signed_headers, s3));
   return HexEncode(HmacSha256(SigningKey(secret, date, region, service), sts));
@@ -171,8 +173,9 @@ void SignRequest(Request* request, const Credentials& creds, std::string_view re
                  std::string_view service, std::string_view amz_date) {
   auto& h = request->headers;
   auto erase = [&h](std::string_view name) {
-    h.erase(std::remove_if(h.begin(), h.end(), [&](const auto& kv) { return Lower(kv.first) == name; }),
-            h.end());
+    h.erase(
+        std::remove_if(h.begin(), h.end(), [&](const auto& kv) { return Lower(kv.first) == name; }),
+        h.end());
   };
   erase("authorization");
   erase("x-amz-date");
@@ -188,19 +191,21 @@ void SignRequest(Request* request, const Credentials& creds, std::string_view re
   std::vector<std::string> signed_headers;
   for (const auto& [name, value] : h) {
     std::string key = Lower(name);
-    if (key == "host" || key == "content-type" || key == "content-md5" || key.rfind("x-amz-", 0) == 0) {
+    if (key == "host" || key == "content-type" || key == "content-md5" ||
+        key.rfind("x-amz-", 0) == 0) {
       signed_headers.push_back(key);
     }
   }
   std::sort(signed_headers.begin(), signed_headers.end());
-  signed_headers.erase(std::unique(signed_headers.begin(), signed_headers.end()), signed_headers.end());
+  signed_headers.erase(std::unique(signed_headers.begin(), signed_headers.end()),
+                       signed_headers.end());
   std::string signature = ComputeSignature(*request, signed_headers, creds.secret_access_key,
                                            amz_date, region, service);
   std::string date(amz_date.substr(0, 8));
-  h.emplace_back("Authorization", "AWS4-HMAC-SHA256 Credential=" + creds.access_key_id + "/" + date +
-                                      "/" + std::string(region) + "/" + std::string(service) +
-                                      "/aws4_request, SignedHeaders=" + JoinSigned(signed_headers) +
-                                      ", Signature=" + signature);
+  h.emplace_back("Authorization", "AWS4-HMAC-SHA256 Credential=" + creds.access_key_id + "/" +
+                                      date + "/" + std::string(region) + "/" +
+                                      std::string(service) + "/aws4_request, SignedHeaders=" +
+                                      JoinSigned(signed_headers) + ", Signature=" + signature);
 }
 
 std::string FormatAmzDate(int64_t unix_millis) {
@@ -223,7 +228,9 @@ Result<int64_t> ParseAmzDate(std::string_view amz_date) {
                                      "' is not in the form YYYYMMDDTHHMMSSZ");
     }
   }
-  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(amz_date.substr(pos, len))); };
+  auto num = [&](size_t pos, size_t len) {
+    return std::stoi(std::string(amz_date.substr(pos, len)));
+  };
   std::tm tm{};
   tm.tm_year = num(0, 4) - 1900;
   tm.tm_mon = num(4, 2) - 1;
@@ -290,9 +297,12 @@ Result<Authorization> ParseAuthorization(std::string_view header) {
       have_sig = !auth.signature.empty();
     }
   }
-  if (!have_cred) return Status::InvalidArgument("Authorization header requires 'Credential' parameter");
-  if (!have_signed) return Status::InvalidArgument("Authorization header requires 'SignedHeaders' parameter");
-  if (!have_sig) return Status::InvalidArgument("Authorization header requires 'Signature' parameter");
+  if (!have_cred)
+    return Status::InvalidArgument("Authorization header requires 'Credential' parameter");
+  if (!have_signed)
+    return Status::InvalidArgument("Authorization header requires 'SignedHeaders' parameter");
+  if (!have_sig)
+    return Status::InvalidArgument("Authorization header requires 'Signature' parameter");
   return auth;
 }
 

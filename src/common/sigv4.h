@@ -19,9 +19,10 @@ struct Credentials {
 
 // An HTTP request as it is sent on the wire.
 struct Request {
-  std::string method;    // "GET", "POST", ...
-  std::string raw_path;  // path exactly as sent, still percent-encoded, e.g. "/v1/tags/arn%3Aaws..."
-  std::string raw_query; // query string as sent, without '?', may be empty
+  std::string method;  // "GET", "POST", ...
+  std::string
+      raw_path;  // path exactly as sent, still percent-encoded, e.g. "/v1/tags/arn%3Aaws..."
+  std::string raw_query;  // query string as sent, without '?', may be empty
   std::vector<std::pair<std::string, std::string>> headers;  // any case, in order
   std::string payload_sha256_hex;  // hex SHA-256 of the body, or "UNSIGNED-PAYLOAD"
 };
@@ -39,7 +40,8 @@ std::string CanonicalUri(std::string_view raw_path, bool s3);
 std::string CanonicalQueryString(std::string_view raw_query);
 // "name:value\n" lines for the signed headers (lowercase, trimmed, inner runs of
 // spaces folded, repeated headers joined with ',').
-std::string CanonicalHeaders(const Request& request, const std::vector<std::string>& signed_headers);
+std::string CanonicalHeaders(const Request& request,
+                             const std::vector<std::string>& signed_headers);
 
 std::string CanonicalRequest(const Request& request, const std::vector<std::string>& signed_headers,
                              bool s3);

@@ -23,7 +23,8 @@ TEST(SigV4Test, IamListUsersExample) {
   r.payload_sha256_hex = kEmptySha;
   std::vector<std::string> signed_headers = {"content-type", "host", "x-amz-date"};
   std::string canonical = CanonicalRequest(r, signed_headers, false);
-  EXPECT_EQ(Sha256Hex(canonical), "f536975d06c0309214f805bb90ccff089219ecd68b2577efef23edd43b7e1a59");
+  EXPECT_EQ(Sha256Hex(canonical),
+            "f536975d06c0309214f805bb90ccff089219ecd68b2577efef23edd43b7e1a59");
   EXPECT_EQ(HexEncode(SigningKey(kSecret, "20150830", "us-east-1", "iam")),
             "c4afb1cc5771d871763a393e44b703571b55cc28424d1a5e86da6ed3c154a4b9");
   EXPECT_EQ(ComputeSignature(r, signed_headers, kSecret, "20150830T123600Z", "us-east-1", "iam"),
@@ -49,18 +50,21 @@ TEST(SigV4Test, SignThenVerifyRoundTrip) {
   r.payload_sha256_hex = Sha256Hex("{}");
   SignRequest(&r, {"AKIDEXAMPLE", kSecret, ""}, "us-east-1", "batch", "20260101T000000Z");
   std::string header;
-  for (auto& [k, v] : r.headers) if (k == "Authorization") header = v;
+  for (auto& [k, v] : r.headers)
+    if (k == "Authorization") header = v;
   auto auth = ParseAuthorization(header);
   ASSERT_TRUE(auth.ok()) << auth.status().ToString();
   EXPECT_EQ(auth->access_key_id, "AKIDEXAMPLE");
   EXPECT_EQ(auth->service, "batch");
   EXPECT_EQ(auth->signed_headers, (std::vector<std::string>{"content-type", "host", "x-amz-date"}));
-  EXPECT_EQ(ComputeSignature(r, auth->signed_headers, kSecret, "20260101T000000Z", "us-east-1", "batch"),
-            auth->signature);
+  EXPECT_EQ(
+      ComputeSignature(r, auth->signed_headers, kSecret, "20260101T000000Z", "us-east-1", "batch"),
+      auth->signature);
   // A changed body no longer verifies.
   r.payload_sha256_hex = Sha256Hex("{ }");
-  EXPECT_NE(ComputeSignature(r, auth->signed_headers, kSecret, "20260101T000000Z", "us-east-1", "batch"),
-            auth->signature);
+  EXPECT_NE(
+      ComputeSignature(r, auth->signed_headers, kSecret, "20260101T000000Z", "us-east-1", "batch"),
+      auth->signature);
 }
 
 TEST(SigV4Test, CanonicalPieces) {
@@ -81,8 +85,11 @@ TEST(SigV4Test, AmzDate) {
 
 TEST(SigV4Test, ParseAuthorizationErrors) {
   EXPECT_FALSE(ParseAuthorization("Basic abc").ok());
-  EXPECT_FALSE(ParseAuthorization("AWS4-HMAC-SHA256 Credential=AK/2015/us-east-1/batch/aws4_request").ok());
-  EXPECT_FALSE(ParseAuthorization("AWS4-HMAC-SHA256 Credential=AK/x, SignedHeaders=host, Signature=ab").ok());
+  EXPECT_FALSE(
+      ParseAuthorization("AWS4-HMAC-SHA256 Credential=AK/2015/us-east-1/batch/aws4_request").ok());
+  EXPECT_FALSE(
+      ParseAuthorization("AWS4-HMAC-SHA256 Credential=AK/x, SignedHeaders=host, Signature=ab")
+          .ok());
 }
 
 }  // namespace

@@ -18,19 +18,19 @@ namespace lote {
 
 enum class StatusCode : int32_t {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is wrong
-  kNotFound,           // a named thing does not exist
-  kAlreadyExists,      // a thing with that name exists
-  kFailedPrecondition, // the system is not in a state that allows it
-  kResourceExhausted,  // a limit is reached
-  kUnauthenticated,    // missing or unknown credentials
-  kPermissionDenied,   // credentials known but not allowed / bad signature
-  kDeadlineExceeded,   // timed out
-  kUnavailable,        // transient: retry may help
+  kInvalidArgument,     // the caller's input is wrong
+  kNotFound,            // a named thing does not exist
+  kAlreadyExists,       // a thing with that name exists
+  kFailedPrecondition,  // the system is not in a state that allows it
+  kResourceExhausted,   // a limit is reached
+  kUnauthenticated,     // missing or unknown credentials
+  kPermissionDenied,    // credentials known but not allowed / bad signature
+  kDeadlineExceeded,    // timed out
+  kUnavailable,         // transient: retry may help
   kCancelled,
-  kDataLoss,           // corrupt or truncated data
+  kDataLoss,  // corrupt or truncated data
   kUnimplemented,
-  kInternal,           // a bug or an unexpected fault
+  kInternal,  // a bug or an unexpected fault
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -41,14 +41,26 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message);
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
-  static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-  static Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
-  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
@@ -80,7 +92,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result constructed from an OK Status");
   }
@@ -110,7 +122,9 @@ class [[nodiscard]] Result {
 namespace internal {
 inline Status AsStatus(const Status& s) { return s; }
 template <typename T>
-Status AsStatus(const Result<T>& r) { return r.status(); }
+Status AsStatus(const Result<T>& r) {
+  return r.status();
+}
 }  // namespace internal
 
 }  // namespace lote
@@ -119,27 +133,27 @@ Status AsStatus(const Result<T>& r) { return r.status(); }
 #define LOTE_CONCAT(a, b) LOTE_CONCAT_INNER(a, b)
 
 // Returns the error from the enclosing function if `expr` (a Status or Result) failed.
-#define RETURN_IF_ERROR(expr)                                        \
-  do {                                                               \
-    ::lote::Status _lote_st = ::lote::internal::AsStatus((expr));    \
-    if (!_lote_st.ok()) return _lote_st;                             \
+#define RETURN_IF_ERROR(expr)                                     \
+  do {                                                            \
+    ::lote::Status _lote_st = ::lote::internal::AsStatus((expr)); \
+    if (!_lote_st.ok()) return _lote_st;                          \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, MakeX()); declares/assigns x or returns the error.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   ASSIGN_OR_RETURN_IMPL(LOTE_CONCAT(_lote_result_, __LINE__), lhs, expr)
-#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                          \
+#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)    \
+  auto tmp = (expr);                             \
   if (!tmp.ok()) return std::move(tmp).status(); \
   lhs = std::move(tmp).value()
 
 // CHECK: programmer errors only. Aborts with file:line and the condition.
-#define LOTE_CHECK(cond)                                                        \
-  do {                                                                          \
+#define LOTE_CHECK(cond)                                                       \
+  do {                                                                         \
     if (!(cond)) ::lote::internal::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
-#define LOTE_CHECK_MSG(cond, msg)                                                \
-  do {                                                                           \
+#define LOTE_CHECK_MSG(cond, msg)                                                 \
+  do {                                                                            \
     if (!(cond)) ::lote::internal::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 

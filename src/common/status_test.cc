@@ -27,7 +27,8 @@ TEST(StatusTest, OkAndErrors) {
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(s.IsNotFound());
   EXPECT_EQ(s.ToString(), "NotFound: job queue q1 does not exist");
-  EXPECT_EQ(s.WithContext("DescribeJobQueues").message(), "DescribeJobQueues: job queue q1 does not exist");
+  EXPECT_EQ(s.WithContext("DescribeJobQueues").message(),
+            "DescribeJobQueues: job queue q1 does not exist");
 }
 
 TEST(StatusTest, ResultPropagates) {

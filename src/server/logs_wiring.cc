@@ -14,10 +14,9 @@ namespace lote::server {
 namespace {
 
 constexpr const char* kLogsOperations[] = {
-    "CreateLogGroup",     "DeleteLogGroup",       "DescribeLogGroups",
-    "CreateLogStream",    "DeleteLogStream",      "DescribeLogStreams",
-    "PutLogEvents",       "GetLogEvents",         "FilterLogEvents",
-    "PutRetentionPolicy", "DeleteRetentionPolicy",
+    "CreateLogGroup",  "DeleteLogGroup",     "DescribeLogGroups",     "CreateLogStream",
+    "DeleteLogStream", "DescribeLogStreams", "PutLogEvents",          "GetLogEvents",
+    "FilterLogEvents", "PutRetentionPolicy", "DeleteRetentionPolicy",
 };
 
 // Owns the store, the service and the retention thread; destroyed in Stop().
