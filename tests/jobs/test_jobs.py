@@ -1,0 +1,331 @@
+"""Jobs that really run: a real `lote server` runs jobs submitted with boto3 and the
+aws CLI as local processes (single-node, arrays, multi-node gangs, dependencies,
+termination, retries)."""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
+from lote_server import LoteServer  # noqa: E402
+
+LOTE = None
+FINAL = ("SUCCEEDED", "FAILED")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JobsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LoteServer(LOTE).start()
+        cls.batch = cls.server.client()
+        cls.out = tempfile.mkdtemp(prefix="lote_jobs_out_")
+        cls.batch.create_compute_environment(
+            computeEnvironmentName="ce", type="MANAGED",
+            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
+                              "instanceTypes": ["c5.large"], "subnets": ["s"]},
+            tags={"lote:emulation": "true"})
+        cls.wait_valid()
+        cls.batch.create_job_queue(jobQueueName="q", priority=1,
+                                   computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
+        cls.batch.register_job_definition(
+            jobDefinitionName="sh", type="container",
+            containerProperties={"image": "host", "command": ["true"],
+                                 "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                          {"type": "MEMORY", "value": "256"}]})
+
+    @classmethod
+    def wait_valid(cls):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            ce = cls.batch.describe_compute_environments(computeEnvironments=["ce"])
+            if ce["computeEnvironments"][0]["status"] == "VALID":
+                return
+            time.sleep(0.1)
+        raise AssertionError("compute environment never became VALID")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+        shutil.rmtree(cls.out, ignore_errors=True)
+
+    # --- helpers ---------------------------------------------------------------
+
+    def submit(self, name, script, **kwargs):
+        overrides = kwargs.pop("containerOverrides", {})
+        overrides["command"] = ["sh", "-c", script]
+        r = self.batch.submit_job(jobName=name, jobQueue="q", jobDefinition="sh",
+                                  containerOverrides=overrides, **kwargs)
+        return r["jobId"]
+
+    def describe(self, job_id):
+        jobs = self.batch.describe_jobs(jobs=[job_id])["jobs"]
+        self.assertEqual(len(jobs), 1, job_id)
+        return jobs[0]
+
+    def wait_status(self, job_id, statuses=FINAL, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            job = self.describe(job_id)
+            if job["status"] in statuses:
+                return job
+            time.sleep(0.1)
+        raise AssertionError("job %s still %s (%s); server stderr:\n%s" % (
+            job_id, job["status"], job.get("statusReason"), self.server.stderr()[-3000:]))
+
+    def path(self, *parts):
+        return os.path.join(self.out, *parts)
+
+    # --- tests -----------------------------------------------------------------
+
+    def test_exit_codes(self):
+        ok = self.submit("ok", "echo hello")
+        bad = self.submit("bad", "exit 3")
+        job = self.wait_status(ok)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(job["container"]["exitCode"], 0)
+        self.assertGreater(job["startedAt"], 0)
+        self.assertGreaterEqual(job["stoppedAt"], job["startedAt"])
+        job = self.wait_status(bad)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertEqual(job["container"]["exitCode"], 3)
+        self.assertEqual(job["attempts"][-1]["container"]["exitCode"], 3)
+        listed = self.batch.list_jobs(jobQueue="q", jobStatus="SUCCEEDED")["jobSummaryList"]
+        self.assertIn(ok, [j["jobId"] for j in listed])
+        listed = self.batch.list_jobs(jobQueue="q", jobStatus="FAILED")["jobSummaryList"]
+        self.assertIn(bad, [j["jobId"] for j in listed])
+        # Persisted: the event log holds the whole history.
+        self.assertIn("SUCCEEDED", [j["status"] for j in self.batch.describe_jobs(jobs=[ok])["jobs"]])
+
+    def test_array_with_cli(self):
+        d = self.path("array")
+        os.makedirs(d)
+        env = self.server.env()
+        overrides = json.dumps({"command": [
+            "sh", "-c", "echo $AWS_BATCH_JOB_ARRAY_INDEX > %s/$AWS_BATCH_JOB_ARRAY_INDEX" % d]})
+        out = subprocess.run(
+            ["aws", "batch", "submit-job", "--job-name", "arr", "--job-queue", "q",
+             "--job-definition", "sh", "--array-properties", "size=10",
+             "--container-overrides", overrides, "--output", "json"],
+            env=env, check=True, capture_output=True, text=True).stdout
+        parent = json.loads(out)["jobId"]
+        job = self.wait_status(parent)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(job["arrayProperties"]["statusSummary"]["SUCCEEDED"], 10)
+        for i in range(10):
+            with open(os.path.join(d, str(i))) as f:
+                self.assertEqual(f.read().strip(), str(i))
+        child = self.describe("%s:7" % parent)
+        self.assertEqual(child["arrayProperties"]["index"], 7)
+        children = self.batch.list_jobs(arrayJobId=parent, jobStatus="SUCCEEDED")["jobSummaryList"]
+        self.assertEqual(len(children), 10)
+        out = subprocess.run(["aws", "batch", "describe-jobs", "--jobs", parent, "--output", "json"],
+                             env=env, check=True, capture_output=True, text=True).stdout
+        self.assertEqual(json.loads(out)["jobs"][0]["status"], "SUCCEEDED")
+
+    def test_multi_node_gang(self):
+        d = self.path("mnp")
+        os.makedirs(d)
+        port = free_port()
+        nodes = 3
+        program = r"""
+import os, socket, sys, time
+d, port, nodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+idx = int(os.environ["AWS_BATCH_JOB_NODE_INDEX"])
+with open(os.path.join(d, "env%d" % idx), "w") as f:
+    for k in sorted(os.environ):
+        if k.startswith("AWS_BATCH") or k.startswith("LOTE_"):
+            f.write("%s=%s\n" % (k, os.environ[k]))
+if idx == int(os.environ["AWS_BATCH_JOB_MAIN_NODE_INDEX"]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((os.environ["LOTE_PRIVATE_IPV4_ADDRESS"], port))
+    s.listen(16)
+    got = []
+    for _ in range(nodes - 1):
+        c, _ = s.accept()
+        got.append(c.recv(100).decode())
+        c.close()
+    with open(os.path.join(d, "main"), "w") as f:
+        f.write(",".join(sorted(got)))
+else:
+    addr = os.environ["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"]
+    for _ in range(600):
+        try:
+            c = socket.create_connection((addr, port))
+            break
+        except OSError:
+            time.sleep(0.05)
+    c.sendall(str(idx).encode())
+    c.close()
+"""
+        script = self.path("mnp.py")
+        with open(script, "w") as f:
+            f.write(program)
+        self.batch.register_job_definition(
+            jobDefinitionName="gang", type="multinode",
+            nodeProperties={"numNodes": nodes, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host",
+                    "command": [sys.executable, script, d, str(port), str(nodes)],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "256"}]}}]})
+        job_id = self.batch.submit_job(jobName="gang", jobQueue="q", jobDefinition="gang")["jobId"]
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", (job.get("statusReason"), job))
+        with open(os.path.join(d, "main")) as f:
+            self.assertEqual(f.read(), ",".join(str(i) for i in range(1, nodes)))
+        envs = []
+        for i in range(nodes):
+            with open(os.path.join(d, "env%d" % i)) as f:
+                envs.append(dict(l.rstrip("\n").split("=", 1) for l in f))
+        main_ip = envs[0]["LOTE_PRIVATE_IPV4_ADDRESS"]
+        self.assertTrue(main_ip.startswith("127.0."), main_ip)
+        for i, env in enumerate(envs):
+            self.assertEqual(env["AWS_BATCH_JOB_ID"], "%s#%d" % (job_id, i))
+            self.assertEqual(env["AWS_BATCH_JOB_NUM_NODES"], str(nodes))
+            self.assertEqual(env["AWS_BATCH_JOB_NODE_INDEX"], str(i))
+            if i > 0:
+                self.assertEqual(env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"], main_ip)
+                self.assertNotEqual(env["LOTE_PRIVATE_IPV4_ADDRESS"], main_ip)
+        node = self.describe("%s#1" % job_id)
+        self.assertEqual(node["nodeDetails"]["nodeIndex"], 1)
+        listed = self.batch.list_jobs(multiNodeJobId=job_id, jobStatus="SUCCEEDED")["jobSummaryList"]
+        self.assertEqual(len(listed), nodes)
+
+    def test_gang_teardown(self):
+        # Node 1 fails at once; the main node would sleep for minutes: it must be torn down.
+        self.batch.register_job_definition(
+            jobDefinitionName="gang-fail", type="multinode",
+            nodeProperties={"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host",
+                    "command": ["sh", "-c",
+                                "if [ \"$AWS_BATCH_JOB_NODE_INDEX\" = 1 ]; then "
+                                "while [ ! -s {p} ]; do sleep 0.05; done; exit 5; fi; "
+                                "echo $$ > {p}.tmp; mv {p}.tmp {p}; exec sleep 300"
+                                .format(p=self.path("gang-main.pid"))],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "256"}]}}]})
+        job_id = self.batch.submit_job(jobName="gf", jobQueue="q", jobDefinition="gang-fail")["jobId"]
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertEqual(job["attempts"][-1]["container"]["exitCode"], 5)
+        self.wait_gone(self.path("gang-main.pid"))
+
+    def wait_gone(self, pid_file):
+        deadline = time.time() + 30
+        pid = None
+        while time.time() < deadline:
+            if pid is None and os.path.exists(pid_file):
+                with open(pid_file) as f:
+                    text = f.read().strip()
+                pid = int(text) if text else None
+            if pid is not None:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return
+            time.sleep(0.1)
+        self.fail("process of %s still running" % pid_file)
+
+    def test_dependencies(self):
+        log = self.path("deps.log")
+        a = self.submit("a", "sleep 0.3; echo a >> %s" % log)
+        b = self.submit("b", "echo b >> %s" % log, dependsOn=[{"jobId": a}])
+        job = self.wait_status(b)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        with open(log) as f:
+            self.assertEqual(f.read().split(), ["a", "b"])
+        # SEQUENTIAL: children run one after the other.
+        seq_log = self.path("seq.log")
+        s = self.submit("seq", "sleep 0.1; echo $AWS_BATCH_JOB_ARRAY_INDEX >> %s" % seq_log,
+                        arrayProperties={"size": 4}, dependsOn=[{"type": "SEQUENTIAL"}])
+        # N_TO_N: child i waits for seq:i.
+        n2n_dir = self.path("n2n")
+        os.makedirs(n2n_dir)
+        n = self.submit("n2n", "cp %s %s/$AWS_BATCH_JOB_ARRAY_INDEX" % (seq_log, n2n_dir),
+                        arrayProperties={"size": 4}, dependsOn=[{"jobId": s, "type": "N_TO_N"}])
+        self.assertEqual(self.wait_status(s)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_status(n)["status"], "SUCCEEDED")
+        with open(seq_log) as f:
+            self.assertEqual(f.read().split(), ["0", "1", "2", "3"])
+        for i in range(4):
+            with open(os.path.join(n2n_dir, str(i))) as f:
+                self.assertGreaterEqual(len(f.read().split()), i + 1)
+        # A failed dependency fails the dependent job.
+        bad = self.submit("dep-bad", "exit 1")
+        dep = self.submit("dep-after-bad", "true", dependsOn=[{"jobId": bad}])
+        job = self.wait_status(dep)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertEqual(job["statusReason"], "Dependent Job failed")
+
+    def test_terminate_running(self):
+        pid_file = self.path("term.pid")
+        job_id = self.submit("term", "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 300"
+                             % (pid_file, pid_file, pid_file))
+        self.wait_status(job_id, ("RUNNING",))
+        deadline = time.time() + 30
+        while not os.path.exists(pid_file) and time.time() < deadline:
+            time.sleep(0.05)
+        self.batch.terminate_job(jobId=job_id, reason="test says stop")
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertEqual(job["statusReason"], "test says stop")
+        self.wait_gone(pid_file)
+
+    def test_cancel_pending(self):
+        blocker = self.submit("blocker", "sleep 300")
+        waiting = self.submit("waiting", "true", dependsOn=[{"jobId": blocker}])
+        self.wait_status(waiting, ("PENDING",))
+        self.batch.cancel_job(jobId=waiting, reason="not needed")
+        job = self.wait_status(waiting)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertTrue(job["isCancelled"])
+        self.batch.terminate_job(jobId=blocker, reason="cleanup")
+        self.assertEqual(self.wait_status(blocker)["status"], "FAILED")
+
+    def test_retry_succeeds_on_second_attempt(self):
+        marker = self.path("retry.marker")
+        attempt_log = self.path("retry.attempts")
+        job_id = self.submit(
+            "retry", "echo $AWS_BATCH_JOB_ATTEMPT >> %s; [ -e %s ] && exit 0; touch %s; exit 1"
+            % (attempt_log, marker, marker), retryStrategy={"attempts": 3})
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(len(job["attempts"]), 2)
+        self.assertEqual(job["attempts"][0]["container"]["exitCode"], 1)
+        with open(attempt_log) as f:
+            self.assertEqual(f.read().split(), ["1", "2"])
+
+    def test_never_fits_fails_with_capacity(self):
+        job_id = self.submit("huge", "true", containerOverrides={
+            "resourceRequirements": [{"type": "VCPU", "value": "64"}, {"type": "MEMORY", "value": "256"}]})
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertIn("CAPACITY", job["statusReason"])
+
+    def test_describe_limits(self):
+        with self.assertRaises(Exception) as ctx:
+            self.batch.describe_jobs(jobs=["x%d" % i for i in range(101)])
+        self.assertIn("100", str(ctx.exception))
+        self.assertEqual(self.batch.describe_jobs(jobs=["no-such-job"])["jobs"], [])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lote", required=True)
+    args, rest = parser.parse_known_args()
+    LOTE = os.path.abspath(args.lote)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
