@@ -31,6 +31,10 @@ class JobsTest(unittest.TestCase):
         cls.server = LoteServer(LOTE).start()
         cls.batch = cls.server.client()
         cls.out = tempfile.mkdtemp(prefix="lote_jobs_out_")
+        cls.setUpResources()
+
+    @classmethod
+    def setUpResources(cls):
         cls.batch.create_compute_environment(
             computeEnvironmentName="ce", type="MANAGED",
             computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
@@ -316,11 +320,65 @@ else:
         self.assertEqual(job["status"], "FAILED")
         self.assertIn("CAPACITY", job["statusReason"])
 
+    def test_array_of_100(self):
+        d = self.path("array100")
+        os.makedirs(d)
+        parent = self.submit("arr100", "echo $AWS_BATCH_JOB_ARRAY_INDEX > %s/$AWS_BATCH_JOB_ARRAY_INDEX" % d,
+                             arrayProperties={"size": 100})
+        job = self.wait_status(parent, timeout=120)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(sorted(int(x) for x in os.listdir(d)), list(range(100)))
+        pages = list(self.batch.get_paginator("list_jobs").paginate(
+            arrayJobId=parent, jobStatus="SUCCEEDED", PaginationConfig={"PageSize": 30}))
+        self.assertEqual(len(pages), 4)
+        self.assertEqual(sum(len(p["jobSummaryList"]) for p in pages), 100)
+
     def test_describe_limits(self):
         with self.assertRaises(Exception) as ctx:
             self.batch.describe_jobs(jobs=["x%d" % i for i in range(101)])
         self.assertIn("100", str(ctx.exception))
         self.assertEqual(self.batch.describe_jobs(jobs=["no-such-job"])["jobs"], [])
+
+
+class RestartTest(unittest.TestCase):
+    """A running job survives a server crash (SIGKILL): the restarted server adopts it."""
+
+    def test_running_job_adopted_after_kill(self):
+        server = LoteServer(LOTE).start()
+        out = tempfile.mkdtemp(prefix="lote_jobs_restart_")
+        try:
+            JobsTest.server = server
+            JobsTest.batch = server.client()
+            JobsTest.setUpResources()
+            t = JobsTest("test_exit_codes")
+            t.out = out
+            done = os.path.join(out, "done")
+            job_id = t.submit("survivor", "echo $AWS_BATCH_JOB_ATTEMPT >> %s.attempts; "
+                                          "while [ ! -e %s.go ]; do sleep 0.05; done; echo ok > %s"
+                                          % (done, done, done))
+            t.wait_status(job_id, ("RUNNING",))
+            server.kill()
+            open(done + ".go", "w").close()  # the job may finish while no server watches
+            server.start()
+            JobsTest.batch = server.client()
+            job = t.wait_status(job_id)
+            self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+            with open(done) as f:
+                self.assertEqual(f.read().strip(), "ok")
+            with open(done + ".attempts") as f:
+                self.assertEqual(f.read().split(), ["1"])  # never started twice
+            # A job running across a restart is adopted and still runs to its end.
+            job_id = t.submit("adopted", "while [ ! -e %s.go2 ]; do sleep 0.05; done" % done)
+            t.wait_status(job_id, ("RUNNING",))
+            server.kill()
+            server.start()
+            JobsTest.batch = server.client()
+            self.assertEqual(t.describe(job_id)["status"], "RUNNING")
+            open(done + ".go2", "w").close()
+            self.assertEqual(t.wait_status(job_id)["status"], "SUCCEEDED")
+        finally:
+            server.cleanup()
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
