@@ -25,46 +25,31 @@ def free_port():
         return s.getsockname()[1]
 
 
-class JobsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = LoteServer(LOTE).start()
-        cls.batch = cls.server.client()
-        cls.out = tempfile.mkdtemp(prefix="lote_jobs_out_")
-        cls.setUpResources()
-
-    @classmethod
-    def setUpResources(cls):
-        cls.batch.create_compute_environment(
+def setup_resources(batch):
+    """Compute environment `ce` (c5.large virtual instances, emulated), queue `q`,
+    job definition `sh` (1 vCPU, 256 MiB)."""
+    batch.create_compute_environment(
             computeEnvironmentName="ce", type="MANAGED",
             computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
                               "instanceTypes": ["c5.large"], "subnets": ["s"]},
             tags={"lote:emulation": "true"})
-        cls.wait_valid()
-        cls.batch.create_job_queue(jobQueueName="q", priority=1,
-                                   computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
-        cls.batch.register_job_definition(
-            jobDefinitionName="sh", type="container",
-            containerProperties={"image": "host", "command": ["true"],
-                                 "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                                          {"type": "MEMORY", "value": "256"}]})
+    deadline = time.time() + 30
+    while batch.describe_compute_environments(
+            computeEnvironments=["ce"])["computeEnvironments"][0]["status"] != "VALID":
+        if time.time() > deadline:
+            raise AssertionError("compute environment never became VALID")
+        time.sleep(0.1)
+    batch.create_job_queue(jobQueueName="q", priority=1,
+                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
+    batch.register_job_definition(
+        jobDefinitionName="sh", type="container",
+        containerProperties={"image": "host", "command": ["true"],
+                             "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                      {"type": "MEMORY", "value": "256"}]})
 
-    @classmethod
-    def wait_valid(cls):
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            ce = cls.batch.describe_compute_environments(computeEnvironments=["ce"])
-            if ce["computeEnvironments"][0]["status"] == "VALID":
-                return
-            time.sleep(0.1)
-        raise AssertionError("compute environment never became VALID")
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.cleanup()
-        shutil.rmtree(cls.out, ignore_errors=True)
-
-    # --- helpers ---------------------------------------------------------------
+class JobHelpers:
+    """Needs self.server, self.batch and self.out."""
 
     def submit(self, name, script, **kwargs):
         overrides = kwargs.pop("containerOverrides", {})
@@ -91,7 +76,19 @@ class JobsTest(unittest.TestCase):
     def path(self, *parts):
         return os.path.join(self.out, *parts)
 
-    # --- tests -----------------------------------------------------------------
+
+class JobsTest(JobHelpers, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LoteServer(LOTE).start()
+        cls.batch = cls.server.client()
+        cls.out = tempfile.mkdtemp(prefix="lote_jobs_out_")
+        setup_resources(cls.batch)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+        shutil.rmtree(cls.out, ignore_errors=True)
 
     def test_exit_codes(self):
         ok = self.submit("ok", "echo hello")
@@ -340,18 +337,16 @@ else:
         self.assertEqual(self.batch.describe_jobs(jobs=["no-such-job"])["jobs"], [])
 
 
-class RestartTest(unittest.TestCase):
+class RestartTest(JobHelpers, unittest.TestCase):
     """A running job survives a server crash (SIGKILL): the restarted server adopts it."""
 
     def test_running_job_adopted_after_kill(self):
-        server = LoteServer(LOTE).start()
-        out = tempfile.mkdtemp(prefix="lote_jobs_restart_")
+        server = self.server = LoteServer(LOTE).start()
+        out = self.out = tempfile.mkdtemp(prefix="lote_jobs_restart_")
+        t = self
         try:
-            JobsTest.server = server
-            JobsTest.batch = server.client()
-            JobsTest.setUpResources()
-            t = JobsTest("test_exit_codes")
-            t.out = out
+            self.batch = server.client()
+            setup_resources(self.batch)
             done = os.path.join(out, "done")
             job_id = t.submit("survivor", "echo $AWS_BATCH_JOB_ATTEMPT >> %s.attempts; "
                                           "while [ ! -e %s.go ]; do sleep 0.05; done; echo ok > %s"
@@ -360,7 +355,7 @@ class RestartTest(unittest.TestCase):
             server.kill()
             open(done + ".go", "w").close()  # the job may finish while no server watches
             server.start()
-            JobsTest.batch = server.client()
+            self.batch = server.client()
             job = t.wait_status(job_id)
             self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
             with open(done) as f:
@@ -372,7 +367,7 @@ class RestartTest(unittest.TestCase):
             t.wait_status(job_id, ("RUNNING",))
             server.kill()
             server.start()
-            JobsTest.batch = server.client()
+            self.batch = server.client()
             self.assertEqual(t.describe(job_id)["status"], "RUNNING")
             open(done + ".go2", "w").close()
             self.assertEqual(t.wait_status(job_id)["status"], "SUCCEEDED")
