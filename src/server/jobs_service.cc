@@ -69,6 +69,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   std::unique_ptr<JobsService> service(new JobsService(context, options));
   exec::LocalBackendOptions backend_options;
   backend_options.home = context.home;
+  backend_options.shim_command = options.shim_command;
   ASSIGN_OR_RETURN(service->backend_, exec::LocalBackend::Create(backend_options));
   RETURN_IF_ERROR(service->Load());
   RETURN_IF_ERROR(service->RecoverNodes());
@@ -557,7 +558,9 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
       const std::string& id = ev.node.attempt.job_id;
       if (!jobs_.count(id)) continue;
       const int32_t attempt = ev.node.attempt.attempt;
-      const int64_t at = ev.stopped_at_ms > 0 ? ev.stopped_at_ms : now;
+      // Times come from the service's clock (the backend's may differ in tests);
+      // the event arrives as soon as the node ends (pidfd).
+      const int64_t at = now;
       switch (ev.outcome) {
         case exec::NodeOutcome::kExited:
         case exec::NodeOutcome::kSignaled:

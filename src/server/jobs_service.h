@@ -43,6 +43,9 @@ struct JobsServiceOptions {
   int64_t terminate_grace_ms = 2000;
   // Longest sleep of the loop when nothing happens (timeouts are checked then).
   int64_t max_sleep_ms = 500;
+  // How to start the node supervisor (exec::LocalBackendOptions::shim_command);
+  // empty: this executable's `exec-shim` subcommand.
+  std::vector<std::string> shim_command;
 };
 
 class JobsService {
