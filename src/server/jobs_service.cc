@@ -719,6 +719,10 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
         spec.private_ip = launch->private_ipv4;
         for (const std::string& f : launch->fields_set)
           if (!SupportedFields().count(f)) spec.unsupported_fields.push_back(f);
+        // Accelerators: virtual instances carry device indices, but the local
+        // backend cannot hand real devices to a process; only an emulated
+        // compute environment may run such nodes (without the devices).
+        if (launch->gpus > 0) spec.unsupported_fields.push_back("resourceRequirements.GPU");
         spec.emulation = emulation;
         if (spec.command.empty()) {
           failed = Status::InvalidArgument(

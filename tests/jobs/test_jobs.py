@@ -106,8 +106,8 @@ class JobsTest(JobHelpers, unittest.TestCase):
         self.assertIn(ok, [j["jobId"] for j in listed])
         listed = self.batch.list_jobs(jobQueue="q", jobStatus="FAILED")["jobSummaryList"]
         self.assertIn(bad, [j["jobId"] for j in listed])
-        # Persisted: the event log holds the whole history.
-        self.assertIn("SUCCEEDED", [j["status"] for j in self.batch.describe_jobs(jobs=[ok])["jobs"]])
+        named = self.batch.list_jobs(jobQueue="q", filters=[{"name": "JOB_NAME", "values": ["bad"]}])
+        self.assertEqual([j["jobId"] for j in named["jobSummaryList"]], [bad])
 
     def test_array_with_cli(self):
         d = self.path("array")
@@ -329,6 +329,34 @@ else:
             arrayJobId=parent, jobStatus="SUCCEEDED", PaginationConfig={"PageSize": 30}))
         self.assertEqual(len(pages), 4)
         self.assertEqual(sum(len(p["jobSummaryList"]) for p in pages), 100)
+
+    def test_accelerators_need_emulation(self):
+        # A GPU node: the local backend cannot hand out real devices, so it runs only
+        # on a compute environment tagged lote:emulation=true.
+        for name, tags in (("gce", {}), ("gce-emu", {"lote:emulation": "true"})):
+            self.batch.create_compute_environment(
+                computeEnvironmentName=name, type="MANAGED", tags=tags,
+                computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 8,
+                                  "instanceTypes": ["g5.xlarge"], "subnets": ["s"]})
+        deadline = time.time() + 30
+        while any(c["status"] != "VALID" for c in self.batch.describe_compute_environments(
+                computeEnvironments=["gce", "gce-emu"])["computeEnvironments"]):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.1)
+        results = {}
+        for name in ("gce", "gce-emu"):
+            self.batch.create_job_queue(jobQueueName="q-" + name, priority=1,
+                                        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": name}])
+            results[name] = self.batch.submit_job(
+                jobName="gpu", jobQueue="q-" + name, jobDefinition="sh",
+                containerOverrides={"command": ["true"], "resourceRequirements": [
+                    {"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"},
+                    {"type": "GPU", "value": "1"}]})["jobId"]
+        job = self.wait_status(results["gce"])
+        self.assertEqual(job["status"], "FAILED")
+        self.assertIn("resourceRequirements.GPU", job["statusReason"] + json.dumps(job["attempts"]))
+        job = self.wait_status(results["gce-emu"])
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
 
     def test_describe_limits(self):
         with self.assertRaises(Exception) as ctx:
