@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <utility>
 
@@ -679,6 +680,7 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
 }
 
 void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
+  std::vector<std::pair<std::string, JobEvent>> all_events;
   for (const std::string& id : job_ids) {
     Job job;
     bool emulation = false;
@@ -746,28 +748,36 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
           number, node.node_index, control_->MakeArn("task/" + task_id),
           control::DefaultLogStreamName(job.definition_name, task_id), now));
     }
-    Result<uint64_t> ticket = uint64_t{0};
-    std::vector<exec::AttemptKey> terminate;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const JobEvent& e : events) {
-        Result<Job> r = ApplyLocked(id, e);
-        if (!r.ok())
-          spdlog::warn("jobs: {} on {}: {}", control::JobEventTypeName(e.type), id,
-                       r.status().ToString());
-      }
-      terminate.swap(to_terminate_);
-      ticket = FlushLocked();
-    }
-    Status s = WaitTicket(std::move(ticket));
-    if (!s.ok()) spdlog::error("jobs: store commit failed: {}", s.ToString());
-    for (const exec::AttemptKey& key : terminate)
-      (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
+    for (JobEvent& e : events) all_events.emplace_back(id, std::move(e));
   }
+  // One commit for every node started in this pass.
+  Result<uint64_t> ticket = uint64_t{0};
+  std::vector<exec::AttemptKey> terminate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, e] : all_events) {
+      Result<Job> r = ApplyLocked(id, e);
+      if (!r.ok())
+        spdlog::warn("jobs: {} on {}: {}", control::JobEventTypeName(e.type), id,
+                     r.status().ToString());
+    }
+    terminate.swap(to_terminate_);
+    ticket = FlushLocked();
+  }
+  Status s = WaitTicket(std::move(ticket));
+  if (!s.ok()) spdlog::error("jobs: store commit failed: {}", s.ToString());
+  for (const exec::AttemptKey& key : terminate)
+    (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
 }
 
 ServerExtension JobsExtension(JobsServiceOptions options) {
-  return [options](ServerContext& context) -> Result<std::shared_ptr<void>> {
+  return [options](ServerContext& context) mutable -> Result<std::shared_ptr<void>> {
+    // $LOTE_EXEC_SHIM: a standalone supervisor binary (build/src/exec/lote-exec-shim)
+    // starts faster than `lote exec-shim`, whose start loads every library of lote.
+    if (const char* shim = std::getenv("LOTE_EXEC_SHIM");
+        options.shim_command.empty() && shim != nullptr && *shim != '\0') {
+      options.shim_command = {shim};
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<JobsService> service, JobsService::Start(context, options));
     return std::shared_ptr<void>(std::move(service));
   };

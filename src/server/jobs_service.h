@@ -119,7 +119,8 @@ class JobsService {
   std::thread loop_;
 };
 
-// The ServerExtension that starts a JobsService.
+// The ServerExtension that starts a JobsService. $LOTE_EXEC_SHIM, when set and
+// options.shim_command is empty, names the supervisor binary to use.
 ServerExtension JobsExtension(JobsServiceOptions options = {});
 
 }  // namespace lote::server
