@@ -403,6 +403,49 @@ class RestartTest(JobHelpers, unittest.TestCase):
             server.cleanup()
             shutil.rmtree(out, ignore_errors=True)
 
+    def test_node_lost_while_server_down_is_retried(self):
+        # The node's supervisor dies while no server runs: the restarted server finds
+        # no outcome, kills the orphaned command and reports NODE_LOST; the retry runs.
+        server = self.server = LoteServer(LOTE).start()
+        out = self.out = tempfile.mkdtemp(prefix="lote_jobs_lost_")
+        try:
+            self.batch = server.client()
+            setup_resources(self.batch)
+            marker = self.path("marker")
+            pid_file = self.path("pid")
+            job_id = self.submit(
+                "lost", "if [ -e {m} ]; then exit 0; fi; touch {m}; echo $$ > {p}.tmp; "
+                        "mv {p}.tmp {p}; exec sleep 300".format(m=marker, p=pid_file),
+                retryStrategy={"attempts": 2})
+            self.wait_status(job_id, ("RUNNING",))
+            deadline = time.time() + 30
+            while not os.path.exists(pid_file):
+                self.assertLess(time.time(), deadline)
+                time.sleep(0.05)
+            with open(pid_file) as f:
+                command_pid = int(f.read())
+            server.kill()
+            with open(os.path.join(server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
+                shim_pid = json.load(f)["process"]["pid"]
+            os.kill(shim_pid, 9)
+            server.start()
+            self.batch = server.client()
+            job = self.wait_status(job_id)
+            self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+            self.assertEqual(len(job["attempts"]), 2)
+            self.assertIn("NODE_LOST", json.dumps(job["attempts"][0]))
+            deadline = time.time() + 30
+            while True:
+                try:
+                    os.kill(command_pid, 0)
+                except ProcessLookupError:
+                    break
+                self.assertLess(time.time(), deadline, "orphaned command still runs")
+                time.sleep(0.05)
+        finally:
+            server.cleanup()
+            shutil.rmtree(out, ignore_errors=True)
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
