@@ -27,9 +27,8 @@ using control::JobStatus;
 // reported in emulation mode).
 const std::set<std::string>& SupportedFields() {
   static const std::set<std::string> fields = {
-      "image",          "command", "environment", "resourceRequirements", "vcpus",
-      "memory",         "user",    "ulimits",     "instanceType",         "jobRoleArn",
-      "executionRoleArn"};
+      "image", "command", "environment",  "resourceRequirements", "vcpus",           "memory",
+      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn"};
   return fields;
 }
 
@@ -40,8 +39,7 @@ sched::Resources ShapeOf(const control::InstanceType& type) {
 // Inverse of exec::InstancePrivateIp: 127.0.X.Y -> (X-1)*254 + (Y-1); -1 if not one.
 int32_t InstanceIndexOfIp(const std::string& ip) {
   int a = 0, b = 0, x = 0, y = 0;
-  if (std::sscanf(ip.c_str(), "%d.%d.%d.%d", &a, &b, &x, &y) != 4 || a != 127 || b != 0)
-    return -1;
+  if (std::sscanf(ip.c_str(), "%d.%d.%d.%d", &a, &b, &x, &y) != 4 || a != 127 || b != 0) return -1;
   if (x < 1 || y < 1) return -1;
   return (x - 1) * 254 + (y - 1);
 }
@@ -114,10 +112,11 @@ Status JobsService::Load() {
     if (ce.ok() && !ce->instance_types.empty()) shape = ShapeOf(ce->instance_types.front());
     for (const control::NodeAttempt& node : attempt->nodes) {
       if (instances_.count(node.instance_id)) continue;
-      VirtualInstance inst{node.instance_id, attempt->compute_environment, shape,
-                           node.private_ipv4, sched::Instance::kBusy};
+      VirtualInstance inst{node.instance_id, attempt->compute_environment, shape, node.private_ipv4,
+                           sched::Instance::kBusy};
       instances_[node.instance_id] = inst;
-      next_instance_index_ = std::max(next_instance_index_, InstanceIndexOfIp(node.private_ipv4) + 1);
+      next_instance_index_ =
+          std::max(next_instance_index_, InstanceIndexOfIp(node.private_ipv4) + 1);
     }
   }
   return Status();
@@ -149,14 +148,18 @@ Status JobsService::RecoverNodes() {
 void JobsService::RegisterOperations(api::ApiRouter* router) {
   router->RegisterRestOperation(
       {"SubmitJob", "POST", "/v1/submitjob", {}, [this](const Json& r) { return SubmitJob(r); }});
-  router->RegisterRestOperation({"DescribeJobs", "POST", "/v1/describejobs", {},
-                                 [this](const Json& r) { return DescribeJobs(r); }});
+  router->RegisterRestOperation(
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, [this](const Json& r) {
+         return DescribeJobs(r);
+       }});
   router->RegisterRestOperation(
       {"ListJobs", "POST", "/v1/listjobs", {}, [this](const Json& r) { return ListJobs(r); }});
   router->RegisterRestOperation(
       {"CancelJob", "POST", "/v1/canceljob", {}, [this](const Json& r) { return CancelJob(r); }});
-  router->RegisterRestOperation({"TerminateJob", "POST", "/v1/terminatejob", {},
-                                 [this](const Json& r) { return TerminateJob(r); }});
+  router->RegisterRestOperation(
+      {"TerminateJob", "POST", "/v1/terminatejob", {}, [this](const Json& r) {
+         return TerminateJob(r);
+       }});
 }
 
 void JobsService::Wake() {
@@ -219,7 +222,8 @@ Status JobsService::WaitTicket(Result<uint64_t> ticket) {
 // --- API ----------------------------------------------------------------------
 
 Result<Json> JobsService::SubmitJob(const Json& request) {
-  if (!request.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
+  if (!request.is_object())
+    return Status::InvalidArgument("the request body must be a JSON object");
   const std::string queue_ref = RequiredString(request, "jobQueue");
   const std::string definition_ref = RequiredString(request, "jobDefinition");
   if (queue_ref.empty())
@@ -248,8 +252,8 @@ Result<Json> JobsService::SubmitJob(const Json& request) {
       return it->second;
     };
     ASSIGN_OR_RETURN(control::SubmittedJobs submitted, control::PrepareSubmit(request, ctx));
-    ASSIGN_OR_RETURN(Job job, ApplyLocked(submitted.job.id,
-                                          JobEvent::Submitted(submitted.job, ctx.now_ms)));
+    ASSIGN_OR_RETURN(Job job,
+                     ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)
       RETURN_IF_ERROR(ApplyLocked(child.id, JobEvent::Submitted(child, ctx.now_ms)).status());
     response = Json{{"jobArn", job.arn}, {"jobName", job.name}, {"jobId", job.id}};
@@ -270,8 +274,7 @@ Result<Json> JobsService::DescribeJobs(const Json& request) {
   Json out = Json::array();
   std::lock_guard<std::mutex> lock(mu_);
   for (const Json& id_json : ids) {
-    if (!id_json.is_string())
-      return Status::InvalidArgument("jobs must hold job id strings");
+    if (!id_json.is_string()) return Status::InvalidArgument("jobs must hold job id strings");
     const std::string id = id_json.get<std::string>();
     if (auto node = control::ParseNodeJobId(id)) {
       auto it = jobs_.find(node->first);
@@ -412,7 +415,7 @@ std::string JobsService::NewInstanceIdLocked() {
 Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
   sched::Snapshot snap;
   // What running attempts hold on each instance.
-  std::map<std::string, std::pair<sched::Resources, uint64_t>> held;  // resources, devices
+  std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
   std::map<std::string, std::map<std::string, int64_t>> running_share;  // queue -> share -> mvcpu
   for (const auto& [id, job] : jobs_) {
     const control::Attempt* attempt = job.CurrentAttempt();
@@ -435,8 +438,8 @@ Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
     out.name = ce.name;
     out.state = ce.enabled ? sched::State::kEnabled : sched::State::kDisabled;
     out.valid = ce.status == "VALID";
-    out.instance_type = sched::InstanceType{ce.instance_types.front().name,
-                                            ShapeOf(ce.instance_types.front())};
+    out.instance_type =
+        sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
     out.placement_group = ce.placement_group;
     out.min_vcpus = ce.min_vcpus;
     out.max_vcpus = ce.max_vcpus;
@@ -449,11 +452,13 @@ Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
       auto h = held.find(iid);
       const sched::Resources used = h == held.end() ? sched::Resources{} : h->second.first;
       const uint64_t used_devices = h == held.end() ? 0 : h->second.second;
-      si.available = sched::Resources{std::max<int64_t>(0, inst.shape.milli_vcpu - used.milli_vcpu),
-                                      std::max<int64_t>(0, inst.shape.memory_mib - used.memory_mib),
-                                      std::max<int32_t>(0, inst.shape.accelerators - used.accelerators)};
-      const uint64_t all =
-          inst.shape.accelerators >= 64 ? ~uint64_t{0} : ((uint64_t{1} << inst.shape.accelerators) - 1);
+      si.available =
+          sched::Resources{std::max<int64_t>(0, inst.shape.milli_vcpu - used.milli_vcpu),
+                           std::max<int64_t>(0, inst.shape.memory_mib - used.memory_mib),
+                           std::max<int32_t>(0, inst.shape.accelerators - used.accelerators)};
+      const uint64_t all = inst.shape.accelerators >= 64
+                               ? ~uint64_t{0}
+                               : ((uint64_t{1} << inst.shape.accelerators) - 1);
       si.free_devices = all & ~used_devices;
       // Keep popcount(free_devices) == available.accelerators.
       while (__builtin_popcountll(si.free_devices) > si.available.accelerators)
@@ -482,12 +487,13 @@ Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
       if (present) out.compute_environments.push_back(it->second);
     }
     if (!q.scheduling_policy_arn.empty()) {
-      Result<Json> policies =
-          control_->DescribeSchedulingPolicies(Json{{"arns", Json::array({q.scheduling_policy_arn})}});
+      Result<Json> policies = control_->DescribeSchedulingPolicies(
+          Json{{"arns", Json::array({q.scheduling_policy_arn})}});
       sched::FairSharePolicy fs;
       if (policies.ok() && (*policies).contains("schedulingPolicies") &&
           !(*policies)["schedulingPolicies"].empty()) {
-        const Json p = (*policies)["schedulingPolicies"][0].value("fairsharePolicy", Json::object());
+        const Json p =
+            (*policies)["schedulingPolicies"][0].value("fairsharePolicy", Json::object());
         fs.compute_reservation = p.value("computeReservation", 0);
         fs.share_decay_seconds = p.value("shareDecaySeconds", 0);
         for (const Json& s : p.value("shareDistribution", Json::array()))
@@ -712,7 +718,8 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
         spec.user = launch->user;
         if (launch->ulimits.is_array()) {
           for (const Json& u : launch->ulimits) {
-            spec.ulimits.push_back(exec::Ulimit{u.value("name", ""), u.value("softLimit", int64_t{0}),
+            spec.ulimits.push_back(exec::Ulimit{u.value("name", ""),
+                                                u.value("softLimit", int64_t{0}),
                                                 u.value("hardLimit", int64_t{0})});
           }
         }
@@ -736,17 +743,16 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
         }
       }
       if (!failed.ok()) {
-        events.push_back(JobEvent::AttemptFailed(number, control::FailureCategory::kInfrastructure,
-                                                 "could not start node " +
-                                                     std::to_string(node.node_index) + ": " +
-                                                     failed.message(),
-                                                 node.node_index, now));
+        events.push_back(JobEvent::AttemptFailed(
+            number, control::FailureCategory::kInfrastructure,
+            "could not start node " + std::to_string(node.node_index) + ": " + failed.message(),
+            node.node_index, now));
         break;
       }
       const std::string task_id = NewUuid();
-      events.push_back(JobEvent::NodeStarted(
-          number, node.node_index, control_->MakeArn("task/" + task_id),
-          control::DefaultLogStreamName(job.definition_name, task_id), now));
+      events.push_back(
+          JobEvent::NodeStarted(number, node.node_index, control_->MakeArn("task/" + task_id),
+                                control::DefaultLogStreamName(job.definition_name, task_id), now));
     }
     for (JobEvent& e : events) all_events.emplace_back(id, std::move(e));
   }

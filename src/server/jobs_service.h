@@ -105,9 +105,9 @@ class JobsService {
   std::unique_ptr<exec::LocalBackend> backend_;
 
   std::mutex mu_;
-  std::map<std::string, control::Job> jobs_;        // every job incl. array children
-  std::map<std::string, int64_t> last_seq_;         // per job: last event seq stored
-  std::map<std::string, int64_t> submit_order_;     // per job
+  std::map<std::string, control::Job> jobs_;     // every job incl. array children
+  std::map<std::string, int64_t> last_seq_;      // per job: last event seq stored
+  std::map<std::string, int64_t> submit_order_;  // per job
   int64_t next_submit_order_ = 1;
   std::map<std::string, VirtualInstance> instances_;
   int32_t next_instance_index_ = 0;

@@ -107,12 +107,11 @@ class JobsServiceTest : public ::testing::Test {
 };
 
 TEST_F(JobsServiceTest, TimeoutFailsTheJobAndKillsItsProcess) {
-  RegisterDefinition(Json{{"timeout", {{"attemptDurationSeconds", 60}}},
-                          {"retryStrategy", {{"attempts", 3}}}});
+  RegisterDefinition(
+      Json{{"timeout", {{"attemptDurationSeconds", 60}}}, {"retryStrategy", {{"attempts", 3}}}});
   const std::string pid_file = home_ + "/pid";
-  const std::string id =
-      Submit("echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
-             "; exec sleep 300");
+  const std::string id = Submit("echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " +
+                                pid_file + "; exec sleep 300");
   WaitFor(id, {"RUNNING"});
   for (int i = 0; i < 200 && !FileExists(pid_file); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
