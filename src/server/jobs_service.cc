@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -396,12 +397,10 @@ void JobsService::Loop() {
     Result<std::vector<exec::NodeEvent>> events = backend_->Wait(sleep_ms);
     if (!events.ok()) {
       spdlog::error("jobs: executor wait failed: {}", events.status().ToString());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-    }
+    // Node events in hand are always recorded, also when stopping.
     Pass(std::move(events).value());
   }
 }
@@ -621,7 +620,9 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
       if (job.IsArrayParent() && !control::IsFinal(job.status)) parents.push_back(id);
     for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
     // 5. Scheduling.
-    Result<sched::Snapshot> snap = BuildSnapshotLocked(now);
+    // (Nothing new starts once the server is stopping.)
+    Result<sched::Snapshot> snap =
+        stopping_ ? Result<sched::Snapshot>(sched::Snapshot{}) : BuildSnapshotLocked(now);
     if (snap.ok() && !snap->jobs.empty()) {
       Result<sched::Decisions> decisions = sched::Decide(*snap, now);
       if (!decisions.ok()) {

@@ -18,7 +18,6 @@
 // Thread safety: the API handlers may run on any thread; state is guarded by mu_.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
