@@ -1,0 +1,793 @@
+#include "server/jobs_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "common/ids.h"
+#include "control/job_env.h"
+#include "control/job_render.h"
+#include "control/job_sched.h"
+#include "control/job_submit.h"
+#include "exec/batch_env.h"
+
+namespace lote::server {
+namespace {
+
+using control::Job;
+using control::JobEvent;
+using control::JobStatus;
+
+// Container fields the local backend honours (everything else set on a job is
+// passed as unsupported: the launch fails naming it, or it is skipped and
+// reported in emulation mode).
+const std::set<std::string>& SupportedFields() {
+  static const std::set<std::string> fields = {
+      "image", "command", "environment",  "resourceRequirements", "vcpus",           "memory",
+      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn"};
+  return fields;
+}
+
+sched::Resources ShapeOf(const control::InstanceType& type) {
+  return sched::Resources{int64_t{type.vcpus} * 1000, type.memory_mib, type.accelerators};
+}
+
+// Inverse of exec::InstancePrivateIp: 127.0.X.Y -> (X-1)*254 + (Y-1); -1 if not one.
+int32_t InstanceIndexOfIp(const std::string& ip) {
+  int a = 0, b = 0, x = 0, y = 0;
+  if (std::sscanf(ip.c_str(), "%d.%d.%d.%d", &a, &b, &x, &y) != 4 || a != 127 || b != 0) return -1;
+  if (x < 1 || y < 1) return -1;
+  return (x - 1) * 254 + (y - 1);
+}
+
+std::string QueueNameOfArn(const std::string& arn) {
+  const size_t slash = arn.rfind('/');
+  return slash == std::string::npos ? arn : arn.substr(slash + 1);
+}
+
+std::string RequiredString(const Json& request, const char* field) {
+  if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
+  return request[field].get<std::string>();
+}
+
+}  // namespace
+
+JobsService::JobsService(ServerContext& context, JobsServiceOptions options)
+    : home_(context.home),
+      clock_(context.clock),
+      store_(context.store),
+      control_(context.control),
+      options_(options) {}
+
+Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
+                                                        JobsServiceOptions options) {
+  std::unique_ptr<JobsService> service(new JobsService(context, options));
+  exec::LocalBackendOptions backend_options;
+  backend_options.home = context.home;
+  backend_options.shim_command = options.shim_command;
+  ASSIGN_OR_RETURN(service->backend_, exec::LocalBackend::Create(backend_options));
+  RETURN_IF_ERROR(service->Load());
+  RETURN_IF_ERROR(service->RecoverNodes());
+  service->RegisterOperations(context.router);
+  service->loop_ = std::thread([s = service.get()] { s->Loop(); });
+  return service;
+}
+
+JobsService::~JobsService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  if (backend_) backend_->Wake();
+  if (loop_.joinable()) loop_.join();
+}
+
+Status JobsService::Load() {
+  ASSIGN_OR_RETURN(store::Snapshot snapshot, store_->Load());
+  std::vector<const Job*> order;
+  for (const store::JobRow& row : snapshot.jobs) {
+    ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
+    ASSIGN_OR_RETURN(Job job, control::JobFromJson(doc));
+    ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, store_->JobEvents(row.job_id));
+    last_seq_[row.job_id] = events.empty() ? 0 : events.back().seq;
+    jobs_[row.job_id] = std::move(job);
+  }
+  for (const auto& [id, job] : jobs_) order.push_back(&job);
+  std::sort(order.begin(), order.end(), [](const Job* a, const Job* b) {
+    return a->created_at != b->created_at ? a->created_at < b->created_at : a->id < b->id;
+  });
+  for (const Job* job : order) submit_order_[job->id] = next_submit_order_++;
+
+  // Virtual instances that hold running nodes.
+  for (const auto& [id, job] : jobs_) {
+    const control::Attempt* attempt = job.CurrentAttempt();
+    if (attempt == nullptr) continue;
+    Result<control::ComputeEnvironmentSpec> ce =
+        control_->FindComputeEnvironment(attempt->compute_environment);
+    sched::Resources shape;
+    if (ce.ok() && !ce->instance_types.empty()) shape = ShapeOf(ce->instance_types.front());
+    for (const control::NodeAttempt& node : attempt->nodes) {
+      if (instances_.count(node.instance_id)) continue;
+      VirtualInstance inst{node.instance_id, attempt->compute_environment, shape, node.private_ipv4,
+                           sched::Instance::kBusy};
+      instances_[node.instance_id] = inst;
+      next_instance_index_ =
+          std::max(next_instance_index_, InstanceIndexOfIp(node.private_ipv4) + 1);
+    }
+  }
+  return Status();
+}
+
+Status JobsService::RecoverNodes() {
+  std::vector<exec::NodeKey> expected;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, job] : jobs_) {
+      const control::Attempt* attempt = job.CurrentAttempt();
+      if (attempt == nullptr) continue;
+      const int32_t number = static_cast<int32_t>(job.attempts.size());
+      for (const control::NodeAttempt& node : attempt->nodes) {
+        if (control::IsFinal(node.status)) continue;
+        expected.push_back(exec::NodeKey{exec::AttemptKey{id, number}, node.node_index});
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(exec::RecoverReport report, backend_->Recover(expected));
+  if (!expected.empty()) {
+    spdlog::info("jobs: recovered {} running node(s): {} adopted, {} finished, {} lost",
+                 expected.size(), report.adopted.size(), report.finished.size(),
+                 report.lost.size());
+  }
+  return Status();
+}
+
+void JobsService::RegisterOperations(api::ApiRouter* router) {
+  router->RegisterRestOperation(
+      {"SubmitJob", "POST", "/v1/submitjob", {}, [this](const Json& r) { return SubmitJob(r); }});
+  router->RegisterRestOperation(
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, [this](const Json& r) {
+         return DescribeJobs(r);
+       }});
+  router->RegisterRestOperation(
+      {"ListJobs", "POST", "/v1/listjobs", {}, [this](const Json& r) { return ListJobs(r); }});
+  router->RegisterRestOperation(
+      {"CancelJob", "POST", "/v1/canceljob", {}, [this](const Json& r) { return CancelJob(r); }});
+  router->RegisterRestOperation(
+      {"TerminateJob", "POST", "/v1/terminatejob", {}, [this](const Json& r) {
+         return TerminateJob(r);
+       }});
+}
+
+void JobsService::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirty_ = true;
+  }
+  backend_->Wake();
+}
+
+// --- Events and persistence -------------------------------------------------
+
+Result<Job> JobsService::ApplyLocked(const std::string& id, const JobEvent& event) {
+  auto it = jobs_.find(id);
+  static const Job kNone;
+  const Job& before = it == jobs_.end() ? kNone : it->second;
+  ASSIGN_OR_RETURN(Job after, control::Apply(before, event));
+  if (it != jobs_.end() && after == before) return after;  // no-op or stale: nothing stored
+  const int64_t seq = ++last_seq_[after.id];
+  batch_.AppendJobEvent(store::JobEvent{after.id, seq, event.at_ms,
+                                        std::string(control::JobEventTypeName(event.type)),
+                                        control::EventToJson(event).dump()});
+  batch_.PutJob(store::JobRow{after.id, after.name, after.queue_arn,
+                              std::string(control::JobStatusName(after.status)), after.created_at,
+                              event.at_ms, control::JobToJson(after).dump()});
+  if (it == jobs_.end()) {
+    submit_order_[after.id] = next_submit_order_++;
+    jobs_[after.id] = after;
+  } else {
+    const Job previous = std::move(it->second);
+    it->second = after;
+    AfterChangeLocked(previous, after);
+  }
+  dirty_ = true;
+  return after;
+}
+
+void JobsService::AfterChangeLocked(const Job& before, const Job& after) {
+  // An attempt that closed: tear down whatever still runs of it (gang rule).
+  if (before.CurrentAttempt() != nullptr &&
+      (after.CurrentAttempt() == nullptr || after.attempts.size() != before.attempts.size())) {
+    to_terminate_.push_back(
+        exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
+  }
+}
+
+Result<uint64_t> JobsService::FlushLocked() {
+  if (batch_.empty()) return uint64_t{0};
+  store::WriteBatch batch = std::move(batch_);
+  batch_ = store::WriteBatch();
+  return store_->Enqueue(std::move(batch));
+}
+
+Status JobsService::WaitTicket(Result<uint64_t> ticket) {
+  if (!ticket.ok()) return ticket.status();
+  if (*ticket == 0) return Status();
+  return store_->Wait(*ticket);
+}
+
+// --- API ----------------------------------------------------------------------
+
+Result<Json> JobsService::SubmitJob(const Json& request) {
+  if (!request.is_object())
+    return Status::InvalidArgument("the request body must be a JSON object");
+  const std::string queue_ref = RequiredString(request, "jobQueue");
+  const std::string definition_ref = RequiredString(request, "jobDefinition");
+  if (queue_ref.empty())
+    return Status::InvalidArgument("jobQueue is required: give a job queue name or ARN");
+  if (definition_ref.empty())
+    return Status::InvalidArgument(
+        "jobDefinition is required: give a job definition name, name:revision or ARN");
+  ASSIGN_OR_RETURN(control::JobQueueSpec queue, control_->FindJobQueue(queue_ref));
+  ASSIGN_OR_RETURN(Json definition, control_->FindJobDefinition(definition_ref));
+
+  Result<uint64_t> ticket = uint64_t{0};
+  Json response;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    control::SubmitContext ctx;
+    ctx.job_id = NewUuid();
+    ctx.queue_arn = queue.arn;
+    ctx.queue_has_fair_share = !queue.scheduling_policy_arn.empty();
+    ctx.job_definition = definition;
+    ctx.now_ms = clock_->NowMillis();
+    ctx.find_job = [this](const std::string& id) -> std::optional<Job> {
+      std::string key = id;
+      if (auto node = control::ParseNodeJobId(id)) key = node->first;
+      auto it = jobs_.find(key);
+      if (it == jobs_.end()) return std::nullopt;
+      return it->second;
+    };
+    ASSIGN_OR_RETURN(control::SubmittedJobs submitted, control::PrepareSubmit(request, ctx));
+    ASSIGN_OR_RETURN(Job job,
+                     ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
+    for (const Job& child : submitted.array_children)
+      RETURN_IF_ERROR(ApplyLocked(child.id, JobEvent::Submitted(child, ctx.now_ms)).status());
+    response = Json{{"jobArn", job.arn}, {"jobName", job.name}, {"jobId", job.id}};
+    ticket = FlushLocked();
+  }
+  RETURN_IF_ERROR(WaitTicket(std::move(ticket)));
+  Wake();
+  return response;
+}
+
+Result<Json> JobsService::DescribeJobs(const Json& request) {
+  if (!request.is_object() || !request.contains("jobs") || !request["jobs"].is_array())
+    return Status::InvalidArgument("jobs is required: a list of 1 to 100 job ids");
+  const Json& ids = request["jobs"];
+  if (ids.size() > 100)
+    return Status::InvalidArgument("jobs lists " + std::to_string(ids.size()) +
+                                   " ids; DescribeJobs takes at most 100: split the request");
+  Json out = Json::array();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Json& id_json : ids) {
+    if (!id_json.is_string()) return Status::InvalidArgument("jobs must hold job id strings");
+    const std::string id = id_json.get<std::string>();
+    if (auto node = control::ParseNodeJobId(id)) {
+      auto it = jobs_.find(node->first);
+      if (it == jobs_.end()) continue;
+      Result<Job> view = control::NodeJob(it->second, node->second);
+      if (view.ok()) out.push_back(control::DescribeJobJson(*view));
+      continue;
+    }
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) out.push_back(control::DescribeJobJson(it->second));
+  }
+  return Json{{"jobs", out}};
+}
+
+Result<Json> JobsService::ListJobs(const Json& request) {
+  ASSIGN_OR_RETURN(control::ListJobsQuery query, control::ParseListJobsRequest(request));
+  if (!query.job_queue.empty()) {
+    // An unknown queue is an error (AWS: ClientException).
+    RETURN_IF_ERROR(control_->FindJobQueue(query.job_queue).status());
+  }
+  size_t offset = 0;
+  if (!query.next_token.empty()) {
+    try {
+      offset = std::stoul(query.next_token);
+    } catch (const std::exception&) {
+      return Status::InvalidArgument("nextToken '" + query.next_token +
+                                     "' is not one this server issued; pass the nextToken of the "
+                                     "previous ListJobs answer unchanged");
+    }
+  }
+  std::vector<Job> matched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!query.multi_node_job_id.empty()) {
+      auto it = jobs_.find(query.multi_node_job_id);
+      if (it != jobs_.end()) {
+        for (Job& node : control::NodeJobs(it->second))
+          if (control::MatchesListJobs(query, node)) matched.push_back(std::move(node));
+      }
+    } else if (!query.array_job_id.empty()) {
+      auto it = jobs_.find(query.array_job_id);
+      if (it != jobs_.end() && it->second.IsArrayParent()) {
+        for (int32_t i = 0; i < it->second.array->size; ++i) {
+          auto child = jobs_.find(control::ArrayChildId(it->first, i));
+          if (child != jobs_.end() && control::MatchesListJobs(query, child->second))
+            matched.push_back(child->second);
+        }
+      }
+    } else {
+      for (const auto& [id, job] : jobs_)
+        if (control::MatchesListJobs(query, job)) matched.push_back(job);
+    }
+  }
+  control::SortForListJobs(query, matched);
+  Json list = Json::array();
+  const size_t end = std::min(matched.size(), offset + static_cast<size_t>(query.max_results));
+  for (size_t i = offset; i < end; ++i) list.push_back(control::JobSummaryJson(matched[i]));
+  Json out{{"jobSummaryList", list}};
+  if (end < matched.size()) out["nextToken"] = std::to_string(end);
+  return out;
+}
+
+Result<Job> JobsService::RequestStopLocked(const std::string& job_id, bool terminate,
+                                           const std::string& reason, int64_t now) {
+  const JobEvent event = terminate ? JobEvent::TerminateRequested(reason, now)
+                                   : JobEvent::CancelRequested(reason, now);
+  ASSIGN_OR_RETURN(Job job, ApplyLocked(job_id, event));
+  if (job.IsArrayParent()) {
+    for (int32_t i = 0; i < job.array->size; ++i) {
+      const std::string child = control::ArrayChildId(job_id, i);
+      if (jobs_.count(child)) RETURN_IF_ERROR(ApplyLocked(child, event).status());
+    }
+  }
+  return job;
+}
+
+Result<Json> JobsService::CancelJob(const Json& request) {
+  return TerminateOrCancel(request, /*terminate=*/false);
+}
+
+Result<Json> JobsService::TerminateJob(const Json& request) {
+  return TerminateOrCancel(request, /*terminate=*/true);
+}
+
+Result<Json> JobsService::TerminateOrCancel(const Json& request, bool terminate) {
+  const char* op = terminate ? "TerminateJob" : "CancelJob";
+  std::string id = RequiredString(request, "jobId");
+  const std::string reason = RequiredString(request, "reason");
+  if (id.empty()) return Status::InvalidArgument(std::string(op) + ": jobId is required");
+  if (reason.empty())
+    return Status::InvalidArgument(std::string(op) +
+                                   ": reason is required: say why the job is stopped");
+  if (auto node = control::ParseNodeJobId(id)) id = node->first;
+  Result<uint64_t> ticket = uint64_t{0};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!jobs_.count(id))
+      return Status::InvalidArgument("job " + id + " does not exist: check the jobId");
+    ASSIGN_OR_RETURN(Job job, RequestStopLocked(id, terminate, reason, clock_->NowMillis()));
+    (void)job;
+    ticket = FlushLocked();
+  }
+  RETURN_IF_ERROR(WaitTicket(std::move(ticket)));
+  Wake();
+  return Json::object();
+}
+
+// --- The loop -----------------------------------------------------------------
+
+void JobsService::Loop() {
+  while (true) {
+    int64_t sleep_ms = options_.max_sleep_ms;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      if (dirty_) sleep_ms = 0;
+      dirty_ = false;
+    }
+    Result<std::vector<exec::NodeEvent>> events = backend_->Wait(sleep_ms);
+    if (!events.ok()) {
+      spdlog::error("jobs: executor wait failed: {}", events.status().ToString());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    // Node events in hand are always recorded, also when stopping.
+    Pass(std::move(events).value());
+  }
+}
+
+std::string JobsService::NewInstanceIdLocked() {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "i-%017x", static_cast<unsigned>(next_instance_index_));
+  return buf;
+}
+
+Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
+  sched::Snapshot snap;
+  // What running attempts hold on each instance.
+  std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
+  std::map<std::string, std::map<std::string, int64_t>> running_share;  // queue -> share -> mvcpu
+  for (const auto& [id, job] : jobs_) {
+    const control::Attempt* attempt = job.CurrentAttempt();
+    if (attempt == nullptr) continue;
+    for (const control::NodeAttempt& node : attempt->nodes) {
+      const control::ContainerSpec* c = job.ContainerFor(node.node_index);
+      if (c == nullptr) continue;
+      auto& h = held[node.instance_id];
+      h.first += sched::Resources{c->MilliVcpu(), c->MemoryMib(), c->Gpus()};
+      for (int32_t d : node.devices)
+        if (d >= 0 && d < 64) h.second |= (uint64_t{1} << d);
+      running_share[QueueNameOfArn(job.queue_arn)][job.share_identifier] += c->MilliVcpu();
+    }
+  }
+  std::map<std::string, std::string> ce_name_of_arn;
+  for (const control::ComputeEnvironmentSpec& ce : control_->ComputeEnvironments()) {
+    ce_name_of_arn[ce.arn] = ce.name;
+    if (ce.instance_types.empty()) continue;  // unmanaged: nothing lote can launch
+    sched::ComputeEnvironment out;
+    out.name = ce.name;
+    out.state = ce.enabled ? sched::State::kEnabled : sched::State::kDisabled;
+    out.valid = ce.status == "VALID";
+    out.instance_type =
+        sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
+    out.placement_group = ce.placement_group;
+    out.min_vcpus = ce.min_vcpus;
+    out.max_vcpus = ce.max_vcpus;
+    out.desired_vcpus = ce.desired_vcpus;
+    for (auto& [iid, inst] : instances_) {
+      if (inst.compute_environment != ce.name) continue;
+      sched::Instance si;
+      si.id = iid;
+      si.total = inst.shape;
+      auto h = held.find(iid);
+      const sched::Resources used = h == held.end() ? sched::Resources{} : h->second.first;
+      const uint64_t used_devices = h == held.end() ? 0 : h->second.second;
+      si.available =
+          sched::Resources{std::max<int64_t>(0, inst.shape.milli_vcpu - used.milli_vcpu),
+                           std::max<int64_t>(0, inst.shape.memory_mib - used.memory_mib),
+                           std::max<int32_t>(0, inst.shape.accelerators - used.accelerators)};
+      const uint64_t all = inst.shape.accelerators >= 64
+                               ? ~uint64_t{0}
+                               : ((uint64_t{1} << inst.shape.accelerators) - 1);
+      si.free_devices = all & ~used_devices;
+      // Keep popcount(free_devices) == available.accelerators.
+      while (__builtin_popcountll(si.free_devices) > si.available.accelerators)
+        si.free_devices &= si.free_devices - 1;
+      if (h != held.end()) {
+        inst.idle_since_ms = sched::Instance::kBusy;
+      } else if (inst.idle_since_ms == sched::Instance::kBusy) {
+        inst.idle_since_ms = now;
+      }
+      si.idle_since_ms = inst.idle_since_ms;
+      out.instances.push_back(std::move(si));
+    }
+    snap.compute_environments.push_back(std::move(out));
+  }
+  for (const control::JobQueueSpec& q : control_->JobQueues()) {
+    sched::JobQueue out;
+    out.name = q.name;
+    out.priority = q.priority;
+    out.state = q.enabled ? sched::State::kEnabled : sched::State::kDisabled;
+    for (const std::string& arn : q.compute_environment_arns) {
+      auto it = ce_name_of_arn.find(arn);
+      if (it == ce_name_of_arn.end()) continue;
+      // Only environments present in the snapshot (managed ones).
+      bool present = false;
+      for (const auto& ce : snap.compute_environments) present |= ce.name == it->second;
+      if (present) out.compute_environments.push_back(it->second);
+    }
+    if (!q.scheduling_policy_arn.empty()) {
+      Result<Json> policies = control_->DescribeSchedulingPolicies(
+          Json{{"arns", Json::array({q.scheduling_policy_arn})}});
+      sched::FairSharePolicy fs;
+      if (policies.ok() && (*policies).contains("schedulingPolicies") &&
+          !(*policies)["schedulingPolicies"].empty()) {
+        const Json p =
+            (*policies)["schedulingPolicies"][0].value("fairsharePolicy", Json::object());
+        fs.compute_reservation = p.value("computeReservation", 0);
+        fs.share_decay_seconds = p.value("shareDecaySeconds", 0);
+        for (const Json& s : p.value("shareDistribution", Json::array()))
+          fs.share_distribution.push_back(
+              sched::ShareWeight{s.value("shareIdentifier", ""), s.value("weightFactor", 1.0)});
+      }
+      out.fair_share = fs;
+      std::set<std::string> shares;
+      for (const auto& [share, mv] : running_share[q.name]) shares.insert(share);
+      for (const auto& [key, h] : share_history_)
+        if (h.queue == q.name) shares.insert(h.share_identifier);
+      for (const std::string& share : shares) {
+        if (share.empty()) continue;
+        sched::ShareUsage u;
+        u.share_identifier = share;
+        u.running_milli_vcpu = running_share[q.name][share];
+        auto h = share_history_.find(q.name + "/" + share);
+        if (h != share_history_.end()) {
+          u.history_vcpu_seconds = h->second.history_vcpu_seconds;
+          u.history_as_of_ms = h->second.history_as_of_ms;
+        }
+        out.share_usage.push_back(u);
+      }
+    }
+    snap.queues.push_back(std::move(out));
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (job.status != JobStatus::kRunnable || job.IsArrayParent()) continue;
+    Result<sched::Job> sj = control::SchedulerJob(job, submit_order_[id]);
+    if (!sj.ok()) continue;
+    // Jobs of a queue that has gone are left RUNNABLE.
+    bool known = false;
+    for (const auto& q : snap.queues) known |= q.name == sj->queue;
+    if (known) snap.jobs.push_back(std::move(sj).value());
+  }
+  return snap;
+}
+
+void JobsService::UpdateArrayParentLocked(const std::string& parent_id, int64_t now) {
+  auto it = jobs_.find(parent_id);
+  if (it == jobs_.end() || !it->second.IsArrayParent()) return;
+  std::vector<JobStatus> statuses;
+  for (int32_t i = 0; i < it->second.array->size; ++i) {
+    auto child = jobs_.find(control::ArrayChildId(parent_id, i));
+    if (child != jobs_.end()) statuses.push_back(child->second.status);
+  }
+  if (static_cast<int32_t>(statuses.size()) != it->second.array->size) return;
+  std::map<std::string, int32_t> counts = control::CountStatuses(statuses);
+  if (counts == it->second.array->status_summary) return;
+  Result<Job> r = ApplyLocked(parent_id, JobEvent::ArrayChildrenUpdated(counts, now));
+  if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.status().ToString());
+}
+
+void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
+  std::vector<std::string> launches;
+  std::vector<exec::AttemptKey> terminate;
+  Result<uint64_t> ticket = uint64_t{0};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = clock_->NowMillis();
+    auto apply = [&](const std::string& id, const JobEvent& e) {
+      Result<Job> r = ApplyLocked(id, e);
+      if (!r.ok())
+        spdlog::warn("jobs: event {} on {} not applied: {}", control::JobEventTypeName(e.type), id,
+                     r.status().ToString());
+    };
+    // 1. What the executor saw.
+    for (const exec::NodeEvent& ev : node_events) {
+      const std::string& id = ev.node.attempt.job_id;
+      if (!jobs_.count(id)) continue;
+      const int32_t attempt = ev.node.attempt.attempt;
+      // Times come from the service's clock (the backend's may differ in tests);
+      // the event arrives as soon as the node ends (pidfd).
+      const int64_t at = now;
+      switch (ev.outcome) {
+        case exec::NodeOutcome::kExited:
+        case exec::NodeOutcome::kSignaled:
+          apply(id, JobEvent::NodeExited(attempt, ev.node.node_index, exec::ContainerExitCode(ev),
+                                         ev.signal, at));
+          break;
+        case exec::NodeOutcome::kLost:
+          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNodeLost, ev.reason,
+                                            ev.node.node_index, at));
+          break;
+        case exec::NodeOutcome::kStartFailed:
+          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kInfrastructure,
+                                            ev.reason, ev.node.node_index, at));
+          break;
+      }
+    }
+    // 2. Timeouts.
+    std::vector<std::pair<std::string, int32_t>> timed_out;
+    for (const auto& [id, job] : jobs_) {
+      std::optional<int64_t> deadline = control::AttemptDeadlineMs(job);
+      if (deadline && *deadline <= now)
+        timed_out.emplace_back(id, static_cast<int32_t>(job.attempts.size()));
+    }
+    for (const auto& [id, attempt] : timed_out) apply(id, JobEvent::TimedOut(attempt, now));
+    // 3. Dependencies, until nothing changes (a failure cascades down chains).
+    auto status_of = [this](const std::string& dep) -> std::optional<JobStatus> {
+      std::string key = dep;
+      if (auto node = control::ParseNodeJobId(dep)) key = node->first;
+      auto it = jobs_.find(key);
+      if (it == jobs_.end()) return std::nullopt;
+      return it->second.status;
+    };
+    for (int round = 0; round < 1000; ++round) {
+      std::vector<std::pair<std::string, JobEvent>> deps;
+      for (const auto& [id, job] : jobs_) {
+        if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending) continue;
+        std::optional<JobEvent> e = control::DependencyEvent(job, status_of, now);
+        if (e) deps.emplace_back(id, *e);
+      }
+      if (deps.empty()) break;
+      for (const auto& [id, e] : deps) apply(id, e);
+      // Array parents follow their children (a parent's own dependencies are its children's).
+      std::set<std::string> parents;
+      for (const auto& [id, e] : deps)
+        if (auto child = control::ParseArrayChildId(id)) parents.insert(child->first);
+      for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
+    }
+    // 4. Array parents.
+    std::vector<std::string> parents;
+    for (const auto& [id, job] : jobs_)
+      if (job.IsArrayParent() && !control::IsFinal(job.status)) parents.push_back(id);
+    for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
+    // 5. Scheduling.
+    // (Nothing new starts once the server is stopping.)
+    Result<sched::Snapshot> snap =
+        stopping_ ? Result<sched::Snapshot>(sched::Snapshot{}) : BuildSnapshotLocked(now);
+    if (snap.ok() && !snap->jobs.empty()) {
+      Result<sched::Decisions> decisions = sched::Decide(*snap, now);
+      if (!decisions.ok()) {
+        spdlog::error("jobs: scheduling pass failed: {}", decisions.status().ToString());
+      } else {
+        std::vector<std::string> launched_ids;
+        for (const sched::Launch& l : decisions->launches) {
+          const std::string iid = NewInstanceIdLocked();
+          Result<std::string> ip = exec::InstancePrivateIp(next_instance_index_);
+          ++next_instance_index_;
+          instances_[iid] = VirtualInstance{iid, l.compute_environment, l.shape,
+                                            ip.ok() ? *ip : std::string("127.0.0.1"), now};
+          launched_ids.push_back(iid);
+        }
+        for (const sched::Removal& r : decisions->removals) instances_.erase(r.instance_id);
+        for (const sched::ShareUsageUpdate& u : decisions->share_usage)
+          share_history_[u.queue + "/" + u.share_identifier] = u;
+        for (const sched::NeverFits& nf : decisions->never_fits)
+          apply(nf.job_id, JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
+                                                   nf.message, -1, now));
+        for (const sched::Wait& w : decisions->waiting) {
+          auto it = jobs_.find(w.job_id);
+          if (it != jobs_.end() && it->second.status_reason != w.message)
+            apply(w.job_id, JobEvent::StatusReason(w.message, now));
+        }
+        auto ip_of = [this](const std::string& iid) {
+          auto it = instances_.find(iid);
+          return it == instances_.end() ? std::string() : it->second.private_ip;
+        };
+        for (const sched::Placement& p : decisions->placements) {
+          Result<JobEvent> e = control::ScheduledEvent(p, launched_ids, ip_of, now);
+          if (!e.ok()) {
+            spdlog::error("jobs: placement of {}: {}", p.job_id, e.status().ToString());
+            continue;
+          }
+          Result<Job> r = ApplyLocked(p.job_id, *e);
+          if (r.ok()) {
+            launches.push_back(p.job_id);
+          } else {
+            spdlog::error("jobs: placement of {}: {}", p.job_id, r.status().ToString());
+          }
+        }
+      }
+    } else if (!snap.ok()) {
+      spdlog::error("jobs: snapshot: {}", snap.status().ToString());
+    }
+    terminate.swap(to_terminate_);
+    ticket = FlushLocked();
+  }
+  // Placements are durable before anything runs.
+  Status committed = WaitTicket(std::move(ticket));
+  if (!committed.ok()) {
+    spdlog::error("jobs: store commit failed: {}", committed.ToString());
+    return;
+  }
+  for (const exec::AttemptKey& key : terminate) {
+    Status s = backend_->Terminate(key, options_.terminate_grace_ms);
+    if (!s.ok() && s.code() != StatusCode::kNotFound)
+      spdlog::warn("jobs: terminate {}/{}: {}", key.job_id, key.attempt, s.ToString());
+  }
+  LaunchPlaced(launches);
+}
+
+void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
+  std::vector<std::pair<std::string, JobEvent>> all_events;
+  for (const std::string& id : job_ids) {
+    Job job;
+    bool emulation = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = jobs_.find(id);
+      if (it == jobs_.end() || it->second.CurrentAttempt() == nullptr) continue;
+      job = it->second;
+    }
+    const control::Attempt* attempt = job.CurrentAttempt();
+    const int32_t number = static_cast<int32_t>(job.attempts.size());
+    if (Result<control::ComputeEnvironmentSpec> ce =
+            control_->FindComputeEnvironment(attempt->compute_environment);
+        ce.ok()) {
+      emulation = ce->emulation;
+    }
+    std::vector<JobEvent> events;
+    for (const control::NodeAttempt& node : attempt->nodes) {
+      const int64_t now = clock_->NowMillis();
+      Status failed;
+      Result<control::NodeLaunch> launch = control::NodeLaunchSpec(job, node.node_index);
+      if (!launch.ok()) {
+        failed = launch.status();
+      } else {
+        exec::NodeLaunchSpec spec;
+        spec.node = exec::NodeKey{exec::AttemptKey{job.id, number}, node.node_index};
+        spec.command = launch->command;
+        for (const control::EnvVar& v : launch->environment) spec.environment[v.name] = v.value;
+        spec.user = launch->user;
+        if (launch->ulimits.is_array()) {
+          for (const Json& u : launch->ulimits) {
+            spec.ulimits.push_back(exec::Ulimit{u.value("name", ""),
+                                                u.value("softLimit", int64_t{0}),
+                                                u.value("hardLimit", int64_t{0})});
+          }
+        }
+        spec.vcpu_milli = launch->milli_vcpu;
+        spec.memory_mib = launch->memory_mib;
+        spec.private_ip = launch->private_ipv4;
+        for (const std::string& f : launch->fields_set)
+          if (!SupportedFields().count(f)) spec.unsupported_fields.push_back(f);
+        // Accelerators: virtual instances carry device indices, but the local
+        // backend cannot hand real devices to a process; only an emulated
+        // compute environment may run such nodes (without the devices).
+        if (launch->gpus > 0) spec.unsupported_fields.push_back("resourceRequirements.GPU");
+        spec.emulation = emulation;
+        if (spec.command.empty()) {
+          failed = Status::InvalidArgument(
+              "the container has no command: set command in the job definition or in "
+              "containerOverrides");
+        } else {
+          Result<exec::LaunchResult> r = backend_->Launch(spec);
+          if (!r.ok()) failed = r.status();
+        }
+      }
+      if (!failed.ok()) {
+        events.push_back(JobEvent::AttemptFailed(
+            number, control::FailureCategory::kInfrastructure,
+            "could not start node " + std::to_string(node.node_index) + ": " + failed.message(),
+            node.node_index, now));
+        break;
+      }
+      const std::string task_id = NewUuid();
+      events.push_back(
+          JobEvent::NodeStarted(number, node.node_index, control_->MakeArn("task/" + task_id),
+                                control::DefaultLogStreamName(job.definition_name, task_id), now));
+    }
+    for (JobEvent& e : events) all_events.emplace_back(id, std::move(e));
+  }
+  // One commit for every node started in this pass.
+  Result<uint64_t> ticket = uint64_t{0};
+  std::vector<exec::AttemptKey> terminate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, e] : all_events) {
+      Result<Job> r = ApplyLocked(id, e);
+      if (!r.ok())
+        spdlog::warn("jobs: {} on {}: {}", control::JobEventTypeName(e.type), id,
+                     r.status().ToString());
+    }
+    terminate.swap(to_terminate_);
+    ticket = FlushLocked();
+  }
+  Status s = WaitTicket(std::move(ticket));
+  if (!s.ok()) spdlog::error("jobs: store commit failed: {}", s.ToString());
+  for (const exec::AttemptKey& key : terminate)
+    (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
+}
+
+ServerExtension JobsExtension(JobsServiceOptions options) {
+  return [options](ServerContext& context) mutable -> Result<std::shared_ptr<void>> {
+    // $LOTE_EXEC_SHIM: a standalone supervisor binary (build/src/exec/lote-exec-shim)
+    // starts faster than `lote exec-shim`, whose start loads every library of lote.
+    if (const char* shim = std::getenv("LOTE_EXEC_SHIM");
+        options.shim_command.empty() && shim != nullptr && *shim != '\0') {
+      options.shim_command = {shim};
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<JobsService> service, JobsService::Start(context, options));
+    return std::shared_ptr<void>(std::move(service));
+  };
+}
+
+}  // namespace lote::server

@@ -1,0 +1,125 @@
+// JobsService: the AWS Batch job operations (SubmitJob, DescribeJobs,
+// ListJobs, CancelJob, TerminateJob) and the job loop that runs jobs as local
+// processes, wired into `lote server` as a ServerExtension.
+//
+// Contract:
+// - Every accepted event is applied with control::Apply, appended to the
+//   store's job_events and the job row is rewritten in the same batch; an API
+//   mutation answers only after that batch is committed.
+// - One loop thread owns the executor (exec::LocalBackend): it sleeps in
+//   Backend::Wait (woken by submissions, cancels and node exits) and runs one
+//   pass per wake-up: node events, timeouts, dependencies, array parents, a
+//   scheduling pass (sched::Decide) over the virtual instances of the
+//   compute environments, and launches of the placed nodes.
+// - Gang teardown: when an attempt ends (success, failure, timeout,
+//   termination) every node of it still running is terminated (grace 2 s).
+// - On start the nodes the store says are running are recovered (adopted, or
+//   their outcome / NODE_LOST reported through Wait).
+// Thread safety: the API handlers may run on any thread; state is guarded by mu_.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "control/job_model.h"
+#include "control/job_state.h"
+#include "exec/local_backend.h"
+#include "sched/scheduler.h"
+#include "server/server.h"
+
+namespace lote::server {
+
+struct JobsServiceOptions {
+  // Grace period between SIGTERM and SIGKILL for gang teardown and TerminateJob.
+  int64_t terminate_grace_ms = 2000;
+  // Longest sleep of the loop when nothing happens (timeouts are checked then).
+  int64_t max_sleep_ms = 500;
+  // How to start the node supervisor (exec::LocalBackendOptions::shim_command);
+  // empty: this executable's `exec-shim` subcommand.
+  std::vector<std::string> shim_command;
+};
+
+class JobsService {
+ public:
+  // Creates the backend, loads the jobs from the store, recovers running
+  // nodes, registers the operations on context.router and starts the loop.
+  static Result<std::unique_ptr<JobsService>> Start(ServerContext& context,
+                                                    JobsServiceOptions options = {});
+  ~JobsService();  // stops the loop; running nodes keep running (adopted on restart)
+
+  Result<Json> SubmitJob(const Json& request);
+  Result<Json> DescribeJobs(const Json& request);
+  Result<Json> ListJobs(const Json& request);
+  Result<Json> CancelJob(const Json& request);
+  Result<Json> TerminateJob(const Json& request);
+
+ private:
+  // A virtual instance of a compute environment (a share of this host).
+  struct VirtualInstance {
+    std::string id;
+    std::string compute_environment;  // name
+    sched::Resources shape;
+    std::string private_ip;
+    int64_t idle_since_ms = 0;
+  };
+
+  JobsService(ServerContext& context, JobsServiceOptions options);
+  Status Load();
+  Status RecoverNodes();
+  void RegisterOperations(api::ApiRouter* router);
+  void Loop();
+  void Pass(std::vector<exec::NodeEvent> node_events);
+  // Starts every node of the open attempt of each job (after the Scheduled
+  // events are committed); records NodeStarted or the launch failure.
+  void LaunchPlaced(const std::vector<std::string>& job_ids);
+  Result<Json> TerminateOrCancel(const Json& request, bool terminate);
+
+  // Applies `event` to job `id` and queues the event and the new row into
+  // batch_. Returns the new job (or the error for an event that does not apply).
+  Result<control::Job> ApplyLocked(const std::string& id, const control::JobEvent& event);
+  // Enqueues batch_ (under mu_); returns the ticket to wait for, or 0.
+  Result<uint64_t> FlushLocked();
+  Status WaitTicket(Result<uint64_t> ticket);
+  void AfterChangeLocked(const control::Job& before, const control::Job& after);
+  void UpdateArrayParentLocked(const std::string& parent_id, int64_t now);
+  std::string NewInstanceIdLocked();
+  Result<sched::Snapshot> BuildSnapshotLocked(int64_t now);
+  Result<control::Job> RequestStopLocked(const std::string& job_id, bool terminate,
+                                         const std::string& reason, int64_t now);
+  void Wake();
+
+  const std::string home_;
+  const Clock* clock_;
+  store::Store* store_;
+  control::ControlPlane* control_;
+  const JobsServiceOptions options_;
+  std::unique_ptr<exec::LocalBackend> backend_;
+
+  std::mutex mu_;
+  std::map<std::string, control::Job> jobs_;     // every job incl. array children
+  std::map<std::string, int64_t> last_seq_;      // per job: last event seq stored
+  std::map<std::string, int64_t> submit_order_;  // per job
+  int64_t next_submit_order_ = 1;
+  std::map<std::string, VirtualInstance> instances_;
+  int32_t next_instance_index_ = 0;
+  std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
+  std::vector<exec::AttemptKey> to_terminate_;  // attempts to tear down (loop thread)
+  store::WriteBatch batch_;                     // pending rows (under mu_)
+  bool dirty_ = true;
+  bool stopping_ = false;
+  std::thread loop_;
+};
+
+// The ServerExtension that starts a JobsService. $LOTE_EXEC_SHIM, when set and
+// options.shim_command is empty, names the supervisor binary to use.
+ServerExtension JobsExtension(JobsServiceOptions options = {});
+
+}  // namespace lote::server

@@ -1,0 +1,194 @@
+// JobsService with a real store, control plane and local backend, driven
+// directly (no HTTP) and with a FakeClock for the job clock: timeouts and
+// the durability of the event log.
+#include "server/jobs_service.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/files.h"
+#include "control/job_state.h"
+
+namespace lote::server {
+namespace {
+
+class JobsServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lote_jobs_service_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    home_ = tmpl;
+    store::StoreOptions so;
+    so.durable = false;
+    auto store = store::Store::Open(home_ + "/lote.db", so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto control = control::ControlPlane::Open(store_.get(), &clock_, control::ControlConfig{});
+    ASSERT_TRUE(control.ok()) << control.status().ToString();
+    control_ = std::move(control).value();
+    router_ = std::make_unique<api::ApiRouter>(nullptr);
+    ASSERT_TRUE(control_
+                    ->CreateComputeEnvironment(Json::parse(R"({
+      "computeEnvironmentName": "ce", "type": "MANAGED",
+      "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": 8,
+                           "instanceTypes": ["c5.large"], "subnets": ["s"]},
+      "tags": {"lote:emulation": "true"}})"))
+                    .ok());
+    ASSERT_TRUE(control_
+                    ->CreateJobQueue(Json::parse(R"({"jobQueueName": "q", "priority": 1,
+      "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "ce"}]})"))
+                    .ok());
+    ASSERT_TRUE(control_->Reconcile().ok());
+    ServerContext context{home_, &clock_, store_.get(), control_.get(), router_.get()};
+    JobsServiceOptions options;
+    options.shim_command = {LOTE_EXEC_SHIM_PATH};
+    options.max_sleep_ms = 50;
+    auto service = JobsService::Start(context, options);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    service_ = std::move(service).value();
+  }
+
+  void TearDown() override {
+    service_.reset();
+    control_.reset();
+    store_.reset();
+    std::filesystem::remove_all(home_);
+  }
+
+  Json Describe(const std::string& id) {
+    auto r = service_->DescribeJobs(Json{{"jobs", {id}}});
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ((*r)["jobs"].size(), 1u);
+    return (*r)["jobs"][0];
+  }
+
+  // Polls (real time) until the job's status is one of `statuses`.
+  Json WaitFor(const std::string& id, std::vector<std::string> statuses) {
+    for (int i = 0; i < 600; ++i) {
+      Json job = Describe(id);
+      for (const auto& s : statuses)
+        if (job["status"] == s) return job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " never reached " << statuses[0] << ": " << Describe(id);
+    return Describe(id);
+  }
+
+  std::string Submit(const std::string& script, Json extra = Json::object()) {
+    Json request = {{"jobName", "t"}, {"jobQueue", "q"}, {"jobDefinition", "d"}};
+    request["containerOverrides"] = {{"command", {"sh", "-c", script}}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) request[it.key()] = it.value();
+    auto r = service_->SubmitJob(request);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["jobId"].get<std::string>() : "";
+  }
+
+  void RegisterDefinition(Json extra = Json::object()) {
+    Json def = Json::parse(R"({"jobDefinitionName": "d", "type": "container",
+      "containerProperties": {"image": "host", "command": ["true"],
+        "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                 {"type": "MEMORY", "value": "128"}]}})");
+    for (auto it = extra.begin(); it != extra.end(); ++it) def[it.key()] = it.value();
+    ASSERT_TRUE(control_->RegisterJobDefinition(def).ok());
+  }
+
+  std::string home_;
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<control::ControlPlane> control_;
+  std::unique_ptr<api::ApiRouter> router_;
+  std::unique_ptr<JobsService> service_;
+};
+
+TEST_F(JobsServiceTest, TimeoutFailsTheJobAndKillsItsProcess) {
+  RegisterDefinition(
+      Json{{"timeout", {{"attemptDurationSeconds", 60}}}, {"retryStrategy", {{"attempts", 3}}}});
+  const std::string pid_file = home_ + "/pid";
+  const std::string id = Submit("echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " +
+                                pid_file + "; exec sleep 300");
+  WaitFor(id, {"RUNNING"});
+  for (int i = 0; i < 200 && !FileExists(pid_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto text = ReadFile(pid_file);
+  ASSERT_TRUE(text.ok());
+  const pid_t pid = std::stoi(*text);
+  EXPECT_EQ(kill(pid, 0), 0);
+
+  clock_.AdvanceMillis(59'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
+
+  clock_.AdvanceMillis(2'000);
+  Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["statusReason"], control::kTimeoutReason);
+  EXPECT_EQ(job["attempts"].size(), 1u);  // TIMEOUT is never retried
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    gone = kill(pid, 0) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "process " << pid << " survived the timeout";
+}
+
+TEST_F(JobsServiceTest, StoredEventsReplayToTheServedJob) {
+  RegisterDefinition(Json{{"retryStrategy", {{"attempts", 2}}}});
+  const std::string id = Submit("exit 4");
+  Json served = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(served["status"], "FAILED");
+  EXPECT_EQ(served["attempts"].size(), 2u);
+  EXPECT_EQ(served["container"]["exitCode"], 4);
+
+  // The event log alone rebuilds the job as served (Replay), and the job row matches.
+  service_.reset();  // stops the loop: nothing more is written
+  auto events = store_->JobEvents(id);
+  ASSERT_TRUE(events.ok());
+  std::vector<control::JobEvent> parsed;
+  int64_t seq = 0;
+  for (const store::JobEvent& e : *events) {
+    EXPECT_EQ(e.seq, ++seq);
+    auto ev = control::EventFromJson(Json::parse(e.payload));
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    parsed.push_back(*ev);
+  }
+  auto replayed = control::Replay(parsed);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->status, control::JobStatus::kFailed);
+  EXPECT_EQ(replayed->attempts.size(), 2u);
+  auto snapshot = store_->Load();
+  ASSERT_TRUE(snapshot.ok());
+  bool found = false;
+  for (const store::JobRow& row : snapshot->jobs) {
+    if (row.job_id != id) continue;
+    found = true;
+    EXPECT_EQ(row.status, "FAILED");
+    auto job = control::JobFromJson(Json::parse(row.doc));
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(*job, *replayed);
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(JobsServiceTest, BadRequestsNameTheField) {
+  RegisterDefinition();
+  auto r = service_->SubmitJob(Json{{"jobName", "t"}, {"jobDefinition", "d"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("jobQueue"), std::string::npos);
+  r = service_->SubmitJob(Json{{"jobName", "t"}, {"jobQueue", "nope"}, {"jobDefinition", "d"}});
+  ASSERT_FALSE(r.ok());
+  r = service_->TerminateJob(Json{{"jobId", "missing"}, {"reason", "x"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing"), std::string::npos);
+  r = service_->ListJobs(Json{{"jobQueue", "q"}, {"nextToken", "garbage"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nextToken"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lote::server
