@@ -8,8 +8,9 @@
 #      each until VALID, with the real `aws batch` commands;
 #   3. tokenize the SOTU corpus with the Llama 2 tokenizer into a Megatron
 #      dataset at TOKENIZED_DATASET_URI (`lote data prepare`);
-#   4. train a tiny Llama on it with lote's engine (`lote train`), then score
-#      a sentence with the trained weights (`lote model score`);
+#   4. submit the recipe's 4-node job (a tiny Llama trained by `lote train` on
+#      every node) through the queue, wait for it, and score a sentence with
+#      node 0's weights (`lote model score`);
 #   5. clean up exactly as the recipe does (disable, wait, delete).
 set -euo pipefail
 
@@ -49,6 +50,7 @@ out = re.sub(r"\$\{([A-Z_][A-Z0-9_]*)\}", lambda m: os.environ.get(m.group(1), m
 open(sys.argv[2], "w").write(out)
 PY
 }
+export LOTE_BIN="$LOTE" EXAMPLE_DIR="$EXAMPLE" DATASET_DIR="${TOKENIZED_DATASET_URI#file://}"
 for t in compute_env job_queue job_def; do render "$EXAMPLE/$t.json" "$LOTE_DEMO_HOME/rendered/$t.json"; done
 
 wait_for() {  # wait_for KIND NAME: poll until status VALID
@@ -109,14 +111,26 @@ step "3. tokenize SOTU with the Llama 2 tokenizer -> $TOKENIZED_DATASET_URI"
   --block-size 257 --output "$TOKENIZED_DATASET_URI"
 
 # --- 4. train ----------------------------------------------------------------
-step "4. train a tiny Llama (examples/llama2/tiny_config.json) on the dataset"
-echo "(job submission through the queue arrives with issue 3; the engine runs directly here)"
-DATASET_DIR="${TOKENIZED_DATASET_URI#file://}"
-"$LOTE" train --config "$EXAMPLE/tiny_config.json" --data "$DATASET_DIR" --seq-len 256 \
-  --batch-size 8 --grad-accum-steps 1 --max-steps 60 --warmup-steps 6 --lr 3e-3 \
-  --logging-interval 10 --eval-interval 30 --seed 1 --output "$LOTE_DEMO_HOME/model"
-"$LOTE" model score --config "$EXAMPLE/tiny_config.json" --weights "$LOTE_DEMO_HOME/model/model.safetensors" \
-  --tokens "1 15043 3186 29892 445 338 263 1243 29889" | tail -3
+step "4. submit the 4-node training job (--node-overrides numNodes=4) and wait for it"
+echo "(each node trains its own replica of the tiny model for now: tensor parallel and"
+echo " ZeRO-1 across nodes come with the distributed engine)"
+JOB_ID=$(aws batch submit-job --job-name llama2-demo --job-queue "$JQ_NAME" \
+  --job-definition "$JD_NAME" --node-overrides numNodes=4 --query jobId --output text)
+echo "submitted job $JOB_ID"
+status=""
+for _ in $(seq 1 600); do
+  status=$(aws batch describe-jobs --jobs "$JOB_ID" --query 'jobs[0].status' --output text)
+  case "$status" in SUCCEEDED|FAILED) break ;; esac
+  sleep 1
+done
+aws batch describe-jobs --jobs "$JOB_ID" "$JOB_ID#0" "$JOB_ID#3" \
+  --query 'jobs[].[jobId, status, statusReason]' --output table
+echo "node 0's output:"
+tail -n 6 "$(ls -d "$LOTE_DEMO_HOME"/jobs/"$JOB_ID"*/*/0 2>/dev/null | head -1)/output.log" 2>/dev/null || true
+[ "$status" = SUCCEEDED ] || { echo "job $JOB_ID ended $status"; exit 1; }
+"$LOTE" model score --config "$EXAMPLE/tiny_config.json" \
+  --weights "$LOTE_DEMO_HOME/model/node-0/model.safetensors" \
+  --tokens "1 15043 3186 29892 445 338 263 1243 29889" | tail -2
 
 # --- 5. cleanup --------------------------------------------------------------
 step "5. clean up (disable, wait, delete), as the recipe does"
