@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 namespace lote::api {
@@ -77,12 +80,26 @@ Status HttpServer::Start(const HttpServerOptions& options) {
     }
     port_ = options.port;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listener_done_ = true;
+  });
+  // httplib's stop() is a no-op until the listener runs: wait for it, so a
+  // Stop() right after Start() cannot leave the listener blocked in accept().
+  while (!server_->is_running() && !listener_done_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return Status::Ok();
 }
 
 void HttpServer::Stop() {
-  if (server_) server_->stop();
+  if (server_) {
+    // Repeat until the listener thread has left listen_after_bind().
+    while (thread_.joinable() && !listener_done_) {
+      server_->stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   if (thread_.joinable()) thread_.join();
 }
 

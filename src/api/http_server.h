@@ -8,6 +8,7 @@
 // Thread safety: Start/Stop from one thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +46,7 @@ class HttpServer {
   const ApiRouter* router_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listener_done_{false};  // set by thread_ when the listener returns
   int port_ = 0;
 };
 
