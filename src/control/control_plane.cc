@@ -203,6 +203,29 @@ Result<Json> ControlPlane::ListTagsForResource(const Json& request) {
   return Json{{"tags", tags}};
 }
 
+Status ControlPlane::SetDesiredVcpus(const std::string& compute_environment, int32_t vcpus) {
+  std::unique_lock<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  auto it = compute_environments_.find(compute_environment);
+  if (it == compute_environments_.end())
+    return Status::NotFound("compute environment " + compute_environment + " does not exist");
+  Json& doc = it->second;
+  if (!doc.contains("computeResources") || !doc["computeResources"].is_object())
+    return Status::FailedPrecondition("compute environment " + compute_environment +
+                                      " is unmanaged: it has no desiredvCpus");
+  if (doc["computeResources"].value("desiredvCpus", -1) == vcpus) return Status::Ok();
+  doc["computeResources"]["desiredvCpus"] = vcpus;
+  WriteBatch batch;
+  PutResource(&batch, ResourceKind::kComputeEnvironment, doc,
+              doc.value("computeEnvironmentArn", ""), compute_environment, 0);
+  Result<store::Store::Ticket> ticket = store_->Enqueue(std::move(batch));
+  if (!ticket.ok()) {
+    broken_ = ticket.status();
+    return Status::Internal("could not persist the change: " + ticket.status().message());
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- reconcile
 
 Result<int32_t> ControlPlane::Reconcile() {

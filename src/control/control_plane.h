@@ -124,6 +124,11 @@ class ControlPlane {
   // "name:revision" or ARN, as DescribeJobDefinitions returns it.
   Result<Json> FindJobDefinition(const std::string& reference) const;
 
+  // The job layer's scaling decision: the vCPUs of a managed compute
+  // environment's instances, shown as computeResources.desiredvCpus. Written
+  // without waiting for the commit (the scheduler recomputes it after a crash).
+  Status SetDesiredVcpus(const std::string& compute_environment, int32_t vcpus);
+
   const ControlConfig& config() const { return config_; }
   const InstanceCatalog& catalog() const { return catalog_; }
   // "arn:aws:batch:<region>:<account>:<resource>"

@@ -21,6 +21,7 @@ constexpr std::pair<JobEventType, std::string_view> kEventNames[] = {
     {JobEventType::kTerminateRequested, "TerminateRequested"},
     {JobEventType::kProgress, "Progress"},
     {JobEventType::kArrayChildrenUpdated, "ArrayChildrenUpdated"},
+    {JobEventType::kTagsChanged, "TagsChanged"},
 };
 
 Status NotApplicable(const Job& job, const JobEvent& event, std::string_view why = "") {
@@ -394,6 +395,16 @@ JobEvent JobEvent::ArrayChildrenUpdated(std::map<std::string, int32_t> counts, i
   return e;
 }
 
+JobEvent JobEvent::TagsChanged(std::map<std::string, std::string> set,
+                               std::vector<std::string> removed, int64_t at_ms) {
+  JobEvent e;
+  e.type = JobEventType::kTagsChanged;
+  e.at_ms = at_ms;
+  e.tags_set = std::move(set);
+  e.tags_removed = std::move(removed);
+  return e;
+}
+
 Json EventToJson(const JobEvent& e) {
   Json j = {{"type", JobEventTypeName(e.type)}, {"at", e.at_ms}};
   switch (e.type) {
@@ -451,6 +462,13 @@ Json EventToJson(const JobEvent& e) {
       j["counts"] = counts;
       break;
     }
+    case JobEventType::kTagsChanged: {
+      Json set = Json::object();
+      for (const auto& [k, v] : e.tags_set) set[k] = v;
+      j["tagsSet"] = set;
+      j["tagsRemoved"] = e.tags_removed;
+      break;
+    }
   }
   return j;
 }
@@ -491,6 +509,10 @@ Result<JobEvent> EventFromJson(const Json& j) {
     const Json counts = j.value("counts", Json::object());
     for (auto it = counts.begin(); it != counts.end(); ++it)
       e.child_counts[it.key()] = it.value().get<int32_t>();
+    const Json tags_set = j.value("tagsSet", Json::object());
+    for (auto it = tags_set.begin(); it != tags_set.end(); ++it)
+      e.tags_set[it.key()] = it.value().get<std::string>();
+    e.tags_removed = j.value("tagsRemoved", std::vector<std::string>{});
   } catch (const Json::exception& ex) {
     return Status::InvalidArgument(std::string("malformed job event: ") + ex.what());
   }
@@ -547,6 +569,16 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
       return next;
     case JobEventType::kArrayChildrenUpdated:
       return ApplyArrayChildren(std::move(next), e);
+    case JobEventType::kTagsChanged: {
+      // Any state, as AWS (tags of finished jobs can change too).
+      for (const auto& [k, v] : e.tags_set) next.tags[k] = v;
+      for (const std::string& k : e.tags_removed) next.tags.erase(k);
+      if (next.tags.size() > 50)
+        return Status::InvalidArgument("job " + job.id + " would have " +
+                                       std::to_string(next.tags.size()) +
+                                       " tags; the limit is 50, remove some with UntagResource");
+      return next;
+    }
   }
   return NotApplicable(job, e, "unknown event");
 }

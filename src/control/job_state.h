@@ -46,6 +46,7 @@ enum class JobEventType {
   kTerminateRequested,    // TerminateJob
   kProgress,              // a LOTE_PROGRESS line
   kArrayChildrenUpdated,  // array parents: the children's status counts changed
+  kTagsChanged,           // TagResource / UntagResource on the job's ARN
 };
 std::string_view JobEventTypeName(JobEventType type);
 
@@ -76,6 +77,8 @@ struct JobEvent {
   FailureCategory category = FailureCategory::kNone;  // kAttemptFailed
   Json progress;                                      // kProgress: the LOTE_PROGRESS object
   std::map<std::string, int32_t> child_counts;        // kArrayChildrenUpdated: count per status
+  std::map<std::string, std::string> tags_set;        // kTagsChanged: added or replaced
+  std::vector<std::string> tags_removed;              // kTagsChanged: keys removed
 
   static JobEvent Submitted(const Job& job, int64_t at_ms);
   static JobEvent DependenciesPending(int64_t at_ms);
@@ -95,6 +98,8 @@ struct JobEvent {
   static JobEvent TerminateRequested(std::string reason, int64_t at_ms);
   static JobEvent Progress(Json progress, int64_t at_ms);
   static JobEvent ArrayChildrenUpdated(std::map<std::string, int32_t> counts, int64_t at_ms);
+  static JobEvent TagsChanged(std::map<std::string, std::string> set,
+                              std::vector<std::string> removed, int64_t at_ms);
 
   friend bool operator==(const JobEvent&, const JobEvent&) = default;
 };

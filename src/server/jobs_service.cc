@@ -15,6 +15,7 @@
 #include "control/job_render.h"
 #include "control/job_sched.h"
 #include "control/job_submit.h"
+#include "control/validation.h"
 #include "exec/batch_env.h"
 #include "exec/node_files.h"
 #include "logs/stream_names.h"
@@ -251,6 +252,24 @@ void JobsService::RegisterOperations(api::ApiRouter* router) {
       {"TerminateJob", "POST", "/v1/terminatejob", {}, [this](const Json& r) {
          return TerminateJob(r);
        }});
+  router->RegisterRestOperation(
+      {"GetJobQueueSnapshot", "POST", "/v1/getjobqueuesnapshot", {}, [this](const Json& r) {
+         return GetJobQueueSnapshot(r);
+       }});
+  // Tags of jobs live with the jobs; every other ARN goes to the control plane.
+  control::ControlPlane* cp = control_;
+  router->RegisterRestOperation(
+      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [this, cp](const Json& r) {
+         return IsJobArn(r) ? ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
+       }});
+  router->RegisterRestOperation(
+      {"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {}, [this, cp](const Json& r) {
+         return IsJobArn(r) ? ListJobTags(r) : cp->ListTagsForResource(r);
+       }});
+  router->RegisterRestOperation(
+      {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [this, cp](const Json& r) {
+         return IsJobArn(r) ? ChangeJobTags(r, /*untag=*/true) : cp->UntagResource(r);
+       }});
 }
 
 void JobsService::Wake() {
@@ -452,6 +471,101 @@ Result<Job> JobsService::RequestStopLocked(const std::string& job_id, bool termi
     }
   }
   return job;
+}
+
+bool JobsService::IsJobArn(const Json& request) const {
+  Result<Arn> arn = Arn::Parse(RequiredString(request, "resourceArn"));
+  return arn.ok() && arn->service == "batch" && arn->ResourceType() == "job";
+}
+
+// The job of a job ARN of this server (region, account), or NotFound.
+Result<std::string> JobsService::JobIdOfArnLocked(const std::string& text) const {
+  Result<Arn> arn = Arn::Parse(text);
+  if (arn.ok() && arn->region == control_->config().region &&
+      arn->account == control_->config().account_id && jobs_.count(arn->ResourceName()))
+    return arn->ResourceName();
+  return Status::NotFound("resource " + text + " does not exist; check the job ARN");
+}
+
+Result<Json> JobsService::ChangeJobTags(const Json& request, bool untag) {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> removed;
+  if (untag) {
+    const Json keys = request.value("tagKeys", Json());
+    if (!keys.is_array() || keys.empty())
+      return Status::InvalidArgument(
+          "tagKeys is required; name at least one tag key to remove (query parameter "
+          "tagKeys=<key>)");
+    for (const Json& k : keys) {
+      if (!k.is_string()) return Status::InvalidArgument("tagKeys must hold strings");
+      RETURN_IF_ERROR(control::ValidateTagKey(k.get<std::string>()));
+      removed.push_back(k.get<std::string>());
+    }
+  } else {
+    ASSIGN_OR_RETURN(set, control::ReadTags(request, "tags", "tags"));
+    if (set.empty())
+      return Status::InvalidArgument(
+          "tags is empty; give at least one tag as {\"key\": \"value\"}");
+  }
+  Result<uint64_t> ticket = uint64_t{0};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(std::string id, JobIdOfArnLocked(RequiredString(request, "resourceArn")));
+    RETURN_IF_ERROR(
+        ApplyLocked(id, JobEvent::TagsChanged(set, removed, clock_->NowMillis())).status());
+    ticket = FlushLocked();
+  }
+  RETURN_IF_ERROR(WaitTicket(std::move(ticket)));
+  return Json::object();
+}
+
+Result<Json> JobsService::ListJobTags(const Json& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::string id, JobIdOfArnLocked(RequiredString(request, "resourceArn")));
+  Json tags = Json::object();
+  for (const auto& [k, v] : jobs_.at(id).tags) tags[k] = v;
+  return Json{{"tags", tags}};
+}
+
+Result<Json> JobsService::GetJobQueueSnapshot(const Json& request) {
+  const std::string queue_ref = RequiredString(request, "jobQueue");
+  if (queue_ref.empty())
+    return Status::InvalidArgument("jobQueue is required: give a job queue name or ARN");
+  ASSIGN_OR_RETURN(control::JobQueueSpec queue, control_->FindJobQueue(queue_ref));
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_->NowMillis();
+  // The RUNNABLE jobs in the order the scheduler considers them: scheduling
+  // priority (fair-share queues), then submission order.
+  std::vector<const Job*> runnable;
+  for (const auto& [id, job] : jobs_)
+    if (job.status == JobStatus::kRunnable && job.queue_arn == queue.arn && !job.IsArrayParent())
+      runnable.push_back(&job);
+  std::sort(runnable.begin(), runnable.end(), [this](const Job* a, const Job* b) {
+    const int32_t pa = a->scheduling_priority.value_or(0), pb = b->scheduling_priority.value_or(0);
+    if (pa != pb) return pa > pb;
+    return submit_order_.at(a->id) < submit_order_.at(b->id);
+  });
+  Json jobs = Json::array();
+  std::map<std::string, std::pair<size_t, int64_t>> positions;
+  for (size_t i = 0; i < runnable.size() && i < 100; ++i) {
+    const Job* job = runnable[i];
+    // Time at this position: kept while the job holds it, reset when it moves.
+    auto old = queue_positions_.find(job->id);
+    const int64_t since =
+        old != queue_positions_.end() && old->second.first == i ? old->second.second : now;
+    positions[job->id] = {i, since};
+    jobs.push_back(Json{{"jobArn", job->arn}, {"earliestTimeAtPosition", since}});
+  }
+  for (auto it = queue_positions_.begin(); it != queue_positions_.end();) {
+    const auto job = jobs_.find(it->first);
+    if (job == jobs_.end() || job->second.queue_arn == queue.arn) {
+      it = queue_positions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  queue_positions_.merge(positions);
+  return Json{{"frontOfQueue", Json{{"jobs", jobs}, {"lastUpdatedAt", now}}}};
 }
 
 Result<Json> JobsService::CancelJob(const Json& request) {
@@ -792,6 +906,12 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
           launched_ids.push_back(iid);
         }
         for (const sched::Removal& r : decisions->removals) instances_.erase(r.instance_id);
+        for (const sched::CeTarget& t : decisions->targets) {
+          Status st = control_->SetDesiredVcpus(t.compute_environment,
+                                                static_cast<int32_t>(t.desired_vcpus));
+          if (!st.ok())
+            spdlog::warn("jobs: desiredvCpus of {}: {}", t.compute_environment, st.ToString());
+        }
         for (const sched::ShareUsageUpdate& u : decisions->share_usage)
           share_history_[u.queue + "/" + u.share_identifier] = u;
         for (const sched::NeverFits& nf : decisions->never_fits)

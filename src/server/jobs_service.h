@@ -67,6 +67,11 @@ class JobsService {
   Result<Json> ListJobs(const Json& request);
   Result<Json> CancelJob(const Json& request);
   Result<Json> TerminateJob(const Json& request);
+  // The first 100 RUNNABLE jobs of a queue, in scheduling order.
+  Result<Json> GetJobQueueSnapshot(const Json& request);
+  // TagResource / UntagResource / ListTagsForResource on a job ARN.
+  Result<Json> ChangeJobTags(const Json& request, bool untag);
+  Result<Json> ListJobTags(const Json& request);
 
  private:
   // A virtual instance of a compute environment (a share of this host).
@@ -96,6 +101,8 @@ class JobsService {
   // events are committed); records NodeStarted or the launch failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
+  bool IsJobArn(const Json& request) const;
+  Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
 
   // Applies `event` to job `id` and queues the event and the new row into
   // batch_. Returns the new job (or the error for an event that does not apply).
@@ -129,7 +136,9 @@ class JobsService {
   std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
   std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down (loop thread)
   std::vector<exec::AttemptKey> closed_attempts_;  // for PersistClosedAttemptsLocked
-  store::WriteBatch batch_;                        // pending rows (under mu_)
+  // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
+  std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
+  store::WriteBatch batch_;  // pending rows (under mu_)
   bool dirty_ = true;
   bool stopping_ = false;
   std::thread loop_;

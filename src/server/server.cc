@@ -1,7 +1,9 @@
 #include "server/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "api/batch_api.h"
@@ -28,6 +30,12 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   s->options_ = options;
   s->clock_ = clock;
   RETURN_IF_ERROR(MakeDirs(options.home, 0700));
+  // Every running node holds descriptors here (its supervisor's pidfd, its
+  // output file while it is stored): allow as many as the hard limit lets.
+  if (struct rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 1 << 20);
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
   s->credentials_path_ = options.home + "/credentials";
   ASSIGN_OR_RETURN(sigv4::Credentials creds,
                    api::EnsureCredentialsFile(s->credentials_path_, api::kLoteProfile));

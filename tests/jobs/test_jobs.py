@@ -358,6 +358,71 @@ else:
         job = self.wait_status(results["gce-emu"])
         self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
 
+    def test_job_tags(self):
+        job_id = self.batch.submit_job(jobName="tagged", jobQueue="q", jobDefinition="sh",
+                                       tags={"team": "nlp"})["jobId"]
+        arn = self.describe(job_id)["jobArn"]
+        self.batch.tag_resource(resourceArn=arn, tags={"stage": "pretrain"})
+        self.assertEqual(self.batch.list_tags_for_resource(resourceArn=arn)["tags"],
+                         {"team": "nlp", "stage": "pretrain"})
+        self.batch.untag_resource(resourceArn=arn, tagKeys=["team"])
+        self.assertEqual(self.describe(job_id)["tags"], {"stage": "pretrain"})
+        # The stock CLI, and the error for a job that does not exist.
+        out = subprocess.run(["aws", "batch", "list-tags-for-resource", "--resource-arn", arn,
+                              "--output", "json"], env=self.server.env(), check=True,
+                             capture_output=True, text=True).stdout
+        self.assertEqual(json.loads(out)["tags"], {"stage": "pretrain"})
+        with self.assertRaises(self.batch.exceptions.ClientException):
+            self.batch.tag_resource(resourceArn=arn.rsplit("/", 1)[0] + "/nope",
+                                    tags={"a": "b"})
+        # Other resources still go to the control plane.
+        ce_arn = self.batch.describe_compute_environments(
+            computeEnvironments=["ce"])["computeEnvironments"][0]["computeEnvironmentArn"]
+        self.assertEqual(self.batch.list_tags_for_resource(resourceArn=ce_arn)["tags"],
+                         {"lote:emulation": "true"})
+
+    def test_job_queue_snapshot_and_desired_vcpus(self):
+        # A queue whose only environment is DISABLED: its jobs stay RUNNABLE.
+        self.batch.create_compute_environment(
+            computeEnvironmentName="off", type="MANAGED", state="DISABLED",
+            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 4,
+                              "instanceTypes": ["c5.large"], "subnets": ["s"]},
+            tags={"lote:emulation": "true"})
+        deadline = time.time() + 30
+        while self.batch.describe_compute_environments(
+                computeEnvironments=["off"])["computeEnvironments"][0]["status"] != "VALID":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.1)
+        self.batch.create_job_queue(jobQueueName="held", priority=1,
+                                    computeEnvironmentOrder=[{"order": 1,
+                                                              "computeEnvironment": "off"}])
+        ids = [self.batch.submit_job(jobName="w%d" % i, jobQueue="held",
+                                     jobDefinition="sh")["jobId"] for i in range(3)]
+        for job_id in ids:
+            self.wait_status(job_id, ("RUNNABLE",))
+        snap = self.batch.get_job_queue_snapshot(jobQueue="held")["frontOfQueue"]
+        arns = [self.describe(job_id)["jobArn"] for job_id in ids]
+        self.assertEqual([j["jobArn"] for j in snap["jobs"]], arns)  # FIFO
+        self.assertGreater(snap["lastUpdatedAt"], 0)
+        self.assertTrue(all(j["earliestTimeAtPosition"] > 0 for j in snap["jobs"]))
+        self.batch.cancel_job(jobId=ids[0], reason="test")
+        self.wait_status(ids[0], ("FAILED",))
+        snap = self.batch.get_job_queue_snapshot(jobQueue="held")["frontOfQueue"]
+        self.assertEqual([j["jobArn"] for j in snap["jobs"]], arns[1:])
+        for job_id in ids[1:]:
+            self.batch.cancel_job(jobId=job_id, reason="test")
+        with self.assertRaises(self.batch.exceptions.ClientException):
+            self.batch.get_job_queue_snapshot(jobQueue="nope")
+
+        # desiredvCpus follows the virtual instances the scheduler keeps.
+        running = self.submit("hold", "sleep 60")
+        self.wait_status(running, ("RUNNING",))
+        ce = self.batch.describe_compute_environments(
+            computeEnvironments=["ce"])["computeEnvironments"][0]
+        self.assertGreaterEqual(ce["computeResources"]["desiredvCpus"], 2)  # one c5.large
+        self.batch.terminate_job(jobId=running, reason="test")
+        self.wait_status(running)
+
     def test_describe_limits(self):
         with self.assertRaises(Exception) as ctx:
             self.batch.describe_jobs(jobs=["x%d" % i for i in range(101)])
