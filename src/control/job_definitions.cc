@@ -163,7 +163,8 @@ Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
     const std::string path = "nodeProperties.nodeRangeProperties[" + std::to_string(i) + "]";
     RETURN_IF_ERROR(ExpectObject(r, path));
     ASSIGN_OR_RETURN(std::string target, ReqString(r, "targetNodes", path + ".targetNodes"));
-    ASSIGN_OR_RETURN(NodeIndexRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes)));
+    ASSIGN_OR_RETURN(NodeIndexRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes),
+                                                          path + ".targetNodes"));
     parsed.push_back(range);
     if (!r.contains("container") || r["container"].is_null()) {
       return Status::InvalidArgument(path +
