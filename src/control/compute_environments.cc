@@ -184,43 +184,8 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
 }
 
 Result<Json> ControlPlane::DescribeComputeEnvironments(const Json& request) {
-  RETURN_IF_ERROR(ExpectObject(request, "request body"));
-  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
-                   OptStringList(request, "computeEnvironments", "computeEnvironments", 100));
-  ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
-                   OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
-  ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
-  std::vector<std::string> names;
-  if (wanted) {
-    for (const std::string& ref : *wanted) {
-      ASSIGN_OR_RETURN(std::string n,
-                       NameFromReference(ref, "compute-environment", "computeEnvironments"));
-      names.push_back(n);
-    }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
-  std::vector<std::string> keys;
-  if (wanted) {
-    for (const std::string& n : names) {
-      if (compute_environments_.count(n)) keys.push_back(n);
-    }
-  } else {
-    for (const auto& [n, _] : compute_environments_) keys.push_back(n);
-  }
-  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
-  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
-  Json list = Json::array();
-  size_t i = start;
-  for (; i < keys.size() && list.size() < limit; ++i) {
-    const Json& doc = compute_environments_.at(keys[i]);
-    list.push_back(WithTags(doc, doc["computeEnvironmentArn"]));
-  }
-  Json out = {{"computeEnvironments", std::move(list)}};
-  if (i < keys.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
-  return out;
+  return DescribeByName(request, "computeEnvironments", "compute-environment",
+                        compute_environments_, "computeEnvironmentArn");
 }
 
 Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {

@@ -1,5 +1,6 @@
 #include "control/control_plane.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/ids.h"
@@ -112,6 +113,54 @@ Json ControlPlane::WithTags(const Json& doc, const std::string& arn) const {
     for (const auto& [k, v] : it->second) tags[k] = v;
   }
   if (!tags.empty()) out["tags"] = std::move(tags);
+  return out;
+}
+
+Result<Json> ControlPlane::DescribeByName(const Json& request, const char* list_field,
+                                          const char* type, const std::map<std::string, Json>& docs,
+                                          const char* arn_field) const {
+  RETURN_IF_ERROR(ExpectObject(request, "request body"));
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
+                   OptStringList(request, list_field, list_field, 100));
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
+                   OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
+  ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
+  std::vector<std::string> names;
+  if (wanted) {
+    for (const std::string& ref : *wanted) {
+      ASSIGN_OR_RETURN(std::string n, NameFromReference(ref, type, list_field));
+      names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckHealthyLocked());
+  std::vector<std::string> keys;
+  if (wanted) {
+    for (const std::string& n : names) {
+      if (docs.count(n)) keys.push_back(n);
+    }
+  } else {
+    for (const auto& [n, _] : docs) keys.push_back(n);
+  }
+  return Page(keys, token, max_results, list_field, [&](size_t i) {
+    const Json& doc = docs.at(keys[i]);
+    return WithTags(doc, doc[arn_field]);
+  });
+}
+
+Result<Json> ControlPlane::Page(const std::vector<std::string>& sorted_keys,
+                                const std::optional<std::string>& next_token,
+                                std::optional<int64_t> max_results, const char* list_field,
+                                const std::function<Json(size_t)>& item) {
+  ASSIGN_OR_RETURN(size_t start, PageStart(sorted_keys, next_token));
+  const size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
+  Json list = Json::array();
+  size_t i = start;
+  for (; i < sorted_keys.size() && list.size() < limit; ++i) list.push_back(item(i));
+  Json out = {{list_field, std::move(list)}};
+  if (i < sorted_keys.size()) out["nextToken"] = MakeNextToken(sorted_keys[i - 1]);
   return out;
 }
 

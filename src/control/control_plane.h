@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -150,10 +151,26 @@ class ControlPlane {
                                         const Json* existing) const;
   Result<Json> ValidateComputeEnvironmentOrder(const Json& orders) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;
+  // The ARN of the scheduling policy `ref` (name or ARN) names, for a job
+  // queue's schedulingPolicyArn; NotFound when there is none. mu_ held.
+  Result<std::string> SchedulingPolicyArnLocked(const std::string& ref) const;
   Result<Json> ValidateContainerProperties(const Json& props, const std::string& path) const;
   Result<Json> ValidateNodeProperties(const Json& props) const;
 
   Json WithTags(const Json& doc, const std::string& arn) const;
+  // DescribeComputeEnvironments and DescribeJobQueues: the documents of
+  // `docs` (one of the maps below, read under mu_) that the request's
+  // `list_field` names (names or ARNs of `type`), or all of them, in name
+  // order, with their tags, one page (maxResults, nextToken) at a time.
+  Result<Json> DescribeByName(const Json& request, const char* list_field, const char* type,
+                              const std::map<std::string, Json>& docs, const char* arn_field) const;
+  // One page of `sorted_keys` after `next_token`: `item(i)` for at most
+  // `max_results` (default kMaxPageSize) keys as the list `list_field`, and a
+  // nextToken when keys remain.
+  static Result<Json> Page(const std::vector<std::string>& sorted_keys,
+                           const std::optional<std::string>& next_token,
+                           std::optional<int64_t> max_results, const char* list_field,
+                           const std::function<Json(size_t)>& item);
   void PutResource(store::WriteBatch* batch, store::ResourceKind kind, const Json& doc,
                    const std::string& arn, const std::string& name, int64_t revision) const;
   bool ResourceExistsLocked(const std::string& arn) const;

@@ -163,7 +163,8 @@ Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
     const std::string path = "nodeProperties.nodeRangeProperties[" + std::to_string(i) + "]";
     RETURN_IF_ERROR(ExpectObject(r, path));
     ASSIGN_OR_RETURN(std::string target, ReqString(r, "targetNodes", path + ".targetNodes"));
-    ASSIGN_OR_RETURN(NodeIndexRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes)));
+    ASSIGN_OR_RETURN(NodeIndexRange range, ParseNodeRange(target, static_cast<int32_t>(num_nodes),
+                                                          path + ".targetNodes"));
     parsed.push_back(range);
     if (!r.contains("container") || r["container"].is_null()) {
       return Status::InvalidArgument(path +
@@ -429,16 +430,9 @@ Result<Json> ControlPlane::DescribeJobDefinitions(const Json& request) {
   std::vector<std::string> keys;
   keys.reserve(items.size());
   for (const auto& [k, _] : items) keys.push_back(k);
-  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
-  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
-  Json list = Json::array();
-  size_t i = start;
-  for (; i < items.size() && list.size() < limit; ++i) {
-    list.push_back(WithTags(*items[i].second, (*items[i].second)["jobDefinitionArn"]));
-  }
-  Json out = {{"jobDefinitions", std::move(list)}};
-  if (i < items.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
-  return out;
+  return Page(keys, token, max_results, "jobDefinitions", [&](size_t i) {
+    return WithTags(*items[i].second, (*items[i].second)["jobDefinitionArn"]);
+  });
 }
 
 Result<Json> ControlPlane::DeregisterJobDefinition(const Json& request) {

@@ -91,6 +91,17 @@ Result<Json> ControlPlane::ValidateComputeEnvironmentOrder(const Json& orders) c
   return out;
 }
 
+Result<std::string> ControlPlane::SchedulingPolicyArnLocked(const std::string& ref) const {
+  ASSIGN_OR_RETURN(std::string name,
+                   NameFromReference(ref, "scheduling-policy", "schedulingPolicyArn"));
+  auto it = scheduling_policies_.find(name);
+  if (it == scheduling_policies_.end()) {
+    return Status::NotFound("scheduling policy " + ref +
+                            " does not exist; create it with CreateSchedulingPolicy first");
+  }
+  return it->second["arn"].get<std::string>();
+}
+
 Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string name, ReqString(request, "jobQueueName", "jobQueueName"));
@@ -149,14 +160,7 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
               {"computeEnvironmentOrder", std::move(order)},
               {"jobStateTimeLimitActions", std::move(limit_actions)}};
   if (policy_ref) {
-    ASSIGN_OR_RETURN(std::string policy_name,
-                     NameFromReference(*policy_ref, "scheduling-policy", "schedulingPolicyArn"));
-    auto p = scheduling_policies_.find(policy_name);
-    if (p == scheduling_policies_.end()) {
-      return Status::NotFound("scheduling policy " + *policy_ref +
-                              " does not exist; create it with CreateSchedulingPolicy first");
-    }
-    doc["schedulingPolicyArn"] = p->second["arn"];
+    ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
   }
   WriteBatch batch;
   PutResource(&batch, ResourceKind::kJobQueue, doc, arn, name, 0);
@@ -168,42 +172,7 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
 }
 
 Result<Json> ControlPlane::DescribeJobQueues(const Json& request) {
-  RETURN_IF_ERROR(ExpectObject(request, "request body"));
-  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
-                   OptStringList(request, "jobQueues", "jobQueues", 100));
-  ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
-                   OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
-  ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
-  std::vector<std::string> names;
-  if (wanted) {
-    for (const std::string& ref : *wanted) {
-      ASSIGN_OR_RETURN(std::string n, NameFromReference(ref, "job-queue", "jobQueues"));
-      names.push_back(n);
-    }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
-  std::vector<std::string> keys;
-  if (wanted) {
-    for (const std::string& n : names) {
-      if (job_queues_.count(n)) keys.push_back(n);
-    }
-  } else {
-    for (const auto& [n, _] : job_queues_) keys.push_back(n);
-  }
-  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
-  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
-  Json list = Json::array();
-  size_t i = start;
-  for (; i < keys.size() && list.size() < limit; ++i) {
-    const Json& doc = job_queues_.at(keys[i]);
-    list.push_back(WithTags(doc, doc["jobQueueArn"]));
-  }
-  Json out = {{"jobQueues", std::move(list)}};
-  if (i < keys.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
-  return out;
+  return DescribeByName(request, "jobQueues", "job-queue", job_queues_, "jobQueueArn");
 }
 
 Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
@@ -249,14 +218,7 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
           " was created without a scheduling policy (FIFO); AWS Batch cannot add one later, "
           "create a new queue with schedulingPolicyArn instead");
     }
-    ASSIGN_OR_RETURN(std::string policy_name,
-                     NameFromReference(*policy_ref, "scheduling-policy", "schedulingPolicyArn"));
-    auto p = scheduling_policies_.find(policy_name);
-    if (p == scheduling_policies_.end()) {
-      return Status::NotFound("scheduling policy " + *policy_ref +
-                              " does not exist; create it with CreateSchedulingPolicy first");
-    }
-    doc["schedulingPolicyArn"] = p->second["arn"];
+    ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
   }
   doc["status"] = "UPDATING";
   doc["statusReason"] = "Updating job queue";

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "control/node_ranges.h"
 
 namespace lote::control {
 namespace {
@@ -257,23 +258,13 @@ Result<std::optional<int32_t>> ParseTimeout(const Json& json, const std::string&
   return std::optional<int32_t>(static_cast<int32_t>(*seconds));
 }
 
-// A node range of the definition or of an override, resolved.
-struct Range {
-  int32_t start;
-  int32_t end;
-  bool open_end;
-};
-
-Result<Range> ParseRangeWithOpenness(const std::string& text, int32_t num_nodes,
-                                     const std::string& field) {
-  ASSIGN_OR_RETURN(auto r, ParseNodeRange(text, num_nodes, field));
-  size_t colon = text.find(':');
-  bool open_end = colon != std::string::npos && colon + 1 == text.size();
-  return Range{r.first, r.second, open_end};
+// "job definition X nodeProperties.nodeRangeProperties[i]", for messages.
+std::string DefinitionRangeField(const std::string& dfield, size_t i) {
+  return dfield + ".nodeRangeProperties[" + std::to_string(i) + "]";
 }
 
 struct RawNodeOverride {
-  Range range;
+  NodeIndexRange range;
   Json container_overrides;
   std::vector<std::string> instance_types;
   std::string field;
@@ -312,13 +303,14 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
                      std::to_string(*main) + ": numNodes must be greater than mainNode");
     }
     bool has_open = false;
-    for (const Json& r : def_ranges) {
-      std::string target = r.value("targetNodes", "");
-      size_t colon = target.find(':');
-      if (colon != std::string::npos && colon + 1 == target.size()) {
-        int64_t lower = colon == 0 ? 0 : std::atoll(target.substr(0, colon).c_str());
-        if (lower < *override_num) has_open = true;
-      }
+    for (size_t i = 0; i < def_ranges.size(); ++i) {
+      const Json& r = def_ranges[i];
+      // A missing targetNodes is reported with the definition's ranges below.
+      if (!r.is_object() || !r.value("targetNodes", Json()).is_string()) continue;
+      ASSIGN_OR_RETURN(NodeRangeBounds bounds,
+                       ParseNodeRangeBounds(r["targetNodes"].get<std::string>(),
+                                            DefinitionRangeField(dfield, i) + ".targetNodes"));
+      if (!bounds.last && bounds.first.value_or(0) < *override_num) has_open = true;
     }
     if (!has_open) {
       return Invalid(
@@ -337,19 +329,19 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
   const int32_t n = static_cast<int32_t>(num_nodes);
 
   struct DefRange {
-    Range range;
+    NodeIndexRange range;
     ContainerSpec container;
     std::vector<std::string> instance_types;
   };
   std::vector<DefRange> ranges;
   for (size_t i = 0; i < def_ranges.size(); ++i) {
     const Json& r = def_ranges[i];
-    const std::string rf = dfield + ".nodeRangeProperties[" + std::to_string(i) + "]";
+    const std::string rf = DefinitionRangeField(dfield, i);
     if (!r.is_object() || !r.value("targetNodes", Json()).is_string()) {
       return Invalid(rf + ".targetNodes is required (a range such as \"0:\" or \"1:3\")");
     }
-    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(r["targetNodes"].get<std::string>(), n,
-                                                         rf + ".targetNodes"));
+    ASSIGN_OR_RETURN(NodeIndexRange range,
+                     ParseNodeRange(r["targetNodes"].get<std::string>(), n, rf + ".targetNodes"));
     ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(r.value("container", Json::object()),
                                                                rf + ".container"));
     std::vector<std::string> types;
@@ -375,8 +367,8 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
                        " is not supported by lote: use containerOverrides or instanceTypes");
       }
     }
-    ASSIGN_OR_RETURN(Range range, ParseRangeWithOpenness(o["targetNodes"].get<std::string>(), n,
-                                                         f + ".targetNodes"));
+    ASSIGN_OR_RETURN(NodeIndexRange range,
+                     ParseNodeRange(o["targetNodes"].get<std::string>(), n, f + ".targetNodes"));
     std::vector<std::string> types;
     for (const Json& t : o.value("instanceTypes", Json::array())) {
       if (t.is_string()) types.push_back(t.get<std::string>());
@@ -392,8 +384,8 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
   for (int32_t node = 0; node < n; ++node) {
     const DefRange* best = nullptr;
     for (const DefRange& r : ranges) {
-      if (node < r.range.start || node > r.range.end) continue;
-      if (best == nullptr || r.range.end - r.range.start <= best->range.end - best->range.start)
+      if (node < r.range.first || node > r.range.last) continue;
+      if (best == nullptr || r.range.last - r.range.first <= best->range.last - best->range.first)
         best = &r;
     }
     if (best == nullptr) {
@@ -403,7 +395,7 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     ContainerSpec c = best->container;
     std::vector<std::string> types = best->instance_types;
     for (const RawNodeOverride& o : overrides) {
-      if (node < o.range.start || node > o.range.end) continue;
+      if (node < o.range.first || node > o.range.last) continue;
       ASSIGN_OR_RETURN(
           c, ApplyContainerOverrides(std::move(c), o.container_overrides, o.field, definition));
       if (!o.instance_types.empty()) types = o.instance_types;
@@ -458,45 +450,6 @@ std::vector<std::string> SubstituteParameters(
     out.push_back(arg);
   }
   return out;
-}
-
-Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int32_t num_nodes,
-                                                   const std::string& field) {
-  auto parse = [&](const std::string& part, int32_t fallback) -> Result<int32_t> {
-    if (part.empty()) return fallback;
-    if (part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char c) {
-          return std::isdigit(static_cast<unsigned char>(c));
-        })) {
-      return Invalid(field + " '" + text +
-                     "' is not a node range: use \"start:end\", \"start:\", \":end\" or \"n\"");
-    }
-    return static_cast<int32_t>(std::stol(part));
-  };
-  size_t colon = text.find(':');
-  int32_t start = 0;
-  int32_t end = 0;
-  if (colon == std::string::npos) {
-    if (text.empty())
-      return Invalid(field + " is empty: use a node range such as \"0:\" or \"1:3\"");
-    ASSIGN_OR_RETURN(start, parse(text, 0));
-    end = start;
-  } else {
-    if (text.find(':', colon + 1) != std::string::npos) {
-      return Invalid(field + " '" + text + "' has more than one ':': use \"start:end\"");
-    }
-    ASSIGN_OR_RETURN(start, parse(text.substr(0, colon), 0));
-    ASSIGN_OR_RETURN(end, parse(text.substr(colon + 1), num_nodes - 1));
-  }
-  if (start > end) {
-    return Invalid(field + " '" + text +
-                   "' starts after it ends: write the lower node index first");
-  }
-  if (end >= num_nodes) {
-    return Invalid(field + " '" + text + "' reaches node " + std::to_string(end) +
-                   " but the job has " + std::to_string(num_nodes) + " nodes (0 to " +
-                   std::to_string(num_nodes - 1) + ")");
-  }
-  return std::make_pair(start, end);
 }
 
 Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& field) {

@@ -51,9 +51,4 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
 std::vector<std::string> SubstituteParameters(const std::vector<std::string>& command,
                                               const std::map<std::string, std::string>& parameters);
 
-// Parses a node range "a:b", ":b", "a:", ":" or "a" for a job of num_nodes
-// nodes into inclusive [start, end]; InvalidArgument naming `field` when invalid.
-Result<std::pair<int32_t, int32_t>> ParseNodeRange(const std::string& text, int32_t num_nodes,
-                                                   const std::string& field);
-
 }  // namespace lote::control

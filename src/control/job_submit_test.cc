@@ -260,21 +260,46 @@ TEST(PrepareSubmit, FairShare) {
   EXPECT_EQ(r->job.share_identifier, "lab-a");
 }
 
-TEST(ParseNodeRange, Forms) {
-  struct Case {
-    std::string text;
-    int32_t start, end;
-  };
-  for (const Case& c : std::vector<Case>{
-           {"0:", 0, 3}, {":", 0, 3}, {":2", 0, 2}, {"1:3", 1, 3}, {"2", 2, 2}, {"3:", 3, 3}}) {
-    Result<std::pair<int32_t, int32_t>> r = ParseNodeRange(c.text, 4, "targetNodes");
-    ASSERT_TRUE(r.ok()) << c.text << ": " << r.status().ToString();
-    EXPECT_EQ(r->first, c.start) << c.text;
-    EXPECT_EQ(r->second, c.end) << c.text;
-  }
-  for (std::string bad : {"", "a:", "3:1", "0:4", "1:2:3", "-1:", "5"}) {
-    EXPECT_FALSE(ParseNodeRange(bad, 4, "targetNodes").ok()) << bad;
-  }
+// Node ranges are parsed by control/node_ranges (tested there); these check
+// that SubmitJob reads every AWS form through it, in definitions and overrides.
+TEST(PrepareSubmit, NodeRangeFormsInDefinitionAndOverrides) {
+  Fixture f;
+  Json def = MultiNodeDefinition();
+  Json head = def["nodeProperties"]["nodeRangeProperties"][0];
+  def["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = ":";  // every node
+  head["targetNodes"] = ":1";
+  head["container"]["command"] = {"head"};
+  def["nodeProperties"]["nodeRangeProperties"].push_back(head);
+  Json req = BaseRequest();
+  req["nodeOverrides"] = Json::parse(R"({
+    "nodePropertyOverrides": [
+      {"targetNodes": "2:", "instanceTypes": ["a"]},
+      {"targetNodes": "3", "instanceTypes": ["b"]},
+      {"targetNodes": "1:2", "containerOverrides": {"command": ["mid"]}}
+    ]})");
+  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const NodeProperties& np = *r->job.node_properties;
+  EXPECT_EQ(np.ContainerFor(0)->command[0], "head");
+  EXPECT_EQ(np.ContainerFor(1)->command[0], "mid");
+  EXPECT_EQ(np.ContainerFor(2)->command[0], "mid");
+  EXPECT_EQ(np.ContainerFor(3)->command[0], "train");
+  ASSERT_EQ(np.ranges.size(), 4u);
+  EXPECT_EQ(np.ranges[2].instance_types, std::vector<std::string>{"a"});
+  EXPECT_EQ(np.ranges[3].instance_types, std::vector<std::string>{"b"});
+}
+
+TEST(PrepareSubmit, BareColonIsAnOpenRangeForNumNodes) {
+  Fixture f;
+  Json def = MultiNodeDefinition();
+  def["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = ":";
+  Json req = BaseRequest();
+  req["nodeOverrides"] = {{"numNodes", 6}};
+  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.NumNodes(), 6);
+  ASSERT_EQ(r->job.node_properties->ranges.size(), 1u);
+  EXPECT_EQ(r->job.node_properties->ranges[0].TargetNodes(), "0:5");
 }
 
 TEST(SubstituteParameters, WholeArgumentsOnly) {
@@ -573,6 +598,42 @@ TEST(PrepareSubmit, ValidationErrors) {
          r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"2:9"}]})");
        },
        "reaches node 9"},
+      {"override range of two colons",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"1:2:3"}]})");
+       },
+       "nodeOverrides.nodePropertyOverrides[0].targetNodes '1:2:3' has more than one ':'"},
+      {"override range empty",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":""}]})");
+       },
+       "nodeOverrides.nodePropertyOverrides[0].targetNodes is empty"},
+      {"override range not numbers",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"-1:"}]})");
+       },
+       "'-1:' is not a node range"},
+      {"override range backwards",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"3:1"}]})");
+       },
+       "'3:1' starts after it ends"},
+      {"override open range past the last node",
+       [](J& r, J&, bool&) {
+         r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{"targetNodes":"4:"}]})");
+       },
+       "'4:' reaches node 4 but numNodes is 4"},
+      {"definition range malformed",
+       [](J&, J& d, bool&) {
+         d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "0-3";
+       },
+       "nodeRangeProperties[0].targetNodes '0-3' is not a node range"},
+      {"definition range malformed with numNodes override",
+       [](J& r, J& d, bool&) {
+         d["nodeProperties"]["nodeRangeProperties"][0]["targetNodes"] = "x:";
+         r["nodeOverrides"] = {{"numNodes", 8}};
+       },
+       "nodeRangeProperties[0].targetNodes 'x:' is not a node range"},
       {"override without targetNodes",
        [](J& r, J&, bool&) { r["nodeOverrides"] = J::parse(R"({"nodePropertyOverrides":[{}]})"); },
        "targetNodes is required"},

@@ -139,16 +139,9 @@ Result<Json> ControlPlane::ListSchedulingPolicies(const Json& request) {
   RETURN_IF_ERROR(CheckHealthyLocked());
   std::vector<std::string> keys;
   for (const auto& [n, _] : scheduling_policies_) keys.push_back(n);
-  ASSIGN_OR_RETURN(size_t start, PageStart(keys, token));
-  size_t limit = static_cast<size_t>(max_results.value_or(kMaxPageSize));
-  Json list = Json::array();
-  size_t i = start;
-  for (; i < keys.size() && list.size() < limit; ++i) {
-    list.push_back({{"arn", scheduling_policies_.at(keys[i])["arn"]}});
-  }
-  Json out = {{"schedulingPolicies", std::move(list)}};
-  if (i < keys.size()) out["nextToken"] = MakeNextToken(keys[i - 1]);
-  return out;
+  return Page(keys, token, max_results, "schedulingPolicies", [&](size_t i) {
+    return Json{{"arn", scheduling_policies_.at(keys[i])["arn"]}};
+  });
 }
 
 Result<Json> ControlPlane::UpdateSchedulingPolicy(const Json& request) {

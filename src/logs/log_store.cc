@@ -814,9 +814,19 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
     return (!req.start_time_ms || ts >= *req.start_time_ms) &&
            (!req.end_time_ms || ts < *req.end_time_ms);
   };
-  auto full = [&](size_t next_size) {
-    return result.events.size() >= req.limit ||
-           (!result.events.empty() && bytes + next_size + kEventOverhead > req.max_bytes);
+  // Adds `v` to the page when its timestamp is in the range; false (and `v`
+  // not added) when the page is full.
+  auto take = [&](const EventView& v) {
+    if (!in_range(v.timestamp_ms)) return true;
+    const size_t size = v.message.size() + kEventOverhead;
+    if (result.events.size() >= req.limit ||
+        (!result.events.empty() && bytes + size > req.max_bytes)) {
+      return false;
+    }
+    bytes += size;
+    result.events.push_back(
+        LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
+    return true;
   };
   auto load = [&](const BatchEntry& e) -> Status {
     views.clear();
@@ -844,14 +854,9 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
       bool stopped = false;
       for (const EventView& v : views) {
         if (v.sequence < position) continue;
-        if (in_range(v.timestamp_ms)) {
-          if (full(v.message.size())) {
-            stopped = true;
-            break;
-          }
-          bytes += v.message.size() + kEventOverhead;
-          result.events.push_back(
-              LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
+        if (!take(v)) {
+          stopped = true;
+          break;
         }
         result.next_position = v.sequence + 1;
       }
@@ -878,14 +883,9 @@ Result<ReadResult> LogStore::Read(const std::string& group, const std::string& s
       for (auto it = views.rbegin(); it != views.rend(); ++it) {
         const EventView& v = *it;
         if (v.sequence >= position) continue;
-        if (in_range(v.timestamp_ms)) {
-          if (full(v.message.size())) {
-            stopped = true;
-            break;
-          }
-          bytes += v.message.size() + kEventOverhead;
-          result.events.push_back(
-              LogEvent{v.sequence, v.timestamp_ms, v.ingestion_ms, std::string(v.message)});
+        if (!take(v)) {
+          stopped = true;
+          break;
         }
         result.next_position = v.sequence;
       }

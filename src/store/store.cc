@@ -45,6 +45,14 @@ class Stmt {
     sqlite3_bind_int64(stmt_, i, v);
     return *this;
   }
+  // Binds `values` to ?1..?N in order, then runs a statement that returns no
+  // rows.
+  template <typename... Values>
+  Status Run(const Values&... values) {
+    int index = 0;
+    (Bind(++index, values), ...);
+    return Run();
+  }
   // Runs a statement that returns no rows.
   Status Run() {
     int rc = sqlite3_step(stmt_);
@@ -230,67 +238,41 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
   // Statements are prepared per batch group on this thread only; SQLite's
   // statement cache makes repeated prepares cheap, but keep hot ones static.
   static thread_local std::map<std::string, std::unique_ptr<Stmt>> cache;
-  auto stmt = [&](const std::string& sql) -> Stmt& {
-    auto& slot = cache[sql];
-    if (!slot) slot = std::make_unique<Stmt>(writer_db_, sql);
-    return *slot;
+  // Runs `sql` (prepared once per thread) with `values` bound to ?1..?N.
+  auto run = [&](const std::string& sql, const auto&... values) -> Status {
+    std::unique_ptr<Stmt>& stmt = cache[sql];
+    if (!stmt) stmt = std::make_unique<Stmt>(writer_db_, sql);
+    RETURN_IF_ERROR(stmt->status());
+    return stmt->Run(values...);
   };
   for (const WriteBatch::Op& op : batch.ops_) {
     Status st;
     if (auto* r = std::get_if<ResourceRow>(&op)) {
-      Stmt& s = stmt(std::string("INSERT OR REPLACE INTO ") + ResourceTable(r->kind) +
-                     " (arn, name, revision, doc, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, r->arn)
-               .Bind(2, r->name)
-               .Bind(3, r->revision)
-               .Bind(4, r->doc)
-               .Bind(5, r->updated_ms)
-               .Run();
+      st = run(std::string("INSERT OR REPLACE INTO ") + ResourceTable(r->kind) +
+                   " (arn, name, revision, doc, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+               r->arn, r->name, r->revision, r->doc, r->updated_ms);
     } else if (auto* d = std::get_if<WriteBatch::DeleteResourceOp>(&op)) {
-      Stmt& s = stmt(std::string("DELETE FROM ") + ResourceTable(d->kind) + " WHERE arn = ?1");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, d->arn).Run();
+      st = run(std::string("DELETE FROM ") + ResourceTable(d->kind) + " WHERE arn = ?1", d->arn);
     } else if (auto* t = std::get_if<TagRow>(&op)) {
-      Stmt& s = stmt("INSERT OR REPLACE INTO tags (resource_arn, key, value) VALUES (?1, ?2, ?3)");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, t->resource_arn).Bind(2, t->key).Bind(3, t->value).Run();
+      st = run("INSERT OR REPLACE INTO tags (resource_arn, key, value) VALUES (?1, ?2, ?3)",
+               t->resource_arn, t->key, t->value);
     } else if (auto* dt = std::get_if<WriteBatch::DeleteTagOp>(&op)) {
-      Stmt& s = stmt("DELETE FROM tags WHERE resource_arn = ?1 AND key = ?2");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, dt->resource_arn).Bind(2, dt->key).Run();
+      st = run("DELETE FROM tags WHERE resource_arn = ?1 AND key = ?2", dt->resource_arn, dt->key);
     } else if (auto* da = std::get_if<WriteBatch::DeleteAllTagsOp>(&op)) {
-      Stmt& s = stmt("DELETE FROM tags WHERE resource_arn = ?1");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, da->resource_arn).Run();
+      st = run("DELETE FROM tags WHERE resource_arn = ?1", da->resource_arn);
     } else if (auto* j = std::get_if<JobRow>(&op)) {
-      Stmt& s = stmt(
+      st = run(
           "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
-          "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, j->job_id)
-               .Bind(2, j->name)
-               .Bind(3, j->queue_arn)
-               .Bind(4, j->status)
-               .Bind(5, j->created_ms)
-               .Bind(6, j->updated_ms)
-               .Bind(7, j->doc)
-               .Run();
+          "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+          j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc);
     } else if (auto* a = std::get_if<AttemptRow>(&op)) {
-      Stmt& s = stmt("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, a->job_id).Bind(2, static_cast<int64_t>(a->attempt)).Bind(3, a->doc).Run();
+      st = run("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)",
+               a->job_id, static_cast<int64_t>(a->attempt), a->doc);
     } else if (auto* e = std::get_if<JobEvent>(&op)) {
-      Stmt& s = stmt(
+      st = run(
           "INSERT INTO job_events (job_id, seq, time_ms, type, payload) VALUES (?1, ?2, ?3, ?4, "
-          "?5)");
-      RETURN_IF_ERROR(s.status());
-      st = s.Bind(1, e->job_id)
-               .Bind(2, e->seq)
-               .Bind(3, e->time_ms)
-               .Bind(4, e->type)
-               .Bind(5, e->payload)
-               .Run();
+          "?5)",
+          e->job_id, e->seq, e->time_ms, e->type, e->payload);
     }
     RETURN_IF_ERROR(st);
   }
