@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -91,11 +92,27 @@ Result<bool> LogIngestor::Poll() {
   bool at_eof = false;
   while (fd_ >= 0 && polled < kMaxBytesPerPoll) {
     timestamp = store_->clock()->NowMillis();
+    // Size first: a quiet file costs one fstat and no buffer (many followed
+    // files are idle at any time).
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+      return Status::Internal("cannot stat " + options_.source_path + ": " + std::strerror(errno));
+    }
+    if (st.st_size < read_offset_) {
+      return Status::DataLoss(options_.source_path + " shrank below the ingested offset " +
+                              std::to_string(read_offset_) + "; output files must be append-only");
+    }
+    if (st.st_size == read_offset_) {
+      at_eof = true;
+      break;
+    }
+    const size_t want = static_cast<size_t>(
+        std::min<int64_t>(static_cast<int64_t>(options_.read_bytes), st.st_size - read_offset_));
     size_t have = buf_.size();
-    buf_.resize(have + options_.read_bytes);
+    buf_.resize(have + want);
     ssize_t n;
     do {
-      n = ::pread(fd_, buf_.data() + have, options_.read_bytes, static_cast<off_t>(read_offset_));
+      n = ::pread(fd_, buf_.data() + have, want, static_cast<off_t>(read_offset_));
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
       buf_.resize(have);
@@ -103,12 +120,6 @@ Result<bool> LogIngestor::Poll() {
     }
     buf_.resize(have + static_cast<size_t>(n));
     if (n == 0) {
-      struct stat st;
-      if (::fstat(fd_, &st) == 0 && st.st_size < read_offset_) {
-        return Status::DataLoss(options_.source_path + " shrank below the ingested offset " +
-                                std::to_string(read_offset_) +
-                                "; output files must be append-only");
-      }
       at_eof = true;
       break;
     }
@@ -145,6 +156,9 @@ Result<bool> LogIngestor::Poll() {
     buf_.erase(0, start);
     consumed_ += static_cast<int64_t>(start);
   }
+  // An idle follower gives its read buffer back.
+  if (polled == 0 && buf_.capacity() > (64u << 10) && buf_.size() < (16u << 10))
+    buf_.shrink_to_fit();
   if (!complete || (fd_ >= 0 && !at_eof)) return false;
   if (!buf_.empty()) {
     // The file is complete: its unterminated last line is an event too.

@@ -1,6 +1,7 @@
 #include "server/jobs_service.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,8 @@
 #include "control/job_sched.h"
 #include "control/job_submit.h"
 #include "exec/batch_env.h"
+#include "exec/node_files.h"
+#include "logs/stream_names.h"
 
 namespace lote::server {
 namespace {
@@ -50,6 +53,53 @@ std::string QueueNameOfArn(const std::string& arn) {
   return slash == std::string::npos ? arn : arn.substr(slash + 1);
 }
 
+// The key of a job's hang detection, in its parameters or tags.
+constexpr const char* kProgressTimeoutKey = "lote:progressTimeoutSeconds";
+constexpr int64_t kMaxProgressTimeoutSeconds = 30LL * 24 * 3600;
+
+// A whole number of seconds in 1..kMaxProgressTimeoutSeconds, or nullopt.
+std::optional<int64_t> ParseTimeoutSeconds(const std::string& text) {
+  if (text.empty() || text.size() > 10) return std::nullopt;
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  if (value < 1 || value > kMaxProgressTimeoutSeconds) return std::nullopt;
+  return value;
+}
+
+// The job's hang timeout: parameter first, then tag.
+std::optional<int64_t> ProgressTimeoutSeconds(const Job& job) {
+  if (auto it = job.parameters.find(kProgressTimeoutKey); it != job.parameters.end())
+    return ParseTimeoutSeconds(it->second);
+  if (auto it = job.tags.find(kProgressTimeoutKey); it != job.tags.end())
+    return ParseTimeoutSeconds(it->second);
+  return std::nullopt;
+}
+
+Status ValidateProgressTimeout(const Job& job) {
+  for (const auto* map : {&job.parameters, &job.tags}) {
+    auto it = map->find(kProgressTimeoutKey);
+    if (it != map->end() && !ParseTimeoutSeconds(it->second)) {
+      return Status::InvalidArgument(
+          std::string(kProgressTimeoutKey) + " is '" + it->second +
+          "': give a whole number of seconds from 1 to " +
+          std::to_string(kMaxProgressTimeoutSeconds) +
+          " (how long a running node may go without a LOTE_PROGRESS line)");
+    }
+  }
+  return Status();
+}
+
+// One line of a hang report: at most 200 bytes, without control characters.
+std::string Clip(const std::string& line) {
+  std::string out = line.size() > 200 ? line.substr(0, 200) + "..." : line;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return out;
+}
+
 std::string RequiredString(const Json& request, const char* field) {
   if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
   return request[field].get<std::string>();
@@ -71,8 +121,11 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   backend_options.home = context.home;
   backend_options.shim_command = options.shim_command;
   ASSIGN_OR_RETURN(service->backend_, exec::LocalBackend::Create(backend_options));
+  if (context.log_store != nullptr)
+    service->job_logs_ = std::make_unique<JobLogs>(context.log_store);
   RETURN_IF_ERROR(service->Load());
   RETURN_IF_ERROR(service->RecoverNodes());
+  service->ResumeLogs();
   service->RegisterOperations(context.router);
   service->loop_ = std::thread([s = service.get()] { s->Loop(); });
   return service;
@@ -146,6 +199,43 @@ Status JobsService::RecoverNodes() {
   return Status();
 }
 
+void JobsService::ResumeLogs() {
+  if (!job_logs_) return;
+  size_t followed = 0, caught_up = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, job] : jobs_) {
+    for (size_t a = 0; a < job.attempts.size(); ++a) {
+      const control::Attempt& attempt = job.attempts[a];
+      const int32_t number = static_cast<int32_t>(a + 1);
+      const bool open = &attempt == job.CurrentAttempt();
+      for (const control::NodeAttempt& node : attempt.nodes) {
+        if (node.log_stream_name.empty()) continue;
+        const NodeLogKey key{id, number, node.node_index};
+        Result<exec::NodePaths> paths =
+            exec::NodePathsFor(home_, exec::NodeKey{exec::AttemptKey{id, number}, node.node_index});
+        if (!paths.ok()) continue;
+        const std::string output = paths->default_output();
+        if (open && !control::IsFinal(node.status)) {
+          // Running (adopted) or about to be reported ended by the executor.
+          job_logs_->Follow(key, output, node.log_stream_name, node.started_at);
+          ++followed;
+          continue;
+        }
+        struct stat st;
+        if (::stat(output.c_str(), &st) != 0 || st.st_size == 0) continue;
+        Result<int64_t> stored = job_logs_->StoredOffset(node.log_stream_name);
+        if (stored.ok() && *stored >= st.st_size) continue;
+        job_logs_->Follow(key, output, node.log_stream_name, node.started_at);
+        job_logs_->Complete(key);
+        ++caught_up;
+      }
+    }
+  }
+  if (followed + caught_up > 0)
+    spdlog::info("logs: following {} running node(s); storing the rest of {} ended node(s)",
+                 followed, caught_up);
+}
+
 void JobsService::RegisterOperations(api::ApiRouter* router) {
   router->RegisterRestOperation(
       {"SubmitJob", "POST", "/v1/submitjob", {}, [this](const Json& r) { return SubmitJob(r); }});
@@ -204,6 +294,9 @@ void JobsService::AfterChangeLocked(const Job& before, const Job& after) {
       (after.CurrentAttempt() == nullptr || after.attempts.size() != before.attempts.size())) {
     to_terminate_.push_back(
         exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
+    if (job_logs_)
+      closed_attempts_.push_back(
+          exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
   }
 }
 
@@ -253,6 +346,7 @@ Result<Json> JobsService::SubmitJob(const Json& request) {
       return it->second;
     };
     ASSIGN_OR_RETURN(control::SubmittedJobs submitted, control::PrepareSubmit(request, ctx));
+    RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)
@@ -285,7 +379,15 @@ Result<Json> JobsService::DescribeJobs(const Json& request) {
       continue;
     }
     auto it = jobs_.find(id);
-    if (it != jobs_.end()) out.push_back(control::DescribeJobJson(it->second));
+    if (it == jobs_.end()) continue;
+    Json described = control::DescribeJobJson(it->second);
+    if (job_logs_ && !it->second.attempts.empty()) {
+      // Live values of the latest attempt (persisted when the attempt ends).
+      std::optional<Json> live = job_logs_->Progress(
+          id, static_cast<int32_t>(it->second.attempts.size()), clock_->NowMillis());
+      if (live) described["progress"] = std::move(*live);
+    }
+    out.push_back(std::move(described));
   }
   return Json{{"jobs", out}};
 }
@@ -546,6 +648,53 @@ void JobsService::UpdateArrayParentLocked(const std::string& parent_id, int64_t 
   if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.status().ToString());
 }
 
+void JobsService::PersistClosedAttemptsLocked(int64_t now) {
+  std::vector<exec::AttemptKey> closed;
+  closed.swap(closed_attempts_);
+  for (const exec::AttemptKey& key : closed) {
+    std::optional<Json> progress = job_logs_->Progress(key.job_id, key.attempt, now);
+    if (progress && jobs_.count(key.job_id)) {
+      Result<Job> r = ApplyLocked(key.job_id, JobEvent::Progress(std::move(*progress), now));
+      if (!r.ok()) spdlog::warn("jobs: progress of {}: {}", key.job_id, r.status().ToString());
+    }
+    job_logs_->ReleaseAttempt(key.job_id, key.attempt);
+  }
+}
+
+std::vector<std::pair<std::string, JobEvent>> JobsService::HangEventsLocked(int64_t now) {
+  std::vector<std::pair<std::string, JobEvent>> hangs;
+  if (!job_logs_) return hangs;
+  for (const auto& [id, job] : jobs_) {
+    if (job.status != JobStatus::kRunning) continue;
+    const std::optional<int64_t> timeout_s = ProgressTimeoutSeconds(job);
+    const control::Attempt* attempt = job.CurrentAttempt();
+    if (!timeout_s || attempt == nullptr) continue;
+    const int32_t number = static_cast<int32_t>(job.attempts.size());
+    const std::vector<int32_t> stalled =
+        job_logs_->StalledNodes(id, number, now, *timeout_s * 1000);
+    if (stalled.empty()) continue;
+    // "node(s) 1, 3 reported no progress for 30 s; last lines of node 1: ..."
+    std::string nodes;
+    for (int32_t n : stalled) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
+    std::string reason =
+        (job.IsMultiNode() ? (stalled.size() == 1 ? "node " : "nodes ") + nodes : "the job") +
+        " reported no progress (" + std::string(logs::kProgressPrefix) + "line) for " +
+        std::to_string(*timeout_s) + " s (" + kProgressTimeoutKey + ")";
+    for (size_t i = 0; i < stalled.size() && i < 4; ++i) {
+      const control::NodeAttempt* node = attempt->Node(stalled[i]);
+      if (node == nullptr || node->log_stream_name.empty()) continue;
+      std::vector<std::string> lines = job_logs_->LastLines(node->log_stream_name, 3);
+      reason += job.IsMultiNode() ? "; last lines of node " + std::to_string(stalled[i]) + ":"
+                                  : "; last lines:";
+      if (lines.empty()) reason += " (none)";
+      for (const std::string& line : lines) reason += " | " + Clip(line);
+    }
+    hangs.emplace_back(id, JobEvent::AttemptFailed(number, control::FailureCategory::kHang, reason,
+                                                   stalled.front(), now));
+  }
+  return hangs;
+}
+
 void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
   std::vector<std::string> launches;
   std::vector<exec::AttemptKey> terminate;
@@ -567,6 +716,7 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
       // Times come from the service's clock (the backend's may differ in tests);
       // the event arrives as soon as the node ends (pidfd).
       const int64_t at = now;
+      if (job_logs_) job_logs_->Complete(NodeLogKey{id, attempt, ev.node.node_index});
       switch (ev.outcome) {
         case exec::NodeOutcome::kExited:
         case exec::NodeOutcome::kSignaled:
@@ -591,6 +741,8 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
         timed_out.emplace_back(id, static_cast<int32_t>(job.attempts.size()));
     }
     for (const auto& [id, attempt] : timed_out) apply(id, JobEvent::TimedOut(attempt, now));
+    // 2b. Hangs (no LOTE_PROGRESS for too long).
+    for (const auto& [id, e] : HangEventsLocked(now)) apply(id, e);
     // 3. Dependencies, until nothing changes (a failure cascades down chains).
     auto status_of = [this](const std::string& dep) -> std::optional<JobStatus> {
       std::string key = dep;
@@ -619,6 +771,8 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
     for (const auto& [id, job] : jobs_)
       if (job.IsArrayParent() && !control::IsFinal(job.status)) parents.push_back(id);
     for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
+    // Progress of the attempts that ended is kept with the job.
+    PersistClosedAttemptsLocked(now);
     // 5. Scheduling.
     // (Nothing new starts once the server is stopping.)
     Result<sched::Snapshot> snap =
@@ -708,6 +862,7 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
     for (const control::NodeAttempt& node : attempt->nodes) {
       const int64_t now = clock_->NowMillis();
       Status failed;
+      std::string output_path;
       Result<control::NodeLaunch> launch = control::NodeLaunchSpec(job, node.node_index);
       if (!launch.ok()) {
         failed = launch.status();
@@ -740,7 +895,11 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
               "containerOverrides");
         } else {
           Result<exec::LaunchResult> r = backend_->Launch(spec);
-          if (!r.ok()) failed = r.status();
+          if (!r.ok()) {
+            failed = r.status();
+          } else {
+            output_path = r->output_path;
+          }
         }
       }
       if (!failed.ok()) {
@@ -750,10 +909,12 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
             node.node_index, now));
         break;
       }
-      const std::string task_id = NewUuid();
-      events.push_back(
-          JobEvent::NodeStarted(number, node.node_index, control_->MakeArn("task/" + task_id),
-                                control::DefaultLogStreamName(job.definition_name, task_id), now));
+      const std::string task_id = logs::NewTaskId();  // 32 hex digits, as ECS
+      const std::string stream = control::DefaultLogStreamName(job.definition_name, task_id);
+      events.push_back(JobEvent::NodeStarted(number, node.node_index,
+                                             control_->MakeArn("task/" + task_id), stream, now));
+      if (job_logs_)
+        job_logs_->Follow(NodeLogKey{job.id, number, node.node_index}, output_path, stream, now);
     }
     for (JobEvent& e : events) all_events.emplace_back(id, std::move(e));
   }

@@ -15,6 +15,11 @@
 //   termination) every node of it still running is terminated (grace 2 s).
 // - On start the nodes the store says are running are recovered (adopted, or
 //   their outcome / NODE_LOST reported through Wait).
+// - Logs (when the context has a log store): every launched node's output
+//   file is stored into its stream of /aws/batch/job (JobLogs), resumed after
+//   a restart; DescribeJobs shows the LOTE_PROGRESS values as `progress`, and
+//   a RUNNING job with `lote:progressTimeoutSeconds` (parameter or tag) whose
+//   node reports no progress for that long fails its attempt as HANG.
 // Thread safety: the API handlers may run on any thread; state is guarded by mu_.
 #pragma once
 
@@ -25,6 +30,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -33,6 +39,7 @@
 #include "control/job_state.h"
 #include "exec/local_backend.h"
 #include "sched/scheduler.h"
+#include "server/job_logs.h"
 #include "server/server.h"
 
 namespace lote::server {
@@ -74,6 +81,14 @@ class JobsService {
   JobsService(ServerContext& context, JobsServiceOptions options);
   Status Load();
   Status RecoverNodes();
+  // Follows the output of nodes still running, and stores what a previous
+  // server left unstored of nodes that ended.
+  void ResumeLogs();
+  // Attempts closed since the last pass: their progress is persisted and
+  // their trackers released.
+  void PersistClosedAttemptsLocked(int64_t now);
+  // HANG failures of RUNNING jobs whose nodes report no progress.
+  std::vector<std::pair<std::string, control::JobEvent>> HangEventsLocked(int64_t now);
   void RegisterOperations(api::ApiRouter* router);
   void Loop();
   void Pass(std::vector<exec::NodeEvent> node_events);
@@ -102,6 +117,7 @@ class JobsService {
   control::ControlPlane* control_;
   const JobsServiceOptions options_;
   std::unique_ptr<exec::LocalBackend> backend_;
+  std::unique_ptr<JobLogs> job_logs_;  // null without a log store
 
   std::mutex mu_;
   std::map<std::string, control::Job> jobs_;     // every job incl. array children
@@ -111,8 +127,9 @@ class JobsService {
   std::map<std::string, VirtualInstance> instances_;
   int32_t next_instance_index_ = 0;
   std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
-  std::vector<exec::AttemptKey> to_terminate_;  // attempts to tear down (loop thread)
-  store::WriteBatch batch_;                     // pending rows (under mu_)
+  std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down (loop thread)
+  std::vector<exec::AttemptKey> closed_attempts_;  // for PersistClosedAttemptsLocked
+  store::WriteBatch batch_;                        // pending rows (under mu_)
   bool dirty_ = true;
   bool stopping_ = false;
   std::thread loop_;

@@ -45,7 +45,13 @@ class JobsServiceTest : public ::testing::Test {
       "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "ce"}]})"))
                     .ok());
     ASSERT_TRUE(control_->Reconcile().ok());
-    ServerContext context{home_, &clock_, store_.get(), control_.get(), router_.get()};
+    logs::LogStoreOptions lo;
+    lo.root = home_ + "/logs";
+    lo.clock = &clock_;
+    auto logs = logs::LogStore::Open(lo);
+    ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+    logs_ = std::move(logs).value();
+    ServerContext context{home_, &clock_, store_.get(), control_.get(), router_.get(), logs_.get()};
     JobsServiceOptions options;
     options.shim_command = {LOTE_EXEC_SHIM_PATH};
     options.max_sleep_ms = 50;
@@ -57,6 +63,7 @@ class JobsServiceTest : public ::testing::Test {
   void TearDown() override {
     service_.reset();
     control_.reset();
+    logs_.reset();
     store_.reset();
     std::filesystem::remove_all(home_);
   }
@@ -89,6 +96,20 @@ class JobsServiceTest : public ::testing::Test {
     return r.ok() ? (*r)["jobId"].get<std::string>() : "";
   }
 
+  // The messages of a stream of /aws/batch/job once it holds `count` events.
+  std::vector<std::string> StreamLines(const std::string& stream, size_t count) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < 600; ++i) {
+      lines.clear();
+      auto r = logs_->Read("/aws/batch/job", stream, logs::ReadRequest{});
+      if (r.ok())
+        for (const logs::LogEvent& e : r->events) lines.push_back(e.message);
+      if (lines.size() >= count) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return lines;
+  }
+
   void RegisterDefinition(Json extra = Json::object()) {
     Json def = Json::parse(R"({"jobDefinitionName": "d", "type": "container",
       "containerProperties": {"image": "host", "command": ["true"],
@@ -103,6 +124,7 @@ class JobsServiceTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<control::ControlPlane> control_;
   std::unique_ptr<api::ApiRouter> router_;
+  std::unique_ptr<logs::LogStore> logs_;
   std::unique_ptr<JobsService> service_;
 };
 
@@ -188,6 +210,78 @@ TEST_F(JobsServiceTest, BadRequestsNameTheField) {
   r = service_->ListJobs(Json{{"jobQueue", "q"}, {"nextToken", "garbage"}});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nextToken"), std::string::npos);
+}
+
+TEST_F(JobsServiceTest, NodeOutputIsStoredInTheStreamEachAttemptNames) {
+  RegisterDefinition(Json{{"retryStrategy", {{"attempts", 2}}}});
+  const std::string id =
+      Submit("echo one; printf 'two\\nthree'; echo attempt $AWS_BATCH_JOB_ATTEMPT; exit 1");
+  Json job = WaitFor(id, {"FAILED"});
+  ASSERT_EQ(job["attempts"].size(), 2u);
+  std::set<std::string> streams;
+  for (const Json& attempt : job["attempts"]) {
+    const std::string stream = attempt["container"]["logStreamName"];
+    EXPECT_EQ(stream.rfind("d/default/", 0), 0u) << stream;
+    EXPECT_EQ(stream.size(), std::string("d/default/").size() + 32) << stream;
+    streams.insert(stream);
+    std::vector<std::string> lines = StreamLines(stream, 4);
+    // The supervisor's notices come first ("lote: warning: ... limits are NOT
+    // enforced" where the host has no cgroup v2), then the job's lines.
+    while (!lines.empty() && lines.front().rfind("lote: ", 0) == 0) lines.erase(lines.begin());
+    ASSERT_EQ(lines.size(), 3u) << stream;
+    EXPECT_EQ(lines[0], "one");
+    EXPECT_EQ(lines[1], "two");
+    EXPECT_EQ(lines[2].rfind("threeattempt ", 0), 0u) << lines[2];
+  }
+  EXPECT_EQ(streams.size(), 2u);  // each attempt keeps its own stream
+  EXPECT_EQ(job["container"]["logStreamName"], job["attempts"][1]["container"]["logStreamName"]);
+}
+
+TEST_F(JobsServiceTest, ProgressLinesShowInDescribeJobsAndAHangFailsTheAttempt) {
+  RegisterDefinition(Json{{"parameters", {{"lote:progressTimeoutSeconds", "60"}}}});
+  const std::string id = Submit(
+      "echo 'LOTE_PROGRESS {\"step\": 3, \"total_steps\": 10, \"loss\": 2.5}'; "
+      "echo stuck here; exec sleep 300");
+  WaitFor(id, {"RUNNING"});
+  Json progress;
+  for (int i = 0; i < 300; ++i) {
+    progress = Describe(id).value("progress", Json());
+    if (progress.is_object() && progress.contains("step")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(progress.is_object()) << Describe(id);
+  EXPECT_EQ(progress["step"], 3);
+  EXPECT_EQ(progress["total_steps"], 10);
+  EXPECT_EQ(progress["nodes"][0]["loss"], 2.5);
+  // Both lines are stored before the clock moves (the hang report quotes them).
+  StreamLines(Describe(id)["container"]["logStreamName"], 2);
+
+  clock_.AdvanceMillis(59'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
+  clock_.AdvanceMillis(2'000);
+  Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(job["status"], "FAILED");
+  const std::string reason = job["statusReason"];
+  EXPECT_EQ(reason.rfind("the job reported no progress", 0), 0u) << reason;
+  const std::string attempt_reason = job["attempts"][0]["container"]["reason"];
+  EXPECT_EQ(attempt_reason.rfind("HANG: the job reported no progress", 0), 0u) << attempt_reason;
+  EXPECT_NE(reason.find("stuck here"), std::string::npos) << reason;
+  EXPECT_EQ(job["attempts"][0]["failureCategory"], "HANG") << job["attempts"][0];
+  // The last progress stays with the job after it ended.
+  EXPECT_EQ(job["progress"]["step"], 3);
+}
+
+TEST_F(JobsServiceTest, ProgressTimeoutMustBeWholeSeconds) {
+  RegisterDefinition();
+  for (const char* bad : {"0", "-5", "1.5", "soon", ""}) {
+    auto r = service_->SubmitJob(Json{{"jobName", "t"},
+                                      {"jobQueue", "q"},
+                                      {"jobDefinition", "d"},
+                                      {"tags", {{"lote:progressTimeoutSeconds", bad}}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("lote:progressTimeoutSeconds"), std::string::npos);
+  }
 }
 
 }  // namespace

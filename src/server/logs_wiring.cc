@@ -1,6 +1,7 @@
-// Wires CloudWatch Logs into the server: opens the log store at
-// $home/logs, registers the Logs_20140328 json-protocol service (SigV4
-// service "logs", same port as Batch) and enforces retention once a minute.
+// Wires CloudWatch Logs into the server: over the server's log store
+// ($home/logs, shared with the job loop, which stores job output), registers the Logs_20140328
+// json-protocol service (SigV4 service "logs", same port as Batch) and enforces retention once a
+// minute.
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -19,12 +20,11 @@ constexpr const char* kLogsOperations[] = {
     "FilterLogEvents", "PutRetentionPolicy", "DeleteRetentionPolicy",
 };
 
-// Owns the store, the service and the retention thread; destroyed in Stop().
+// Owns the service and the retention thread; destroyed in Stop().
 class LogsWiring {
  public:
-  LogsWiring(std::unique_ptr<logs::LogStore> store, const Clock* clock,
-             logs::LogsServiceOptions options)
-      : store_(std::move(store)), clock_(clock), service_(store_.get(), clock, options) {
+  LogsWiring(logs::LogStore* store, const Clock* clock, logs::LogsServiceOptions options)
+      : store_(store), clock_(clock), service_(store_, clock, options) {
     retention_ = std::thread([this] { RetentionLoop(); });
   }
   ~LogsWiring() {
@@ -48,7 +48,7 @@ class LogsWiring {
     }
   }
 
-  std::unique_ptr<logs::LogStore> store_;
+  logs::LogStore* store_;
   const Clock* clock_;
   logs::LogsService service_;
   std::mutex mu_;
@@ -58,14 +58,10 @@ class LogsWiring {
 };
 
 Result<std::shared_ptr<void>> WireLogs(ServerContext& context) {
-  logs::LogStoreOptions store_options;
-  store_options.root = context.home + "/logs";
-  store_options.clock = context.clock;
-  ASSIGN_OR_RETURN(auto store, logs::LogStore::Open(store_options));
   logs::LogsServiceOptions options;
   options.region = context.control->config().region;
   options.account_id = context.control->config().account_id;
-  auto wiring = std::make_shared<LogsWiring>(std::move(store), context.clock, options);
+  auto wiring = std::make_shared<LogsWiring>(context.log_store, context.clock, options);
 
   api::JsonService service;
   service.target_prefix = "Logs_20140328";

@@ -37,6 +37,10 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   config.region = options.region;
   config.account_id = options.account_id;
   ASSIGN_OR_RETURN(s->control_, control::ControlPlane::Open(s->store_.get(), clock, config));
+  logs::LogStoreOptions log_options;
+  log_options.root = options.home + "/logs";
+  log_options.clock = clock;
+  ASSIGN_OR_RETURN(s->log_store_, logs::LogStore::Open(log_options));
 
   s->auth_ = std::make_unique<api::Authenticator>(clock, options.region);
   s->auth_->AddKey(creds.access_key_id, creds.secret_access_key);
@@ -52,8 +56,9 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
-    ServerContext context{options.home, clock, s->store_.get(), s->control_.get(),
-                          s->router_.get()};
+    ServerContext context{options.home,     clock,
+                          s->store_.get(),  s->control_.get(),
+                          s->router_.get(), s->log_store_.get()};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
@@ -115,6 +120,7 @@ void LoteServer::Stop() {
   if (reconciler_.joinable()) reconciler_.join();
   while (!extension_handles_.empty()) extension_handles_.pop_back();
   control_.reset();
+  log_store_.reset();
   store_.reset();  // commits anything queued
 }
 

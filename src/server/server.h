@@ -1,7 +1,8 @@
 // `lote server`: wires the store, the control plane, the API router and the
 // HTTP listener together, and runs the background loops. No logic of its own.
 //
-// Contract: Start() opens (or creates) $home/lote.db, loads the state,
+// Contract: Start() opens (or creates) $home/lote.db and the log store at
+// $home/logs, loads the state,
 // creates $home/credentials (profile lote, mode 0600) on first start, writes
 // $home/server.json (endpoint and region, read by `lote env`) and serves until
 // Stop(). Every component that adds API operations registers them on
@@ -24,6 +25,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "control/control_plane.h"
+#include "logs/log_store.h"
 #include "store/store.h"
 
 namespace lote::server {
@@ -36,7 +38,8 @@ struct ServerContext {
   const Clock* clock;
   store::Store* store;
   control::ControlPlane* control;
-  api::ApiRouter* router;  // register operations here (before serving starts)
+  api::ApiRouter* router;     // register operations here (before serving starts)
+  logs::LogStore* log_store;  // $home/logs: CloudWatch Logs groups, job output
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -93,6 +96,7 @@ class LoteServer {
   std::string credentials_path_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<control::ControlPlane> control_;
+  std::unique_ptr<logs::LogStore> log_store_;
   std::unique_ptr<api::Authenticator> auth_;
   std::unique_ptr<api::ApiRouter> router_;
   std::unique_ptr<api::HttpServer> http_;

@@ -1,0 +1,202 @@
+#include "server/job_logs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <utility>
+
+#include "logs/stream_names.h"
+
+namespace lote::server {
+namespace {
+
+// A follower whose ingestion keeps failing is given up after this many tries
+// (its file stays on disk; the next server start tries again).
+constexpr int32_t kMaxFailures = 50;
+// How long the pump sleeps when no followed file grew.
+constexpr std::chrono::milliseconds kIdlePoll{20};
+
+}  // namespace
+
+JobLogs::JobLogs(logs::LogStore* store) : store_(store) {
+  pump_ = std::thread([this] { Pump(); });
+}
+
+JobLogs::~JobLogs() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  pump_.join();
+}
+
+std::shared_ptr<logs::ProgressTracker> JobLogs::TrackerLocked(const AttemptKey& key) {
+  std::shared_ptr<logs::ProgressTracker>& tracker = trackers_[key];
+  if (!tracker) tracker = std::make_shared<logs::ProgressTracker>();
+  return tracker;
+}
+
+void JobLogs::Follow(const NodeLogKey& node, const std::string& output_path,
+                     const std::string& stream, int64_t started_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TrackerLocked({node.job_id, node.attempt})->NodeStarted(node.node, started_ms);
+  Follower& f = followers_[node];
+  f.output_path = output_path;
+  f.stream = stream;
+  if (completed_early_.erase(node) > 0) f.complete = true;
+  changed_ = true;
+  cv_.notify_all();
+}
+
+void JobLogs::Complete(const NodeLogKey& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (trackers_.count({node.job_id, node.attempt}))
+    ended_[{node.job_id, node.attempt}].insert(node.node);
+  auto it = followers_.find(node);
+  if (it == followers_.end()) {
+    completed_early_.insert(node);
+    return;
+  }
+  it->second.complete = true;
+  changed_ = true;
+  cv_.notify_all();
+}
+
+std::optional<Json> JobLogs::Progress(const std::string& job_id, int32_t attempt,
+                                      int64_t now_ms) const {
+  std::shared_ptr<logs::ProgressTracker> tracker;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reported_.count({job_id, attempt})) return std::nullopt;
+    auto it = trackers_.find({job_id, attempt});
+    if (it == trackers_.end()) return std::nullopt;
+    tracker = it->second;
+  }
+  return tracker->ToJson(now_ms);
+}
+
+std::vector<int32_t> JobLogs::StalledNodes(const std::string& job_id, int32_t attempt,
+                                           int64_t now_ms, int64_t timeout_ms) const {
+  std::shared_ptr<logs::ProgressTracker> tracker;
+  std::set<int32_t> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = trackers_.find({job_id, attempt});
+    if (it == trackers_.end()) return {};
+    tracker = it->second;
+    if (auto e = ended_.find({job_id, attempt}); e != ended_.end()) ended = e->second;
+  }
+  std::vector<int32_t> stalled;
+  for (int32_t node : tracker->StalledNodes(now_ms, timeout_ms))
+    if (!ended.count(node)) stalled.push_back(node);
+  return stalled;
+}
+
+void JobLogs::ReleaseAttempt(const std::string& job_id, int32_t attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const AttemptKey key{job_id, attempt};
+  ended_.erase(key);
+  if (!reported_.count(key)) trackers_.erase(key);
+}
+
+Result<int64_t> JobLogs::StoredOffset(const std::string& stream) const {
+  return store_->SourceOffset(std::string(logs::kBatchJobLogGroup), stream);
+}
+
+std::vector<std::string> JobLogs::LastLines(const std::string& stream, size_t n) const {
+  std::vector<std::string> lines;
+  Result<std::vector<logs::LogEvent>> tail =
+      store_->Tail(std::string(logs::kBatchJobLogGroup), stream, n);
+  if (!tail.ok()) return lines;
+  for (const logs::LogEvent& e : *tail) lines.push_back(e.message);
+  return lines;
+}
+
+void JobLogs::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] {
+    if (stopping_) return true;
+    for (const auto& [key, f] : followers_)
+      if (f.complete) return false;
+    return true;
+  });
+}
+
+void JobLogs::Pump() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    changed_ = false;
+    lock.unlock();
+    const bool busy = PollAll();
+    lock.lock();
+    if (!busy) cv_.wait_for(lock, kIdlePoll, [this] { return stopping_ || changed_; });
+  }
+}
+
+bool JobLogs::PollAll() {
+  // Only this thread erases followers, so the pointers stay valid unlocked.
+  std::vector<std::pair<NodeLogKey, Follower*>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work.reserve(followers_.size());
+    for (auto& [key, f] : followers_) work.emplace_back(key, &f);
+  }
+  bool busy = false;
+  std::vector<NodeLogKey> done, given_up;
+  for (auto& [key, f] : work) {
+    bool complete = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      complete = f->complete;
+    }
+    if (!f->ingestor) {
+      logs::IngestorOptions options;
+      options.source_path = f->output_path;
+      options.group = std::string(logs::kBatchJobLogGroup);
+      options.stream = f->stream;
+      std::shared_ptr<logs::ProgressTracker> tracker;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tracker = TrackerLocked({key.job_id, key.attempt});
+      }
+      options.on_progress = [this, tracker, key](const logs::ProgressReport& report) {
+        tracker->Report(key.node, report);
+        std::lock_guard<std::mutex> lock(mu_);
+        reported_.insert({key.job_id, key.attempt});
+      };
+      Result<std::unique_ptr<logs::LogIngestor>> created =
+          logs::LogIngestor::Create(store_, std::move(options));
+      if (!created.ok()) {
+        if (++f->failures == 1 || f->failures >= kMaxFailures)
+          spdlog::warn("logs: cannot store the output of {} attempt {} node {}: {}", key.job_id,
+                       key.attempt, key.node, created.status().ToString());
+        if (f->failures >= kMaxFailures) given_up.push_back(key);
+        continue;
+      }
+      f->ingestor = std::move(*created);
+    }
+    if (complete) f->ingestor->MarkComplete();
+    const uint64_t before = f->ingestor->stats().bytes_consumed;
+    Result<bool> polled = f->ingestor->Poll();
+    if (!polled.ok()) {
+      if (++f->failures == 1 || f->failures >= kMaxFailures)
+        spdlog::warn("logs: storing the output of {} attempt {} node {}: {}", key.job_id,
+                     key.attempt, key.node, polled.status().ToString());
+      if (f->failures >= kMaxFailures) given_up.push_back(key);
+      continue;
+    }
+    if (f->ingestor->stats().bytes_consumed != before) busy = true;
+    if (*polled) done.push_back(key);
+  }
+  if (!done.empty() || !given_up.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const NodeLogKey& key : done) followers_.erase(key);
+    for (const NodeLogKey& key : given_up) followers_.erase(key);
+    idle_cv_.notify_all();
+    busy = true;
+  }
+  return busy;
+}
+
+}  // namespace lote::server
