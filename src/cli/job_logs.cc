@@ -53,6 +53,8 @@ Result<JobLogPlan> PlanJobLogs(const Json& job, const std::vector<Json>& node_vi
   plan.job_id = job.value("jobId", "");
   plan.status = job.value("status", "");
   plan.status_reason = job.value("statusReason", "");
+  plan.failure_category = job.value("failureCategory", "");
+  plan.stopped_at_ms = IntOr(job, "stoppedAt", 0);
   const Json retry = job.value("retryStrategy", Json::object());
   plan.max_attempts = static_cast<int32_t>(std::max<int64_t>(1, IntOr(retry, "attempts", 1)));
 

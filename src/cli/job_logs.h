@@ -37,7 +37,9 @@ struct JobLogPlan {
   std::string job_id;
   std::string status;  // SUBMITTED ... SUCCEEDED, FAILED
   std::string status_reason;
-  bool multi_node = false;  // a multi-node parent: lines get a "[node N] " prefix
+  std::string failure_category;  // failureCategory (lote extra), e.g. HANG
+  int64_t stopped_at_ms = 0;     // stoppedAt; 0 while the job runs
+  bool multi_node = false;       // a multi-node parent: lines get a "[node N] " prefix
   int32_t num_nodes = 1;
   int32_t max_attempts = 1;          // retryStrategy.attempts
   std::vector<AttemptRef> attempts;  // ascending; those with at least one stream

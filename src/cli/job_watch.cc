@@ -32,6 +32,7 @@ JobOutcome OutcomeOf(const Json& job) {
   o.name = job.value("jobName", "");
   o.status = job.value("status", "");
   o.reason = job.value("statusReason", "");
+  o.failure_category = job.value("failureCategory", "");
   o.exit_code = ExitCodeForStatus(o.status);
   return o;
 }
@@ -135,11 +136,16 @@ Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
                        printer.Line(attempt, node, line);
                      }));
     printer.AnnounceAttempts();
-    if (!options.follow) break;
-    // The job has ended: stop once a round read to the end of every stream
-    // and found nothing (output still arriving after the end is picked up).
+    // Once the job has ended, stop when a round read to the end of every
+    // stream and found nothing (output stored just after the end is picked
+    // up); without --follow, only a job that ended moments ago is re-read.
     if (plan.Final()) {
-      if (printed == 0 || ++rounds_after_final > 50) break;
+      const bool recent = clock->NowMillis() - plan.stopped_at_ms < kSettleMs;
+      if (!options.follow && !recent) break;
+      if ((printed == 0 && rounds_after_final > 0) || rounds_after_final > 50) break;
+      ++rounds_after_final;
+    } else if (!options.follow) {
+      break;
     }
     sleep(printed == 0 ? options.poll_ms : std::min<int64_t>(options.poll_ms, 20));
     ASSIGN_OR_RETURN(plan, ReadJobLogPlan(client, options.job_id));
@@ -148,6 +154,7 @@ Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
   outcome.job_id = plan.job_id;
   outcome.status = plan.status;
   outcome.reason = plan.status_reason;
+  outcome.failure_category = plan.failure_category;
   outcome.exit_code = ExitCodeForStatus(plan.status);
   return outcome;
 }
@@ -176,6 +183,7 @@ std::string FormatOutcome(const JobOutcome& o) {
   std::string s = "job " + o.job_id;
   if (!o.name.empty()) s += " (" + o.name + ")";
   s += " " + o.status;
+  if (o.status == "FAILED" && !o.failure_category.empty()) s += " [" + o.failure_category + "]";
   if (!o.reason.empty()) s += ": " + o.reason;
   return s;
 }

@@ -30,7 +30,8 @@ struct JobOutcome {
   std::string name;
   std::string status;
   std::string reason;
-  int exit_code = 0;  // ExitCodeForStatus(status)
+  std::string failure_category;  // lote's extra key failureCategory (HANG, USER_ERROR, ...)
+  int exit_code = 0;             // ExitCodeForStatus(status)
 };
 
 // Waits between polls; tests may pass a fake.
@@ -68,11 +69,15 @@ struct LogsOptions {
   int64_t poll_ms = 200;            // follow: wait when a round found nothing new
 };
 
+inline constexpr int64_t kSettleMs = 10'000;
+
 // Prints the job's output through `write` (merged by timestamp, "[node N] "
 // prefixes for multi-node jobs, a header where each attempt starts when the
 // job may have several). With `follow`, keeps polling (picking up the streams
 // of new attempts) until the job has ended and its streams hold nothing new.
-// Returns the job's status as it was at the end.
+// The server stores a node's last output just after the job ends, so for a
+// job that ended less than kSettleMs ago the streams are also read until a
+// round finds nothing new. Returns the job's status as it was at the end.
 Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
                            const std::function<void(std::string_view)>& write, const Clock* clock,
                            const Sleeper& sleep);
@@ -83,7 +88,7 @@ Result<JobOutcome> WaitForJob(ApiClient* client, const std::string& job_id,
                               std::optional<int64_t> timeout_ms, const Clock* clock,
                               const Sleeper& sleep);
 
-// "job ID (NAME) STATUS: reason" — the line `lote wait` prints.
+// "job ID (NAME) STATUS [CATEGORY]: reason" — the line `lote wait` prints.
 std::string FormatOutcome(const JobOutcome& outcome);
 
 // The `lote status` table for every queue, or only `queue` (NotFound if it

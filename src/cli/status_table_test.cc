@@ -93,7 +93,7 @@ TEST(RenderStatusTable, AlignedColumnsAndEmptyQueues) {
   b.size = "1";
   std::string table = RenderStatusTable({"train-q", "idle"}, {a, b});
   EXPECT_EQ(table,
-            "QUEUE    JOB ID  NAME   STATUS    SIZE     PROGRESS                    STEP      "
+            "QUEUE    JOB ID  NAME   STATUS    SIZE     PROGRESS                     STEP      "
             "LOSS    ETA    LAST PROGRESS\n"
             "train-q  1111    llama  RUNNING   4 nodes  [#####...............]  25%  250/1000  "
             "2.5000  1h02m  3s ago\n"

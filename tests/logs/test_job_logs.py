@@ -270,14 +270,18 @@ class JobLogsTest(unittest.TestCase):
 
         job = self.wait_status(job_id, timeout=60)
         self.assertEqual(job["status"], "FAILED")
+        # The attempt's reason carries the category (AWS puts the job's
+        # statusReason without it); both name the stalled node and its last lines.
+        self.assertEqual(job["failureCategory"], "HANG")
+        attempt_reason = job["attempts"][-1]["container"]["reason"]
+        self.assertTrue(attempt_reason.startswith("HANG: node 1 "), attempt_reason)
         reason = job["statusReason"]
-        self.assertTrue(reason.startswith("HANG: "), reason)
-        self.assertIn("node 1", reason)
+        self.assertTrue(reason.startswith("node 1 reported no progress"), reason)
         self.assertIn("about to stall", reason)
         self.assertNotIn("node 0", reason)
         r = self.lote("wait", job_id)
         self.assertEqual(r.returncode, 1)
-        self.assertIn("FAILED: HANG: ", r.stdout)
+        self.assertIn("FAILED [HANG]: node 1 reported no progress", r.stdout)
 
     def test_follow_across_a_retry(self):
         go = self.path("follow.go")
