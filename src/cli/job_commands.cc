@@ -6,6 +6,8 @@
 // (unknown job, bad option, server unreachable); wait exits 124 on --timeout.
 #include <cctype>
 #include <cstdio>
+#include <exception>
+#include <functional>
 #include <memory>
 
 #include "cli/api_client.h"
@@ -17,6 +19,17 @@ namespace lote::cli {
 namespace {
 
 constexpr int kExitError = 2;
+
+// Runs a command body; an exception (a server answer of an unexpected shape)
+// becomes an error message and exit code instead of an abort.
+void Guarded(const char* command, int error_code, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lote %s: unexpected answer from the server: %s\n", command, e.what());
+    lote::SetExitCode(error_code);
+  }
+}
 constexpr int kExitTimeout = 124;
 
 void AddEndpointOption(CLI::App* sub, std::string* endpoint) {
@@ -71,40 +84,42 @@ lote::CommandRegistrar logs_command([](CLI::App& app) {
   sub->add_option("--since", args->since, "Only output newer than this: 30s, 10m, 2h, 1d");
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args, node, attempt] {
-    LogsOptions options;
-    options.job_id = args->job_id;
-    if (node->count() > 0) options.node = args->node;
-    if (attempt->count() > 0) options.attempt = args->attempt;
-    options.follow = args->follow;
-    if (!args->since.empty()) {
-      Result<int64_t> since = ParseDuration(args->since);
-      if (!since.ok()) {
-        std::fprintf(stderr, "lote logs: --since: %s\n", since.status().message().c_str());
+    Guarded("logs", kExitError, [&] {
+      LogsOptions options;
+      options.job_id = args->job_id;
+      if (node->count() > 0) options.node = args->node;
+      if (attempt->count() > 0) options.attempt = args->attempt;
+      options.follow = args->follow;
+      if (!args->since.empty()) {
+        Result<int64_t> since = ParseDuration(args->since);
+        if (!since.ok()) {
+          std::fprintf(stderr, "lote logs: --since: %s\n", since.status().message().c_str());
+          lote::SetExitCode(kExitError);
+          return;
+        }
+        options.since_ms = *since;
+      }
+      std::unique_ptr<ApiClient> client = Connect("logs", args->endpoint);
+      if (!client) {
         lote::SetExitCode(kExitError);
         return;
       }
-      options.since_ms = *since;
-    }
-    std::unique_ptr<ApiClient> client = Connect("logs", args->endpoint);
-    if (!client) {
-      lote::SetExitCode(kExitError);
-      return;
-    }
-    Sleeper real = RealSleeper();
-    auto write = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
-    Result<JobOutcome> outcome =
-        RunLogs(client.get(), options, write, SystemClock::Default(), [&real](int64_t ms) {
-          std::fflush(stdout);
-          real(ms);
-        });
-    std::fflush(stdout);
-    if (!outcome.ok()) {
-      std::fprintf(stderr, "lote logs: %s\n", outcome.status().message().c_str());
-      lote::SetExitCode(kExitError);
-      return;
-    }
-    if (options.follow) std::fprintf(stderr, "%s\n", FormatOutcome(*outcome).c_str());
-    lote::SetExitCode(outcome->exit_code);
+      Sleeper real = RealSleeper();
+      auto write = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
+      Result<JobOutcome> outcome =
+          RunLogs(client.get(), options, write, SystemClock::Default(), [&real](int64_t ms) {
+            std::fflush(stdout);
+            real(ms);
+          });
+      std::fflush(stdout);
+      if (!outcome.ok()) {
+        std::fprintf(stderr, "lote logs: %s\n", outcome.status().message().c_str());
+        lote::SetExitCode(kExitError);
+        return;
+      }
+      if (options.follow) std::fprintf(stderr, "%s\n", FormatOutcome(*outcome).c_str());
+      lote::SetExitCode(outcome->exit_code);
+    });
   });
 });
 
@@ -123,31 +138,33 @@ lote::CommandRegistrar wait_command([](CLI::App& app) {
                   "Give up after this long: seconds, or 30s, 10m, 2h, 1d (default: no limit)");
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args] {
-    std::optional<int64_t> timeout;
-    if (!args->timeout.empty()) {
-      Result<int64_t> t = ParseTimeout(args->timeout);
-      if (!t.ok()) {
-        std::fprintf(stderr, "lote wait: %s\n", t.status().message().c_str());
+    Guarded("wait", kExitError, [&] {
+      std::optional<int64_t> timeout;
+      if (!args->timeout.empty()) {
+        Result<int64_t> t = ParseTimeout(args->timeout);
+        if (!t.ok()) {
+          std::fprintf(stderr, "lote wait: %s\n", t.status().message().c_str());
+          lote::SetExitCode(kExitError);
+          return;
+        }
+        timeout = *t;
+      }
+      std::unique_ptr<ApiClient> client = Connect("wait", args->endpoint);
+      if (!client) {
         lote::SetExitCode(kExitError);
         return;
       }
-      timeout = *t;
-    }
-    std::unique_ptr<ApiClient> client = Connect("wait", args->endpoint);
-    if (!client) {
-      lote::SetExitCode(kExitError);
-      return;
-    }
-    Result<JobOutcome> outcome =
-        WaitForJob(client.get(), args->job_id, timeout, SystemClock::Default(), RealSleeper());
-    if (!outcome.ok()) {
-      std::fprintf(stderr, "lote wait: %s\n", outcome.status().message().c_str());
-      lote::SetExitCode(outcome.status().code() == StatusCode::kDeadlineExceeded ? kExitTimeout
-                                                                                 : kExitError);
-      return;
-    }
-    std::printf("%s\n", FormatOutcome(*outcome).c_str());
-    lote::SetExitCode(outcome->exit_code);
+      Result<JobOutcome> outcome =
+          WaitForJob(client.get(), args->job_id, timeout, SystemClock::Default(), RealSleeper());
+      if (!outcome.ok()) {
+        std::fprintf(stderr, "lote wait: %s\n", outcome.status().message().c_str());
+        lote::SetExitCode(outcome.status().code() == StatusCode::kDeadlineExceeded ? kExitTimeout
+                                                                                   : kExitError);
+        return;
+      }
+      std::printf("%s\n", FormatOutcome(*outcome).c_str());
+      lote::SetExitCode(outcome->exit_code);
+    });
   });
 });
 
@@ -164,21 +181,23 @@ lote::CommandRegistrar status_command([](CLI::App& app) {
   sub->add_option("--queue", args->queue, "Only this job queue (name or ARN)");
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args] {
-    std::unique_ptr<ApiClient> client = Connect("status", args->endpoint);
-    if (!client) {
-      lote::SetExitCode(1);
-      return;
-    }
-    std::optional<std::string> queue;
-    if (!args->queue.empty()) queue = args->queue;
-    Result<std::string> table =
-        RenderStatus(client.get(), queue, SystemClock::Default()->NowMillis());
-    if (!table.ok()) {
-      std::fprintf(stderr, "lote status: %s\n", table.status().message().c_str());
-      lote::SetExitCode(1);
-      return;
-    }
-    std::fwrite(table->data(), 1, table->size(), stdout);
+    Guarded("status", 1, [&] {
+      std::unique_ptr<ApiClient> client = Connect("status", args->endpoint);
+      if (!client) {
+        lote::SetExitCode(1);
+        return;
+      }
+      std::optional<std::string> queue;
+      if (!args->queue.empty()) queue = args->queue;
+      Result<std::string> table =
+          RenderStatus(client.get(), queue, SystemClock::Default()->NowMillis());
+      if (!table.ok()) {
+        std::fprintf(stderr, "lote status: %s\n", table.status().message().c_str());
+        lote::SetExitCode(1);
+        return;
+      }
+      std::fwrite(table->data(), 1, table->size(), stdout);
+    });
   });
 });
 

@@ -227,7 +227,12 @@ Result<std::string> RenderStatus(ApiClient* client, const std::optional<std::str
     for (const Json& s : summaries) ids.push_back(s.value("jobId", ""));
     ASSIGN_OR_RETURN(std::vector<Json> described, DescribeJobs(client, ids));
     std::map<std::string, Json> by_id;
-    for (Json& j : described) by_id[j.value("jobId", "")] = std::move(j);
+    for (Json& j : described) {
+      // Not in one expression: Json's operator= takes its argument by value,
+      // and that move happens before the key is read.
+      std::string id = j.value("jobId", "");
+      by_id[id] = std::move(j);
+    }
     for (const Json& s : summaries) {
       auto it = by_id.find(s.value("jobId", ""));
       rows.push_back(JobRowFromJson(it != by_id.end() ? it->second : s, q, now_ms));
