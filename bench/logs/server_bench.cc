@@ -10,7 +10,11 @@
 //   lote_logs_server_bench verify STREAM BYTES
 //     Reads the whole stream back through GetLogEvents, reassembles it
 //     (message + '\n') and compares it byte for byte with what `write`
-//     produces; prints the stored byte count and EQUAL/DIFFERENT.
+//     produces; prints the stored byte count and EQUAL/DIFFERENT. Executor
+//     notices ("lote: ..." lines before the job's output) are counted apart.
+//   lote_logs_server_bench verify-store LOGS_DIR STREAM BYTES
+//     The same check on the store itself ($LOTE_HOME/logs of a stopped
+//     server), much faster than through the API.
 //   lote_logs_server_bench get STREAM REQUESTS
 //     Times REQUESTS GetLogEvents calls through the API (a quarter each from
 //     the head, the tail, random f/ and b/ tokens); prints p50/p99/max.
@@ -23,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,6 +35,7 @@
 
 #include "cli/api_client.h"
 #include "common/files.h"
+#include "logs/log_store.h"
 
 namespace {
 
@@ -130,14 +136,39 @@ lote::Result<uint64_t> EventCount(lote::cli::ApiClient* c, const std::string& st
   return std::strtoull(fwd.c_str() + 2, nullptr, 10);
 }
 
+// The executor may put its own notices (lines starting "lote: ", e.g. that
+// resource limits are not enforced on this host) before the job's output.
+bool IsExecutorNotice(const std::string& message) { return message.rfind("lote: ", 0) == 0; }
+
+// How many executor notices open the stream.
+lote::Result<uint64_t> LeadingNotices(lote::cli::ApiClient* c, const std::string& stream) {
+  ASSIGN_OR_RETURN(lote::Json r, GetLogEvents(c, {{"logGroupName", kGroup},
+                                                  {"logStreamName", stream},
+                                                  {"startFromHead", true},
+                                                  {"limit", 16}}));
+  uint64_t n = 0;
+  for (const lote::Json& e : r["events"]) {
+    if (!IsExecutorNotice(e.value("message", ""))) break;
+    ++n;
+  }
+  return n;
+}
+
 int WaitStored(const std::string& stream, uint64_t lines, double timeout_s) {
   auto c = Client();
   auto start = SteadyClock::now();
+  std::optional<uint64_t> notices;
   while (Seconds(start, SteadyClock::now()) < timeout_s) {
+    if (!notices) {
+      lote::Result<uint64_t> n = LeadingNotices(c.get(), stream);
+      if (n.ok()) notices = *n;
+    }
     lote::Result<uint64_t> n = EventCount(c.get(), stream);
-    if (n.ok() && *n >= lines) {
-      std::printf("{\"stored_ms\": %" PRId64 ", \"events\": %" PRIu64 "}\n", EpochMs(), *n);
-      return *n == lines ? 0 : 1;
+    if (notices && n.ok() && *n >= lines + *notices) {
+      std::printf("{\"stored_ms\": %" PRId64 ", \"events\": %" PRIu64 ", \"notices\": %" PRIu64
+                  "}\n",
+                  EpochMs(), *n, *notices);
+      return *n == lines + *notices ? 0 : 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -149,7 +180,7 @@ int WaitStored(const std::string& stream, uint64_t lines, double timeout_s) {
 int Verify(const std::string& stream, uint64_t bytes) {
   auto c = Client();
   const std::string block = Block();
-  uint64_t stored = 0, events = 0;
+  uint64_t stored = 0, events = 0, notices = 0;
   size_t pos = 0;
   bool equal = true;
   auto compare = [&](const char* data, size_t n) {
@@ -170,6 +201,10 @@ int Verify(const std::string& stream, uint64_t bytes) {
     }
     for (const lote::Json& e : (*r)["events"]) {
       const std::string& m = e["message"].get_ref<const std::string&>();
+      if (stored == 0 && IsExecutorNotice(m)) {
+        ++notices;
+        continue;
+      }
       compare(m.data(), m.size());
       compare("\n", 1);
       stored += m.size() + 1;
@@ -182,8 +217,59 @@ int Verify(const std::string& stream, uint64_t bytes) {
   double s = Seconds(start, SteadyClock::now());
   bool same = equal && stored == bytes;
   std::printf("{\"stored_bytes\": %" PRIu64 ", \"events\": %" PRIu64 ", \"written_bytes\": %" PRIu64
-              ", \"content\": \"%s\", \"read_back_s\": %.2f}\n",
-              stored, events, bytes, same ? "EQUAL" : "DIFFERENT", s);
+              ", \"content\": \"%s\", \"read_back_s\": %.2f, \"executor_notices\": %" PRIu64 "}\n",
+              stored, events, bytes, same ? "EQUAL" : "DIFFERENT", s, notices);
+  return same ? 0 : 1;
+}
+
+int VerifyStore(const std::string& logs_dir, const std::string& stream, uint64_t bytes) {
+  lote::logs::LogStoreOptions options;
+  options.root = logs_dir;
+  auto store = lote::logs::LogStore::Open(options);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  const std::string block = Block();
+  uint64_t stored = 0, events = 0, notices = 0;
+  size_t pos = 0;
+  bool equal = true;
+  auto compare = [&](const char* data, size_t n) {
+    for (size_t i = 0; i < n;) {
+      size_t k = std::min(n - i, block.size() - pos);
+      if (equal && std::memcmp(data + i, block.data() + pos, k) != 0) equal = false;
+      i += k;
+      pos = (pos + k) % block.size();
+    }
+  };
+  auto start = SteadyClock::now();
+  lote::logs::ReadRequest rr;
+  rr.limit = 1'000'000;
+  rr.max_bytes = 256 << 20;
+  for (;;) {
+    auto r = (*store)->Read(kGroup, stream, rr);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    for (const lote::logs::LogEvent& e : r->events) {
+      ++events;
+      if (stored == 0 && IsExecutorNotice(e.message)) {
+        ++notices;
+        continue;
+      }
+      compare(e.message.data(), e.message.size());
+      compare("\n", 1);
+      stored += e.message.size() + 1;
+    }
+    if (r->exhausted) break;
+    rr.position = r->next_position;
+  }
+  double s = Seconds(start, SteadyClock::now());
+  bool same = equal && stored == bytes;
+  std::printf("{\"stored_bytes\": %" PRIu64 ", \"events\": %" PRIu64 ", \"written_bytes\": %" PRIu64
+              ", \"content\": \"%s\", \"read_back_s\": %.2f, \"executor_notices\": %" PRIu64 "}\n",
+              stored, events, bytes, same ? "EQUAL" : "DIFFERENT", s, notices);
   return same ? 0 : 1;
 }
 
@@ -248,11 +334,14 @@ int main(int argc, char** argv) {
   if (mode == "wait-stored" && argc == 5)
     return WaitStored(argv[2], std::strtoull(argv[3], nullptr, 10), std::atof(argv[4]));
   if (mode == "verify" && argc == 4) return Verify(argv[2], std::strtoull(argv[3], nullptr, 10));
+  if (mode == "verify-store" && argc == 5)
+    return VerifyStore(argv[2], argv[3], std::strtoull(argv[4], nullptr, 10));
   if (mode == "get" && argc == 4) return Get(argv[2], std::atoi(argv[3]));
   std::fprintf(stderr,
                "usage: lote_logs_server_bench write SECONDS MAX_BYTES SIDE_JSON\n"
                "       lote_logs_server_bench wait-stored STREAM LINES TIMEOUT_S\n"
                "       lote_logs_server_bench verify STREAM BYTES\n"
+               "       lote_logs_server_bench verify-store LOGS_DIR STREAM BYTES\n"
                "       lote_logs_server_bench get STREAM REQUESTS\n");
   return 2;
 }
