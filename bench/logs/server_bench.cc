@@ -170,7 +170,7 @@ int WaitStored(const std::string& stream, uint64_t lines, double timeout_s) {
                   EpochMs(), *n, *notices);
       return *n == lines + *notices ? 0 : 1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::fprintf(stderr, "stream %s did not reach %" PRIu64 " events in %.0f s\n", stream.c_str(),
                lines, timeout_s);
