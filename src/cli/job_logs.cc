@@ -51,6 +51,7 @@ Result<JobLogPlan> PlanJobLogs(const Json& job, const std::vector<Json>& node_vi
   }
   JobLogPlan plan;
   plan.job_id = job.value("jobId", "");
+  plan.job_name = job.value("jobName", "");
   plan.status = job.value("status", "");
   plan.status_reason = job.value("statusReason", "");
   plan.failure_category = job.value("failureCategory", "");

@@ -35,6 +35,7 @@ struct StreamRef {
 // Where a job's output is, as DescribeJobs reports it now.
 struct JobLogPlan {
   std::string job_id;
+  std::string job_name;
   std::string status;  // SUBMITTED ... SUCCEEDED, FAILED
   std::string status_reason;
   std::string failure_category;  // failureCategory (lote extra), e.g. HANG

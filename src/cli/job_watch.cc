@@ -152,6 +152,7 @@ Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
   }
   JobOutcome outcome;
   outcome.job_id = plan.job_id;
+  outcome.name = plan.job_name;
   outcome.status = plan.status;
   outcome.reason = plan.status_reason;
   outcome.failure_category = plan.failure_category;

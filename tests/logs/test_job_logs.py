@@ -227,6 +227,10 @@ class JobLogsTest(unittest.TestCase):
             self.assertEqual(mine, ["node %d line %d" % (node, k) for k in range(lines)])
         self.assertEqual(len(job_lines(got)), 4 * lines)  # nothing else
         self.assertFalse(any(l.startswith("---") for l in got))  # one attempt, no retries
+        merged = r.stdout
+        r = self.lote("logs", job_id, "--follow")
+        self.assertEqual((r.returncode, r.stdout), (0, merged), r.stderr)
+        self.assertIn("job %s (mn4) SUCCEEDED" % job_id, r.stderr)
         r = self.lote("logs", job_id, "--node", "3")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(job_lines(r.stdout.splitlines()),
