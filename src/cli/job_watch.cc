@@ -88,9 +88,17 @@ Result<std::vector<LogLine>> StreamPages::NextPage() {
       return page.status().WithContext("GetLogEvents on stream " + stream_);
     }
     std::string next = page->value("nextForwardToken", "");
-    const Json events = page->value("events", Json::array());
-    for (const Json& e : events) {
-      lines.push_back({e.value("timestamp", int64_t{0}), e.value("message", "")});
+    auto events = page->find("events");
+    if (events != page->end() && events->is_array()) {
+      lines.reserve(lines.size() + events->size());
+      for (Json& e : *events) {
+        if (!e.is_object()) continue;
+        LogLine line;
+        line.timestamp_ms = e.value("timestamp", int64_t{0});
+        auto m = e.find("message");
+        if (m != e.end() && m->is_string()) line.message = std::move(m->get_ref<std::string&>());
+        lines.push_back(std::move(line));
+      }
     }
     bool stood_still = next.empty() || (token_ && next == *token_);
     if (!next.empty()) token_ = next;
