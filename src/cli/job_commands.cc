@@ -1,0 +1,205 @@
+// `lote logs`, `lote wait` and `lote status`: client subcommands over the
+// AWS Batch and CloudWatch Logs APIs (see job_watch.h).
+//
+// Exit codes: logs and wait exit 0 when the job SUCCEEDED (logs also when it
+// has not ended and --follow is not given), 1 when it FAILED, 2 on an error
+// (unknown job, bad option, server unreachable); wait exits 124 on --timeout.
+#include <cctype>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+
+#include "cli/api_client.h"
+#include "cli/durations.h"
+#include "cli/job_watch.h"
+#include "lote/registry.h"
+
+namespace lote::cli {
+namespace {
+
+constexpr int kExitError = 2;
+
+// Runs a command body; an exception (a server answer of an unexpected shape)
+// becomes an error message and exit code instead of an abort.
+void Guarded(const char* command, int error_code, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lote %s: unexpected answer from the server: %s\n", command, e.what());
+    lote::SetExitCode(error_code);
+  }
+}
+constexpr int kExitTimeout = 124;
+
+void AddEndpointOption(CLI::App* sub, std::string* endpoint) {
+  sub->add_option("--endpoint", *endpoint,
+                  "Server URL; default $LOTE_ENDPOINT, $AWS_ENDPOINT_URL_BATCH or "
+                  "http://127.0.0.1:7480");
+}
+
+std::unique_ptr<ApiClient> Connect(const char* command, const std::string& endpoint) {
+  ClientOptions options;
+  options.endpoint = endpoint;
+  auto client = ApiClient::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "lote %s: %s\n", command, client.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+// "600" (seconds) or a duration such as "10m".
+Result<int64_t> ParseTimeout(const std::string& text) {
+  bool digits = !text.empty();
+  for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (digits) {
+    if (text.size() > 12) return Status::InvalidArgument("--timeout " + text + " is too long");
+    return std::stoll(text) * 1000;
+  }
+  Result<int64_t> d = ParseDuration(text);
+  if (!d.ok()) return Status::InvalidArgument("--timeout: " + d.status().message());
+  return d;
+}
+
+struct LogsArgs {
+  std::string endpoint, job_id, since;
+  int32_t node = -1, attempt = -1;
+  bool follow = false;
+};
+
+lote::CommandRegistrar logs_command([](CLI::App& app) {
+  auto args = std::make_shared<LogsArgs>();
+  auto* sub = app.add_subcommand(
+      "logs",
+      "Print a job's output: every node's log stream merged by time ([node N] prefixes for "
+      "multi-node jobs), every attempt; exit code 0 if the job SUCCEEDED, 1 if it FAILED");
+  sub->add_option("JOB_ID", args->job_id, "The job (also JOBID#N for one node of a gang)")
+      ->required();
+  auto* node =
+      sub->add_option("--node", args->node, "Only this node of a multi-node job (0-based)");
+  auto* attempt = sub->add_option("--attempt", args->attempt, "Only this attempt (1 = the first)");
+  sub->add_flag("-f,--follow", args->follow,
+                "Keep printing new output until the job ends, across retries");
+  sub->add_option("--since", args->since, "Only output newer than this: 30s, 10m, 2h, 1d");
+  AddEndpointOption(sub, &args->endpoint);
+  sub->callback([args, node, attempt] {
+    Guarded("logs", kExitError, [&] {
+      LogsOptions options;
+      options.job_id = args->job_id;
+      if (node->count() > 0) options.node = args->node;
+      if (attempt->count() > 0) options.attempt = args->attempt;
+      options.follow = args->follow;
+      if (!args->since.empty()) {
+        Result<int64_t> since = ParseDuration(args->since);
+        if (!since.ok()) {
+          std::fprintf(stderr, "lote logs: --since: %s\n", since.status().message().c_str());
+          lote::SetExitCode(kExitError);
+          return;
+        }
+        options.since_ms = *since;
+      }
+      std::unique_ptr<ApiClient> client = Connect("logs", args->endpoint);
+      if (!client) {
+        lote::SetExitCode(kExitError);
+        return;
+      }
+      Sleeper real = RealSleeper();
+      auto write = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
+      Result<JobOutcome> outcome =
+          RunLogs(client.get(), options, write, SystemClock::Default(), [&real](int64_t ms) {
+            std::fflush(stdout);
+            real(ms);
+          });
+      std::fflush(stdout);
+      if (!outcome.ok()) {
+        std::fprintf(stderr, "lote logs: %s\n", outcome.status().message().c_str());
+        lote::SetExitCode(kExitError);
+        return;
+      }
+      if (options.follow) std::fprintf(stderr, "%s\n", FormatOutcome(*outcome).c_str());
+      lote::SetExitCode(outcome->exit_code);
+    });
+  });
+});
+
+struct WaitArgs {
+  std::string endpoint, job_id, timeout;
+};
+
+lote::CommandRegistrar wait_command([](CLI::App& app) {
+  auto args = std::make_shared<WaitArgs>();
+  auto* sub = app.add_subcommand(
+      "wait",
+      "Block until a job ends and print its final status and reason; exit code 0 only if it "
+      "SUCCEEDED (1 FAILED, 2 error, 124 timeout)");
+  sub->add_option("JOB_ID", args->job_id, "The job")->required();
+  sub->add_option("--timeout", args->timeout,
+                  "Give up after this long: seconds, or 30s, 10m, 2h, 1d (default: no limit)");
+  AddEndpointOption(sub, &args->endpoint);
+  sub->callback([args] {
+    Guarded("wait", kExitError, [&] {
+      std::optional<int64_t> timeout;
+      if (!args->timeout.empty()) {
+        Result<int64_t> t = ParseTimeout(args->timeout);
+        if (!t.ok()) {
+          std::fprintf(stderr, "lote wait: %s\n", t.status().message().c_str());
+          lote::SetExitCode(kExitError);
+          return;
+        }
+        timeout = *t;
+      }
+      std::unique_ptr<ApiClient> client = Connect("wait", args->endpoint);
+      if (!client) {
+        lote::SetExitCode(kExitError);
+        return;
+      }
+      Result<JobOutcome> outcome =
+          WaitForJob(client.get(), args->job_id, timeout, SystemClock::Default(), RealSleeper());
+      if (!outcome.ok()) {
+        std::fprintf(stderr, "lote wait: %s\n", outcome.status().message().c_str());
+        lote::SetExitCode(outcome.status().code() == StatusCode::kDeadlineExceeded ? kExitTimeout
+                                                                                   : kExitError);
+        return;
+      }
+      std::printf("%s\n", FormatOutcome(*outcome).c_str());
+      lote::SetExitCode(outcome->exit_code);
+    });
+  });
+});
+
+struct StatusArgs {
+  std::string endpoint, queue;
+};
+
+lote::CommandRegistrar status_command([](CLI::App& app) {
+  auto args = std::make_shared<StatusArgs>();
+  auto* sub = app.add_subcommand(
+      "status",
+      "A table of job queues and their active jobs with progress (step/total, loss, ETA) from "
+      "LOTE_PROGRESS lines");
+  sub->add_option("--queue", args->queue, "Only this job queue (name or ARN)");
+  AddEndpointOption(sub, &args->endpoint);
+  sub->callback([args] {
+    Guarded("status", 1, [&] {
+      std::unique_ptr<ApiClient> client = Connect("status", args->endpoint);
+      if (!client) {
+        lote::SetExitCode(1);
+        return;
+      }
+      std::optional<std::string> queue;
+      if (!args->queue.empty()) queue = args->queue;
+      Result<std::string> table =
+          RenderStatus(client.get(), queue, SystemClock::Default()->NowMillis());
+      if (!table.ok()) {
+        std::fprintf(stderr, "lote status: %s\n", table.status().message().c_str());
+        lote::SetExitCode(1);
+        return;
+      }
+      std::fwrite(table->data(), 1, table->size(), stdout);
+    });
+  });
+});
+
+}  // namespace
+}  // namespace lote::cli
