@@ -56,6 +56,8 @@ Result<JobLogPlan> PlanJobLogs(const Json& job, const std::vector<Json>& node_vi
   plan.status_reason = job.value("statusReason", "");
   plan.failure_category = job.value("failureCategory", "");
   plan.stopped_at_ms = IntOr(job, "stoppedAt", 0);
+  if (job.contains("logsComplete") && job["logsComplete"].is_boolean())
+    plan.logs_complete = job["logsComplete"].get<bool>();
   const Json retry = job.value("retryStrategy", Json::object());
   plan.max_attempts = static_cast<int32_t>(std::max<int64_t>(1, IntOr(retry, "attempts", 1)));
 

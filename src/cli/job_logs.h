@@ -40,7 +40,10 @@ struct JobLogPlan {
   std::string status_reason;
   std::string failure_category;  // failureCategory (lote extra), e.g. HANG
   int64_t stopped_at_ms = 0;     // stoppedAt; 0 while the job runs
-  bool multi_node = false;       // a multi-node parent: lines get a "[node N] " prefix
+  // lote's extra key logsComplete of an ended job: every node's output is
+  // stored. Absent from other servers (then a short settle time is used).
+  std::optional<bool> logs_complete;
+  bool multi_node = false;  // a multi-node parent: lines get a "[node N] " prefix
   int32_t num_nodes = 1;
   int32_t max_attempts = 1;          // retryStrategy.attempts
   std::vector<AttemptRef> attempts;  // ascending; those with at least one stream

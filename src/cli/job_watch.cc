@@ -147,7 +147,12 @@ Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
     // Once the job has ended, stop when a round read to the end of every
     // stream and found nothing (output stored just after the end is picked
     // up); without --follow, only a job that ended moments ago is re-read.
-    if (plan.Final()) {
+    if (plan.Final() && plan.logs_complete) {
+      // The server said every stream was complete before this round read
+      // them to the end; while it is not, keep reading (bounded).
+      if (*plan.logs_complete) break;
+      if (clock->NowMillis() - plan.stopped_at_ms > kMaxStoreLagMs) break;
+    } else if (plan.Final()) {
       const bool recent = clock->NowMillis() - plan.stopped_at_ms < kSettleMs;
       if (!options.follow && !recent) break;
       if ((printed == 0 && rounds_after_final > 0) || rounds_after_final > 50) break;

@@ -70,14 +70,19 @@ struct LogsOptions {
 };
 
 inline constexpr int64_t kSettleMs = 10'000;
+// lote servers: how long after the job's end to keep reading while the
+// server says its streams are not complete yet.
+inline constexpr int64_t kMaxStoreLagMs = 120'000;
 
 // Prints the job's output through `write` (merged by timestamp, "[node N] "
 // prefixes for multi-node jobs, a header where each attempt starts when the
 // job may have several). With `follow`, keeps polling (picking up the streams
 // of new attempts) until the job has ended and its streams hold nothing new.
-// The server stores a node's last output just after the job ends, so for a
-// job that ended less than kSettleMs ago the streams are also read until a
-// round finds nothing new. Returns the job's status as it was at the end.
+// The server stores a node's last output just after the job ends: a lote
+// server says when that is done (DescribeJobs' extra key logsComplete), and
+// the streams are read until then; for other servers, a job that ended less
+// than kSettleMs ago is read until a round finds nothing new. Returns the
+// job's status as it was at the end.
 Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
                            const std::function<void(std::string_view)>& write, const Clock* clock,
                            const Sleeper& sleep);

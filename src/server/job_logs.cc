@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <climits>
 #include <utility>
 
 #include "logs/stream_names.h"
@@ -98,6 +99,12 @@ void JobLogs::ReleaseAttempt(const std::string& job_id, int32_t attempt) {
   const AttemptKey key{job_id, attempt};
   ended_.erase(key);
   if (!reported_.count(key)) trackers_.erase(key);
+}
+
+bool JobLogs::Pending(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = followers_.lower_bound(NodeLogKey{job_id, INT32_MIN, INT32_MIN});
+  return it != followers_.end() && it->first.job_id == job_id;
 }
 
 Result<int64_t> JobLogs::StoredOffset(const std::string& stream) const {

@@ -69,6 +69,8 @@ class JobLogs {
   // The source offset stored with the stream's last event (-1: none;
   // NotFound: no such stream).
   Result<int64_t> StoredOffset(const std::string& stream) const;
+  // True while some node of the job is followed (output not entirely stored).
+  bool Pending(const std::string& job_id) const;
   // The last `n` stored lines of a stream (for a hang report).
   std::vector<std::string> LastLines(const std::string& stream, size_t n) const;
 

@@ -405,6 +405,9 @@ Result<Json> JobsService::DescribeJobs(const Json& request) {
       std::optional<Json> live = job_logs_->Progress(
           id, static_cast<int32_t>(it->second.attempts.size()), clock_->NowMillis());
       if (live) described["progress"] = std::move(*live);
+      // Extra key: the output of every node of the ended job is stored (the
+      // streams lag the job's end by the time the last bytes take to store).
+      if (control::IsFinal(it->second.status)) described["logsComplete"] = !job_logs_->Pending(id);
     }
     out.push_back(std::move(described));
   }

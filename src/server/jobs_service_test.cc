@@ -218,6 +218,11 @@ TEST_F(JobsServiceTest, NodeOutputIsStoredInTheStreamEachAttemptNames) {
       Submit("echo one; printf 'two\\nthree'; echo attempt $AWS_BATCH_JOB_ATTEMPT; exit 1");
   Json job = WaitFor(id, {"FAILED"});
   ASSERT_EQ(job["attempts"].size(), 2u);
+  // An ended job says when its output is entirely stored.
+  ASSERT_TRUE(job.contains("logsComplete")) << job;
+  for (int i = 0; i < 300 && !Describe(id)["logsComplete"].get<bool>(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(Describe(id)["logsComplete"].get<bool>());
   std::set<std::string> streams;
   for (const Json& attempt : job["attempts"]) {
     const std::string stream = attempt["container"]["logStreamName"];
