@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "control/job_controller.h"
 #include "control/job_env.h"
 #include "control/job_render.h"
 #include "control/job_sched.h"
@@ -37,68 +38,12 @@ const std::set<std::string>& SupportedFields() {
   return fields;
 }
 
-sched::Resources ShapeOf(const control::InstanceType& type) {
-  return sched::Resources{int64_t{type.vcpus} * 1000, type.memory_mib, type.accelerators};
-}
-
 // Inverse of exec::InstancePrivateIp: 127.0.X.Y -> (X-1)*254 + (Y-1); -1 if not one.
 int32_t InstanceIndexOfIp(const std::string& ip) {
   int a = 0, b = 0, x = 0, y = 0;
   if (std::sscanf(ip.c_str(), "%d.%d.%d.%d", &a, &b, &x, &y) != 4 || a != 127 || b != 0) return -1;
   if (x < 1 || y < 1) return -1;
   return (x - 1) * 254 + (y - 1);
-}
-
-std::string QueueNameOfArn(const std::string& arn) {
-  const size_t slash = arn.rfind('/');
-  return slash == std::string::npos ? arn : arn.substr(slash + 1);
-}
-
-// The key of a job's hang detection, in its parameters or tags.
-constexpr const char* kProgressTimeoutKey = "lote:progressTimeoutSeconds";
-constexpr int64_t kMaxProgressTimeoutSeconds = 30LL * 24 * 3600;
-
-// A whole number of seconds in 1..kMaxProgressTimeoutSeconds, or nullopt.
-std::optional<int64_t> ParseTimeoutSeconds(const std::string& text) {
-  if (text.empty() || text.size() > 10) return std::nullopt;
-  int64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  if (value < 1 || value > kMaxProgressTimeoutSeconds) return std::nullopt;
-  return value;
-}
-
-// The job's hang timeout: parameter first, then tag.
-std::optional<int64_t> ProgressTimeoutSeconds(const Job& job) {
-  if (auto it = job.parameters.find(kProgressTimeoutKey); it != job.parameters.end())
-    return ParseTimeoutSeconds(it->second);
-  if (auto it = job.tags.find(kProgressTimeoutKey); it != job.tags.end())
-    return ParseTimeoutSeconds(it->second);
-  return std::nullopt;
-}
-
-Status ValidateProgressTimeout(const Job& job) {
-  for (const auto* map : {&job.parameters, &job.tags}) {
-    auto it = map->find(kProgressTimeoutKey);
-    if (it != map->end() && !ParseTimeoutSeconds(it->second)) {
-      return Status::InvalidArgument(
-          std::string(kProgressTimeoutKey) + " is '" + it->second +
-          "': give a whole number of seconds from 1 to " +
-          std::to_string(kMaxProgressTimeoutSeconds) +
-          " (how long a running node may go without a LOTE_PROGRESS line)");
-    }
-  }
-  return Status();
-}
-
-// One line of a hang report: at most 200 bytes, without control characters.
-std::string Clip(const std::string& line) {
-  std::string out = line.size() > 200 ? line.substr(0, 200) + "..." : line;
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  return out;
 }
 
 std::string RequiredString(const Json& request, const char* field) {
@@ -164,11 +109,12 @@ Status JobsService::Load() {
     Result<control::ComputeEnvironmentSpec> ce =
         control_->FindComputeEnvironment(attempt->compute_environment);
     sched::Resources shape;
-    if (ce.ok() && !ce->instance_types.empty()) shape = ShapeOf(ce->instance_types.front());
+    if (ce.ok() && !ce->instance_types.empty())
+      shape = control::ShapeOf(ce->instance_types.front());
     for (const control::NodeAttempt& node : attempt->nodes) {
       if (instances_.count(node.instance_id)) continue;
-      VirtualInstance inst{node.instance_id, attempt->compute_environment, shape, node.private_ipv4,
-                           sched::Instance::kBusy};
+      control::VirtualInstance inst{node.instance_id, attempt->compute_environment, shape,
+                                    node.private_ipv4, sched::Instance::kBusy};
       instances_[node.instance_id] = inst;
       next_instance_index_ =
           std::max(next_instance_index_, InstanceIndexOfIp(node.private_ipv4) + 1);
@@ -365,7 +311,7 @@ Result<Json> JobsService::SubmitJob(const Json& request) {
       return it->second;
     };
     ASSIGN_OR_RETURN(control::SubmittedJobs submitted, control::PrepareSubmit(request, ctx));
-    RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
+    RETURN_IF_ERROR(control::ValidateProgressTimeout(submitted.job));
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)
@@ -630,138 +576,10 @@ std::string JobsService::NewInstanceIdLocked() {
   return buf;
 }
 
-Result<sched::Snapshot> JobsService::BuildSnapshotLocked(int64_t now) {
-  sched::Snapshot snap;
-  // What running attempts hold on each instance.
-  std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
-  std::map<std::string, std::map<std::string, int64_t>> running_share;  // queue -> share -> mvcpu
-  for (const auto& [id, job] : jobs_) {
-    const control::Attempt* attempt = job.CurrentAttempt();
-    if (attempt == nullptr) continue;
-    for (const control::NodeAttempt& node : attempt->nodes) {
-      const control::ContainerSpec* c = job.ContainerFor(node.node_index);
-      if (c == nullptr) continue;
-      auto& h = held[node.instance_id];
-      h.first += sched::Resources{c->MilliVcpu(), c->MemoryMib(), c->Gpus()};
-      for (int32_t d : node.devices)
-        if (d >= 0 && d < 64) h.second |= (uint64_t{1} << d);
-      running_share[QueueNameOfArn(job.queue_arn)][job.share_identifier] += c->MilliVcpu();
-    }
-  }
-  std::map<std::string, std::string> ce_name_of_arn;
-  for (const control::ComputeEnvironmentSpec& ce : control_->ComputeEnvironments()) {
-    ce_name_of_arn[ce.arn] = ce.name;
-    if (ce.instance_types.empty()) continue;  // unmanaged: nothing lote can launch
-    sched::ComputeEnvironment out;
-    out.name = ce.name;
-    out.state = ce.enabled ? sched::State::kEnabled : sched::State::kDisabled;
-    out.valid = ce.status == "VALID";
-    out.instance_type =
-        sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
-    out.placement_group = ce.placement_group;
-    out.min_vcpus = ce.min_vcpus;
-    out.max_vcpus = ce.max_vcpus;
-    out.desired_vcpus = ce.desired_vcpus;
-    for (auto& [iid, inst] : instances_) {
-      if (inst.compute_environment != ce.name) continue;
-      sched::Instance si;
-      si.id = iid;
-      si.total = inst.shape;
-      auto h = held.find(iid);
-      const sched::Resources used = h == held.end() ? sched::Resources{} : h->second.first;
-      const uint64_t used_devices = h == held.end() ? 0 : h->second.second;
-      si.available =
-          sched::Resources{std::max<int64_t>(0, inst.shape.milli_vcpu - used.milli_vcpu),
-                           std::max<int64_t>(0, inst.shape.memory_mib - used.memory_mib),
-                           std::max<int32_t>(0, inst.shape.accelerators - used.accelerators)};
-      const uint64_t all = inst.shape.accelerators >= 64
-                               ? ~uint64_t{0}
-                               : ((uint64_t{1} << inst.shape.accelerators) - 1);
-      si.free_devices = all & ~used_devices;
-      // Keep popcount(free_devices) == available.accelerators.
-      while (__builtin_popcountll(si.free_devices) > si.available.accelerators)
-        si.free_devices &= si.free_devices - 1;
-      if (h != held.end()) {
-        inst.idle_since_ms = sched::Instance::kBusy;
-      } else if (inst.idle_since_ms == sched::Instance::kBusy) {
-        inst.idle_since_ms = now;
-      }
-      si.idle_since_ms = inst.idle_since_ms;
-      out.instances.push_back(std::move(si));
-    }
-    snap.compute_environments.push_back(std::move(out));
-  }
-  for (const control::JobQueueSpec& q : control_->JobQueues()) {
-    sched::JobQueue out;
-    out.name = q.name;
-    out.priority = q.priority;
-    out.state = q.enabled ? sched::State::kEnabled : sched::State::kDisabled;
-    for (const std::string& arn : q.compute_environment_arns) {
-      auto it = ce_name_of_arn.find(arn);
-      if (it == ce_name_of_arn.end()) continue;
-      // Only environments present in the snapshot (managed ones).
-      bool present = false;
-      for (const auto& ce : snap.compute_environments) present |= ce.name == it->second;
-      if (present) out.compute_environments.push_back(it->second);
-    }
-    if (!q.scheduling_policy_arn.empty()) {
-      Result<Json> policies = control_->DescribeSchedulingPolicies(
-          Json{{"arns", Json::array({q.scheduling_policy_arn})}});
-      sched::FairSharePolicy fs;
-      if (policies.ok() && (*policies).contains("schedulingPolicies") &&
-          !(*policies)["schedulingPolicies"].empty()) {
-        const Json p =
-            (*policies)["schedulingPolicies"][0].value("fairsharePolicy", Json::object());
-        fs.compute_reservation = p.value("computeReservation", 0);
-        fs.share_decay_seconds = p.value("shareDecaySeconds", 0);
-        for (const Json& s : p.value("shareDistribution", Json::array()))
-          fs.share_distribution.push_back(
-              sched::ShareWeight{s.value("shareIdentifier", ""), s.value("weightFactor", 1.0)});
-      }
-      out.fair_share = fs;
-      std::set<std::string> shares;
-      for (const auto& [share, mv] : running_share[q.name]) shares.insert(share);
-      for (const auto& [key, h] : share_history_)
-        if (h.queue == q.name) shares.insert(h.share_identifier);
-      for (const std::string& share : shares) {
-        if (share.empty()) continue;
-        sched::ShareUsage u;
-        u.share_identifier = share;
-        u.running_milli_vcpu = running_share[q.name][share];
-        auto h = share_history_.find(q.name + "/" + share);
-        if (h != share_history_.end()) {
-          u.history_vcpu_seconds = h->second.history_vcpu_seconds;
-          u.history_as_of_ms = h->second.history_as_of_ms;
-        }
-        out.share_usage.push_back(u);
-      }
-    }
-    snap.queues.push_back(std::move(out));
-  }
-  for (const auto& [id, job] : jobs_) {
-    if (job.status != JobStatus::kRunnable || job.IsArrayParent()) continue;
-    Result<sched::Job> sj = control::SchedulerJob(job, submit_order_[id]);
-    if (!sj.ok()) continue;
-    // Jobs of a queue that has gone are left RUNNABLE.
-    bool known = false;
-    for (const auto& q : snap.queues) known |= q.name == sj->queue;
-    if (known) snap.jobs.push_back(std::move(sj).value());
-  }
-  return snap;
-}
-
 void JobsService::UpdateArrayParentLocked(const std::string& parent_id, int64_t now) {
-  auto it = jobs_.find(parent_id);
-  if (it == jobs_.end() || !it->second.IsArrayParent()) return;
-  std::vector<JobStatus> statuses;
-  for (int32_t i = 0; i < it->second.array->size; ++i) {
-    auto child = jobs_.find(control::ArrayChildId(parent_id, i));
-    if (child != jobs_.end()) statuses.push_back(child->second.status);
-  }
-  if (static_cast<int32_t>(statuses.size()) != it->second.array->size) return;
-  std::map<std::string, int32_t> counts = control::CountStatuses(statuses);
-  if (counts == it->second.array->status_summary) return;
-  Result<Job> r = ApplyLocked(parent_id, JobEvent::ArrayChildrenUpdated(counts, now));
+  std::optional<JobEvent> e = control::ArrayParentEvent(jobs_, parent_id, now);
+  if (!e) return;
+  Result<Job> r = ApplyLocked(parent_id, *e);
   if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.status().ToString());
 }
 
@@ -783,29 +601,16 @@ std::vector<std::pair<std::string, JobEvent>> JobsService::HangEventsLocked(int6
   if (!job_logs_) return hangs;
   for (const auto& [id, job] : jobs_) {
     if (job.status != JobStatus::kRunning) continue;
-    const std::optional<int64_t> timeout_s = ProgressTimeoutSeconds(job);
+    const std::optional<int64_t> timeout_s = control::ProgressTimeoutSeconds(job);
     const control::Attempt* attempt = job.CurrentAttempt();
     if (!timeout_s || attempt == nullptr) continue;
     const int32_t number = static_cast<int32_t>(job.attempts.size());
     const std::vector<int32_t> stalled =
         job_logs_->StalledNodes(id, number, now, *timeout_s * 1000);
     if (stalled.empty()) continue;
-    // "node(s) 1, 3 reported no progress for 30 s; last lines of node 1: ..."
-    std::string nodes;
-    for (int32_t n : stalled) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
-    std::string reason =
-        (job.IsMultiNode() ? (stalled.size() == 1 ? "node " : "nodes ") + nodes : "the job") +
-        " reported no progress (" + std::string(logs::kProgressPrefix) + "line) for " +
-        std::to_string(*timeout_s) + " s (" + kProgressTimeoutKey + ")";
-    for (size_t i = 0; i < stalled.size() && i < 4; ++i) {
-      const control::NodeAttempt* node = attempt->Node(stalled[i]);
-      if (node == nullptr || node->log_stream_name.empty()) continue;
-      std::vector<std::string> lines = job_logs_->LastLines(node->log_stream_name, 3);
-      reason += job.IsMultiNode() ? "; last lines of node " + std::to_string(stalled[i]) + ":"
-                                  : "; last lines:";
-      if (lines.empty()) reason += " (none)";
-      for (const std::string& line : lines) reason += " | " + Clip(line);
-    }
+    const std::string reason = control::HangReason(
+        job, *attempt, stalled, *timeout_s,
+        [this](const std::string& stream) { return job_logs_->LastLines(stream, 3); });
     hangs.emplace_back(id, JobEvent::AttemptFailed(number, control::FailureCategory::kHang, reason,
                                                    stalled.front(), now));
   }
@@ -893,7 +698,9 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
     // 5. Scheduling.
     // (Nothing new starts once the server is stopping.)
     Result<sched::Snapshot> snap =
-        stopping_ ? Result<sched::Snapshot>(sched::Snapshot{}) : BuildSnapshotLocked(now);
+        stopping_ ? Result<sched::Snapshot>(sched::Snapshot{})
+                  : control::BuildSchedulerSnapshot(jobs_, submit_order_, &instances_, control_,
+                                                    share_history_, now);
     if (snap.ok() && !snap->jobs.empty()) {
       Result<sched::Decisions> decisions = sched::Decide(*snap, now);
       if (!decisions.ok()) {
@@ -904,8 +711,8 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
           const std::string iid = NewInstanceIdLocked();
           Result<std::string> ip = exec::InstancePrivateIp(next_instance_index_);
           ++next_instance_index_;
-          instances_[iid] = VirtualInstance{iid, l.compute_environment, l.shape,
-                                            ip.ok() ? *ip : std::string("127.0.0.1"), now};
+          instances_[iid] = control::VirtualInstance{iid, l.compute_environment, l.shape,
+                                                     ip.ok() ? *ip : std::string("127.0.0.1"), now};
           launched_ids.push_back(iid);
         }
         for (const sched::Removal& r : decisions->removals) instances_.erase(r.instance_id);

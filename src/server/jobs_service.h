@@ -35,6 +35,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "control/job_controller.h"
 #include "control/job_model.h"
 #include "control/job_state.h"
 #include "exec/local_backend.h"
@@ -74,15 +75,6 @@ class JobsService {
   Result<Json> ListJobTags(const Json& request);
 
  private:
-  // A virtual instance of a compute environment (a share of this host).
-  struct VirtualInstance {
-    std::string id;
-    std::string compute_environment;  // name
-    sched::Resources shape;
-    std::string private_ip;
-    int64_t idle_since_ms = 0;
-  };
-
   JobsService(ServerContext& context, JobsServiceOptions options);
   Status Load();
   Status RecoverNodes();
@@ -113,7 +105,6 @@ class JobsService {
   void AfterChangeLocked(const control::Job& before, const control::Job& after);
   void UpdateArrayParentLocked(const std::string& parent_id, int64_t now);
   std::string NewInstanceIdLocked();
-  Result<sched::Snapshot> BuildSnapshotLocked(int64_t now);
   Result<control::Job> RequestStopLocked(const std::string& job_id, bool terminate,
                                          const std::string& reason, int64_t now);
   void Wake();
@@ -131,7 +122,7 @@ class JobsService {
   std::map<std::string, int64_t> last_seq_;      // per job: last event seq stored
   std::map<std::string, int64_t> submit_order_;  // per job
   int64_t next_submit_order_ = 1;
-  std::map<std::string, VirtualInstance> instances_;
+  control::InstanceTable instances_;
   int32_t next_instance_index_ = 0;
   std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
   std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down (loop thread)

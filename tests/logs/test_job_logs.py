@@ -38,10 +38,19 @@ GROUP = "/aws/batch/job"
 INTERLEAVED = r"""
 import os, sys, time
 node = int(os.environ.get("AWS_BATCH_JOB_NODE_INDEX", "0"))
+nodes = int(os.environ.get("AWS_BATCH_JOB_NUM_NODES", "1"))
 for k in range(int(sys.argv[1])):
     os.write(1, b"node %d line %d\n" % (node, k))
     if k % 25 == 0:
         time.sleep(0.005)
+# The main node's exit ends the job and stops the others (gang rule): it
+# waits until every other node has printed everything.
+marks = os.path.join(sys.argv[2], "done-" + os.environ["AWS_BATCH_JOB_ID"].split("#")[0])
+os.makedirs(marks, exist_ok=True)
+open(os.path.join(marks, str(node)), "w").close()
+deadline = time.time() + 60
+while node == 0 and len(os.listdir(marks)) < nodes and time.time() < deadline:
+    time.sleep(0.02)
 """
 
 # Prints numbered lines as fast as it can; after each line is written, its
@@ -166,6 +175,11 @@ class JobLogsTest(unittest.TestCase):
     def wait_status(self, job_id, statuses=FINAL, timeout=60):
         job = wait_for(lambda: (lambda j: j if j["status"] in statuses else None)(
             self.describe(job_id)), timeout, "job %s to reach %s" % (job_id, statuses))
+        if job["status"] in FINAL:
+            # The streams lag the job's end by the time the last bytes take to
+            # store; the server says when they are complete (extra key).
+            wait_for(lambda: self.describe_raw(job_id).get("logsComplete") is True, 60,
+                     "job %s's output to be stored (logsComplete)" % job_id)
         return job
 
     def stream_messages(self, stream):
@@ -190,7 +204,7 @@ class JobLogsTest(unittest.TestCase):
     def test_four_nodes_interleaved_lines(self):
         lines = 400
         job_id = self.submit_multinode(
-            "mn4", 4, [sys.executable, self.path("interleaved.py"), str(lines)])
+            "mn4", 4, [sys.executable, self.path("interleaved.py"), str(lines), self.out])
         job = self.wait_status(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
         streams = set()

@@ -1,0 +1,74 @@
+// The decisions of the job loop that are not the state machine itself, as
+// functions of the jobs and the control plane's resources: the scheduler's
+// snapshot of the virtual instances and RUNNABLE jobs, array parents'
+// summaries, and hang detection's key and reason. The loop that calls them,
+// persists the events and drives the executor is src/server/jobs_service.
+//
+// No I/O, no clock, no locks: the caller holds whatever guards its tables.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "control/control_plane.h"
+#include "control/job_model.h"
+#include "control/job_state.h"
+#include "sched/scheduler.h"
+#include "sched/snapshot.h"
+
+namespace lote::control {
+
+// A virtual instance of a compute environment (a share of this host).
+struct VirtualInstance {
+  std::string id;
+  std::string compute_environment;  // name
+  sched::Resources shape;
+  std::string private_ip;
+  int64_t idle_since_ms = 0;  // sched::Instance::kBusy while it holds a node
+};
+
+using JobTable = std::map<std::string, Job>;         // every job incl. array children
+using SubmitOrder = std::map<std::string, int64_t>;  // per job: FIFO position
+using InstanceTable = std::map<std::string, VirtualInstance>;
+using ShareHistory = std::map<std::string, sched::ShareUsageUpdate>;  // "queue/share"
+
+// An instance type's shape for the scheduler (milli-vCPU, MiB, accelerators).
+sched::Resources ShapeOf(const InstanceType& type);
+
+// The scheduler's input: every managed compute environment with its
+// instances (what their running nodes hold; idle_since_ms is updated in
+// `instances`), every queue with its fair-share policy and usage, and the
+// RUNNABLE jobs of known queues.
+Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
+                                               const SubmitOrder& submit_order,
+                                               InstanceTable* instances, ControlPlane* control,
+                                               const ShareHistory& share_history, int64_t now);
+
+// The ArrayChildrenUpdated event of an array parent whose children's status
+// counts changed; nullopt when nothing changed or a child is missing.
+std::optional<JobEvent> ArrayParentEvent(const JobTable& jobs, const std::string& parent_id,
+                                         int64_t now);
+
+// Hang detection's key, in a job's parameters (first) or tags.
+inline constexpr const char* kProgressTimeoutKey = "lote:progressTimeoutSeconds";
+inline constexpr int64_t kMaxProgressTimeoutSeconds = 30LL * 24 * 3600;
+
+// The job's hang timeout in seconds; nullopt when it has none (or an invalid one).
+std::optional<int64_t> ProgressTimeoutSeconds(const Job& job);
+// InvalidArgument naming the key when its value is not 1..kMaxProgressTimeoutSeconds.
+Status ValidateProgressTimeout(const Job& job);
+
+// The reason of a HANG failure: "node(s) 1, 3 reported no progress (...) for
+// 30 s (...); last lines of node 1: | ... | ..." (single-node: "the job ...").
+// `last_lines(stream)` gives a node's last stored lines.
+std::string HangReason(
+    const Job& job, const Attempt& attempt, const std::vector<int32_t>& stalled,
+    int64_t timeout_seconds,
+    const std::function<std::vector<std::string>(const std::string&)>& last_lines);
+
+}  // namespace lote::control
