@@ -94,32 +94,46 @@ std::optional<std::string> ResolveExecutable(const std::string& arg0,
   ::_exit(127);
 }
 
+// Reaps every exited child except `leader` (orphans that came back to this
+// subreaper), without a scan of /proc: waitid(WNOWAIT) peeks at one exited
+// child at a time. Stops at the leader, which must stay unreaped while its
+// process group may still be signalled.
+void ReapOrphans(pid_t leader) {
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return;  // ECHILD
+    if (info.si_pid == 0 || info.si_pid == leader) return;
+    int ignored;
+    ::waitpid(info.si_pid, &ignored, 0);
+  }
+}
+
 void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
   // The leader is a zombie here, so its pid (= the group id) cannot be reused.
   ::kill(-leader, SIGKILL);
   int status = 0;
   while (::waitpid(leader, &status, 0) < 0 && errno == EINTR) {
   }
-  // Everything else: orphans reparented to this subreaper, and what they started.
+  // Everything else: orphans reparented to this subreaper, and what they
+  // started. Usually there is nothing: the first waitpid says ECHILD.
   int64_t deadline = MonoMs() + 5000;
   while (MonoMs() < deadline) {
-    bool any = false;
-    for (pid_t child : ListChildPids(::getpid())) {
-      any = true;
-      ::kill(-child, SIGKILL);  // if it leads a group of its own
-      ::kill(child, SIGKILL);
-    }
+    bool reaped = false;
     while (true) {
       pid_t r = ::waitpid(-1, &status, WNOHANG);
       if (r > 0) {
-        any = true;
+        reaped = true;
         continue;
       }
-      if (r < 0 && errno == ECHILD) break;
-      break;
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == ECHILD) return;  // no child left
+      break;                                 // children remain, none exited yet
     }
-    if (!any && ::waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) return;
-    ::usleep(10'000);
+    for (pid_t child : ListChildPids(::getpid())) {
+      ::kill(-child, SIGKILL);  // if it leads a group of its own
+      ::kill(child, SIGKILL);
+    }
+    if (!reaped) ::usleep(10'000);
   }
   log("some descendants did not exit within 5 s of SIGKILL");
 }
@@ -337,12 +351,7 @@ int RunExecShim(const std::string& node_dir) {
     while (::read(sig_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
       int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) {
-        // Reap orphans that came back to us, but never the leader here.
-        for (pid_t c : ListChildPids(::getpid())) {
-          if (c == child) continue;
-          int ignored;
-          ::waitpid(c, &ignored, WNOHANG);
-        }
+        ReapOrphans(child);  // never the leader here
         continue;
       }
       if (sig == SIGHUP) continue;
