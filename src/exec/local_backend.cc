@@ -403,24 +403,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
     (void)WriteJsonRecord(paths.status(), ToJson(st));
     return Status::Internal(who + ": " + why);
   };
-  if (spec.working_dir.empty()) {
-    // <node>/work: its parent was just made.
-    if (Status s = MakeDir(shim.working_dir, 0755); !s.ok()) return fail_start(s.message());
-    if (shim.uid && ::chown(shim.working_dir.c_str(), *shim.uid, shim.gid) != 0) {
-      return fail_start("cannot give " + shim.working_dir + " to uid " + std::to_string(*shim.uid) +
-                        ": " + ErrnoText());
-    }
-  } else if (!FileExists(shim.working_dir)) {
-    if (Status s = MakeDirs(shim.working_dir); !s.ok()) return fail_start(s.message());
-    if (shim.uid && ::chown(shim.working_dir.c_str(), *shim.uid, shim.gid) != 0) {
-      return fail_start("cannot give " + shim.working_dir + " to uid " + std::to_string(*shim.uid) +
-                        ": " + ErrnoText());
-    }
-  }
-  std::string out_parent = shim.output_path.substr(0, shim.output_path.rfind('/'));
-  if (!out_parent.empty() && out_parent != paths.dir) {
-    if (Status s = MakeDirs(out_parent); !s.ok()) return fail_start(s.message());
-  }
+  // The working directory and the output's folder are made by the supervisor
+  // (a failure there is a kStartFailed event), not on this launch path.
   if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
     return fail_start("cannot write spec.json: " + s.message());
   }
