@@ -30,6 +30,7 @@ cleanup() { stop_servers; rm -rf "$WORK"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N jobs running \`true\`, $CLIENTS clients"
 for run in $(seq "$RUNS"); do
   # lote (its supervisor: lote-exec-shim beside the lote binary)
@@ -56,7 +57,7 @@ for run in $(seq "$RUNS"); do
     curl -s -o /dev/null "http://127.0.0.1:$MOTO_PORT/moto-api/" && break
     sleep 0.1
   done
-  read -r ROLE SUBNET SG < <(python3 - "$MOTO_PORT" <<'PY'
+  read -r ROLE SUBNET SG PROFILE < <(python3 - "$MOTO_PORT" <<'PY'
 import sys, boto3
 kw = dict(endpoint_url="http://127.0.0.1:%s" % sys.argv[1], region_name="us-east-1",
           aws_access_key_id="bench", aws_secret_access_key="bench")
@@ -64,16 +65,19 @@ iam, ec2 = boto3.client("iam", **kw), boto3.client("ec2", **kw)
 role = iam.create_role(RoleName="bench", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
 subnet = ec2.describe_subnets()["Subnets"][0]
 sg = ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
-print(role, subnet["SubnetId"], sg)
+profile = iam.create_instance_profile(InstanceProfileName="bench")["InstanceProfile"]["Arn"]
+print(role, subnet["SubnetId"], sg, profile)
 PY
 )
   MOTO_RES=$("$LOAD" --endpoint "http://127.0.0.1:$MOTO_PORT" --jobs "$N" --clients "$CLIENTS" \
     --setup --instance-type optimal --service-role "$ROLE" --subnet "$SUBNET" \
-    --security-group "$SG" --instance-role "$ROLE" --wait-seconds 0 --sample-after 5 || true)
+    --security-group "$SG" --instance-role "$PROFILE" --wait-seconds 0 --sample-after 5 || true)
+  MOTO_FAILS=$(grep -c "Failed to run AWS Batch container" "$WORK/moto.log" || true)
+  MOTO_WHY=$(grep -m1 -o "Failed to run AWS Batch container.*" "$WORK/moto.log" | sed 's/container MOTO-BATCH-[0-9a-f-]*/container/' | cut -c1-160 || true)
   stop_servers
 
   echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  python3 - "$LOTE_RES" "$MOTO_RES" <<'PY'
+  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" <<'PY'
 import json, sys
 def load(s):
     try: return json.loads(s)
@@ -97,6 +101,8 @@ if "sample" in m:
     smp = m["sample"]
     print("moto jobs %.0f s after submitting (%d described): %s; e.g. statusReason %r"
           % (smp["after_s"], smp["described"], json.dumps(smp["statuses"]), smp["status_reason"]))
+if m.get("sample"):
+    print("moto log: %s jobs could not run: %s" % (sys.argv[3], sys.argv[4]))
 if "submit" in l and "submit" in m:
     print("ratio lote/moto SubmitJob req/s: %.1fx" % (l["submit"]["rps"] / max(m["submit"]["rps"], 1e-9)))
 PY
