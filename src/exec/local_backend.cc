@@ -35,6 +35,9 @@ namespace lote::exec {
 namespace {
 
 constexpr int64_t kFallbackPollMs = 100;
+// Launch waits while this many supervisors are queued for the spawner thread,
+// so a node reported started is at most a few process starts away from it.
+constexpr size_t kMaxQueuedSpawns = 8;
 
 // Wait blocks in real time whatever clock stamps the events (a FakeClock must
 // not make it spin forever).
@@ -426,7 +429,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   node.paths = paths;
   node.spawning = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    spawn_room_cv_.wait(lock, [&] { return spawn_queue_.size() < kMaxQueuedSpawns; });
     nodes_.emplace(spec.node, std::move(node));
     spawn_queue_.push_back(spec.node);
   }
@@ -487,6 +491,7 @@ void LocalBackend::SpawnLoop() {
       if (spawn_queue_.empty()) return;
       key = spawn_queue_.front();
       spawn_queue_.pop_front();
+      spawn_room_cv_.notify_all();
       auto it = nodes_.find(key);
       if (it == nodes_.end()) continue;
       node_dir = it->second.paths.dir;

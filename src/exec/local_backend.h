@@ -129,11 +129,12 @@ class LocalBackend final : public Backend {
   std::map<NodeKey, Node> nodes_;                   // protected by mu_
   std::unordered_map<uint64_t, NodeKey> by_token_;  // protected by mu_
   uint64_t next_token_ = 1;                         // protected by mu_
-  int64_t unwatched_ = 0;            // nodes without a pidfd, polled; protected by mu_
-  std::deque<NodeEvent> pending_;    // protected by mu_
-  std::deque<NodeKey> spawn_queue_;  // protected by mu_
-  bool spawn_stopping_ = false;      // protected by mu_
-  std::condition_variable spawn_cv_;
+  int64_t unwatched_ = 0;                  // nodes without a pidfd, polled; protected by mu_
+  std::deque<NodeEvent> pending_;          // protected by mu_
+  std::deque<NodeKey> spawn_queue_;        // protected by mu_
+  bool spawn_stopping_ = false;            // protected by mu_
+  std::condition_variable spawn_cv_;       // spawn_queue_ has work or spawn_stopping_
+  std::condition_variable spawn_room_cv_;  // spawn_queue_ has room (Launch waits for it)
   std::thread spawner_;  // runs SpawnLoop; joined (queue drained) by the destructor
 };
 
