@@ -9,7 +9,9 @@
 //   3. with --wait-seconds > 0, polls ListJobs until every job is SUCCEEDED
 //      (stops at the first FAILED one), then reads each job's createdAt,
 //      startedAt and stoppedAt (server clock) for completed jobs/s and the
-//      submit -> RUNNING / SUCCEEDED latencies; with --wait-seconds 0 it
+//      submit -> RUNNING / SUCCEEDED latencies under that burst; then it
+//      submits --paced-jobs more, one at a time --paced-ms apart, for the
+//      same latencies on idle capacity; with --wait-seconds 0 it
 //      waits --sample-after seconds and describes up to 100 jobs to show what
 //      became of them (moto_server runs jobs in Docker; without it they fail).
 // Prints one JSON line.
@@ -59,6 +61,8 @@ struct Options {
   double sample_after = 3;
   int poll_ms = 250;
   int warmup = 10;
+  int paced_jobs = 100;
+  int paced_ms = 50;
 };
 
 // Polls `describe` until the resource named `name` in `list_key` is VALID.
@@ -127,6 +131,34 @@ Result<std::vector<Json>> ListAll(lote::cli::ApiClient& c, const std::string& qu
   }
 }
 
+// Polls ListJobs until every job of `ids` is SUCCEEDED (their summaries);
+// fails at the first FAILED job of the queue (its summary put in `out`).
+Result<std::vector<Json>> WaitAllSucceeded(const Options& o, lote::cli::ApiClient& c,
+                                           const std::vector<std::string>& ids, Json* out) {
+  const std::string queue = o.prefix + "-q";
+  std::set<std::string> wanted(ids.begin(), ids.end());
+  wanted.erase("");  // submissions that failed
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<Json> failed, ListAll(c, queue, "FAILED"));
+    if (!failed.empty()) {
+      (*out)["failed"] = failed.size();
+      (*out)["failed_example"] = failed.front();
+      return Status::Internal(std::to_string(failed.size()) + " job(s) FAILED");
+    }
+    ASSIGN_OR_RETURN(std::vector<Json> succeeded, ListAll(c, queue, "SUCCEEDED"));
+    std::vector<Json> mine;
+    for (Json& j : succeeded)
+      if (wanted.count(j.value("jobId", ""))) mine.push_back(std::move(j));
+    if (mine.size() >= wanted.size()) return mine;
+    if (Since(start) > o.wait_seconds * 1000) {
+      (*out)["succeeded"] = mine.size();
+      return Status::DeadlineExceeded("not every job succeeded in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +181,9 @@ int main(int argc, char** argv) {
                  "with --wait-seconds 0: seconds before the sample");
   app.add_option("--poll-ms", o.poll_ms, "ListJobs polling interval while waiting");
   app.add_option("--warmup", o.warmup, "jobs submitted (one connection) before the timed ones");
+  app.add_option("--paced-jobs", o.paced_jobs,
+                 "then this many jobs one at a time (latency on idle capacity; 0: none)");
+  app.add_option("--paced-ms", o.paced_ms, "interval between the paced submissions");
   CLI11_PARSE(app, argc, argv);
   const std::string queue = o.prefix + "-q";
   Json out = {{"endpoint", o.target.endpoint}, {"jobs", o.jobs}, {"clients", o.clients}};
@@ -233,36 +268,9 @@ int main(int argc, char** argv) {
   }
 
   // Wait until every timed job succeeded (or one failed).
-  const std::set<std::string> timed(ids.begin(), ids.end());
-  auto only_timed = [&](std::vector<Json> list) {
-    std::vector<Json> kept;
-    for (Json& j : list)
-      if (timed.count(j.value("jobId", ""))) kept.push_back(std::move(j));
-    return kept;
-  };
-  const auto wait_start = std::chrono::steady_clock::now();
-  std::vector<Json> done;
-  while (true) {
-    Result<std::vector<Json>> failed = ListAll(**control, queue, "FAILED");
-    if (!failed.ok()) return fail("ListJobs FAILED", failed.status());
-    if (!failed->empty()) {
-      out["failed"] = failed->size();
-      out["failed_example"] = failed->front();
-      return fail("jobs failed", Status::Internal("see failed_example"));
-    }
-    Result<std::vector<Json>> succeeded = ListAll(**control, queue, "SUCCEEDED");
-    if (!succeeded.ok()) return fail("ListJobs SUCCEEDED", succeeded.status());
-    std::vector<Json> mine = only_timed(std::move(succeeded).value());
-    if (mine.size() >= submit.count) {
-      done = std::move(mine);
-      break;
-    }
-    if (Since(wait_start) > o.wait_seconds * 1000) {
-      out["succeeded"] = mine.size();
-      return fail("wait", Status::DeadlineExceeded("not every job succeeded in time"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
-  }
+  Result<std::vector<Json>> done_or = WaitAllSucceeded(o, **control, ids, &out);
+  if (!done_or.ok()) return fail("wait", done_or.status());
+  const std::vector<Json>& done = *done_or;
   std::vector<double> to_running, to_succeeded, running_to_succeeded;
   int64_t last_stop = 0;
   int64_t first_created = std::numeric_limits<int64_t>::max();
@@ -285,6 +293,35 @@ int main(int argc, char** argv) {
       {"submit_to_running", lote::bench::ToJson(lote::bench::Summarize(to_running))},
       {"submit_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(to_succeeded))},
       {"running_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(running_to_succeeded))}};
+
+  // Latency on idle capacity: jobs submitted one at a time, --paced-ms apart,
+  // after the burst has drained (nothing else queued or running).
+  if (o.paced_jobs > 0) {
+    std::vector<std::string> paced;
+    for (int i = 0; i < o.paced_jobs; ++i) {
+      Json req = {{"jobName", "paced" + std::to_string(i)},
+                  {"jobQueue", queue},
+                  {"jobDefinition", o.prefix + "-true"}};
+      Result<Json> r = (*control)->Batch("POST", "/v1/submitjob", req);
+      if (!r.ok()) return fail("paced SubmitJob", r.status());
+      paced.push_back((*r).value("jobId", ""));
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.paced_ms));
+    }
+    Result<std::vector<Json>> paced_done = WaitAllSucceeded(o, **control, paced, &out);
+    if (!paced_done.ok()) return fail("wait (paced)", paced_done.status());
+    std::vector<double> p_running, p_succeeded;
+    for (const Json& j : *paced_done) {
+      p_running.push_back(
+          static_cast<double>(j.value("startedAt", int64_t{0}) - j.value("createdAt", int64_t{0})));
+      p_succeeded.push_back(
+          static_cast<double>(j.value("stoppedAt", int64_t{0}) - j.value("createdAt", int64_t{0})));
+    }
+    out["paced"] = {
+        {"jobs", o.paced_jobs},
+        {"interval_ms", o.paced_ms},
+        {"submit_to_running", lote::bench::ToJson(lote::bench::Summarize(p_running))},
+        {"submit_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(p_succeeded))}};
+  }
   std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   return errors.load() == 0 ? 0 : 1;
 }

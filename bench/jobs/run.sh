@@ -8,7 +8,9 @@
 # (N / (last stoppedAt - first submit)) and submit -> RUNNING / SUCCEEDED
 # latency from the server's createdAt/startedAt/stoppedAt. Then the same
 # SubmitJob load, same client, against moto_server (API-side ratio); moto runs
-# jobs in Docker, so the report says what its jobs then became.
+# jobs in Docker, so the report says what its jobs then became. After the burst,
+# 100 more jobs one at a time (50 ms apart) give the latencies on idle capacity;
+# and N bare `true` processes from xargs show this host's process start rate.
 # Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
@@ -48,6 +50,13 @@ for run in $(seq "$RUNS"); do
     --clients "$CLIENTS" --setup --instance-type local || true)
   if [ -n "${PROFILE_CMD:-}" ]; then kill -INT "$PROF_PID" 2>/dev/null || true; wait "$PROF_PID" 2>/dev/null || true; fi
 
+  kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
+  # Host reference, same run: N bare `true` processes started by xargs, CLIENTS
+  # at a time (one process start per job; lote makes three: the supervisor,
+  # its fork, the command).
+  T0=$(date +%s.%N)
+  seq "$N" | xargs -P "$CLIENTS" -n 1 true
+  BARE_S=$(python3 -c "import time; print(time.time() - $T0)")
   # moto_server: a MANAGED environment needs a service role (IAM) and a subnet
   # (moto's default VPC), made with boto3; then the same client.
   MOTO_PORT=$(free_port)
@@ -77,7 +86,7 @@ PY
   stop_servers
 
   echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" <<'PY'
+  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" <<'PY'
 import json, sys
 def load(s):
     try: return json.loads(s)
@@ -97,6 +106,12 @@ if "completed" in l:
     for k in ("submit_to_running", "submit_to_succeeded", "running_to_succeeded"):
         v = c[k]
         print("lote %s: p50 %.0f ms, p99 %.0f ms, max %.0f ms" % (k.replace("_", " "), v["p50_ms"], v["p99_ms"], v["max_ms"]))
+if "paced" in l:
+    p = l["paced"]
+    print("lote idle capacity (%d jobs one at a time, %d ms apart): submit -> RUNNING p50 %.0f ms, p99 %.0f ms; -> SUCCEEDED p50 %.0f ms, p99 %.0f ms"
+          % (p["jobs"], p["interval_ms"], p["submit_to_running"]["p50_ms"], p["submit_to_running"]["p99_ms"],
+             p["submit_to_succeeded"]["p50_ms"], p["submit_to_succeeded"]["p99_ms"]))
+print("host reference: %s bare 'true' processes, xargs -P %s: %.0f/s" % (sys.argv[6], sys.argv[7], int(sys.argv[6]) / float(sys.argv[5])))
 if "sample" in m:
     smp = m["sample"]
     print("moto jobs %.0f s after submitting (%d described): %s; e.g. statusReason %r"
