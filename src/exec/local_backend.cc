@@ -35,9 +35,6 @@ namespace lote::exec {
 namespace {
 
 constexpr int64_t kFallbackPollMs = 100;
-// Launch waits while this many supervisors are queued for the spawner thread,
-// so a node reported started is at most a few process starts away from it.
-constexpr size_t kMaxQueuedSpawns = 8;
 
 // Wait blocks in real time whatever clock stamps the events (a FakeClock must
 // not make it spin forever).
@@ -191,17 +188,9 @@ LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, H
       cgroups_(std::move(cgroups)),
       host_(std::move(host)),
       wake_fd_(wake_fd),
-      epoll_fd_(epoll_fd) {
-  spawner_ = std::thread([this] { SpawnLoop(); });
-}
+      epoll_fd_(epoll_fd) {}
 
 LocalBackend::~LocalBackend() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    spawn_stopping_ = true;
-  }
-  spawn_cv_.notify_all();
-  if (spawner_.joinable()) spawner_.join();  // starts what is queued first
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [key, node] : nodes_) {
     if (node.pidfd >= 0) ::close(node.pidfd);
@@ -420,33 +409,11 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
     return fail_start("cannot write spec.json: " + s.message());
   }
 
-  // The supervisor is started by the spawner thread (SpawnLoop): posix_spawn
-  // blocks its caller until the new process has exec'd, which is the largest
-  // part of a launch and need not hold up the caller. From here on every
-  // outcome, a supervisor that cannot be started included, is an event.
-  Node node;
-  node.key = spec.node;
-  node.paths = paths;
-  node.spawning = true;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    spawn_room_cv_.wait(lock, [&] { return spawn_queue_.size() < kMaxQueuedSpawns; });
-    nodes_.emplace(spec.node, std::move(node));
-    spawn_queue_.push_back(spec.node);
-  }
-  spawn_cv_.notify_one();
-
-  result.node_dir = paths.dir;
-  result.output_path = shim.output_path;
-  return result;
-}
-
-int LocalBackend::SpawnSupervisor(const std::string& node_dir, pid_t* pid) const {
-  // In a session of its own, with nothing of the server's open files
-  // (closefrom) and default signal handling.
+  // Start the supervisor in a session of its own, with nothing of the server's
+  // open files (closefrom) and default signal handling.
   std::vector<std::string> args = options_.shim_command;
   args.push_back("--node-dir");
-  args.push_back(node_dir);
+  args.push_back(paths.dir);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -474,72 +441,34 @@ int LocalBackend::SpawnSupervisor(const std::string& node_dir, pid_t* pid) const
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  int rc = ::posix_spawn(pid, argv[0], &fa, &attr, argv.data(), envp);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  return rc;
-}
-
-void LocalBackend::SpawnLoop() {
-  while (true) {
-    NodeKey key;
-    std::string node_dir;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Drains the queue before stopping: a launched node is never left unstarted.
-      spawn_cv_.wait(lock, [&] { return spawn_stopping_ || !spawn_queue_.empty(); });
-      if (spawn_queue_.empty()) return;
-      key = spawn_queue_.front();
-      spawn_queue_.pop_front();
-      spawn_room_cv_.notify_all();
-      auto it = nodes_.find(key);
-      if (it == nodes_.end()) continue;
-      node_dir = it->second.paths.dir;
-    }
-    pid_t pid = 0;
-    const int rc = SpawnSupervisor(node_dir, &pid);
-    ProcessIdentity shim;
-    int pidfd = -1;
-    StatusRecord failed;
-    if (rc == 0) {
-      shim.pid = pid;
-      shim.boot_id = host_.boot_id;
-      auto start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
-      shim.start_time = start.ok() ? *start : 0;
-      pidfd = PidfdOpen(pid);  // our unreaped child: the pid cannot be reused yet
-    } else {
-      failed.outcome = NodeOutcome::kStartFailed;
-      failed.reason =
-          "cannot start the supervisor " + options_.shim_command[0] + ": " + std::strerror(rc);
-      failed.stopped_at_ms = options_.clock->NowMillis();
-      (void)WriteJsonRecord(NodePaths{node_dir}.status(), ToJson(failed));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(key);
-    if (it == nodes_.end()) {  // cannot happen: only Wait removes nodes, once watched
-      if (pidfd >= 0) ::close(pidfd);
-      continue;
-    }
-    if (rc != 0) {
-      nodes_.erase(it);
-      pending_.push_back(EventFromStatus(key, failed));
-      uint64_t one = 1;
-      (void)!::write(wake_fd_, &one, sizeof(one));
-      continue;
-    }
-    Node& node = it->second;
-    node.shim = shim;
-    node.pidfd = pidfd;
-    node.spawning = false;
-    WatchLocked(node);
-    if (node.pidfd < 0) {
-      // A Wait in progress must switch to polling identities.
-      uint64_t one = 1;
-      (void)!::write(wake_fd_, &one, sizeof(one));
-    }
-    // A Terminate that came while it was being started.
-    if (node.terminate_grace_ms) SignalNode(node, *node.terminate_grace_ms);
+  if (rc != 0) {
+    return fail_start("cannot start the supervisor " + args[0] + ": " + std::strerror(rc));
   }
+
+  Node node;
+  node.key = spec.node;
+  node.paths = paths;
+  node.shim.pid = pid;
+  node.shim.boot_id = host_.boot_id;
+  auto start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
+  node.shim.start_time = start.ok() ? *start : 0;
+  node.pidfd = PidfdOpen(pid);  // our unreaped child: the pid cannot be reused yet
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = nodes_.emplace(spec.node, std::move(node));
+  WatchLocked(it->second);
+  if (it->second.pidfd < 0) {
+    // A Wait in progress must switch to polling identities.
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+
+  result.node_dir = paths.dir;
+  result.output_path = shim.output_path;
+  return result;
 }
 
 void LocalBackend::SignalNode(const Node& node, int64_t grace_ms) {
@@ -556,14 +485,8 @@ Status LocalBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
   int64_t grace = std::max<int64_t>(0, grace_ms.value_or(options_.default_grace_ms));
   std::lock_guard<std::mutex> lock(mu_);
   int count = 0;
-  for (auto& [key, node] : nodes_) {
+  for (const auto& [key, node] : nodes_) {
     if (key.attempt != attempt) continue;
-    if (node.spawning) {
-      // Signalled by SpawnLoop once started; a later request can only shorten.
-      node.terminate_grace_ms = std::min(node.terminate_grace_ms.value_or(grace), grace);
-      ++count;
-      continue;
-    }
     SignalNode(node, grace);
     ++count;
   }
@@ -693,7 +616,7 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
       }
       if (any_unwatched) {
         for (auto it = nodes_.begin(); it != nodes_.end();) {
-          if (it->second.pidfd < 0 && !it->second.spawning && !IdentityAlive(it->second.shim)) {
+          if (it->second.pidfd < 0 && !IdentityAlive(it->second.shim)) {
             ended.push_back(UnwatchLocked(it++));
           } else {
             ++it;

@@ -17,7 +17,6 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -25,7 +24,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -80,10 +78,6 @@ class LocalBackend final : public Backend {
     ProcessIdentity shim;  // the supervisor
     int pidfd = -1;        // -1: no pidfd support, checked by polling
     uint64_t token = 0;    // its epoll token (by_token_)
-    // Launched, its supervisor not started yet (queued for SpawnLoop).
-    bool spawning = false;
-    // Terminate requested while spawning: SpawnLoop signals it once started.
-    std::optional<int64_t> terminate_grace_ms;
   };
   // What Launch needs of this host and process, looked up once in Create.
   struct HostFacts {
@@ -97,10 +91,6 @@ class LocalBackend final : public Backend {
   LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host, int wake_fd,
                int epoll_fd);
 
-  // posix_spawn of the supervisor of the node in `node_dir`: 0 or an errno.
-  int SpawnSupervisor(const std::string& node_dir, pid_t* pid) const;
-  // The spawner thread: starts the supervisors Launch queued, in order.
-  void SpawnLoop();
   // Adds a node just put in nodes_ to the epoll set (or counts it as polled).
   void WatchLocked(Node& node);
   // Removes a node from nodes_ and the epoll set; the caller closes its pidfd.
@@ -129,13 +119,8 @@ class LocalBackend final : public Backend {
   std::map<NodeKey, Node> nodes_;                   // protected by mu_
   std::unordered_map<uint64_t, NodeKey> by_token_;  // protected by mu_
   uint64_t next_token_ = 1;                         // protected by mu_
-  int64_t unwatched_ = 0;                  // nodes without a pidfd, polled; protected by mu_
-  std::deque<NodeEvent> pending_;          // protected by mu_
-  std::deque<NodeKey> spawn_queue_;        // protected by mu_
-  bool spawn_stopping_ = false;            // protected by mu_
-  std::condition_variable spawn_cv_;       // spawn_queue_ has work or spawn_stopping_
-  std::condition_variable spawn_room_cv_;  // spawn_queue_ has room (Launch waits for it)
-  std::thread spawner_;  // runs SpawnLoop; joined (queue drained) by the destructor
+  int64_t unwatched_ = 0;          // nodes without a pidfd, polled; protected by mu_
+  std::deque<NodeEvent> pending_;  // protected by mu_
 };
 
 }  // namespace lote::exec

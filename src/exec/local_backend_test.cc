@@ -611,31 +611,8 @@ TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
   WaitFor(backend_.get(), s.node);
 }
 
-// The supervisor is started after Launch returns (by the backend's spawner
-// thread): a supervisor that cannot be executed is an event, never silence.
-TEST_F(LocalBackendTest, SupervisorThatCannotStartIsAStartFailedEvent) {
-  const std::string bogus = home_ + "/not-a-program";
-  std::ofstream(bogus) << "this is not an executable format\n";
-  ::chmod(bogus.c_str(), 0755);
-  LocalBackendOptions o;
-  o.home = home_;
-  o.shim_command = {bogus};
-  auto b = LocalBackend::Create(o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  NodeLaunchSpec s = Spec("noshim", {"true"});
-  auto r = (*b)->Launch(s);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  NodeEvent e = WaitFor(b->get(), s.node);
-  EXPECT_EQ(e.outcome, NodeOutcome::kStartFailed);
-  EXPECT_NE(e.reason.find("cannot start the supervisor"), std::string::npos) << e.reason;
-  EXPECT_TRUE((*b)->Running().empty());
-  // Recorded in the node folder too, so a restarted server sees the outcome.
-  EXPECT_NE(ReadAll(r->node_dir + "/status.json").find("start_failed"), std::string::npos);
-  EXPECT_TRUE((*b)->Launch(s).status().IsAlreadyExists());
-}
-
 // Many launches in a row: each node's event arrives once, none is lost or
-// doubled while the spawner thread and Wait run concurrently.
+// doubled (one epoll set, Wait returning every ended node at once).
 TEST_F(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
   std::set<std::string> expected;
   for (int i = 0; i < 40; ++i) {
