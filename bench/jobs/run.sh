@@ -1,13 +1,124 @@
 #!/usr/bin/env bash
-# bench/jobs: jobs that really run, end to end. A real `lote server` runs an array
-# job of N trivial children (`true`, 1 vCPU each, one `local` virtual instance of
-# this host's CPUs) submitted with boto3, timed from SubmitJob to the parent's
-# SUCCEEDED; and the latency of one job. Peer: the same N commands started by
-# `xargs -P <cpus>` (bare process spawning, no orchestration), so the ratio is
-# lote's orchestration overhead per job.
-# Usage: bench/jobs/run.sh BUILD_DIR [N]
+# bench/jobs: jobs end to end through the AWS Batch API (issue 3, benchmark 2).
+# A real `lote server` (this build) gets a MANAGED compute environment of
+# instance type "local" with maxvCpus = 2 x N (idle capacity: no job waits), a
+# queue and a job definition running `true` (1 vCPU, 64 MiB); the C++ load
+# client submits N jobs from CLIENTS keep-alive SigV4 connections, waits until
+# all are SUCCEEDED and reports SubmitJob req/s and latency, completed jobs/s
+# (N / (last stoppedAt - first submit)) and submit -> RUNNING / SUCCEEDED
+# latency from the server's createdAt/startedAt/stoppedAt. Then the same
+# SubmitJob load, same client, against moto_server (API-side ratio); moto runs
+# jobs in Docker, so the report says what its jobs then became. After the burst,
+# 100 more jobs one at a time (50 ms apart) give the latencies on idle capacity;
+# and N bare `true` processes from xargs show this host's process start rate.
+# Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
-N="${2:-1000}"
-cmake --build "$BUILD" -j2 --target lote >/dev/null
-python3 "$(dirname "$0")/bench_jobs.py" --lote "$BUILD/lote" --jobs "$N"
+N="${2:-2000}"
+CLIENTS="${CLIENTS:-8}"
+RUNS="${RUNS:-1}"
+LOTE="$BUILD/lote"
+LOAD="$BUILD/bench/jobs/lote_jobs_load"
+cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
+
+WORK="$(mktemp -d /tmp/lote_bench_jobs.XXXXXX)"
+LOTE_PID=""; MOTO_PID=""
+stop_servers() {
+  if [ -n "$LOTE_PID" ]; then kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; fi
+  if [ -n "$MOTO_PID" ]; then kill "$MOTO_PID" 2>/dev/null || true; wait "$MOTO_PID" 2>/dev/null || true; fi
+  LOTE_PID=""; MOTO_PID=""
+}
+cleanup() { stop_servers; rm -rf "$WORK"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+date -u +"%F %T UTC"
+echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N jobs running \`true\`, $CLIENTS clients"
+for run in $(seq "$RUNS"); do
+  # lote (its supervisor: lote-exec-shim beside the lote binary)
+  rm -rf "$WORK/home" "$WORK/lote.out"; mkfifo "$WORK/lote.out"
+  "$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote.err" &
+  LOTE_PID=$!
+  read -r LINE <"$WORK/lote.out"
+  LOTE_URL="${LINE##* on }"
+  KEY=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
+  SECRET=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
+  if [ -n "${PROFILE_CMD:-}" ]; then  # e.g. PROFILE_CMD='perf record -g -o /tmp/p.data -p'
+    $PROFILE_CMD "$LOTE_PID" >"$WORK/profile.log" 2>&1 & PROF_PID=$!
+  fi
+  LOTE_RES=$("$LOAD" --endpoint "$LOTE_URL" --key "$KEY" --secret "$SECRET" --jobs "$N" \
+    --clients "$CLIENTS" --setup --instance-type local || true)
+  if [ -n "${PROFILE_CMD:-}" ]; then kill -INT "$PROF_PID" 2>/dev/null || true; wait "$PROF_PID" 2>/dev/null || true; fi
+
+  kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
+  # Host reference, same run: N bare `true` processes started by xargs, CLIENTS
+  # at a time (one process start per job; lote makes three: the supervisor,
+  # its fork, the command).
+  T0=$(date +%s.%N)
+  seq "$N" | xargs -P "$CLIENTS" -n 1 true
+  BARE_S=$(python3 -c "import time; print(time.time() - $T0)")
+  # moto_server: a MANAGED environment needs a service role (IAM) and a subnet
+  # (moto's default VPC), made with boto3; then the same client.
+  MOTO_PORT=$(free_port)
+  moto_server -H 127.0.0.1 -p "$MOTO_PORT" >"$WORK/moto.log" 2>&1 &
+  MOTO_PID=$!
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$MOTO_PORT/moto-api/" && break
+    sleep 0.1
+  done
+  read -r ROLE SUBNET SG PROFILE < <(python3 - "$MOTO_PORT" <<'PY'
+import sys, boto3
+kw = dict(endpoint_url="http://127.0.0.1:%s" % sys.argv[1], region_name="us-east-1",
+          aws_access_key_id="bench", aws_secret_access_key="bench")
+iam, ec2 = boto3.client("iam", **kw), boto3.client("ec2", **kw)
+role = iam.create_role(RoleName="bench", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+subnet = ec2.describe_subnets()["Subnets"][0]
+sg = ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+profile = iam.create_instance_profile(InstanceProfileName="bench")["InstanceProfile"]["Arn"]
+print(role, subnet["SubnetId"], sg, profile)
+PY
+)
+  MOTO_RES=$("$LOAD" --endpoint "http://127.0.0.1:$MOTO_PORT" --jobs "$N" --clients "$CLIENTS" \
+    --setup --instance-type optimal --service-role "$ROLE" --subnet "$SUBNET" \
+    --security-group "$SG" --instance-role "$PROFILE" --wait-seconds 0 --sample-after 5 || true)
+  MOTO_FAILS=$(grep -c "Failed to run AWS Batch container" "$WORK/moto.log" || true)
+  MOTO_WHY=$(grep -m1 -o "Failed to run AWS Batch container.*" "$WORK/moto.log" | sed 's/container MOTO-BATCH-[0-9a-f-]*/container/' | cut -c1-160 || true)
+  stop_servers
+
+  echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" <<'PY'
+import json, sys
+def load(s):
+    try: return json.loads(s)
+    except Exception: return {"error": "no result: %r" % s[:300]}
+l, m = load(sys.argv[1]), load(sys.argv[2])
+for name, r in (("lote", l), ("moto", m)):
+    if "submit" in r:
+        s = r["submit"]
+        print("%s SubmitJob: %.0f req/s (p50 %.2f ms, p99 %.2f ms, max %.1f ms, errors %d)"
+              % (name, s["rps"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["errors"]))
+    if "error" in r:
+        print("%s ERROR: %s %s" % (name, r["error"], json.dumps(r.get("failed_example", ""))[:400]))
+if "completed" in l:
+    c = l["completed"]
+    print("lote completed: %d jobs SUCCEEDED, %.0f jobs/s (first submit -> last stoppedAt %.2f s)"
+          % (c["succeeded"], c["jobs_per_s"], c["first_submit_to_last_stop_s"]))
+    for k in ("submit_to_running", "submit_to_succeeded", "running_to_succeeded"):
+        v = c[k]
+        print("lote %s: p50 %.0f ms, p99 %.0f ms, max %.0f ms" % (k.replace("_", " "), v["p50_ms"], v["p99_ms"], v["max_ms"]))
+if "paced" in l:
+    p = l["paced"]
+    print("lote idle capacity (%d jobs one at a time, %d ms apart): submit -> RUNNING p50 %.0f ms, p99 %.0f ms; -> SUCCEEDED p50 %.0f ms, p99 %.0f ms"
+          % (p["jobs"], p["interval_ms"], p["submit_to_running"]["p50_ms"], p["submit_to_running"]["p99_ms"],
+             p["submit_to_succeeded"]["p50_ms"], p["submit_to_succeeded"]["p99_ms"]))
+print("host reference: %s bare 'true' processes, xargs -P %s: %.0f/s" % (sys.argv[6], sys.argv[7], int(sys.argv[6]) / float(sys.argv[5])))
+if "sample" in m:
+    smp = m["sample"]
+    print("moto jobs %.0f s after submitting (%d described): %s; e.g. statusReason %r"
+          % (smp["after_s"], smp["described"], json.dumps(smp["statuses"]), smp["status_reason"]))
+if m.get("sample"):
+    print("moto log: %s jobs could not run: %s" % (sys.argv[3], sys.argv[4]))
+if "submit" in l and "submit" in m:
+    print("ratio lote/moto SubmitJob req/s: %.1fx" % (l["submit"]["rps"] / max(m["submit"]["rps"], 1e-9)))
+PY
+done

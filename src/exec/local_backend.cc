@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -108,11 +109,27 @@ int TryNodeLock(const NodePaths& paths) {
   return fd;
 }
 
-std::string DefaultShimExecutable() {
+// epoll token of the wake eventfd; nodes get tokens from 1 up.
+constexpr uint64_t kWakeToken = 0;
+
+// The supervisor to start when none is configured: the standalone
+// `lote-exec-shim` installed beside this executable (a small program that
+// starts several times faster than the whole lote binary), else this
+// executable's own `exec-shim` subcommand. Empty if /proc/self/exe is unreadable.
+std::vector<std::string> DefaultShimCommand() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  return std::string(buf, static_cast<size_t>(n));
+  if (n <= 0) return {};
+  std::string self(buf, static_cast<size_t>(n));
+  std::string beside = self.substr(0, self.rfind('/') + 1) + "lote-exec-shim";
+  if (::access(beside.c_str(), X_OK) == 0) return {beside};
+  return {self, "exec-shim"};
+}
+
+// mkdir that accepts an existing folder.
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
+  return Status::Internal("cannot create " + path + ": " + ErrnoText());
 }
 
 }  // namespace
@@ -122,9 +139,9 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     return Status::InvalidArgument("local executor: the lote home folder is not set");
   }
   if (options.shim_command.empty()) {
-    std::string self = DefaultShimExecutable();
-    if (self.empty()) return Status::Internal("local executor: cannot read /proc/self/exe");
-    options.shim_command = {self, "exec-shim"};
+    options.shim_command = DefaultShimCommand();
+    if (options.shim_command.empty())
+      return Status::Internal("local executor: cannot read /proc/self/exe");
   }
   if (::access(options.shim_command[0].c_str(), X_OK) != 0) {
     return Status::InvalidArgument("local executor: supervisor program " + options.shim_command[0] +
@@ -138,20 +155,78 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   } else {
     cg.reason = "cgroup limits are disabled in lote's configuration";
   }
+  HostFacts host;
+  host.can_raise_rlimits = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  host.euid = ::geteuid();
+  auto me = ResolveUser(std::to_string(host.euid));
+  host.user_name = me.ok() ? me->name : std::to_string(host.euid);
+  host.home_dir = HomeDir();
+  host.boot_id = BootId();
   int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return Status::Internal("local executor: eventfd: " + ErrnoText());
-  return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options), std::move(cg), wake));
+  int epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll < 0) {
+    ::close(wake);
+    return Status::Internal("local executor: epoll_create1: " + ErrnoText());
+  }
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeToken;
+  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, wake, &ev) != 0) {
+    Status s = Status::Internal("local executor: epoll_ctl: " + ErrnoText());
+    ::close(wake);
+    ::close(epoll);
+    return s;
+  }
+  return std::unique_ptr<LocalBackend>(
+      new LocalBackend(std::move(options), std::move(cg), std::move(host), wake, epoll));
 }
 
-LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, int wake_fd)
-    : options_(std::move(options)), cgroups_(std::move(cgroups)), wake_fd_(wake_fd) {}
+LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host,
+                           int wake_fd, int epoll_fd)
+    : options_(std::move(options)),
+      cgroups_(std::move(cgroups)),
+      host_(std::move(host)),
+      wake_fd_(wake_fd),
+      epoll_fd_(epoll_fd) {}
 
 LocalBackend::~LocalBackend() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [key, node] : nodes_) {
     if (node.pidfd >= 0) ::close(node.pidfd);
   }
+  ::close(epoll_fd_);
   ::close(wake_fd_);
+}
+
+void LocalBackend::WatchLocked(Node& node) {
+  node.token = next_token_++;
+  by_token_.emplace(node.token, node.key);
+  if (node.pidfd < 0) {
+    ++unwatched_;
+    return;
+  }
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = node.token;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, node.pidfd, &ev) != 0) {
+    // Cannot happen for a fresh pidfd; fall back to polling the identity.
+    ::close(node.pidfd);
+    node.pidfd = -1;
+    ++unwatched_;
+  }
+}
+
+LocalBackend::Node LocalBackend::UnwatchLocked(std::map<NodeKey, Node>::iterator it) {
+  Node node = std::move(it->second);
+  nodes_.erase(it);
+  by_token_.erase(node.token);
+  if (node.pidfd >= 0) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, node.pidfd, nullptr);
+  } else {
+    --unwatched_;
+  }
+  return node;
 }
 
 Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
@@ -203,7 +278,7 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   }
 
   // ulimits, checked against what this process may grant.
-  const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  const bool can_raise = host_.can_raise_rlimits;
   std::set<std::string> seen;
   for (const auto& u : spec.ulimits) {
     int resource = RlimitResourceByName(u.name);
@@ -246,19 +321,19 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   }
 
   // User.
-  std::string home_dir = HomeDir();
+  std::string home_dir = host_.home_dir;
   std::string user_name;
   if (!spec.user.empty()) {
     ASSIGN_OR_RETURN(ResolvedUser u, ResolveUser(spec.user));
-    if (u.uid != ::geteuid()) {
-      if (::geteuid() != 0) {
+    if (u.uid != host_.euid) {
+      if (host_.euid != 0) {
         std::string msg = "running as user '" + spec.user + "' needs a lote server running as root";
         if (!spec.emulation) {
           return Status::FailedPrecondition(who + ": " + msg +
                                             "; remove the user from the job definition or mark "
                                             "the compute environment as emulation");
         }
-        warn("emulation: " + msg + "; running as uid " + std::to_string(::geteuid()) + " instead");
+        warn("emulation: " + msg + "; running as uid " + std::to_string(host_.euid) + " instead");
       } else {
         shim.uid = u.uid;
         shim.gid = u.gid;
@@ -268,10 +343,7 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
     home_dir = u.home;
     user_name = u.name;
   }
-  if (user_name.empty()) {
-    auto me = ResolveUser(std::to_string(::geteuid()));
-    user_name = me.ok() ? me->name : std::to_string(::geteuid());
-  }
+  if (user_name.empty()) user_name = host_.user_name;
 
   // Memory / vCPU limits.
   if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
@@ -309,8 +381,13 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   }
   // The node folder is created exactly once, ever: a second Launch of the same
   // node (also after a restart) fails here, so a node never runs twice.
-  std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
-  RETURN_IF_ERROR(MakeDirs(attempt_dir));
+  // <home>/jobs exists (Create); make <job> and <job>/<attempt> with one
+  // mkdir each rather than a stat of every component.
+  const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
+  const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
+  if (!MakeDir(job_dir, 0755).ok() || !MakeDir(attempt_dir, 0755).ok()) {
+    RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
+  }
   if (::mkdir(paths.dir.c_str(), 0755) != 0) {
     if (errno == EEXIST) {
       return Status::AlreadyExists(who + " was already launched (" + paths.dir +
@@ -326,17 +403,8 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
     (void)WriteJsonRecord(paths.status(), ToJson(st));
     return Status::Internal(who + ": " + why);
   };
-  if (!FileExists(shim.working_dir)) {
-    if (Status s = MakeDirs(shim.working_dir); !s.ok()) return fail_start(s.message());
-    if (shim.uid && ::chown(shim.working_dir.c_str(), *shim.uid, shim.gid) != 0) {
-      return fail_start("cannot give " + shim.working_dir + " to uid " + std::to_string(*shim.uid) +
-                        ": " + ErrnoText());
-    }
-  }
-  std::string out_parent = shim.output_path.substr(0, shim.output_path.rfind('/'));
-  if (!out_parent.empty()) {
-    if (Status s = MakeDirs(out_parent); !s.ok()) return fail_start(s.message());
-  }
+  // The working directory and the output's folder are made by the supervisor
+  // (a failure there is a kStartFailed event), not on this launch path.
   if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
     return fail_start("cannot write spec.json: " + s.message());
   }
@@ -383,16 +451,20 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
 
   Node node;
   node.key = spec.node;
-  std::lock_guard<std::mutex> lock(mu_);
   node.paths = paths;
   node.shim.pid = pid;
-  node.shim.boot_id = BootId();
+  node.shim.boot_id = host_.boot_id;
   auto start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
   node.shim.start_time = start.ok() ? *start : 0;
   node.pidfd = PidfdOpen(pid);  // our unreaped child: the pid cannot be reused yet
-  nodes_.emplace(spec.node, std::move(node));
-  uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = nodes_.emplace(spec.node, std::move(node));
+  WatchLocked(it->second);
+  if (it->second.pidfd < 0) {
+    // A Wait in progress must switch to polling identities.
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
 
   result.node_dir = paths.dir;
   result.output_path = shim.output_path;
@@ -506,10 +578,10 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
   } release{&waiting_};
   const int64_t deadline = SteadyMillis() + std::max<int64_t>(0, timeout_ms);
   std::vector<NodeEvent> out;
+  constexpr int kMaxReady = 512;
+  struct epoll_event ready[kMaxReady];
   while (true) {
-    std::vector<struct pollfd> fds;
-    std::vector<NodeKey> keys;
-    bool any_without_pidfd = false;
+    bool any_unwatched = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (!pending_.empty()) {
@@ -517,41 +589,35 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
         pending_.pop_front();
       }
       if (!out.empty()) return out;
-      fds.push_back({wake_fd_, POLLIN, 0});
-      for (const auto& [key, node] : nodes_) {
-        if (node.pidfd >= 0) {
-          fds.push_back({node.pidfd, POLLIN, 0});
-          keys.push_back(key);
-        } else {
-          any_without_pidfd = true;
-        }
-      }
+      any_unwatched = unwatched_ > 0;
     }
-    int64_t now = SteadyMillis();
-    int64_t remaining = std::max<int64_t>(0, deadline - now);
-    int64_t timeout = any_without_pidfd ? std::min(remaining, kFallbackPollMs) : remaining;
-    int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout));
+    int64_t remaining = std::max<int64_t>(0, deadline - SteadyMillis());
+    int64_t timeout = any_unwatched ? std::min(remaining, kFallbackPollMs) : remaining;
+    // Only the pidfds of ended supervisors (and the wake eventfd) come back,
+    // however many nodes run.
+    int r = ::epoll_wait(epoll_fd_, ready, kMaxReady, static_cast<int>(timeout));
     if (r < 0 && errno != EINTR)
-      return Status::Internal("LocalBackend::Wait: poll: " + ErrnoText());
-    if (r > 0 && (fds[0].revents & POLLIN)) {
-      uint64_t v;
-      (void)!::read(wake_fd_, &v, sizeof(v));
-    }
+      return Status::Internal("LocalBackend::Wait: epoll_wait: " + ErrnoText());
     std::vector<Node> ended;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
-        auto it = nodes_.find(keys[i - 1]);
+      for (int i = 0; i < r; ++i) {
+        const uint64_t token = ready[i].data.u64;
+        if (token == kWakeToken) {
+          uint64_t v;
+          (void)!::read(wake_fd_, &v, sizeof(v));
+          continue;
+        }
+        auto key = by_token_.find(token);
+        if (key == by_token_.end()) continue;
+        auto it = nodes_.find(key->second);
         if (it == nodes_.end()) continue;
-        ended.push_back(it->second);
-        nodes_.erase(it);
+        ended.push_back(UnwatchLocked(it));
       }
-      if (any_without_pidfd) {
+      if (any_unwatched) {
         for (auto it = nodes_.begin(); it != nodes_.end();) {
           if (it->second.pidfd < 0 && !IdentityAlive(it->second.shim)) {
-            ended.push_back(it->second);
-            it = nodes_.erase(it);
+            ended.push_back(UnwatchLocked(it++));
           } else {
             ++it;
           }
@@ -589,7 +655,8 @@ bool LocalBackend::Adopt(const NodeKey& key, const NodePaths& paths) {
   node.paths = paths;
   node.shim = rec->id;
   node.pidfd = pidfd;
-  nodes_.emplace(key, std::move(node));
+  auto [it, inserted] = nodes_.emplace(key, std::move(node));
+  WatchLocked(it->second);
   return true;
 }
 
@@ -671,10 +738,9 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
   }
   if (Adopt(key, paths)) {
     // Unknown to the control plane: stop it at once; its event is not reported.
-    Node node = nodes_.at(key);
+    Node node = UnwatchLocked(nodes_.find(key));
     SignalNode(node, 0);
     if (node.pidfd >= 0) ::close(node.pidfd);
-    nodes_.erase(key);
     report->orphans_terminated.push_back(key);
   }
 }

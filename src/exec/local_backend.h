@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -36,8 +37,10 @@ namespace lote::exec {
 struct LocalBackendOptions {
   // lote's home folder ($LOTE_HOME); nodes live under <home>/jobs. Required.
   std::string home;
-  // How to start the supervisor; "--node-dir DIR" is appended. Empty: this
-  // executable's own `exec-shim` subcommand ({/proc/self/exe, "exec-shim"}).
+  // How to start the supervisor; "--node-dir DIR" is appended. Empty: the
+  // standalone `lote-exec-shim` beside this executable when it is there (the
+  // build and installs put it beside `lote`), else this executable's own
+  // `exec-shim` subcommand ({/proc/self/exe, "exec-shim"}).
   std::vector<std::string> shim_command;
   // cgroup v2 parent group for node limits; empty: auto-detect (cgroup.h).
   std::string cgroup_parent;
@@ -74,9 +77,24 @@ class LocalBackend final : public Backend {
     NodePaths paths;
     ProcessIdentity shim;  // the supervisor
     int pidfd = -1;        // -1: no pidfd support, checked by polling
+    uint64_t token = 0;    // its epoll token (by_token_)
+  };
+  // What Launch needs of this host and process, looked up once in Create.
+  struct HostFacts {
+    bool can_raise_rlimits = false;  // CAP_SYS_RESOURCE
+    uint32_t euid = 0;
+    std::string user_name;  // of euid
+    std::string home_dir;   // $HOME
+    std::string boot_id;
   };
 
-  LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, int wake_fd);
+  LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host, int wake_fd,
+               int epoll_fd);
+
+  // Adds a node just put in nodes_ to the epoll set (or counts it as polled).
+  void WatchLocked(Node& node);
+  // Removes a node from nodes_ and the epoll set; the caller closes its pidfd.
+  Node UnwatchLocked(std::map<NodeKey, Node>::iterator it);
 
   // The node's supervisor has ended (or was never seen): its event.
   NodeEvent CollectEnded(const Node& node);
@@ -91,12 +109,17 @@ class LocalBackend final : public Backend {
 
   const LocalBackendOptions options_;
   const CgroupSupport cgroups_;
-  const int wake_fd_;  // eventfd: Launch/Wake interrupt Wait
+  const HostFacts host_;
+  const int wake_fd_;   // eventfd: Wake (and Launch without pidfds) interrupt Wait
+  const int epoll_fd_;  // wake_fd_ and the pidfd of every watched supervisor
   std::atomic<bool> waiting_{false};
   std::atomic<bool> wake_requested_{false};
 
   mutable std::mutex mu_;
-  std::map<NodeKey, Node> nodes_;  // protected by mu_
+  std::map<NodeKey, Node> nodes_;                   // protected by mu_
+  std::unordered_map<uint64_t, NodeKey> by_token_;  // protected by mu_
+  uint64_t next_token_ = 1;                         // protected by mu_
+  int64_t unwatched_ = 0;          // nodes without a pidfd, polled; protected by mu_
   std::deque<NodeEvent> pending_;  // protected by mu_
 };
 

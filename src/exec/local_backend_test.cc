@@ -611,6 +611,32 @@ TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
   WaitFor(backend_.get(), s.node);
 }
 
+// Many launches in a row: each node's event arrives once, none is lost or
+// doubled (one epoll set, Wait returning every ended node at once).
+TEST_F(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
+  std::set<std::string> expected;
+  for (int i = 0; i < 40; ++i) {
+    NodeLaunchSpec s =
+        Spec("burst:" + std::to_string(i), {"sh", "-c", "exit " + std::to_string(i % 3)});
+    ASSERT_TRUE(backend_->Launch(s).ok());
+    expected.insert(s.node.attempt.job_id);
+  }
+  std::set<std::string> seen;
+  int64_t deadline = Now() + kEventLimitMs;
+  while (seen.size() < expected.size() && Now() < deadline) {
+    auto events = backend_->Wait(500);
+    ASSERT_TRUE(events.ok());
+    for (const NodeEvent& e : *events) {
+      EXPECT_TRUE(seen.insert(e.node.attempt.job_id).second) << "twice: " << e.node.ToString();
+      EXPECT_EQ(e.outcome, NodeOutcome::kExited) << e.reason;
+      const int i = std::stoi(e.node.attempt.job_id.substr(6));
+      EXPECT_EQ(e.exit_code, i % 3);
+    }
+  }
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(backend_->Running().empty());
+}
+
 TEST_F(LocalBackendTest, WaitUsesRealTimeEvenWithAFakeClock) {
   FakeClock fake;
   LocalBackendOptions o;

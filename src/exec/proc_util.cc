@@ -52,11 +52,15 @@ Result<uint64_t> ReadProcStartTime(pid_t pid, bool zombie_is_dead) {
 }
 
 std::string BootId() {
-  auto text = ReadFile("/proc/sys/kernel/random/boot_id");
-  if (!text.ok()) return "";
-  std::string s = *text;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
+  // Fixed for the life of the system: read once per process.
+  static const std::string boot_id = [] {
+    auto text = ReadFile("/proc/sys/kernel/random/boot_id");
+    if (!text.ok()) return std::string();
+    std::string s = *text;
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }();
+  return boot_id;
 }
 
 Result<ProcessIdentity> CurrentIdentity(pid_t pid) {
@@ -114,6 +118,28 @@ std::string SignalName(int sig) {
 
 std::vector<pid_t> ListChildPids(pid_t ppid) {
   std::vector<pid_t> out;
+  // Fast path: /proc/<ppid>/task/<tid>/children lists each thread's children
+  // (CONFIG_PROC_CHILDREN), one small read instead of a scan of every process.
+  const std::string task_dir = "/proc/" + std::to_string(ppid) + "/task";
+  if (DIR* tasks = ::opendir(task_dir.c_str())) {
+    bool have_children_files = true;
+    while (struct dirent* e = ::readdir(tasks)) {
+      if (e->d_name[0] == '.') continue;
+      auto text = ReadFile(task_dir + "/" + e->d_name + "/children");
+      if (!text.ok()) {
+        // No such file: this kernel lacks CONFIG_PROC_CHILDREN (a thread that
+        // just ended also lands here; the scan below covers both).
+        have_children_files = false;
+        break;
+      }
+      std::istringstream in(*text);
+      long pid = 0;
+      while (in >> pid) out.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(tasks);
+    if (have_children_files) return out;
+    out.clear();
+  }
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return out;
   while (struct dirent* e = ::readdir(dir)) {

@@ -26,7 +26,7 @@ struct ProcessIdentity {
 Result<uint64_t> ReadProcStartTime(pid_t pid, bool zombie_is_dead = true);
 // The identity of `pid` now (NotFound if it does not exist).
 Result<ProcessIdentity> CurrentIdentity(pid_t pid);
-// /proc/sys/kernel/random/boot_id, trimmed ("" if unreadable).
+// /proc/sys/kernel/random/boot_id, trimmed ("" if unreadable); read once.
 std::string BootId();
 // True when the process `id` names is alive now (same boot, same start time).
 bool IdentityAlive(const ProcessIdentity& id);
@@ -42,7 +42,8 @@ bool HasEffectiveCapability(int cap);
 int RlimitResourceByName(const std::string& name);
 // "SIGKILL" for 9, "signal 77" for unknown numbers.
 std::string SignalName(int sig);
-// Pids whose parent is `ppid` (scans /proc).
+// Pids whose parent is `ppid`: from /proc/<ppid>/task/*/children, or by a
+// scan of /proc on kernels without those files.
 std::vector<pid_t> ListChildPids(pid_t ppid);
 
 }  // namespace lote::exec

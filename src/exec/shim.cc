@@ -45,22 +45,43 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
+// shim.log: what did not go the usual way (a refusal, a failed step, a
+// terminate request, a grace period running out). Created on the first line,
+// so a node that simply runs costs no file for it.
 class ShimLog {
  public:
-  explicit ShimLog(const std::string& path)
-      : fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) {}
+  explicit ShimLog(std::string path) : path_(std::move(path)) {}
   ~ShimLog() {
     if (fd_ >= 0) ::close(fd_);
   }
   void operator()(const std::string& msg) const {
+    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ >= 0)
       WriteAll(fd_, std::to_string(NowMs()) + " shim[" + std::to_string(::getpid()) + "]: " + msg +
                         "\n");
   }
 
  private:
-  int fd_;
+  std::string path_;
+  mutable int fd_ = -1;
 };
+
+// Makes `dir` (and missing parents) for the command, owned by `uid`/`gid`
+// when set. An existing folder is left as it is.
+Status MakeCommandDir(const std::string& dir, std::optional<uint32_t> uid, uint32_t gid) {
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST) return Status::Ok();
+    if (errno != ENOENT) {
+      return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
+    }
+    RETURN_IF_ERROR(MakeDirs(dir));
+  }
+  if (uid && ::chown(dir.c_str(), *uid, gid) != 0) {
+    return Status::Internal("cannot give " + dir + " to uid " + std::to_string(*uid) + ": " +
+                            std::strerror(errno));
+  }
+  return Status::Ok();
+}
 
 // PATH lookup in the command's own environment.
 std::optional<std::string> ResolveExecutable(const std::string& arg0,
@@ -94,32 +115,46 @@ std::optional<std::string> ResolveExecutable(const std::string& arg0,
   ::_exit(127);
 }
 
+// Reaps every exited child except `leader` (orphans that came back to this
+// subreaper), without a scan of /proc: waitid(WNOWAIT) peeks at one exited
+// child at a time. Stops at the leader, which must stay unreaped while its
+// process group may still be signalled.
+void ReapOrphans(pid_t leader) {
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return;  // ECHILD
+    if (info.si_pid == 0 || info.si_pid == leader) return;
+    int ignored;
+    ::waitpid(info.si_pid, &ignored, 0);
+  }
+}
+
 void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
   // The leader is a zombie here, so its pid (= the group id) cannot be reused.
   ::kill(-leader, SIGKILL);
   int status = 0;
   while (::waitpid(leader, &status, 0) < 0 && errno == EINTR) {
   }
-  // Everything else: orphans reparented to this subreaper, and what they started.
+  // Everything else: orphans reparented to this subreaper, and what they
+  // started. Usually there is nothing: the first waitpid says ECHILD.
   int64_t deadline = MonoMs() + 5000;
   while (MonoMs() < deadline) {
-    bool any = false;
-    for (pid_t child : ListChildPids(::getpid())) {
-      any = true;
-      ::kill(-child, SIGKILL);  // if it leads a group of its own
-      ::kill(child, SIGKILL);
-    }
+    bool reaped = false;
     while (true) {
       pid_t r = ::waitpid(-1, &status, WNOHANG);
       if (r > 0) {
-        any = true;
+        reaped = true;
         continue;
       }
-      if (r < 0 && errno == ECHILD) break;
-      break;
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == ECHILD) return;  // no child left
+      break;                                 // children remain, none exited yet
     }
-    if (!any && ::waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) return;
-    ::usleep(10'000);
+    for (pid_t child : ListChildPids(::getpid())) {
+      ::kill(-child, SIGKILL);  // if it leads a group of its own
+      ::kill(child, SIGKILL);
+    }
+    if (!reaped) ::usleep(10'000);
   }
   log("some descendants did not exit within 5 s of SIGKILL");
 }
@@ -130,7 +165,6 @@ int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log) {
     log("cannot record the outcome: " + s.ToString());
     return 1;
   }
-  log("recorded outcome: " + st.reason);
   return 0;
 }
 
@@ -185,6 +219,16 @@ int RunExecShim(const std::string& node_dir) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+  // The folders the command needs are made here, off the server's launch path.
+  const std::string out_parent = spec.output_path.substr(0, spec.output_path.rfind('/'));
+  if (!out_parent.empty() && out_parent != node_dir) {
+    if (Status s = MakeDirs(out_parent); !s.ok()) {
+      st.outcome = NodeOutcome::kStartFailed;
+      st.reason = "cannot create the output folder: " + s.message();
+      st.stopped_at_ms = NowMs();
+      return Finish(p, st, log);
+    }
+  }
   int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (out_fd < 0) {
     st.outcome = NodeOutcome::kStartFailed;
@@ -203,6 +247,15 @@ int RunExecShim(const std::string& node_dir) {
       log("cgroup setup failed: " + s.ToString());
       cgroup_dir.clear();
     }
+  }
+
+  if (Status s = MakeCommandDir(spec.working_dir, spec.uid, spec.gid); !s.ok()) {
+    std::string msg = "working directory: " + s.message();
+    WriteAll(out_fd, "lote: cannot start the command: " + msg + "\n");
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = msg;
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log);
   }
 
   auto exe = ResolveExecutable(spec.argv[0], spec.env);
@@ -307,7 +360,6 @@ int RunExecShim(const std::string& node_dir) {
     break;
   }
   ::close(err_pipe[0]);
-  log("started command pid " + std::to_string(child) + " (" + *exe + ")");
 
   // Supervise until the command (the group leader) exits.
   bool terminating = false;
@@ -337,12 +389,7 @@ int RunExecShim(const std::string& node_dir) {
     while (::read(sig_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
       int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) {
-        // Reap orphans that came back to us, but never the leader here.
-        for (pid_t c : ListChildPids(::getpid())) {
-          if (c == child) continue;
-          int ignored;
-          ::waitpid(c, &ignored, WNOHANG);
-        }
+        ReapOrphans(child);  // never the leader here
         continue;
       }
       if (sig == SIGHUP) continue;

@@ -1,0 +1,327 @@
+// Load client for bench/jobs: jobs end to end through the AWS Batch API.
+//
+//   1. (--setup) creates a MANAGED EC2 compute environment of --instance-type
+//      with maxvCpus large enough that every job finds capacity at once, a job
+//      queue and a job definition running `true` (VCPU 1, MEMORY 64 MiB), and
+//      waits for them to be VALID;
+//   2. submits --jobs SubmitJob requests from --clients concurrent keep-alive
+//      SigV4 connections (the same code measures lote and moto_server);
+//   3. with --wait-seconds > 0, polls ListJobs until every job is SUCCEEDED
+//      (stops at the first FAILED one), then reads each job's createdAt,
+//      startedAt and stoppedAt (server clock) for completed jobs/s and the
+//      submit -> RUNNING / SUCCEEDED latencies under that burst; then it
+//      submits --paced-jobs more, one at a time --paced-ms apart, for the
+//      same latencies on idle capacity; with --wait-seconds 0 it
+//      waits --sample-after seconds and describes up to 100 jobs to show what
+//      became of them (moto_server runs jobs in Docker; without it they fail).
+// Prints one JSON line.
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_client.h"
+
+namespace {
+
+using lote::Json;
+using lote::Result;
+using lote::Status;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+struct Options {
+  lote::bench::Target target;
+  int jobs = 2000;
+  int clients = 8;
+  std::string prefix = "jobs-bench";
+  bool setup = false;
+  std::string instance_type = "local";
+  int64_t max_vcpus = 0;  // 0: 2 x jobs
+  std::string service_role;
+  std::string subnet = "subnet-bench";
+  std::string security_group;
+  std::string instance_role;
+  double wait_seconds = 300;
+  double sample_after = 3;
+  int poll_ms = 250;
+  int warmup = 10;
+  int paced_jobs = 100;
+  int paced_ms = 50;
+};
+
+// Polls `describe` until the resource named `name` in `list_key` is VALID.
+Status WaitValid(lote::cli::ApiClient& c, const std::string& path, const std::string& list_key,
+                 const std::string& names_key, const std::string& name) {
+  for (int i = 0; i < 600; ++i) {
+    Result<Json> r = c.Batch("POST", path, Json{{names_key, Json::array({name})}});
+    if (!r.ok()) return r.status();
+    for (const Json& item : (*r).value(list_key, Json::array())) {
+      const std::string status = item.value("status", "");
+      if (status == "VALID") return Status();
+      if (status == "INVALID")
+        return Status::FailedPrecondition(name + " is INVALID: " + item.value("statusReason", ""));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::DeadlineExceeded(name + " did not become VALID within 30 s");
+}
+
+Status Setup(const Options& o, lote::cli::ApiClient& c) {
+  Json resources = {{"type", "EC2"},
+                    {"minvCpus", 0},
+                    {"maxvCpus", o.max_vcpus > 0 ? o.max_vcpus : int64_t{2} * o.jobs},
+                    {"instanceTypes", Json::array({o.instance_type})},
+                    {"subnets", Json::array({o.subnet})}};
+  if (!o.security_group.empty()) resources["securityGroupIds"] = Json::array({o.security_group});
+  if (!o.instance_role.empty()) resources["instanceRole"] = o.instance_role;
+  Json ce = {{"computeEnvironmentName", o.prefix + "-ce"},
+             {"type", "MANAGED"},
+             {"state", "ENABLED"},
+             {"computeResources", resources}};
+  if (!o.service_role.empty()) ce["serviceRole"] = o.service_role;
+  RETURN_IF_ERROR(c.Batch("POST", "/v1/createcomputeenvironment", ce).status());
+  RETURN_IF_ERROR(WaitValid(c, "/v1/describecomputeenvironments", "computeEnvironments",
+                            "computeEnvironments", o.prefix + "-ce"));
+  Json queue = {{"jobQueueName", o.prefix + "-q"},
+                {"state", "ENABLED"},
+                {"priority", 1},
+                {"computeEnvironmentOrder",
+                 Json::array({Json{{"order", 1}, {"computeEnvironment", o.prefix + "-ce"}}})}};
+  RETURN_IF_ERROR(c.Batch("POST", "/v1/createjobqueue", queue).status());
+  RETURN_IF_ERROR(WaitValid(c, "/v1/describejobqueues", "jobQueues", "jobQueues", o.prefix + "-q"));
+  Json definition = {
+      {"jobDefinitionName", o.prefix + "-true"},
+      {"type", "container"},
+      {"containerProperties",
+       {{"image", "host"},
+        {"command", Json::array({"true"})},
+        {"resourceRequirements", Json::array({Json{{"type", "VCPU"}, {"value", "1"}},
+                                              Json{{"type", "MEMORY"}, {"value", "64"}}})}}}};
+  return c.Batch("POST", "/v1/registerjobdefinition", definition).status();
+}
+
+// Every job of the queue in `status` (all pages).
+Result<std::vector<Json>> ListAll(lote::cli::ApiClient& c, const std::string& queue,
+                                  const std::string& status) {
+  std::vector<Json> out;
+  std::string token;
+  while (true) {
+    Json req = {{"jobQueue", queue}, {"jobStatus", status}, {"maxResults", 1000}};
+    if (!token.empty()) req["nextToken"] = token;
+    ASSIGN_OR_RETURN(Json page, c.Batch("POST", "/v1/listjobs", req));
+    for (Json& j : page["jobSummaryList"]) out.push_back(std::move(j));
+    token = page.value("nextToken", "");
+    if (token.empty()) return out;
+  }
+}
+
+// Polls ListJobs until every job of `ids` is SUCCEEDED (their summaries);
+// fails at the first FAILED job of the queue (its summary put in `out`).
+Result<std::vector<Json>> WaitAllSucceeded(const Options& o, lote::cli::ApiClient& c,
+                                           const std::vector<std::string>& ids, Json* out) {
+  const std::string queue = o.prefix + "-q";
+  std::set<std::string> wanted(ids.begin(), ids.end());
+  wanted.erase("");  // submissions that failed
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<Json> failed, ListAll(c, queue, "FAILED"));
+    if (!failed.empty()) {
+      (*out)["failed"] = failed.size();
+      (*out)["failed_example"] = failed.front();
+      return Status::Internal(std::to_string(failed.size()) + " job(s) FAILED");
+    }
+    ASSIGN_OR_RETURN(std::vector<Json> succeeded, ListAll(c, queue, "SUCCEEDED"));
+    std::vector<Json> mine;
+    for (Json& j : succeeded)
+      if (wanted.count(j.value("jobId", ""))) mine.push_back(std::move(j));
+    if (mine.size() >= wanted.size()) return mine;
+    if (Since(start) > o.wait_seconds * 1000) {
+      (*out)["succeeded"] = mine.size();
+      return Status::DeadlineExceeded("not every job succeeded in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lote jobs end-to-end load client"};
+  Options o;
+  lote::bench::AddTargetOptions(app, &o.target);
+  app.add_option("--jobs", o.jobs, "SubmitJob requests to make");
+  app.add_option("--clients", o.clients, "concurrent keep-alive connections");
+  app.add_option("--prefix", o.prefix, "names: PREFIX-ce, PREFIX-q, PREFIX-true");
+  app.add_flag("--setup", o.setup, "create the compute environment, queue and job definition");
+  app.add_option("--instance-type", o.instance_type);
+  app.add_option("--max-vcpus", o.max_vcpus, "maxvCpus of the environment (0: 2 x jobs)");
+  app.add_option("--service-role", o.service_role);
+  app.add_option("--subnet", o.subnet);
+  app.add_option("--security-group", o.security_group);
+  app.add_option("--instance-role", o.instance_role);
+  app.add_option("--wait-seconds", o.wait_seconds,
+                 "wait this long for every job to succeed (0: do not wait, describe a sample)");
+  app.add_option("--sample-after", o.sample_after,
+                 "with --wait-seconds 0: seconds before the sample");
+  app.add_option("--poll-ms", o.poll_ms, "ListJobs polling interval while waiting");
+  app.add_option("--warmup", o.warmup, "jobs submitted (one connection) before the timed ones");
+  app.add_option("--paced-jobs", o.paced_jobs,
+                 "then this many jobs one at a time (latency on idle capacity; 0: none)");
+  app.add_option("--paced-ms", o.paced_ms, "interval between the paced submissions");
+  CLI11_PARSE(app, argc, argv);
+  const std::string queue = o.prefix + "-q";
+  Json out = {{"endpoint", o.target.endpoint}, {"jobs", o.jobs}, {"clients", o.clients}};
+  auto fail = [&](const std::string& what, const Status& s) {
+    out["error"] = what + ": " + s.ToString();
+    std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return 1;
+  };
+
+  Result<std::unique_ptr<lote::cli::ApiClient>> control = lote::bench::Connect(o.target);
+  if (!control.ok()) return fail("connect", control.status());
+  if (o.setup) {
+    if (Status s = Setup(o, **control); !s.ok()) return fail("setup", s);
+  }
+
+  // Warm up (moto_server loads its Batch code on first use), then submit.
+  for (int i = 0; i < o.warmup; ++i) {
+    Json req = {{"jobName", "warmup" + std::to_string(i)},
+                {"jobQueue", queue},
+                {"jobDefinition", o.prefix + "-true"}};
+    if (Result<Json> r = (*control)->Batch("POST", "/v1/submitjob", req); !r.ok())
+      return fail("warm-up SubmitJob", r.status());
+  }
+  std::vector<std::string> ids(static_cast<size_t>(o.jobs));
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(o.clients));
+  std::atomic<int> next{0};
+  std::atomic<int64_t> errors{0};
+  std::string first_error;
+  std::mutex mu;
+  const int64_t first_submit_ms = WallMs();
+  const auto t0 = std::chrono::steady_clock::now();
+  Status run = lote::bench::RunOnClients(o.target, o.clients, [&](int t, lote::cli::ApiClient& c) {
+    for (int i = next++; i < o.jobs; i = next++) {
+      Json req = {{"jobName", "j" + std::to_string(i)},
+                  {"jobQueue", queue},
+                  {"jobDefinition", o.prefix + "-true"}};
+      const auto start = std::chrono::steady_clock::now();
+      Result<Json> r = c.Batch("POST", "/v1/submitjob", req);
+      const double ms = Since(start);
+      if (!r.ok()) {
+        ++errors;
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.empty()) first_error = r.status().ToString();
+        continue;
+      }
+      ids[static_cast<size_t>(i)] = (*r).value("jobId", "");
+      latencies[static_cast<size_t>(t)].push_back(ms);
+    }
+  });
+  const double submit_ms = Since(t0);
+  if (!run.ok()) return fail("connect", run);
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  lote::bench::LatencySummary submit = lote::bench::Summarize(all);
+  out["submit"] = lote::bench::ToJson(submit);
+  out["submit"]["errors"] = errors.load();
+  out["submit"]["seconds"] = submit_ms / 1000;
+  out["submit"]["rps"] = static_cast<double>(submit.count) / (submit_ms / 1000);
+  if (!first_error.empty()) out["submit"]["first_error"] = first_error.substr(0, 300);
+
+  if (o.wait_seconds <= 0) {
+    // What became of the jobs (moto_server: it tries Docker).
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.sample_after));
+    Json sample_ids = Json::array();
+    for (const std::string& id : ids) {
+      if (!id.empty() && sample_ids.size() < 100) sample_ids.push_back(id);
+    }
+    Result<Json> d = (*control)->Batch("POST", "/v1/describejobs", Json{{"jobs", sample_ids}});
+    if (!d.ok()) return fail("describe sample", d.status());
+    std::map<std::string, int> statuses;
+    std::string reason;
+    for (const Json& j : (*d).value("jobs", Json::array())) {
+      statuses[j.value("status", "?")]++;
+      if (reason.empty()) reason = j.value("statusReason", "");
+    }
+    out["sample"] = {{"after_s", o.sample_after},
+                     {"described", sample_ids.size()},
+                     {"statuses", statuses},
+                     {"status_reason", reason}};
+    std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return errors.load() == 0 ? 0 : 1;
+  }
+
+  // Wait until every timed job succeeded (or one failed).
+  Result<std::vector<Json>> done_or = WaitAllSucceeded(o, **control, ids, &out);
+  if (!done_or.ok()) return fail("wait", done_or.status());
+  const std::vector<Json>& done = *done_or;
+  std::vector<double> to_running, to_succeeded, running_to_succeeded;
+  int64_t last_stop = 0;
+  int64_t first_created = std::numeric_limits<int64_t>::max();
+  for (const Json& j : done) {
+    const int64_t created = j.value("createdAt", int64_t{0});
+    const int64_t started = j.value("startedAt", int64_t{0});
+    const int64_t stopped = j.value("stoppedAt", int64_t{0});
+    first_created = std::min(first_created, created);
+    last_stop = std::max(last_stop, stopped);
+    to_running.push_back(static_cast<double>(started - created));
+    to_succeeded.push_back(static_cast<double>(stopped - created));
+    running_to_succeeded.push_back(static_cast<double>(stopped - started));
+  }
+  const double wall_s = static_cast<double>(last_stop - first_submit_ms) / 1000;
+  out["completed"] = {
+      {"succeeded", done.size()},
+      {"first_submit_to_last_stop_s", wall_s},
+      {"jobs_per_s", static_cast<double>(done.size()) / wall_s},
+      {"first_created_after_first_submit_ms", first_created - first_submit_ms},
+      {"submit_to_running", lote::bench::ToJson(lote::bench::Summarize(to_running))},
+      {"submit_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(to_succeeded))},
+      {"running_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(running_to_succeeded))}};
+
+  // Latency on idle capacity: jobs submitted one at a time, --paced-ms apart,
+  // after the burst has drained (nothing else queued or running).
+  if (o.paced_jobs > 0) {
+    std::vector<std::string> paced;
+    for (int i = 0; i < o.paced_jobs; ++i) {
+      Json req = {{"jobName", "paced" + std::to_string(i)},
+                  {"jobQueue", queue},
+                  {"jobDefinition", o.prefix + "-true"}};
+      Result<Json> r = (*control)->Batch("POST", "/v1/submitjob", req);
+      if (!r.ok()) return fail("paced SubmitJob", r.status());
+      paced.push_back((*r).value("jobId", ""));
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.paced_ms));
+    }
+    Result<std::vector<Json>> paced_done = WaitAllSucceeded(o, **control, paced, &out);
+    if (!paced_done.ok()) return fail("wait (paced)", paced_done.status());
+    std::vector<double> p_running, p_succeeded;
+    for (const Json& j : *paced_done) {
+      p_running.push_back(
+          static_cast<double>(j.value("startedAt", int64_t{0}) - j.value("createdAt", int64_t{0})));
+      p_succeeded.push_back(
+          static_cast<double>(j.value("stoppedAt", int64_t{0}) - j.value("createdAt", int64_t{0})));
+    }
+    out["paced"] = {
+        {"jobs", o.paced_jobs},
+        {"interval_ms", o.paced_ms},
+        {"submit_to_running", lote::bench::ToJson(lote::bench::Summarize(p_running))},
+        {"submit_to_succeeded", lote::bench::ToJson(lote::bench::Summarize(p_succeeded))}};
+  }
+  std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  return errors.load() == 0 ? 0 : 1;
+}
