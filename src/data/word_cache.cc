@@ -49,15 +49,15 @@ bool WordCache::Place(const Table& table, uint64_t hash, uint64_t slot_value, st
   const uint64_t tag = hash & kTagMask;
   size_t i = hash & table.mask;
   for (size_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & table.mask) {
-    uint64_t slot = table.slots[i].load(std::memory_order_acquire);
+    uint64_t slot = table.slot(i).load(std::memory_order_acquire);
     if (slot == 0) {
       if (!concurrent) {
-        table.slots[i].store(slot_value, std::memory_order_relaxed);
+        table.slot(i).store(slot_value, std::memory_order_relaxed);
         return true;
       }
       // On failure `slot` holds the entry another thread put here first.
-      if (table.slots[i].compare_exchange_strong(slot, slot_value, std::memory_order_release,
-                                                 std::memory_order_acquire)) {
+      if (table.slot(i).compare_exchange_strong(slot, slot_value, std::memory_order_release,
+                                                std::memory_order_acquire)) {
         return true;
       }
     }
@@ -128,14 +128,23 @@ void WordCache::MaybeGrow(const Table* seen) {
       2 * count_.load(std::memory_order_relaxed) <= current->size()) {
     return;
   }
-  auto next = std::make_unique<Table>(std::min(max_slots_, 4 * current->size()));
+  auto next = std::make_unique<Table>(std::min(max_slots_, 2 * current->size()));
   for (size_t i = 0; i < current->size(); ++i) {
-    const uint64_t slot = current->slots[i].load(std::memory_order_acquire);
+    const uint64_t slot = current->slot(i).load(std::memory_order_acquire);
     if (slot == 0) continue;
     const Entry* e = Entry::FromSlot(slot);
     Place(*next, e->hash, slot, std::string_view(e->key(), e->key_len), false);
   }
   table_.store(next.get(), std::memory_order_release);
+  // Entries that other threads put into the old table during the copy: carry
+  // them over too (only an insert that read the old table before the store
+  // and lands after this pass is dropped).
+  for (size_t i = 0; i < current->size(); ++i) {
+    const uint64_t slot = current->slot(i).load(std::memory_order_acquire);
+    if (slot == 0) continue;
+    const Entry* e = Entry::FromSlot(slot);
+    Place(*next, e->hash, slot, std::string_view(e->key(), e->key_len), true);
+  }
   tables_.push_back(std::move(next));
 }
 

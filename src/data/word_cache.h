@@ -16,9 +16,10 @@
 // compare-and-swap and read with acquire loads: a reader sees either no entry
 // or a complete one.
 // Growth: when half full, one thread (the others go on) copies the entry
-// pointers into a table four times the size and publishes it; the old table stays
-// readable until the cache is destroyed. An insert that races with the copy
-// may be dropped: a cache may forget, never return wrong ids.
+// pointers into a table twice the size and publishes it; the old table stays
+// readable until the cache is destroyed. Entries added to the old table during
+// the copy are carried over by a second pass; an insert that races with that
+// pass may be dropped: a cache may forget, never return wrong ids.
 // Bound: once max_words entries are in, Insert does nothing; callers then
 // encode new words every time (frequent words come early and stay).
 //
@@ -28,9 +29,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -82,10 +85,19 @@ class WordCache {
     }
   };
   struct Table {
-    explicit Table(size_t n) : mask(n - 1), slots(new std::atomic<uint64_t>[n]()) {}
+    // calloc: the kernel's zero pages, no memset; slots are only accessed
+    // through std::atomic_ref.
+    explicit Table(size_t n)
+        : mask(n - 1), slots(static_cast<uint64_t*>(std::calloc(n, sizeof(uint64_t)))) {
+      if (slots == nullptr) throw std::bad_alloc();
+    }
+    ~Table() { std::free(slots); }
+    Table(const Table&) = delete;
+    Table& operator=(const Table&) = delete;
     size_t size() const { return mask + 1; }
+    std::atomic_ref<uint64_t> slot(size_t i) const { return std::atomic_ref<uint64_t>(slots[i]); }
     const size_t mask;
-    const std::unique_ptr<std::atomic<uint64_t>[]> slots;  // 0 or tag | entry address
+    uint64_t* const slots;  // 0 or tag | entry address
   };
   struct ThreadArena;
 
@@ -156,7 +168,7 @@ inline bool WordCache::Find(std::string_view key, uint64_t hash,
   const uint64_t tag = hash & kTagMask;
   size_t i = hash & t->mask;
   for (size_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & t->mask) {
-    const uint64_t slot = t->slots[i].load(std::memory_order_acquire);
+    const uint64_t slot = t->slot(i).load(std::memory_order_acquire);
     if (slot == 0) return false;
     if ((slot & kTagMask) != tag) continue;
     const Entry* e = Entry::FromSlot(slot);
