@@ -694,6 +694,40 @@ Result<std::string> S3Store::GetBytes(const std::string& key) {
   return out;
 }
 
+Result<std::string> S3Store::GetRange(const std::string& key, uint64_t offset, uint64_t length) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "GET " + impl_->Describe(key) + " bytes " + std::to_string(offset) +
+                           "+" + std::to_string(length);
+  if (length == 0) return std::string();
+  HttpRequest req;
+  req.method = "GET";
+  req.raw_path = impl_->ObjectPath(key);
+  req.headers = {
+      {"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
+  std::string out;
+  BodySink sink;
+  sink.str = &out;
+  auto r = impl_->Send(req, &sink, nullptr);
+  if (!r.ok()) return r.status().WithContext(what);
+  if (r->status == 416) return std::string();  // the range starts at or past the end
+  if (r->status < 200 || r->status >= 300) {
+    Status st = impl_->ErrorOf(*r, what);
+    if (st.IsNotFound()) return Status::NotFound("no object " + impl_->Describe(key));
+    return st;
+  }
+  const std::string len = r->headers["content-length"];
+  if (!len.empty() && std::to_string(out.size()) != len) {
+    return Status::DataLoss(what + ": received " + std::to_string(out.size()) +
+                            " bytes, expected " + len);
+  }
+  if (r->status == 200) {  // a server that ignores Range sends the whole object
+    if (offset >= out.size()) return std::string();
+    return out.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+  }
+  if (out.size() > length) return Status::DataLoss(what + ": the server sent more than asked");
+  return out;
+}
+
 Status S3Store::GetFile(const std::string& key, const std::string& local_path,
                         const ProgressFn& progress) {
   RETURN_IF_ERROR(ValidateKey(key));

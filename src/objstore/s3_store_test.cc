@@ -181,6 +181,13 @@ TEST(S3StoreTest, RoundTripsAndInteroperatesWithAwsCli) {
   ASSERT_TRUE(big_head.ok());
   EXPECT_NE(big_head->etag.find("-3"), std::string::npos) << big_head->etag;  // 3 parts
   ASSERT_TRUE(s.GetFile("b/big.bin", dir.path() + "/back.bin").ok());
+  // Ranged reads (HTTP Range): across a part boundary, cut at the end, past it.
+  auto range = s.GetRange("b/big.bin", (5 << 20) - 3, 10);
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_TRUE(*range == big.substr((5 << 20) - 3, 10));
+  EXPECT_TRUE(*s.GetRange("b/big.bin", big.size() - 4, 100) == big.substr(big.size() - 4));
+  EXPECT_EQ(*s.GetRange("b/big.bin", big.size(), 10), "");
+  EXPECT_TRUE(s.GetRange("b/none.bin", 0, 10).status().IsNotFound());
   EXPECT_TRUE(*ReadFile(dir.path() + "/back.bin") == big);
 
   auto list = s.List("");
