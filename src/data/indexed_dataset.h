@@ -23,6 +23,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "objstore/objstore.h"
 
 namespace lote::data {
 
@@ -58,6 +59,35 @@ struct DatasetManifest {
   OrderedJson ToJson() const;
   static Result<DatasetManifest> FromJson(const Json& j);
 };
+
+// The fixed-size start of data.idx, and where its arrays lie: enough to read
+// single entries with ranged reads.
+struct IndexHeader {
+  static constexpr uint64_t kBytes = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, 2 counts
+  uint8_t dtype = 0;
+  uint64_t num_sequences = 0;
+  uint64_t num_documents = 0;
+
+  uint64_t item_bytes() const { return dtype == kDtypeUint16 ? 2 : 4; }
+  uint64_t size_offset(uint64_t i) const { return kBytes + 4 * i; }
+  uint64_t pointer_offset(uint64_t i) const { return kBytes + 4 * num_sequences + 8 * i; }
+  uint64_t idx_bytes() const { return kBytes + 12 * num_sequences + 8 * num_documents; }
+};
+// Parses the first IndexHeader::kBytes bytes of a data.idx. DataLoss naming
+// `what` for a bad magic, version or dtype, or too few bytes.
+Result<IndexHeader> ParseIndexHeader(std::string_view bytes, const std::string& what);
+
+// What `lote data inspect` prints, read from any object store with a few
+// small reads: manifest.json (when present), the data.idx header and first
+// entry (ranged), the sizes of data.idx and data.bin (Head), and the first
+// `count` tokens of sequence 0 from data.bin (ranged); data.bin is never
+// downloaded. DataLoss when the index disagrees with the files' sizes.
+struct DatasetPeek {
+  std::optional<DatasetManifest> manifest;
+  IndexHeader header;
+  std::vector<int32_t> first_tokens;  // of sequence 0 (empty when there is none)
+};
+Result<DatasetPeek> PeekDataset(objstore::ObjectStore& store, int64_t count);
 
 // Appends packed sequences to data.bin and writes data.idx at Finish.
 // Not thread safe. Files are written in `dir` (which must exist).
