@@ -220,7 +220,8 @@ Result<DatasetPeek> PeekDataset(objstore::ObjectStore& store, int64_t count) {
   return peek;
 }
 
-Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& dir) {
+Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& dir,
+                                                             Options options) {
   const std::string idx_path = dir + "/" + kDatasetPrefix + ".idx";
   const std::string bin_path = dir + "/" + kDatasetPrefix + ".bin";
   ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
@@ -260,7 +261,7 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
                               " lies outside the file");
     }
   }
-  if (FileExists(dir + "/" + kManifestName)) {
+  if (options.read_manifest && FileExists(dir + "/" + kManifestName)) {
     ASSIGN_OR_RETURN(Json j, ReadJsonFile(dir + "/" + kManifestName));
     ASSIGN_OR_RETURN(DatasetManifest m, DatasetManifest::FromJson(j));
     ds->manifest_ = std::move(m);
@@ -282,8 +283,21 @@ int32_t IndexedDataset::token(int64_t i, int64_t pos) const {
 
 std::vector<int32_t> IndexedDataset::Sequence(int64_t i) const {
   std::vector<int32_t> out(static_cast<size_t>(sizes_[i]));
-  for (int32_t k = 0; k < sizes_[i]; ++k) out[k] = token(i, k);
+  Read(i, 0, sizes_[i], out.data());
   return out;
+}
+
+void IndexedDataset::Read(int64_t i, int64_t begin, int64_t count, int32_t* out) const {
+  const uint8_t* p = bin_ + pointers_[i];
+  if (dtype_ == kDtypeUint16) {
+    for (int64_t k = 0; k < count; ++k) {
+      uint16_t v;
+      std::memcpy(&v, p + (begin + k) * 2, 2);
+      out[k] = v;
+    }
+  } else {
+    std::memcpy(out, p + begin * 4, static_cast<size_t>(count) * sizeof(int32_t));
+  }
 }
 
 }  // namespace lote::data

@@ -120,7 +120,15 @@ class IndexedDatasetWriter {
 // Thread safety: immutable after Open; safe to share.
 class IndexedDataset {
  public:
-  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir);
+  struct Options {
+    // Parse manifest.json when the folder has one (callers with their own
+    // manifest rules, like the training engine, turn this off).
+    bool read_manifest = true;
+  };
+  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir, Options options);
+  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir) {
+    return Open(dir, Options());
+  }
   ~IndexedDataset();
 
   uint8_t dtype() const { return dtype_; }
@@ -133,6 +141,9 @@ class IndexedDataset {
   int32_t token(int64_t i, int64_t pos) const;
   // A copy of sequence i as int32 ids.
   std::vector<int32_t> Sequence(int64_t i) const;
+  // out[0, count) = tokens [begin, begin + count) of sequence i (the caller
+  // keeps them inside the sequence).
+  void Read(int64_t i, int64_t begin, int64_t count, int32_t* out) const;
   // The manifest, when the folder has one.
   const std::optional<DatasetManifest>& manifest() const { return manifest_; }
 
