@@ -1,11 +1,9 @@
 #include "data/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <queue>
 
 namespace lote::data {
@@ -16,8 +14,6 @@ constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 constexpr uint64_t kEmptyKey = ~0ull;
 constexpr size_t kMaxCachedWordBytes = 96;
 constexpr size_t kLinearMergeLimit = 256;
-
-std::atomic<uint64_t> g_next_instance{1};
 
 // Length of the UTF-8 character that starts with `c`, by its lead byte alone
 // (libsentencepiece's OneCharLen).
@@ -49,49 +45,12 @@ inline size_t ValidCharLen(const unsigned char* s, size_t n) {
   return 0;
 }
 
-inline uint64_t HashBytes(const char* p, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
-  while (n >= 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n) {
-    uint64_t v = 0;
-    std::memcpy(&v, p, n);
-    h = (h ^ v) * 0x94D049BB133111EBull;
-    h ^= h >> 31;
-  }
-  h *= 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 32;
-  return h | 1;  // never 0: 0 marks an empty slot
-}
-
 // Appends n ids (small n: a plain loop beats vector::insert's memmove calls).
 inline void AppendIds(std::vector<int32_t>* out, const int32_t* v, size_t n) {
   const size_t old = out->size();
   out->resize(old + n);
   int32_t* d = out->data() + old;
   for (size_t i = 0; i < n; ++i) d[i] = v[i];
-}
-
-inline bool BytesEqual(const char* a, const char* b, size_t n) {
-  while (n >= 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a, 8);
-    std::memcpy(&y, b, 8);
-    if (x != y) return false;
-    a += 8;
-    b += 8;
-    n -= 8;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
 }
 
 inline uint64_t MixKey(uint64_t k) {
@@ -109,90 +68,11 @@ inline uint32_t PackChar(std::string_view ch) {
 
 }  // namespace
 
-// Per-thread state: the word cache and scratch buffers.
-struct BpeTokenizer::WordCache {
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t key_off = 0, key_len = 0, val_off = 0, val_len = 0;
-  };
-  uint64_t owner = 0;
-  std::vector<Slot> slots;
-  size_t count = 0;
-  std::string keys;
-  std::vector<int32_t> vals;
-  // scratch
-  std::string key_buf;
-  std::string norm_buf;
-  std::vector<int32_t> word_ids;
-  std::vector<int32_t> sym_id;
-  std::vector<uint32_t> sym_start, sym_len;
-  std::vector<int32_t> pair_id;
-  std::vector<float> pair_score;
-
-  void Reset(uint64_t new_owner, size_t initial_slots = 1 << 12) {
-    owner = new_owner;
-    slots.assign(initial_slots, Slot{});
-    count = 0;
-    keys.clear();
-    vals.clear();
-  }
-
-  // Fills the empty `slot` (from Find) with key -> ids; grows the table when half full.
-  void Insert(Slot* slot, std::string_view key, uint64_t h, const std::vector<int32_t>& ids) {
-    slot->hash = h;
-    slot->key_off = static_cast<uint32_t>(keys.size());
-    slot->key_len = static_cast<uint32_t>(key.size());
-    slot->val_off = static_cast<uint32_t>(vals.size());
-    slot->val_len = static_cast<uint32_t>(ids.size());
-    keys.append(key);
-    vals.insert(vals.end(), ids.begin(), ids.end());
-    if (++count * 2 > slots.size()) Grow();
-  }
-
-  // Returns the slot for the key (found: hash != 0 and key equal; else the empty slot).
-  Slot* Find(std::string_view key, uint64_t h) {
-    const size_t mask = slots.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      Slot& s = slots[i];
-      if (s.hash == 0) return &s;
-      if (s.hash == h && s.key_len == key.size() &&
-          BytesEqual(keys.data() + s.key_off, key.data(), key.size())) {
-        return &s;
-      }
-    }
-  }
-
-  void Grow() {
-    std::vector<Slot> old;
-    old.swap(slots);
-    slots.assign(old.size() * 2, Slot{});
-    const size_t mask = slots.size() - 1;
-    for (const Slot& s : old) {
-      if (s.hash == 0) continue;
-      size_t i = s.hash & mask;
-      while (slots[i].hash != 0) i = (i + 1) & mask;
-      slots[i] = s;
-    }
-  }
-};
-
-// A shard of the word cache shared by all threads: a thread that misses its
-// own cache looks here before running BPE, so threads do not each re-encode
-// the same new words.
-struct BpeTokenizer::SharedShard {
-  std::mutex mu;
-  WordCache words;  // guarded by mu
-};
-
-BpeTokenizer::BpeTokenizer() : shared_(new SharedShard[kSharedShards]) {
-  for (size_t i = 0; i < kSharedShards; ++i) shared_[i].words.Reset(0, 256);
-}
+BpeTokenizer::BpeTokenizer() = default;
 
 BpeTokenizer::~BpeTokenizer() = default;
 
-size_t BpeTokenizer::StringHash::operator()(std::string_view s) const {
-  return HashBytes(s.data(), s.size());
-}
+size_t BpeTokenizer::StringHash::operator()(std::string_view s) const { return WordCache::Hash(s); }
 
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceModel& model,
                                                            Options options) {
@@ -214,8 +94,6 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceMo
   t->add_dummy_prefix_ = model.add_dummy_prefix;
   t->remove_extra_whitespaces_ = model.remove_extra_whitespaces;
   t->escape_whitespaces_ = model.escape_whitespaces;
-  t->max_cached_words_ = options.max_cached_words;
-  t->instance_id_ = g_next_instance.fetch_add(1);
   t->unk_id_ = -1;
   bool single_char_reserved = false;
   for (int32_t i = 0; i < model.vocab_size(); ++i) {
@@ -268,6 +146,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(const SentencePieceMo
   }
   t->fast_path_ = fast;
   if (fast) {
+    t->words_ = std::make_unique<WordCache>(options.max_cached_words);
     std::fill(std::begin(t->ascii_ids_), std::end(t->ascii_ids_), -1);
     std::vector<std::pair<uint64_t, Merge>> merges;
     for (const auto& [piece, id] : t->normal_) {
@@ -593,73 +472,51 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
     Normalize(text, &normalized);
     EncodeGeneral(normalized, ids);
   } else if (!text.empty()) {
-    thread_local WordCache cache;
-    if (cache.owner != instance_id_) {
-      cache.Reset(instance_id_);
-      // From the second thread on, misses go through the shared cache too.
-      if (threads_seen_.fetch_add(1, std::memory_order_relaxed) >= 1)
-        share_words_.store(true, std::memory_order_relaxed);
-    }
-    const bool share = share_words_.load(std::memory_order_relaxed);
-    auto encode_segment = [&](std::string_view raw) {
-      // Normalizes one raw segment (' ' -> ▁, malformed bytes -> U+FFFD) and encodes it.
-      auto encode_raw = [&](std::string_view r, std::vector<int32_t>* out) {
-        cache.norm_buf.clear();
-        for (size_t i = 0; i < r.size();) {
-          const unsigned char c = static_cast<unsigned char>(r[i]);
-          if (c == ' ') {
-            cache.norm_buf.append(kSpaceSymbol);
-            ++i;
-            continue;
-          }
-          size_t len =
-              ValidCharLen(reinterpret_cast<const unsigned char*>(r.data()) + i, r.size() - i);
-          if (len == 0) {
-            cache.norm_buf.append(kReplacementChar);
-            ++i;
-          } else {
-            cache.norm_buf.append(r.substr(i, len));
-            i += len;
-          }
+    // Per-thread scratch buffers (no state: any thread may encode any text).
+    struct Scratch {
+      std::string key_buf, norm_buf;
+      std::vector<int32_t> word_ids;
+    };
+    thread_local Scratch scratch;
+    WordCache& words = *words_;
+    // Normalizes one raw segment (' ' -> ▁, malformed bytes -> U+FFFD) and encodes it.
+    auto encode_raw = [&](std::string_view r, std::vector<int32_t>* out) {
+      std::string& norm = scratch.norm_buf;
+      norm.clear();
+      for (size_t i = 0; i < r.size();) {
+        const unsigned char c = static_cast<unsigned char>(r[i]);
+        if (c == ' ') {
+          norm.append(kSpaceSymbol);
+          ++i;
+          continue;
         }
-        EncodeWord(cache.norm_buf, out);
-      };
+        size_t len =
+            ValidCharLen(reinterpret_cast<const unsigned char*>(r.data()) + i, r.size() - i);
+        if (len == 0) {
+          norm.append(kReplacementChar);
+          ++i;
+        } else {
+          norm.append(r.substr(i, len));
+          i += len;
+        }
+      }
+      EncodeWord(norm, out);
+    };
+    auto encode_segment = [&](std::string_view raw) {
       if (raw.size() > kMaxCachedWordBytes) {
         encode_raw(raw, ids);
         return;
       }
-      const uint64_t h = HashBytes(raw.data(), raw.size());
-      WordCache::Slot* slot = cache.Find(raw, h);
-      if (slot->hash == 0) {
-        cache.word_ids.clear();
-        SharedShard& shard = shared_[h >> 58];  // top bits: independent of the slot index bits
-        bool found = false;
-        if (share) {
-          std::lock_guard<std::mutex> lock(shard.mu);
-          const WordCache::Slot* s = shard.words.Find(raw, h);
-          if (s->hash != 0) {
-            const int32_t* v = shard.words.vals.data() + s->val_off;
-            cache.word_ids.assign(v, v + s->val_len);
-            found = true;
-          }
-        }
-        if (!found) encode_raw(raw, &cache.word_ids);
-        if (!found && share) {
-          std::lock_guard<std::mutex> lock(shard.mu);
-          WordCache::Slot* s = shard.words.Find(raw, h);
-          if (s->hash == 0 && shard.words.count < 2 * max_cached_words_ / kSharedShards) {
-            shard.words.Insert(s, raw, h, cache.word_ids);
-          }
-        }
-        if (cache.count >= max_cached_words_) {
-          cache.Reset(instance_id_);
-          slot = cache.Find(raw, h);
-        }
-        cache.Insert(slot, raw, h, cache.word_ids);
-        AppendIds(ids, cache.word_ids.data(), cache.word_ids.size());
+      const uint64_t h = WordCache::Hash(raw);
+      std::span<const int32_t> cached;
+      if (words.Find(raw, h, &cached)) {
+        AppendIds(ids, cached.data(), cached.size());
         return;
       }
-      AppendIds(ids, cache.vals.data() + slot->val_off, slot->val_len);
+      scratch.word_ids.clear();
+      encode_raw(raw, &scratch.word_ids);
+      words.Insert(raw, h, scratch.word_ids);
+      AppendIds(ids, scratch.word_ids.data(), scratch.word_ids.size());
     };
 
     const size_t n = text.size();
@@ -670,9 +527,9 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
     auto flush = [&](size_t end) {
       std::string_view raw(s + seg_start, end - seg_start);
       if (first && add_dummy_prefix_) {
-        cache.key_buf.assign(" ");
-        cache.key_buf.append(raw);
-        encode_segment(cache.key_buf);
+        scratch.key_buf.assign(" ");
+        scratch.key_buf.append(raw);
+        encode_segment(scratch.key_buf);
       } else if (!raw.empty()) {
         encode_segment(raw);
       }

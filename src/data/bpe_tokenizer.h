@@ -12,14 +12,16 @@
 // Speed: when the vocabulary allows it (no piece contains "x▁" with x not "▁",
 // every character of a piece is itself a piece, no user-defined or unused
 // pieces) the text is cut before each run of whitespace into words that merges
-// can never cross; each word is encoded once per thread and cached, and merges
+// can never cross; each distinct word is encoded once and kept in a WordCache
+// shared by all threads (lock-free reads, no per-thread copies), and merges
 // are looked up by (left id, right id). Otherwise the whole text goes through
 // the general algorithm, which mirrors libsentencepiece step by step.
-// Thread safety: immutable after Create; Encode is safe from many threads (each
-// thread keeps its own word cache).
+// The ids never depend on the cache's state, so output is identical for any
+// number of threads and any order of calls.
+// Thread safety: immutable after Create except for the word cache, which is
+// safe for concurrent use; Encode may be called from many threads at once.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -27,14 +29,17 @@
 
 #include "data/sentencepiece_model.h"
 #include "data/tokenizer.h"
+#include "data/word_cache.h"
 
 namespace lote::data {
 
 class BpeTokenizer final : public Tokenizer {
  public:
   struct Options {
-    bool allow_fast_path = true;        // false: always the general algorithm (tests)
-    size_t max_cached_words = 1 << 20;  // per thread; the cache is cleared when full
+    bool allow_fast_path = true;  // false: always the general algorithm (tests)
+    // Distinct words kept, for all threads together; words first seen after
+    // that are encoded each time they occur.
+    size_t max_cached_words = 1 << 20;
   };
 
   // Unimplemented (naming the reason) for models it cannot encode exactly:
@@ -55,8 +60,6 @@ class BpeTokenizer final : public Tokenizer {
   // Whether the cached word-level path is in use for this model.
   bool fast_path() const { return fast_path_; }
 
-  struct WordCache;  // per-thread cache (defined in the .cc)
-
  private:
   struct StringHash {
     using is_transparent = void;
@@ -67,9 +70,6 @@ class BpeTokenizer final : public Tokenizer {
     int32_t id;
     float score;
   };
-
-  struct SharedShard;  // defined in the .cc
-  static constexpr size_t kSharedShards = 64;
 
   BpeTokenizer();
   // libsentencepiece's PieceToId: reserved pieces, then normal ones, else unk.
@@ -101,17 +101,14 @@ class BpeTokenizer final : public Tokenizer {
   bool has_unused_ = false;
 
   bool fast_path_ = false;
-  size_t max_cached_words_ = 0;
-  uint64_t instance_id_ = 0;
   int32_t ascii_ids_[128];
   std::unordered_map<uint32_t, int32_t> char_ids_;  // UTF-8 bytes packed little-endian -> id
   std::vector<uint64_t> merge_keys_;                // open addressing, key 0 = empty
   std::vector<Merge> merge_values_;
   uint64_t merge_mask_ = 0;
-  std::unique_ptr<SharedShard[]> shared_;  // kSharedShards shards, each with its own mutex
-  mutable std::atomic<int64_t> threads_seen_{
-      0};  // threads that set up a word cache for this instance
-  mutable std::atomic<bool> share_words_{false};  // set once a second thread encodes
+  // Fast path: distinct words (raw text) -> ids. A cache: inserting into it
+  // from const Encode changes no observable result.
+  std::unique_ptr<WordCache> words_;
 };
 
 }  // namespace lote::data

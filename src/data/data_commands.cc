@@ -4,10 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
-#include "common/crypto.h"
 #include "data/indexed_dataset.h"
 #include "data/prepare.h"
 #include "lote/registry.h"
@@ -131,50 +129,43 @@ int RunPrepare(PrepareArgs& args) {
 }
 
 int RunInspect(const std::string& uri, int count) {
-  auto parsed = objstore::ParseUri(uri);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "lote data inspect: %s\n", parsed.status().ToString().c_str());
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "lote data inspect: %s\n", st.ToString().c_str());
     return 1;
-  }
-  std::string dir = parsed->key;
-  std::unique_ptr<void, void (*)(void*)> cleanup(nullptr, [](void*) {});
-  std::string tmp;
+  };
+  auto parsed = objstore::ParseUri(uri);
+  if (!parsed.ok()) return fail(parsed.status());
   if (parsed->scheme == "s3") {
+    // Remote: a few ranged reads (index header and first entry, the tokens
+    // shown), never the whole data.bin.
     auto store = objstore::OpenObjectStore(uri);
-    if (!store.ok()) {
-      std::fprintf(stderr, "lote data inspect: %s\n", store.status().ToString().c_str());
-      return 1;
-    }
-    tmp = (std::filesystem::temp_directory_path() / ("lote-inspect-" + HexEncode(RandomBytes(6))))
-              .string();
-    for (const char* name : {"manifest.json", "data.idx", "data.bin"}) {
-      Status st = (*store)->GetFile(name, tmp + "/" + name);
-      if (!st.ok()) {
-        std::filesystem::remove_all(tmp);
-        std::fprintf(stderr, "lote data inspect: %s\n", st.ToString().c_str());
-        return 1;
-      }
-    }
-    dir = tmp;
-  }
-  auto ds = IndexedDataset::Open(dir);
-  int rc = 0;
-  if (!ds.ok()) {
-    std::fprintf(stderr, "lote data inspect: %s\n", ds.status().ToString().c_str());
-    rc = 1;
-  } else {
-    if ((*ds)->manifest()) std::printf("%s\n", (*ds)->manifest()->ToJson().dump(2).c_str());
+    if (!store.ok()) return fail(store.status());
+    auto peek = PeekDataset(**store, count);
+    if (!peek.ok()) return fail(peek.status());
+    if (peek->manifest) std::printf("%s\n", peek->manifest->ToJson().dump(2).c_str());
     std::printf("sequences: %lld  documents (doc_idx entries): %lld  dtype code: %d\n",
-                static_cast<long long>((*ds)->num_sequences()),
-                static_cast<long long>((*ds)->num_documents()), (*ds)->dtype());
-    if ((*ds)->num_sequences() > 0) {
+                static_cast<long long>(peek->header.num_sequences),
+                static_cast<long long>(peek->header.num_documents), peek->header.dtype);
+    if (peek->header.num_sequences > 0) {
       std::printf("first tokens of sequence 0:");
-      for (int i = 0; i < count && i < (*ds)->size(0); ++i) std::printf(" %d", (*ds)->token(0, i));
+      for (int32_t t : peek->first_tokens) std::printf(" %d", t);
       std::printf("\n");
     }
+    return 0;
   }
-  if (!tmp.empty()) std::filesystem::remove_all(tmp);
-  return rc;
+  // Local: memory-mapped, every entry checked against data.bin.
+  auto ds = IndexedDataset::Open(parsed->key);
+  if (!ds.ok()) return fail(ds.status());
+  if ((*ds)->manifest()) std::printf("%s\n", (*ds)->manifest()->ToJson().dump(2).c_str());
+  std::printf("sequences: %lld  documents (doc_idx entries): %lld  dtype code: %d\n",
+              static_cast<long long>((*ds)->num_sequences()),
+              static_cast<long long>((*ds)->num_documents()), (*ds)->dtype());
+  if ((*ds)->num_sequences() > 0) {
+    std::printf("first tokens of sequence 0:");
+    for (int i = 0; i < count && i < (*ds)->size(0); ++i) std::printf(" %d", (*ds)->token(0, i));
+    std::printf("\n");
+  }
+  return 0;
 }
 
 CommandRegistrar reg([](CLI::App& app) {

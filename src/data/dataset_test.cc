@@ -228,6 +228,84 @@ TEST(IndexedDatasetTest, WriterReaderRoundTripAndCorruption) {
   EXPECT_NE(bad.status().message().find("bad magic"), std::string::npos);
 }
 
+// Records what is read through a real store, to check that inspecting a
+// dataset reads only small ranges.
+class RecordingStore final : public objstore::ObjectStore {
+ public:
+  explicit RecordingStore(std::unique_ptr<objstore::ObjectStore> inner)
+      : inner_(std::move(inner)) {}
+  std::string RootUri() const override { return inner_->RootUri(); }
+  Status PutBytes(const std::string& k, std::string_view d) override {
+    return inner_->PutBytes(k, d);
+  }
+  Status PutFile(const std::string& k, const std::string& p,
+                 const objstore::ProgressFn& f) override {
+    return inner_->PutFile(k, p, f);
+  }
+  Result<std::string> GetBytes(const std::string& k) override {
+    whole_reads.push_back(k);
+    return inner_->GetBytes(k);
+  }
+  Status GetFile(const std::string& k, const std::string& p,
+                 const objstore::ProgressFn& f) override {
+    whole_reads.push_back(k);
+    return inner_->GetFile(k, p, f);
+  }
+  Result<std::string> GetRange(const std::string& k, uint64_t off, uint64_t len) override {
+    auto r = inner_->GetRange(k, off, len);
+    if (r.ok()) range_bytes += r->size();
+    return r;
+  }
+  Result<objstore::ObjectInfo> Head(const std::string& k) override { return inner_->Head(k); }
+  Result<std::vector<objstore::ObjectInfo>> List(const std::string& p) override {
+    return inner_->List(p);
+  }
+  Status Delete(const std::string& k) override { return inner_->Delete(k); }
+
+  std::vector<std::string> whole_reads;
+  uint64_t range_bytes = 0;
+
+ private:
+  std::unique_ptr<objstore::ObjectStore> inner_;
+};
+
+TEST(IndexedDatasetTest, PeekReadsOnlySmallRanges) {
+  TempDir dir;
+  const std::string d = dir.path() + "/ds";
+  fs::create_directories(d);
+  auto w = IndexedDatasetWriter::Create(d, 32000, 1000);
+  ASSERT_TRUE(w.ok());
+  std::vector<int32_t> block(1000);
+  for (int s = 0; s < 50; ++s) {
+    for (int i = 0; i < 1000; ++i) block[static_cast<size_t>(i)] = (s * 7 + i) % 32000;
+    ASSERT_TRUE((*w)->AddSequence(block.data()).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  DatasetManifest m;
+  m.dtype = "uint16";
+  m.block_size = 1000;
+  m.num_sequences = 50;
+  ASSERT_TRUE(WriteFileAtomic(d + "/manifest.json", m.ToJson().dump(2)).ok());
+
+  auto inner = objstore::OpenObjectStore("file://" + d);
+  ASSERT_TRUE(inner.ok());
+  RecordingStore store(std::move(*inner));
+  auto peek = PeekDataset(store, 5);
+  ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+  ASSERT_TRUE(peek->manifest.has_value());
+  EXPECT_EQ(peek->manifest->num_sequences, 50);
+  EXPECT_EQ(peek->header.dtype, kDtypeUint16);
+  EXPECT_EQ(peek->header.num_sequences, 50u);
+  EXPECT_EQ(peek->header.num_documents, 51u);
+  EXPECT_EQ(peek->first_tokens, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(store.whole_reads, std::vector<std::string>{"manifest.json"});
+  EXPECT_EQ(store.range_bytes, IndexHeader::kBytes + 4 + 8 + 5 * 2);  // not the 100 KB .bin
+
+  // A truncated data.bin is caught from the sizes alone.
+  ASSERT_TRUE(WriteFileAtomic(d + "/data.bin", "xx").ok());
+  EXPECT_EQ(PeekDataset(store, 5).status().code(), StatusCode::kDataLoss);
+}
+
 TEST(IndexedDatasetTest, ManifestRoundTrip) {
   DatasetManifest m;
   m.dtype = "uint16";

@@ -145,24 +145,93 @@ IndexedDataset::~IndexedDataset() {
   if (bin_ && bin_size_) ::munmap(const_cast<uint8_t*>(bin_), bin_size_);
 }
 
-Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& dir) {
-  const std::string idx_path = dir + "/" + kDatasetPrefix + ".idx";
-  const std::string bin_path = dir + "/" + kDatasetPrefix + ".bin";
-  ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
-  std::unique_ptr<IndexedDataset> ds(new IndexedDataset());
-  std::string_view in(idx);
-  auto corrupt = [&](const std::string& why) { return Status::DataLoss(idx_path + ": " + why); };
+Result<IndexHeader> ParseIndexHeader(std::string_view in, const std::string& what) {
+  auto corrupt = [&](const std::string& why) { return Status::DataLoss(what + ": " + why); };
   if (in.size() < sizeof(kIdxMagic) || std::memcmp(in.data(), kIdxMagic, sizeof(kIdxMagic)) != 0) {
     return corrupt("not a Megatron MMIDIDX index (bad magic)");
   }
   in.remove_prefix(sizeof(kIdxMagic));
-  uint64_t version = 0, seqs = 0, docs = 0;
+  IndexHeader h;
+  uint64_t version = 0;
   if (!Get(&in, &version) || version != 1) return corrupt("unsupported version");
-  if (!Get(&in, &ds->dtype_) || (ds->dtype_ != kDtypeUint16 && ds->dtype_ != kDtypeInt32)) {
-    return corrupt("unsupported dtype code " + std::to_string(ds->dtype_));
+  if (!Get(&in, &h.dtype) || (h.dtype != kDtypeUint16 && h.dtype != kDtypeInt32)) {
+    return corrupt("unsupported dtype code " + std::to_string(h.dtype));
   }
-  if (!Get(&in, &seqs) || !Get(&in, &docs)) return corrupt("truncated header");
-  if (in.size() != seqs * 4 + seqs * 8 + docs * 8) return corrupt("size does not match its counts");
+  if (!Get(&in, &h.num_sequences) || !Get(&in, &h.num_documents)) {
+    return corrupt("truncated header");
+  }
+  return h;
+}
+
+Result<DatasetPeek> PeekDataset(objstore::ObjectStore& store, int64_t count) {
+  const std::string idx_key = std::string(kDatasetPrefix) + ".idx";
+  const std::string bin_key = std::string(kDatasetPrefix) + ".bin";
+  const std::string idx_name = objstore::JoinKey(store.RootUri(), idx_key);
+  const std::string bin_name = objstore::JoinKey(store.RootUri(), bin_key);
+  DatasetPeek peek;
+  ASSIGN_OR_RETURN(bool has_manifest, store.Exists(kManifestName));
+  if (has_manifest) {
+    ASSIGN_OR_RETURN(std::string text, store.GetBytes(kManifestName));
+    ASSIGN_OR_RETURN(Json j, ParseJson(text));
+    ASSIGN_OR_RETURN(DatasetManifest m, DatasetManifest::FromJson(j));
+    peek.manifest = std::move(m);
+  }
+  ASSIGN_OR_RETURN(objstore::ObjectInfo idx_info, store.Head(idx_key));
+  ASSIGN_OR_RETURN(objstore::ObjectInfo bin_info, store.Head(bin_key));
+  ASSIGN_OR_RETURN(std::string head, store.GetRange(idx_key, 0, IndexHeader::kBytes));
+  ASSIGN_OR_RETURN(peek.header, ParseIndexHeader(head, idx_name));
+  const IndexHeader& h = peek.header;
+  if (idx_info.size != h.idx_bytes()) {
+    return Status::DataLoss(idx_name + ": " + std::to_string(idx_info.size) +
+                            " bytes, but its counts need " + std::to_string(h.idx_bytes()));
+  }
+  if (h.num_sequences == 0 || count <= 0) return peek;
+  ASSIGN_OR_RETURN(std::string size_bytes, store.GetRange(idx_key, h.size_offset(0), 4));
+  ASSIGN_OR_RETURN(std::string pointer_bytes, store.GetRange(idx_key, h.pointer_offset(0), 8));
+  if (size_bytes.size() != 4 || pointer_bytes.size() != 8) {
+    return Status::DataLoss(idx_name + ": short read of the first entry");
+  }
+  int32_t size = 0;
+  int64_t pointer = 0;
+  std::memcpy(&size, size_bytes.data(), 4);
+  std::memcpy(&pointer, pointer_bytes.data(), 8);
+  if (size < 0 || pointer < 0 ||
+      static_cast<uint64_t>(pointer) + static_cast<uint64_t>(size) * h.item_bytes() >
+          bin_info.size) {
+    return Status::DataLoss(bin_name + ": sequence 0 lies outside the file");
+  }
+  const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(count), static_cast<uint64_t>(size));
+  ASSIGN_OR_RETURN(std::string tokens,
+                   store.GetRange(bin_key, static_cast<uint64_t>(pointer), n * h.item_bytes()));
+  if (tokens.size() != n * h.item_bytes()) {
+    return Status::DataLoss(bin_name + ": short read of sequence 0");
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    if (h.dtype == kDtypeUint16) {
+      uint16_t v;
+      std::memcpy(&v, tokens.data() + 2 * i, 2);
+      peek.first_tokens.push_back(v);
+    } else {
+      int32_t v;
+      std::memcpy(&v, tokens.data() + 4 * i, 4);
+      peek.first_tokens.push_back(v);
+    }
+  }
+  return peek;
+}
+
+Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& dir,
+                                                             Options options) {
+  const std::string idx_path = dir + "/" + kDatasetPrefix + ".idx";
+  const std::string bin_path = dir + "/" + kDatasetPrefix + ".bin";
+  ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
+  std::unique_ptr<IndexedDataset> ds(new IndexedDataset());
+  auto corrupt = [&](const std::string& why) { return Status::DataLoss(idx_path + ": " + why); };
+  ASSIGN_OR_RETURN(IndexHeader header, ParseIndexHeader(idx, idx_path));
+  ds->dtype_ = header.dtype;
+  const uint64_t seqs = header.num_sequences, docs = header.num_documents;
+  if (idx.size() != header.idx_bytes()) return corrupt("size does not match its counts");
+  std::string_view in = std::string_view(idx).substr(IndexHeader::kBytes);
   ds->sizes_.resize(seqs);
   ds->pointers_.resize(seqs);
   ds->doc_idx_.resize(docs);
@@ -192,7 +261,7 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
                               " lies outside the file");
     }
   }
-  if (FileExists(dir + "/" + kManifestName)) {
+  if (options.read_manifest && FileExists(dir + "/" + kManifestName)) {
     ASSIGN_OR_RETURN(Json j, ReadJsonFile(dir + "/" + kManifestName));
     ASSIGN_OR_RETURN(DatasetManifest m, DatasetManifest::FromJson(j));
     ds->manifest_ = std::move(m);
@@ -214,8 +283,21 @@ int32_t IndexedDataset::token(int64_t i, int64_t pos) const {
 
 std::vector<int32_t> IndexedDataset::Sequence(int64_t i) const {
   std::vector<int32_t> out(static_cast<size_t>(sizes_[i]));
-  for (int32_t k = 0; k < sizes_[i]; ++k) out[k] = token(i, k);
+  Read(i, 0, sizes_[i], out.data());
   return out;
+}
+
+void IndexedDataset::Read(int64_t i, int64_t begin, int64_t count, int32_t* out) const {
+  const uint8_t* p = bin_ + pointers_[i];
+  if (dtype_ == kDtypeUint16) {
+    for (int64_t k = 0; k < count; ++k) {
+      uint16_t v;
+      std::memcpy(&v, p + (begin + k) * 2, 2);
+      out[k] = v;
+    }
+  } else {
+    std::memcpy(out, p + begin * 4, static_cast<size_t>(count) * sizeof(int32_t));
+  }
 }
 
 }  // namespace lote::data

@@ -23,6 +23,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "objstore/objstore.h"
 
 namespace lote::data {
 
@@ -59,6 +60,35 @@ struct DatasetManifest {
   static Result<DatasetManifest> FromJson(const Json& j);
 };
 
+// The fixed-size start of data.idx, and where its arrays lie: enough to read
+// single entries with ranged reads.
+struct IndexHeader {
+  static constexpr uint64_t kBytes = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, 2 counts
+  uint8_t dtype = 0;
+  uint64_t num_sequences = 0;
+  uint64_t num_documents = 0;
+
+  uint64_t item_bytes() const { return dtype == kDtypeUint16 ? 2 : 4; }
+  uint64_t size_offset(uint64_t i) const { return kBytes + 4 * i; }
+  uint64_t pointer_offset(uint64_t i) const { return kBytes + 4 * num_sequences + 8 * i; }
+  uint64_t idx_bytes() const { return kBytes + 12 * num_sequences + 8 * num_documents; }
+};
+// Parses the first IndexHeader::kBytes bytes of a data.idx. DataLoss naming
+// `what` for a bad magic, version or dtype, or too few bytes.
+Result<IndexHeader> ParseIndexHeader(std::string_view bytes, const std::string& what);
+
+// What `lote data inspect` prints, read from any object store with a few
+// small reads: manifest.json (when present), the data.idx header and first
+// entry (ranged), the sizes of data.idx and data.bin (Head), and the first
+// `count` tokens of sequence 0 from data.bin (ranged); data.bin is never
+// downloaded. DataLoss when the index disagrees with the files' sizes.
+struct DatasetPeek {
+  std::optional<DatasetManifest> manifest;
+  IndexHeader header;
+  std::vector<int32_t> first_tokens;  // of sequence 0 (empty when there is none)
+};
+Result<DatasetPeek> PeekDataset(objstore::ObjectStore& store, int64_t count);
+
 // Appends packed sequences to data.bin and writes data.idx at Finish.
 // Not thread safe. Files are written in `dir` (which must exist).
 class IndexedDatasetWriter {
@@ -90,7 +120,15 @@ class IndexedDatasetWriter {
 // Thread safety: immutable after Open; safe to share.
 class IndexedDataset {
  public:
-  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir);
+  struct Options {
+    // Parse manifest.json when the folder has one (callers with their own
+    // manifest rules, like the training engine, turn this off).
+    bool read_manifest = true;
+  };
+  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir, Options options);
+  static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir) {
+    return Open(dir, Options());
+  }
   ~IndexedDataset();
 
   uint8_t dtype() const { return dtype_; }
@@ -103,6 +141,9 @@ class IndexedDataset {
   int32_t token(int64_t i, int64_t pos) const;
   // A copy of sequence i as int32 ids.
   std::vector<int32_t> Sequence(int64_t i) const;
+  // out[0, count) = tokens [begin, begin + count) of sequence i (the caller
+  // keeps them inside the sequence).
+  void Read(int64_t i, int64_t begin, int64_t count, int32_t* out) const;
   // The manifest, when the folder has one.
   const std::optional<DatasetManifest>& manifest() const { return manifest_; }
 

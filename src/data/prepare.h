@@ -31,7 +31,7 @@ struct PrepareOptions {
   int threads = 0;         // tokenization threads; 0 = all cores
   CorpusOptions corpus;
   TokenizerKind tokenizer = TokenizerKind::kAuto;
-  size_t batch_bytes = 1 << 20;  // text per work item
+  size_t batch_bytes = 256 << 10;  // text per work item (small: the last items balance the threads)
 };
 
 struct PrepareProgress {

@@ -1,28 +1,13 @@
 #include "engine/indexed_dataset.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 #include "common/files.h"
 
 namespace lote::engine {
 namespace {
-
-constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
-
-template <typename T>
-T Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;  // little-endian host assumed (x86-64, aarch64)
-}
 
 uint64_t SplitMix(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -57,94 +42,36 @@ Result<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& 
   ASSIGN_OR_RETURN(int64_t manifest_count,
                    ManifestInt(d->manifest_, "num_sequences", manifest_path));
 
+  // The index and data.bin: lote_data's reader (checks the header, the index
+  // size and that every sequence lies inside data.bin).
+  auto data = data::IndexedDataset::Open(dir, {.read_manifest = false});
+  if (!data.ok()) {
+    return data.status().WithContext("rewrite the dataset with `lote data prepare`");
+  }
+  d->data_ = std::move(*data);
   const std::string idx_path = dir + "/data.idx";
-  ASSIGN_OR_RETURN(std::string idx, ReadFile(idx_path));
   auto corrupt = [&](const std::string& why) {
     return Status::DataLoss(
         fmt::format("{}: {}; rewrite the dataset with `lote data prepare`", idx_path, why));
   };
-  const size_t header = 9 + 8 + 1 + 8 + 8;
-  if (idx.size() < header || std::memcmp(idx.data(), kMagic, 9) != 0) {
-    return corrupt("not a Megatron MMIDIDX index (bad magic)");
-  }
-  const auto* p = reinterpret_cast<const uint8_t*>(idx.data());
-  if (Load<uint64_t>(p + 9) != 1) return corrupt("unsupported index version (want 1)");
-  const uint8_t code = p[17];
-  if (code == 8) {
-    d->token_bytes_ = 2;
-  } else if (code == 4) {
-    d->token_bytes_ = 4;
-  } else {
-    return corrupt(fmt::format("unsupported dtype code {} (want 8 = uint16 or 4 = int32)", code));
-  }
-  d->num_sequences_ = static_cast<int64_t>(Load<uint64_t>(p + 18));
-  const uint64_t docs = Load<uint64_t>(p + 26);
-  const size_t need = header + 4 * static_cast<size_t>(d->num_sequences_) +
-                      8 * static_cast<size_t>(d->num_sequences_) + 8 * docs;
-  if (idx.size() != need) {
-    return corrupt(fmt::format("size {} bytes, expected {} for {} sequences and {} documents",
-                               idx.size(), need, d->num_sequences_, docs));
-  }
-  if (d->num_sequences_ != manifest_count) {
-    return corrupt(
-        fmt::format("{} sequences but manifest.json says {}", d->num_sequences_, manifest_count));
+  const int64_t count = d->data_->num_sequences();
+  if (count != manifest_count) {
+    return corrupt(fmt::format("{} sequences but manifest.json says {}", count, manifest_count));
   }
   if (auto it = d->manifest_.find("dtype"); it != d->manifest_.end() && it->is_string()) {
-    const std::string want = d->token_bytes_ == 2 ? "uint16" : "int32";
+    const std::string want = d->data_->dtype() == data::kDtypeUint16 ? "uint16" : "int32";
     if (it->get<std::string>() != want) {
       return corrupt(
           fmt::format("index dtype is {} but manifest.json says {}", want, it->get<std::string>()));
     }
   }
-
-  const std::string bin_path = dir + "/data.bin";
-  const int fd = ::open(bin_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Status::NotFound(fmt::format("cannot open {}: {}", bin_path, std::strerror(errno)));
-  }
-  struct stat st {};
-  ::fstat(fd, &st);
-  d->bin_size_ = static_cast<size_t>(st.st_size);
-  if (d->bin_size_ > 0) {
-    void* m = ::mmap(nullptr, d->bin_size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      return Status::Internal(fmt::format("cannot map {}: {}", bin_path, std::strerror(errno)));
+  for (int64_t i = 0; i < count; ++i) {
+    if (d->data_->size(i) != d->block_size_) {
+      return corrupt(fmt::format("sequence {} has {} tokens, but blocks are {} tokens", i,
+                                 d->data_->size(i), d->block_size_));
     }
-    d->bin_ = static_cast<const uint8_t*>(m);
-  }
-  ::close(fd);
-
-  const uint8_t* sizes = p + header;
-  const uint8_t* pointers = sizes + 4 * d->num_sequences_;
-  d->pointers_.resize(static_cast<size_t>(d->num_sequences_));
-  for (int64_t i = 0; i < d->num_sequences_; ++i) {
-    const int32_t size = Load<int32_t>(sizes + 4 * i);
-    const int64_t ptr = Load<int64_t>(pointers + 8 * i);
-    if (size != d->block_size_) {
-      return corrupt(fmt::format("sequence {} has {} tokens, but blocks are {} tokens", i, size,
-                                 d->block_size_));
-    }
-    if (ptr < 0 ||
-        static_cast<uint64_t>(ptr) + static_cast<uint64_t>(size) * d->token_bytes_ > d->bin_size_) {
-      return corrupt(fmt::format("sequence {} lies outside data.bin ({} bytes)", i, d->bin_size_));
-    }
-    d->pointers_[static_cast<size_t>(i)] = ptr;
   }
   return d;
-}
-
-IndexedDataset::~IndexedDataset() {
-  if (bin_ != nullptr) ::munmap(const_cast<uint8_t*>(bin_), bin_size_);
-}
-
-void IndexedDataset::Read(int64_t seq, int64_t begin, int64_t count, int32_t* out) const {
-  const uint8_t* base = bin_ + pointers_[static_cast<size_t>(seq)] + begin * token_bytes_;
-  if (token_bytes_ == 2) {
-    for (int64_t i = 0; i < count; ++i) out[i] = Load<uint16_t>(base + 2 * i);
-  } else {
-    std::memcpy(out, base, sizeof(int32_t) * static_cast<size_t>(count));
-  }
 }
 
 Json SamplerState::ToJson() const { return Json{{"epoch", epoch}, {"position", position}}; }

@@ -1,9 +1,11 @@
-// IndexedDataset: read-only, memory-mapped view of the dataset `lote data prepare`
-// writes: a directory with data.bin (little-endian uint16 or int32 tokens), data.idx
-// (Megatron MMIDIDX index: one entry per packed block of block_size tokens) and
-// manifest.json (vocab_size, block_size, num_sequences, dtype, tokenizer_sha256,
-// bos_id). Open validates the index against the manifest and the .bin size, so reads
-// never fail afterwards. Immutable after Open; safe to read from several threads.
+// IndexedDataset: the training view of the dataset `lote data prepare` writes
+// (data.bin, data.idx, manifest.json; format in src/data/indexed_dataset.h and
+// docs/datasets.md). The Megatron index is read and memory-mapped by lote_data's
+// reader (data::IndexedDataset); this class adds what training needs: a
+// manifest.json with vocab_size, block_size and num_sequences that agree with
+// the index, and every sequence exactly one block long. Open checks all of
+// that, so reads never fail afterwards. Immutable after Open; safe to read from
+// several threads.
 //
 // BatchSampler: turns blocks into training samples. A sample is seq_len+1 consecutive
 // tokens inside one block (inputs = the first seq_len, targets = the last seq_len, the
@@ -21,31 +23,30 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "data/indexed_dataset.h"
 
 namespace lote::engine {
 
 class IndexedDataset {
  public:
   static Result<std::unique_ptr<IndexedDataset>> Open(const std::string& dir);
-  ~IndexedDataset();
   IndexedDataset(const IndexedDataset&) = delete;
   IndexedDataset& operator=(const IndexedDataset&) = delete;
 
-  int64_t num_sequences() const { return num_sequences_; }
+  int64_t num_sequences() const { return data_->num_sequences(); }
   int64_t block_size() const { return block_size_; }
   int64_t vocab_size() const { return vocab_size_; }
   const Json& manifest() const { return manifest_; }
   // out[0, count) = tokens [begin, begin+count) of sequence `seq` (caller keeps in range).
-  void Read(int64_t seq, int64_t begin, int64_t count, int32_t* out) const;
+  void Read(int64_t seq, int64_t begin, int64_t count, int32_t* out) const {
+    data_->Read(seq, begin, count, out);
+  }
 
  private:
   IndexedDataset() = default;
   Json manifest_;
-  int64_t num_sequences_ = 0, block_size_ = 0, vocab_size_ = 0;
-  int token_bytes_ = 2;
-  std::vector<int64_t> pointers_;  // byte offset of each sequence in data.bin
-  const uint8_t* bin_ = nullptr;
-  size_t bin_size_ = 0;
+  int64_t block_size_ = 0, vocab_size_ = 0;
+  std::unique_ptr<data::IndexedDataset> data_;
 };
 
 struct SamplerState {

@@ -34,6 +34,7 @@ struct S3Config {
   int64_t initial_backoff_ms = 200;            // doubled per retry (with jitter)
   uint64_t multipart_threshold = 64ull << 20;  // objects at least this big use multipart
   uint64_t part_size = 16ull << 20;            // bytes per part (S3 minimum 5 MiB)
+  int max_parallel_parts = 4;  // parts uploaded at once (each holds a part in memory)
   int64_t connect_timeout_ms = 10'000;
   int64_t low_speed_timeout_s = 60;  // abort when < 1 byte/s for this long
 };

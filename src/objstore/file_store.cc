@@ -134,6 +134,33 @@ Result<std::string> FileStore::GetBytes(const std::string& key) {
   return ReadFile(path);
 }
 
+Result<std::string> FileStore::GetRange(const std::string& key, uint64_t offset, uint64_t length) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string path = PathOf(key);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    return Status::NotFound("no object " + key + " in " + RootUri());
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t n = offset >= size ? 0 : std::min(length, size - offset);
+  std::string out(static_cast<size_t>(n), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t r =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(fd);
+      return Status::DataLoss("cannot read " + path + " (did it shrink?)");
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  return out;
+}
+
 Status FileStore::GetFile(const std::string& key, const std::string& local_path,
                           const ProgressFn& progress) {
   RETURN_IF_ERROR(ValidateKey(key));

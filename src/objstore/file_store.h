@@ -24,6 +24,7 @@ class FileStore final : public ObjectStore {
   Result<std::string> GetBytes(const std::string& key) override;
   Status GetFile(const std::string& key, const std::string& local_path,
                  const ProgressFn& progress = nullptr) override;
+  Result<std::string> GetRange(const std::string& key, uint64_t offset, uint64_t length) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix) override;
   Status Delete(const std::string& key) override;

@@ -69,6 +69,13 @@ Status ValidateKey(std::string_view key) {
   return Status::Ok();
 }
 
+Result<std::string> ObjectStore::GetRange(const std::string& key, uint64_t offset,
+                                          uint64_t length) {
+  ASSIGN_OR_RETURN(std::string all, GetBytes(key));
+  if (offset >= all.size()) return std::string();
+  return all.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+}
+
 Result<bool> ObjectStore::Exists(const std::string& key) {
   auto r = Head(key);
   if (r.ok()) return true;

@@ -73,6 +73,10 @@ class ObjectStore {
   virtual Result<std::string> GetBytes(const std::string& key) = 0;
   virtual Status GetFile(const std::string& key, const std::string& local_path,
                          const ProgressFn& progress = nullptr) = 0;
+  // Up to `length` bytes of the object from `offset` (fewer at its end; empty
+  // when offset is at or past the end). The default reads the whole object;
+  // file:// and s3:// (HTTP Range) read only the range.
+  virtual Result<std::string> GetRange(const std::string& key, uint64_t offset, uint64_t length);
   virtual Result<ObjectInfo> Head(const std::string& key) = 0;
   virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
   virtual Status Delete(const std::string& key) = 0;

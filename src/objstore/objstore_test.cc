@@ -131,6 +131,11 @@ TEST(FileStoreTest, PutGetListDelete) {
   EXPECT_EQ((*list)[0].key, "a/one.txt");
   EXPECT_EQ((*list)[1].key, "a/two.txt");
   EXPECT_EQ(s.List("")->size(), 3u);
+  // Ranges: inside, cut at the end, past the end, missing object.
+  EXPECT_EQ(*s.GetRange("a/two.txt", 1, 3), "orl");
+  EXPECT_EQ(*s.GetRange("a/two.txt", 4, 100), "d!");
+  EXPECT_EQ(*s.GetRange("a/two.txt", 6, 4), "");
+  EXPECT_TRUE(s.GetRange("a/none.txt", 0, 4).status().IsNotFound());
 
   // Files: put with progress, get back atomically.
   std::string src = dir.path() + "/src.bin";

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -241,11 +242,16 @@ struct ProgressCtx {
   uint64_t base;
   uint64_t total;
   bool upload;
+  // When set, bytes so far are stored here instead of calling fn (transfers on
+  // helper threads: the calling thread reports).
+  std::atomic<uint64_t>* counter = nullptr;
 };
 
 int XferCb(void* user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
   auto* p = static_cast<ProgressCtx*>(user);
-  if (p->fn && *p->fn) {
+  if (p->counter) {
+    p->counter->store(static_cast<uint64_t>(p->upload ? ulnow : dlnow), std::memory_order_relaxed);
+  } else if (p->fn && *p->fn) {
     uint64_t now = static_cast<uint64_t>(p->upload ? ulnow : dlnow);
     uint64_t total = p->total ? p->total : static_cast<uint64_t>(p->upload ? ultotal : dltotal);
     (*p->fn)(p->base + now, total);
@@ -431,6 +437,7 @@ struct S3Store::Impl {
     return Status::Ok();
   }
 
+  // Reads part of the object; called from several threads at once.
   using ReadRange = std::function<Status(uint64_t offset, size_t len, std::string* out)>;
 
   Status PutMultipart(const std::string& key, uint64_t size, const ReadRange& read,
@@ -456,37 +463,92 @@ struct S3Store::Impl {
       return st;
     };
 
+    // Parts go up on up to max_parallel_parts helper threads, each taking the
+    // next part number; the calling thread reports progress and waits. The
+    // first failure stops new parts; the upload is then aborted.
+    const uint64_t part_size = std::max<uint64_t>(config.part_size, 5ull << 20);
+    const size_t parts = static_cast<size_t>((size + part_size - 1) / part_size);
+    struct Part {
+      std::string md5;  // raw
+      std::string etag;
+      std::atomic<uint64_t> sent{0};
+    };
+    std::vector<Part> results(parts);
+    std::atomic<size_t> next_part{0};
+    std::mutex mu;
+    std::condition_variable done_cv;
+    size_t workers_left = 0;  // guarded by mu
+    Status failure;           // guarded by mu: the first error
+    std::atomic<bool> failed{false};
+    auto fail = [&](Status st) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failure.ok()) failure = std::move(st);
+      failed = true;
+    };
+    auto upload_parts = [&] {
+      std::string part;
+      for (size_t i; !failed && (i = next_part.fetch_add(1)) < parts;) {
+        const uint64_t off = i * part_size;
+        const size_t len = static_cast<size_t>(std::min<uint64_t>(part_size, size - off));
+        const std::string number = std::to_string(i + 1);
+        Status rs = read(off, len, &part);
+        if (!rs.ok()) return fail(rs);
+        std::string md5 = Md5(part);
+        HttpRequest pr;
+        pr.method = "PUT";
+        pr.raw_path = ObjectPath(key);
+        pr.raw_query = "partNumber=" + number + "&" + id_query;
+        pr.headers = {{"Content-MD5", Base64Encode(md5)},
+                      {"Content-Type", "application/octet-stream"}};
+        pr.body = part;
+        pr.send_body = true;
+        ProgressCtx pctx{&progress, off, size, true, &results[i].sent};
+        auto r = Call(pr, what + " (part " + number + ")", nullptr, progress ? &pctx : nullptr);
+        if (!r.ok()) return fail(r.status());
+        std::string etag = StripQuotes(r->headers["etag"]);
+        if (etag != HexEncode(md5)) {
+          return fail(Status::DataLoss(what + ": part " + number + " ETag " + etag +
+                                       " does not match the MD5 of the data sent"));
+        }
+        results[i].sent = len;
+        results[i].md5 = std::move(md5);
+        results[i].etag = std::move(etag);
+      }
+    };
+    const size_t threads =
+        std::min<size_t>(parts, static_cast<size_t>(std::max(1, config.max_parallel_parts)));
+    std::vector<std::thread> pool;
+    workers_left = threads;
+    for (size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        upload_parts();
+        std::lock_guard<std::mutex> lock(mu);
+        --workers_left;
+        done_cv.notify_all();
+      });
+    }
+    uint64_t reported = 0;
+    for (bool finished = false; !finished;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        finished = done_cv.wait_for(lock, std::chrono::milliseconds(100),
+                                    [&] { return workers_left == 0; });
+      }
+      if (progress && !finished) {
+        uint64_t sent = 0;
+        for (const Part& p : results) sent += p.sent.load(std::memory_order_relaxed);
+        if (sent > reported && sent < size) progress(reported = sent, size);  // never backwards
+      }
+    }
+    for (auto& t : pool) t.join();
+    if (failed) return abort(failure);
+
     std::string md5s;
     std::string complete = "<CompleteMultipartUpload>";
-    std::string part;
-    const uint64_t part_size = std::max<uint64_t>(config.part_size, 5ull << 20);
-    int part_number = 0;
-    for (uint64_t off = 0; off < size; off += part_size) {
-      ++part_number;
-      size_t len = static_cast<size_t>(std::min<uint64_t>(part_size, size - off));
-      Status rs = read(off, len, &part);
-      if (!rs.ok()) return abort(rs);
-      std::string md5 = Md5(part);
-      HttpRequest pr;
-      pr.method = "PUT";
-      pr.raw_path = ObjectPath(key);
-      pr.raw_query = "partNumber=" + std::to_string(part_number) + "&" + id_query;
-      pr.headers = {{"Content-MD5", Base64Encode(md5)},
-                    {"Content-Type", "application/octet-stream"}};
-      pr.body = part;
-      pr.send_body = true;
-      ProgressCtx pctx{&progress, off, size, true};
-      auto r = Call(pr, what + " (part " + std::to_string(part_number) + ")", nullptr,
-                    progress ? &pctx : nullptr);
-      if (!r.ok()) return abort(r.status());
-      std::string etag = StripQuotes(r->headers["etag"]);
-      if (etag != HexEncode(md5)) {
-        return abort(Status::DataLoss(what + ": part " + std::to_string(part_number) + " ETag " +
-                                      etag + " does not match the MD5 of the data sent"));
-      }
-      md5s += md5;
-      complete += "<Part><PartNumber>" + std::to_string(part_number) + "</PartNumber><ETag>\"" +
-                  etag + "\"</ETag></Part>";
+    for (size_t i = 0; i < parts; ++i) {
+      md5s += results[i].md5;
+      complete += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>\"" +
+                  results[i].etag + "\"</ETag></Part>";
     }
     complete += "</CompleteMultipartUpload>";
     HttpRequest cr;
@@ -503,7 +565,7 @@ struct S3Store::Impl {
       return abort(Status::Unavailable(what + " (complete): " + XmlText(r->body, "Code") + " " +
                                        XmlText(r->body, "Message")));
     }
-    std::string expected = HexEncode(Md5(md5s)) + "-" + std::to_string(part_number);
+    std::string expected = HexEncode(Md5(md5s)) + "-" + std::to_string(parts);
     std::string etag = StripQuotes(XmlText(r->body, "ETag"));
     if (etag != expected) {
       return Status::DataLoss(what + ": final ETag " + etag + " does not match the expected " +
@@ -629,6 +691,40 @@ Result<std::string> S3Store::GetBytes(const std::string& key) {
     return Status::DataLoss("GET " + impl_->Describe(key) +
                             ": the MD5 of the received bytes does not match ETag " + etag);
   }
+  return out;
+}
+
+Result<std::string> S3Store::GetRange(const std::string& key, uint64_t offset, uint64_t length) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "GET " + impl_->Describe(key) + " bytes " + std::to_string(offset) +
+                           "+" + std::to_string(length);
+  if (length == 0) return std::string();
+  HttpRequest req;
+  req.method = "GET";
+  req.raw_path = impl_->ObjectPath(key);
+  req.headers = {
+      {"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
+  std::string out;
+  BodySink sink;
+  sink.str = &out;
+  auto r = impl_->Send(req, &sink, nullptr);
+  if (!r.ok()) return r.status().WithContext(what);
+  if (r->status == 416) return std::string();  // the range starts at or past the end
+  if (r->status < 200 || r->status >= 300) {
+    Status st = impl_->ErrorOf(*r, what);
+    if (st.IsNotFound()) return Status::NotFound("no object " + impl_->Describe(key));
+    return st;
+  }
+  const std::string len = r->headers["content-length"];
+  if (!len.empty() && std::to_string(out.size()) != len) {
+    return Status::DataLoss(what + ": received " + std::to_string(out.size()) +
+                            " bytes, expected " + len);
+  }
+  if (r->status == 200) {  // a server that ignores Range sends the whole object
+    if (offset >= out.size()) return std::string();
+    return out.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+  }
+  if (out.size() > length) return Status::DataLoss(what + ": the server sent more than asked");
   return out;
 }
 

@@ -3,7 +3,9 @@
 // Path-style addressing (<endpoint>/<bucket>/<key>), SigV4 signing
 // (common/sigv4.h), libcurl transport. Objects of at least
 // S3Config::multipart_threshold bytes are uploaded in parts of
-// S3Config::part_size (aborted on failure, so nothing partial remains).
+// S3Config::part_size, up to S3Config::max_parallel_parts at once (aborted on
+// failure, so nothing partial remains; progress is still reported from the
+// calling thread).
 // Every request is retried with exponential backoff and jitter on network
 // errors, timeouts, HTTP 5xx and 429, up to S3Config::max_attempts.
 // Integrity: uploads send Content-MD5 for every body and compare the returned
@@ -34,6 +36,7 @@ class S3Store final : public ObjectStore {
   Result<std::string> GetBytes(const std::string& key) override;
   Status GetFile(const std::string& key, const std::string& local_path,
                  const ProgressFn& progress = nullptr) override;
+  Result<std::string> GetRange(const std::string& key, uint64_t offset, uint64_t length) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix) override;
   Status Delete(const std::string& key) override;

@@ -15,8 +15,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "common/crypto.h"
@@ -178,6 +181,13 @@ TEST(S3StoreTest, RoundTripsAndInteroperatesWithAwsCli) {
   ASSERT_TRUE(big_head.ok());
   EXPECT_NE(big_head->etag.find("-3"), std::string::npos) << big_head->etag;  // 3 parts
   ASSERT_TRUE(s.GetFile("b/big.bin", dir.path() + "/back.bin").ok());
+  // Ranged reads (HTTP Range): across a part boundary, cut at the end, past it.
+  auto range = s.GetRange("b/big.bin", (5 << 20) - 3, 10);
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_TRUE(*range == big.substr((5 << 20) - 3, 10));
+  EXPECT_TRUE(*s.GetRange("b/big.bin", big.size() - 4, 100) == big.substr(big.size() - 4));
+  EXPECT_EQ(*s.GetRange("b/big.bin", big.size(), 10), "");
+  EXPECT_TRUE(s.GetRange("b/none.bin", 0, 10).status().IsNotFound());
   EXPECT_TRUE(*ReadFile(dir.path() + "/back.bin") == big);
 
   auto list = s.List("");
@@ -309,6 +319,132 @@ TEST(S3StoreRetryTest, NetworkErrorIsUnavailable) {
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->PutBytes("k", "x").code(), StatusCode::kUnavailable);
   EXPECT_EQ((*store)->retries(), 1);
+}
+
+// A minimal multipart endpoint. Each part PUT waits (up to 5 s) until another
+// part is in flight too, so a serial uploader is seen as such; it records the
+// most parts in flight at once, fails part `flaky_part` with 503 `flaky_times`
+// times, answers part `corrupt_part` with a wrong ETag, and counts completes
+// and aborts. The completed object is the parts joined in order.
+class MultipartServer {
+ public:
+  MultipartServer(int flaky_part, int flaky_times, int corrupt_part)
+      : flaky_part_(flaky_part), flaky_times_(flaky_times), corrupt_part_(corrupt_part) {
+    server_.Post(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_param("uploads")) {
+        res.set_content(
+            "<InitiateMultipartUploadResult><UploadId>up-1</UploadId>"
+            "</InitiateMultipartUploadResult>",
+            "application/xml");
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      std::string md5s;
+      object_.clear();
+      for (const auto& [n, body] : parts_) {
+        md5s += Md5Raw(body);
+        object_ += body;
+      }
+      ++completes_;
+      res.set_content("<CompleteMultipartUploadResult><ETag>\"" + HexEncode(Md5Raw(md5s)) + "-" +
+                          std::to_string(parts_.size()) +
+                          "\"</ETag></CompleteMultipartUploadResult>",
+                      "application/xml");
+    });
+    server_.Put(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      const int part = std::atoi(req.get_param_value("partNumber").c_str());
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (part == flaky_part_ && flaky_left_ < flaky_times_) {
+          ++flaky_left_;
+          res.status = 503;
+          res.set_content("<Error><Code>SlowDown</Code></Error>", "application/xml");
+          return;
+        }
+        ++in_flight_;
+        max_in_flight_ = std::max(max_in_flight_, in_flight_);
+        cv_.notify_all();
+        cv_.wait_for(lock, std::chrono::seconds(5), [&] { return max_in_flight_ >= 2; });
+        parts_[part] = req.body;
+        --in_flight_;
+      }
+      std::string etag = part == corrupt_part_ ? std::string(32, '0') : HexEncode(Md5Raw(req.body));
+      res.set_header("ETag", "\"" + etag + "\"");
+    });
+    server_.Delete(R"(/.*)", [this](const httplib::Request&, httplib::Response& res) {
+      ++aborts_;
+      res.status = 204;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~MultipartServer() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int max_in_flight() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_in_flight_;
+  }
+  int completes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return completes_;
+  }
+  int aborts() const { return aborts_.load(); }
+  std::string object() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return object_;
+  }
+
+ private:
+  static std::string Md5Raw(const std::string& data) {
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(data.data(), data.size(), out, &n, EVP_md5(), nullptr);
+    return std::string(reinterpret_cast<char*>(out), n);
+  }
+  const int flaky_part_, flaky_times_, corrupt_part_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // protected by mu_:
+  int flaky_left_ = 0;
+  int in_flight_ = 0, max_in_flight_ = 0, completes_ = 0;
+  std::map<int, std::string> parts_;
+  std::string object_;
+  std::atomic<int> aborts_{0};
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(S3StoreMultipartTest, UploadsPartsInParallelWithRetries) {
+  MultipartServer server(/*flaky_part=*/3, /*flaky_times=*/2, /*corrupt_part=*/0);
+  S3Config cfg = TestConfig(server.endpoint());
+  cfg.max_parallel_parts = 3;
+  auto store = S3Store::Open("b", "", cfg);
+  ASSERT_TRUE(store.ok());
+  const std::string data = Pattern((6 * (5 << 20)) + 123, 5);  // 7 parts
+  Status st = (*store)->PutBytes("big", data);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GE(server.max_in_flight(), 2);  // parts overlapped...
+  EXPECT_LE(server.max_in_flight(), 3);  // ...but never more than the bound
+  EXPECT_EQ((*store)->retries(), 2);
+  EXPECT_EQ(server.completes(), 1);
+  EXPECT_EQ(server.aborts(), 0);
+  EXPECT_TRUE(server.object() == data);
+}
+
+TEST(S3StoreMultipartTest, CorruptPartAbortsTheUpload) {
+  MultipartServer server(/*flaky_part=*/0, /*flaky_times=*/0, /*corrupt_part=*/2);
+  auto store = S3Store::Open("b", "", TestConfig(server.endpoint()));
+  ASSERT_TRUE(store.ok());
+  Status st = (*store)->PutBytes("big", Pattern(4 * (5 << 20), 9));
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_NE(st.message().find("part 2"), std::string::npos) << st.ToString();
+  EXPECT_EQ(server.completes(), 0);
+  EXPECT_EQ(server.aborts(), 1);
 }
 
 }  // namespace

@@ -133,6 +133,12 @@ class PrepareTest(unittest.TestCase):
             self.assertEqual(numpy_read(down)["sizes"], [256])
             inspect = run([LOTE, "data", "inspect", "s3://lote-data/datasets/moby"], env=env).stdout
             self.assertIn('"format": "megatron-mmidx"', inspect)
+            # Read with ranged GETs, it shows what the local copy shows.
+            local_inspect = run([LOTE, "data", "inspect", local]).stdout
+            first = [l for l in inspect.splitlines() if l.startswith(("first tokens", "sequences:"))]
+            self.assertEqual(len(first), 2, inspect)
+            self.assertEqual(first, [l for l in local_inspect.splitlines()
+                                     if l.startswith(("first tokens", "sequences:"))])
             # A second run does not overwrite an existing dataset.
             again = self.prepare("s3://lote-data/datasets/moby", env=env, check=False)
             self.assertEqual(again.returncode, 1)
