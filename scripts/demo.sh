@@ -116,17 +116,17 @@ echo "(each node trains its own replica of the tiny model for now: tensor parall
 echo " ZeRO-1 across nodes come with the distributed engine)"
 JOB_ID=$(aws batch submit-job --job-name llama2-demo --job-queue "$JQ_NAME" \
   --job-definition "$JD_NAME" --node-overrides numNodes=4 --query jobId --output text)
-echo "submitted job $JOB_ID"
-status=""
-for _ in $(seq 1 600); do
-  status=$(aws batch describe-jobs --jobs "$JOB_ID" --query 'jobs[0].status' --output text)
-  case "$status" in SUCCEEDED|FAILED) break ;; esac
-  sleep 1
-done
+echo "submitted job $JOB_ID; following node 0's log stream until the job ends"
+echo "(lote logs --follow; drop --node 0 to see every node, merged with [node N] prefixes)"
+"$LOTE" logs "$JOB_ID" --follow --node 0 || true
+status=$(aws batch describe-jobs --jobs "$JOB_ID" --query 'jobs[0].status' --output text)
 aws batch describe-jobs --jobs "$JOB_ID" "$JOB_ID#0" "$JOB_ID#3" \
   --query 'jobs[].[jobId, status, statusReason]' --output table
-echo "node 0's output:"
-tail -n 6 "$(ls -d "$LOTE_DEMO_HOME"/jobs/"$JOB_ID"*/*/0 2>/dev/null | head -1)/output.log" 2>/dev/null || true
+STREAM=$(aws batch describe-jobs --jobs "$JOB_ID#3" --query 'jobs[0].container.logStreamName' \
+  --output text)
+echo "node 3's stream through the CloudWatch Logs API (/aws/batch/job $STREAM), last 2 events:"
+aws logs get-log-events --log-group-name /aws/batch/job --log-stream-name "$STREAM" \
+  --no-start-from-head --limit 2 --query 'events[].message' --output text
 [ "$status" = SUCCEEDED ] || { echo "job $JOB_ID ended $status"; exit 1; }
 "$LOTE" model score --config "$EXAMPLE/tiny_config.json" \
   --weights "$LOTE_DEMO_HOME/model/node-0/model.safetensors" \
