@@ -151,6 +151,13 @@ bool JobLogs::PollAll() {
   }
   bool busy = false;
   std::vector<NodeLogKey> done, given_up;
+  // Logged on the first failure and when giving up; retried on later passes.
+  auto failed = [&given_up](const NodeLogKey& key, Follower* f, const Status& status) {
+    if (++f->failures == 1 || f->failures >= kMaxFailures)
+      spdlog::warn("logs: storing the output of {} attempt {} node {}: {}", key.job_id, key.attempt,
+                   key.node, status.ToString());
+    if (f->failures >= kMaxFailures) given_up.push_back(key);
+  };
   for (auto& [key, f] : work) {
     bool complete = false;
     {
@@ -175,10 +182,7 @@ bool JobLogs::PollAll() {
       Result<std::unique_ptr<logs::LogIngestor>> created =
           logs::LogIngestor::Create(store_, std::move(options));
       if (!created.ok()) {
-        if (++f->failures == 1 || f->failures >= kMaxFailures)
-          spdlog::warn("logs: cannot store the output of {} attempt {} node {}: {}", key.job_id,
-                       key.attempt, key.node, created.status().ToString());
-        if (f->failures >= kMaxFailures) given_up.push_back(key);
+        failed(key, f, created.status());
         continue;
       }
       f->ingestor = std::move(*created);
@@ -187,10 +191,7 @@ bool JobLogs::PollAll() {
     const uint64_t before = f->ingestor->stats().bytes_consumed;
     Result<bool> polled = f->ingestor->Poll();
     if (!polled.ok()) {
-      if (++f->failures == 1 || f->failures >= kMaxFailures)
-        spdlog::warn("logs: storing the output of {} attempt {} node {}: {}", key.job_id,
-                     key.attempt, key.node, polled.status().ToString());
-      if (f->failures >= kMaxFailures) given_up.push_back(key);
+      failed(key, f, polled.status());
       continue;
     }
     if (f->ingestor->stats().bytes_consumed != before) busy = true;
