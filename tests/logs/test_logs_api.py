@@ -110,6 +110,46 @@ class LogsApiTest(unittest.TestCase):
             env=self.server.env(), check=True, capture_output=True, text=True, timeout=60).stdout
         self.assertEqual([e["message"] for e in json.loads(out)["events"]], ["from boto3"])
 
+    def test_pagination_over_100000_events(self):
+        group, stream, total = "/lote/test/pages", "big", 100000
+        self.logs.create_log_group(logGroupName=group)
+        self.logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        t = now_ms() - total
+        for start in range(0, total, 10000):  # PutLogEvents takes at most 10,000 events
+            self.logs.put_log_events(
+                logGroupName=group, logStreamName=stream,
+                logEvents=[{"timestamp": t + i, "message": "event %d" % i}
+                           for i in range(start, start + 10000)])
+        # Forward with nextForwardToken until it comes back unchanged (as the SDKs stop).
+        messages, token, pages = [], None, 0
+        while True:
+            kwargs = {"nextToken": token} if token else {"startFromHead": True}
+            page = self.logs.get_log_events(logGroupName=group, logStreamName=stream, **kwargs)
+            pages += 1
+            messages += [e["message"] for e in page["events"]]
+            if page["nextForwardToken"] == token:
+                break
+            token = page["nextForwardToken"]
+        self.assertEqual(messages, ["event %d" % i for i in range(total)])
+        self.assertGreater(pages, 2)  # a page holds at most 10,000 events / 1 MB
+        # Backward from the end with nextBackwardToken reads the same events in reverse pages.
+        back, token = [], None
+        while True:
+            kwargs = {"nextToken": token} if token else {"startFromHead": False}
+            page = self.logs.get_log_events(logGroupName=group, logStreamName=stream, **kwargs)
+            back = [e["message"] for e in page["events"]] + back
+            if page["nextBackwardToken"] == token:
+                break
+            token = page["nextBackwardToken"]
+        self.assertEqual(back, messages)
+        # The pip aws CLI pages FilterLogEvents itself (its paginator follows nextToken).
+        out = subprocess.run(
+            ["aws", "logs", "filter-log-events", "--log-group-name", group,
+             "--filter-pattern", "\"event 9999\"", "--output", "json"],
+            env=self.server.env(), check=True, capture_output=True, text=True, timeout=120).stdout
+        found = sorted(e["message"] for e in json.loads(out)["events"])
+        self.assertEqual(found, sorted(["event 9999"] + ["event 9999%d" % d for d in range(10)]))
+
     def test_aws_v2_logs_tail_follow_sees_new_events(self):
         group = "/lote/test/tail"
         self.logs.create_log_group(logGroupName=group)
