@@ -72,6 +72,21 @@ std::string NodeParentId(const Job& job) {
   return parsed ? parsed->first : std::string();
 }
 
+// arrayProperties of a parent (size, statusSummary) or a child (index).
+Json ArrayPropertiesJson(const ArrayInfo& array) {
+  Json ap = Json::object();
+  if (array.index < 0) {
+    ap["size"] = array.size;
+    ap["statusSummary"] = Json::object();
+    for (const auto& [k, v] : array.status_summary) ap["statusSummary"][k] = v;
+    if (array.status_summary_updated_at > 0)
+      ap["statusSummaryLastUpdatedAt"] = array.status_summary_updated_at;
+  } else {
+    ap["index"] = array.index;
+  }
+  return ap;
+}
+
 }  // namespace
 
 Json DescribeJobJson(const Job& job) {
@@ -148,20 +163,7 @@ Json DescribeJobJson(const Job& job) {
                           {"isMainNode", job.node_index == job.node_properties->main_node}};
     }
   }
-  if (job.array) {
-    Json ap = Json::object();
-    if (job.IsArrayParent()) {
-      ap["size"] = job.array->size;
-      ap["statusSummary"] = Json::object();
-      for (const auto& [k, v] : job.array->status_summary) ap["statusSummary"][k] = v;
-      if (job.array->status_summary_updated_at > 0) {
-        ap["statusSummaryLastUpdatedAt"] = job.array->status_summary_updated_at;
-      }
-    } else {
-      ap["index"] = job.array->index;
-    }
-    j["arrayProperties"] = ap;
-  }
+  if (job.array) j["arrayProperties"] = ArrayPropertiesJson(*job.array);
   if (!job.progress.is_null()) j["progress"] = job.progress;
   if (job.failure_category != FailureCategory::kNone)
     j["failureCategory"] = FailureCategoryName(job.failure_category);
@@ -186,20 +188,7 @@ Json JobSummaryJson(const Job& job) {
     if (outcome.contains("reason")) c["reason"] = outcome["reason"];
     j["container"] = c;
   }
-  if (job.array) {
-    Json ap = Json::object();
-    if (job.IsArrayParent()) {
-      ap["size"] = job.array->size;
-      ap["statusSummary"] = Json::object();
-      for (const auto& [k, v] : job.array->status_summary) ap["statusSummary"][k] = v;
-      if (job.array->status_summary_updated_at > 0) {
-        ap["statusSummaryLastUpdatedAt"] = job.array->status_summary_updated_at;
-      }
-    } else {
-      ap["index"] = job.array->index;
-    }
-    j["arrayProperties"] = ap;
-  }
+  if (job.array) j["arrayProperties"] = ArrayPropertiesJson(*job.array);
   if (job.node_properties) {
     Json np = {{"numNodes", job.node_properties->num_nodes}};
     if (job.node_index >= 0) {
