@@ -493,23 +493,19 @@ Status LogStore::DeleteGroup(const std::string& name) {
 
 Status LogStore::SetRetention(const std::string& name, std::optional<int32_t> days) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = groups_.find(name);
-  if (it == groups_.end())
-    return Status::NotFound("The specified log group does not exist: " + name);
-  std::optional<int32_t> old = it->second->retention_days;
-  it->second->retention_days = days;
-  Status s = it->second->WriteMeta();
-  if (!s.ok()) it->second->retention_days = old;
+  ASSIGN_OR_RETURN(Group * g, GroupLocked(name));
+  std::optional<int32_t> old = g->retention_days;
+  g->retention_days = days;
+  Status s = g->WriteMeta();
+  if (!s.ok()) g->retention_days = old;
   return s;
 }
 
 Result<GroupInfo> LogStore::GetGroup(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = groups_.find(name);
-  if (it == groups_.end())
-    return Status::NotFound("The specified log group does not exist: " + name);
-  GroupInfo info{name, it->second->creation_ms, it->second->retention_days, 0};
-  for (const auto& [sname, s] : it->second->streams) {
+  ASSIGN_OR_RETURN(Group * g, GroupLocked(name));
+  GroupInfo info{name, g->creation_ms, g->retention_days, 0};
+  for (const auto& [sname, s] : g->streams) {
     std::lock_guard<std::mutex> slock(s->mu);
     info.stored_bytes += s->stored_bytes;
   }
@@ -555,13 +551,11 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
 Status LogStore::CreateStream(const std::string& group, const std::string& name) {
   if (name.empty()) return Status::InvalidArgument("log stream name is empty");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = groups_.find(group);
-  if (it == groups_.end())
-    return Status::NotFound("The specified log group does not exist: " + group);
-  if (it->second->streams.count(name)) {
+  ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
+  if (g->streams.count(name)) {
     return Status::AlreadyExists("The specified log stream already exists: " + name);
   }
-  return CreateStreamLocked(it->second.get(), name);
+  return CreateStreamLocked(g, name);
 }
 
 Status LogStore::EnsureStream(const std::string& group, const std::string& name) {
@@ -577,39 +571,42 @@ Status LogStore::DeleteStream(const std::string& group, const std::string& name)
   std::string trash;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = groups_.find(group);
-    if (it == groups_.end())
-      return Status::NotFound("The specified log group does not exist: " + group);
-    auto sit = it->second->streams.find(name);
-    if (sit == it->second->streams.end()) {
-      return Status::NotFound("The specified log stream does not exist: " + name);
-    }
-    s = sit->second;
+    ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
+    ASSIGN_OR_RETURN(s, FindStreamLocked(g, name));
     RETURN_IF_ERROR(MakeDirs(options_.root + "/trash"));
     trash = options_.root + "/trash/" + HexEncode(RandomBytes(8));
     std::lock_guard<std::mutex> slock(s->mu);  // no append is mid-write while we move it
     if (::rename(s->dir.c_str(), trash.c_str()) != 0) return Errno("cannot delete", s->dir);
-    RETURN_IF_ERROR(SyncPath(it->second->dir + "/streams"));
+    RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
     s->deleted = true;
     s->cv.notify_all();
-    it->second->streams.erase(sit);
+    g->streams.erase(name);
   }
   std::error_code ec;
   fs::remove_all(trash, ec);
   return Status::Ok();
 }
 
+Result<LogStore::Group*> LogStore::GroupLocked(const std::string& name) const {
+  auto it = groups_.find(name);
+  if (it == groups_.end())
+    return Status::NotFound("The specified log group does not exist: " + name);
+  return it->second.get();
+}
+
+Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStreamLocked(
+    Group* group, const std::string& name) const {
+  auto it = group->streams.find(name);
+  if (it == group->streams.end())
+    return Status::NotFound("The specified log stream does not exist: " + name);
+  return it->second;
+}
+
 Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStream(const std::string& group,
                                                                const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = groups_.find(group);
-  if (it == groups_.end())
-    return Status::NotFound("The specified log group does not exist: " + group);
-  auto sit = it->second->streams.find(name);
-  if (sit == it->second->streams.end()) {
-    return Status::NotFound("The specified log stream does not exist: " + name);
-  }
-  return sit->second;
+  ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
+  return FindStreamLocked(g, name);
 }
 
 Result<StreamInfo> LogStore::GetStream(const std::string& group, const std::string& name) const {
@@ -622,10 +619,8 @@ Result<std::vector<StreamInfo>> LogStore::ListStreams(const std::string& group) 
   std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = groups_.find(group);
-    if (it == groups_.end())
-      return Status::NotFound("The specified log group does not exist: " + group);
-    for (const auto& [name, s] : it->second->streams) streams.push_back(s);
+    ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
+    for (const auto& [name, s] : g->streams) streams.push_back(s);
   }
   std::vector<StreamInfo> out;
   out.reserve(streams.size());

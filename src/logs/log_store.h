@@ -193,6 +193,9 @@ class LogStore {
   explicit LogStore(LogStoreOptions options);
   Status Recover();
   void SealLoop();
+  // The group, or NotFound with AWS's message (mu_ held).
+  Result<Group*> GroupLocked(const std::string& name) const;
+  Result<std::shared_ptr<Stream>> FindStreamLocked(Group* group, const std::string& name) const;
   Result<std::shared_ptr<Stream>> FindStream(const std::string& group,
                                              const std::string& name) const;
   Status CreateStreamLocked(Group* group, const std::string& name);
