@@ -1,5 +1,6 @@
 #include "exec/batch_env.h"
 
+#include <cstdio>
 #include <string>
 
 namespace lote::exec {
@@ -73,6 +74,14 @@ Result<std::string> InstancePrivateIp(int32_t instance_index) {
   int32_t third = 1 + instance_index / kPerOctet;
   int32_t fourth = 1 + instance_index % kPerOctet;
   return "127.0." + std::to_string(third) + "." + std::to_string(fourth);
+}
+
+int32_t InstanceIndexOfPrivateIp(const std::string& ip) {
+  int a = 0, b = 0, x = 0, y = 0;
+  char extra = 0;
+  if (std::sscanf(ip.c_str(), "%d.%d.%d.%d%c", &a, &b, &x, &y, &extra) != 4) return -1;
+  if (a != 127 || b != 0 || x < 1 || x > 254 || y < 1 || y > 254) return -1;
+  return (x - 1) * 254 + (y - 1);
 }
 
 }  // namespace lote::exec

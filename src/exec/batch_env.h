@@ -55,5 +55,7 @@ Result<std::map<std::string, std::string>> BuildBatchEnvironment(const BatchJobC
 // reaches the loopback interface on Linux, so a main node can listen on its
 // address and its children connect to it. InvalidArgument past 127.0.254.254.
 Result<std::string> InstancePrivateIp(int32_t instance_index);
+// The inverse: the instance index of such an address; -1 for any other string.
+int32_t InstanceIndexOfPrivateIp(const std::string& ip);
 
 }  // namespace lote::exec

@@ -38,14 +38,6 @@ const std::set<std::string>& SupportedFields() {
   return fields;
 }
 
-// Inverse of exec::InstancePrivateIp: 127.0.X.Y -> (X-1)*254 + (Y-1); -1 if not one.
-int32_t InstanceIndexOfIp(const std::string& ip) {
-  int a = 0, b = 0, x = 0, y = 0;
-  if (std::sscanf(ip.c_str(), "%d.%d.%d.%d", &a, &b, &x, &y) != 4 || a != 127 || b != 0) return -1;
-  if (x < 1 || y < 1) return -1;
-  return (x - 1) * 254 + (y - 1);
-}
-
 std::string RequiredString(const Json& request, const char* field) {
   if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
   return request[field].get<std::string>();
@@ -117,7 +109,7 @@ Status JobsService::Load() {
                                     node.private_ipv4, sched::Instance::kBusy};
       instances_[node.instance_id] = inst;
       next_instance_index_ =
-          std::max(next_instance_index_, InstanceIndexOfIp(node.private_ipv4) + 1);
+          std::max(next_instance_index_, exec::InstanceIndexOfPrivateIp(node.private_ipv4) + 1);
     }
   }
   return Status();
