@@ -1,20 +1,28 @@
 #include "engine/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace lote::engine {
 
 AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
+    : AdamW(layout, options, 0, layout.total()) {}
+
+AdamW::AdamW(const ParamLayout& layout, AdamWOptions options, int64_t shard_begin,
+             int64_t shard_end)
     : opt_(options),
-      m_(static_cast<size_t>(layout.total()), 0.0f),
-      v_(static_cast<size_t>(layout.total()), 0.0f),
-      total_(layout.total()) {
+      m_(static_cast<size_t>(shard_end - shard_begin), 0.0f),
+      v_(static_cast<size_t>(shard_end - shard_begin), 0.0f),
+      begin_(shard_begin),
+      end_(shard_end) {
   for (const TensorSpec& t : layout.tensors()) {
     if (!t.weight_decay) continue;
-    if (!decay_ranges_.empty() && decay_ranges_.back().second == t.offset) {
-      decay_ranges_.back().second = t.offset + t.numel;
+    const int64_t b = std::max(t.offset, begin_), e = std::min(t.offset + t.numel, end_);
+    if (b >= e) continue;
+    if (!decay_ranges_.empty() && decay_ranges_.back().second == b) {
+      decay_ranges_.back().second = e;
     } else {
-      decay_ranges_.emplace_back(t.offset, t.offset + t.numel);
+      decay_ranges_.emplace_back(b, e);
     }
   }
 }
@@ -26,7 +34,7 @@ void AdamW::Step(float* params, const float* grads, float lr) {
   const float c2 = 1.0f - std::pow(b2, static_cast<float>(t_));
   const float step = lr / c1;
   const float inv_sqrt_c2 = 1.0f / std::sqrt(c2);
-  float* m = m_.data();
+  float* m = m_.data();  // m[i - begin_] belongs to params[i]
   float* v = v_.data();
   // Decoupled weight decay first (p *= 1 - lr*wd), as torch.optim.AdamW does.
   const float decay = 1.0f - lr * opt_.weight_decay;
@@ -35,11 +43,12 @@ void AdamW::Step(float* params, const float* grads, float lr) {
     for (int64_t i = begin; i < end; ++i) params[i] *= decay;
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < total_; ++i) {
+  for (int64_t i = begin_; i < end_; ++i) {
+    const int64_t k = i - begin_;
     const float g = grads[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * g;
-    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-    params[i] -= step * m[i] / (std::sqrt(v[i]) * inv_sqrt_c2 + eps);
+    m[k] = b1 * m[k] + (1.0f - b1) * g;
+    v[k] = b2 * v[k] + (1.0f - b2) * g * g;
+    params[i] -= step * m[k] / (std::sqrt(v[k]) * inv_sqrt_c2 + eps);
   }
 }
 
@@ -51,6 +60,10 @@ double LearningRate(int64_t step, int64_t warmup_steps, int64_t max_steps, doubl
   const double left =
       static_cast<double>(max_steps - step) / static_cast<double>(max_steps - warmup_steps);
   return peak * std::max(0.0, left);
+}
+
+double ClipCoefficient(double norm, double max_norm) {
+  return std::min(1.0, max_norm / (norm + 1e-6));
 }
 
 double ClipGradNorm(float* grads, int64_t n, double max_norm) {

@@ -2,6 +2,9 @@
 // the learning-rate schedule (linear warmup, then linear decay to 0 at max steps) and
 // global-norm gradient clipping (as torch.nn.utils.clip_grad_norm_). The moments m and
 // v share the parameter layout; weight decay applies to matrices, not to norm weights.
+// ZeRO-1: an AdamW made with a shard [begin, end) of the flat buffer keeps m and v
+// for that range only and updates only those parameters; the data-parallel ranks
+// then all-gather the updated shards.
 // Not thread-safe; the loops use OpenMP.
 #pragma once
 
@@ -22,7 +25,10 @@ struct AdamWOptions {
 class AdamW {
  public:
   AdamW(const ParamLayout& layout, AdamWOptions options);
-  // One update with learning rate lr; increments the step count used for bias correction.
+  // Optimizer state for params [shard_begin, shard_end) only.
+  AdamW(const ParamLayout& layout, AdamWOptions options, int64_t shard_begin, int64_t shard_end);
+  // One update with learning rate lr of params[begin, end) from grads[begin, end) (both
+  // full-layout buffers); increments the step count used for bias correction.
   void Step(float* params, const float* grads, float lr);
   int64_t steps() const { return t_; }
   float* m() { return m_.data(); }
@@ -33,7 +39,7 @@ class AdamW {
   int64_t t_ = 0;
   std::vector<float> m_, v_;
   std::vector<std::pair<int64_t, int64_t>> decay_ranges_;  // [begin, end) offsets that decay
-  int64_t total_;
+  int64_t begin_, end_;
 };
 
 // step is 1-based: warmup gives peak*step/warmup for step <= warmup, then
@@ -43,5 +49,7 @@ double LearningRate(int64_t step, int64_t warmup_steps, int64_t max_steps, doubl
 // Returns the global L2 norm of grads[n] (in double) before clipping; scales grads by
 // max_norm/(norm+1e-6) when the norm exceeds max_norm.
 double ClipGradNorm(float* grads, int64_t n, double max_norm);
+// The clipping factor of clip_grad_norm_ for a global norm: min(1, max/(norm+1e-6)).
+double ClipCoefficient(double norm, double max_norm);
 
 }  // namespace lote::engine

@@ -14,12 +14,28 @@
 #include "engine/llama_model.h"
 #include "engine/memory_plan.h"
 #include "engine/safetensors.h"
+#include "engine/launcher.h"
 #include "engine/trainer.h"
 #include "engine/weights_io.h"
 #include "lote/registry.h"
 
 namespace lote::engine {
 namespace {
+
+// This process's command line, from /proc (the launcher starts its ranks with it).
+std::vector<std::string> ProcessArguments() {
+  std::vector<std::string> out;
+  Result<std::string> raw = ReadFile("/proc/self/cmdline");
+  if (!raw.ok()) return out;
+  size_t start = 0;
+  for (size_t i = 0; i < raw->size(); ++i) {
+    if ((*raw)[i] == '\0') {
+      out.push_back(raw->substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
 
 int Fail(const Status& s) {
   fmt::print(stderr, "error: {}\n", s.ToString());
@@ -180,7 +196,33 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--grad-clip", opts->grad_clip, "global gradient-norm clip")
       ->capture_default_str();
   sub->add_option("--tensor-parallel-size", opts->tensor_parallel_size,
-                  "reserved: only 1 is supported")
+                  "tensor-parallel ranks per model replica (data parallel = ranks / this)")
+      ->capture_default_str();
+  sub->add_option("--global-batch-size", opts->global_batch_size,
+                  "sequences per optimizer step over all ranks; gradient accumulation = "
+                  "global / (micro batch x data parallel) (0 = micro batch x "
+                  "--grad-accum-steps x data parallel)")
+      ->capture_default_str();
+  auto launch = std::make_shared<LaunchOptions>();
+  sub->add_option("--nproc-per-node", launch->nproc_per_node,
+                  "rank processes to start on this node (each with --threads threads)")
+      ->capture_default_str();
+  sub->add_option("--nnodes", launch->nnodes,
+                  "nodes of the job (0 = AWS_BATCH_JOB_NUM_NODES, else 1)")
+      ->capture_default_str();
+  sub->add_option("--node-rank", launch->node_rank,
+                  "this node's index (-1 = AWS_BATCH_JOB_NODE_INDEX, else 0)")
+      ->capture_default_str();
+  sub->add_option("--master-addr", launch->master_addr,
+                  "the main node's address (default: AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS, "
+                  "on the main node LOTE_PRIVATE_IPV4_ADDRESS, else 127.0.0.1)");
+  sub->add_option("--master-port", launch->master_port, "the rendezvous store's port")
+      ->capture_default_str();
+  sub->add_option("--node-addr", launch->node_addr,
+                  "this node's address for the ranks' connections (default: "
+                  "LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node)");
+  sub->add_option("--rdzv-timeout", launch->rdzv_timeout_s,
+                  "seconds to wait for every node and rank to join")
       ->capture_default_str();
   sub->add_option("--init-weights", opts->init_weights,
                   "start from a safetensors file (lote or Hugging Face names)");
@@ -191,9 +233,8 @@ void RegisterTrain(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--plan-only", opts->plan_only,
                 "print parameter count and memory plan, allocate nothing");
-  sub->callback([opts] {
-    Status s = RunTraining(*opts, stdout);
-    SetExitCode(s.ok() ? 0 : Fail(s));
+  sub->callback([opts, launch] {
+    SetExitCode(RunTrainCommand(*opts, *launch, ProcessArguments()));
   });
 }
 
@@ -209,14 +250,24 @@ void RegisterModel(CLI::App& app) {
   plan->add_option("--batch-size", *plan_b, "micro batch")->capture_default_str();
   plan->add_option("--seq-len", *plan_t, "sequence length (0 = max_position_embeddings)")
       ->capture_default_str();
-  plan->callback([plan_cfg, plan_b, plan_t] {
+  auto plan_tp = std::make_shared<int64_t>(1);
+  auto plan_launch = std::make_shared<LaunchOptions>();
+  plan_launch->nnodes = 1;
+  plan->add_option("--tensor-parallel-size", *plan_tp, "tensor-parallel size of the layout")
+      ->capture_default_str();
+  plan->add_option("--nnodes", plan_launch->nnodes, "nodes of the layout")->capture_default_str();
+  plan->add_option("--nproc-per-node", plan_launch->nproc_per_node, "ranks per node")
+      ->capture_default_str();
+  plan->callback([plan_cfg, plan_b, plan_t, plan_tp, plan_launch] {
     TrainOptions o;
     o.config_path = *plan_cfg;
     o.batch_size = *plan_b;
     o.seq_len = *plan_t;
+    o.tensor_parallel_size = *plan_tp;
     o.plan_only = true;
-    Status s = RunTraining(o, stdout);
-    SetExitCode(s.ok() ? 0 : Fail(s));
+    plan_launch->node_rank = 0;
+    plan_launch->main_node = 0;
+    SetExitCode(RunTrainCommand(o, *plan_launch, {}));
   });
 
   auto* score = model->add_subcommand(

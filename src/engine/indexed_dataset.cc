@@ -151,6 +151,17 @@ void BatchSampler::NextTrainBatch(int64_t B, int32_t* inputs, int32_t* targets) 
   }
 }
 
+void BatchSampler::SkipTrainBatch(int64_t B) {
+  for (int64_t b = 0; b < B; ++b) {
+    if (state_.position >= num_train_samples()) {
+      ++state_.epoch;
+      state_.position = 0;
+      Shuffle();
+    }
+    ++state_.position;
+  }
+}
+
 void BatchSampler::ValSample(int64_t index, int32_t* inputs, int32_t* targets) const {
   Sample(train_blocks_ + index / windows_, index % windows_, inputs, targets);
 }

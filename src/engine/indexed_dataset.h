@@ -65,6 +65,9 @@ class BatchSampler {
   int64_t num_val_samples() const { return val_blocks_ * windows_; }
   // inputs/targets [B, seq_len]: the next B training samples.
   void NextTrainBatch(int64_t B, int32_t* inputs, int32_t* targets);
+  // Advances past B training samples exactly as NextTrainBatch would (another
+  // data-parallel rank's share of the global batch).
+  void SkipTrainBatch(int64_t B);
   // Validation sample `index` in [0, num_val_samples()).
   void ValSample(int64_t index, int32_t* inputs, int32_t* targets) const;
   SamplerState state() const { return state_; }

@@ -23,8 +23,13 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
+  // 0 = hidden_size / num_attention_heads. Set only in a tensor-parallel shard's view
+  // of the config (ShardConfig), whose head count is a fraction of the model's.
+  int64_t explicit_head_dim = 0;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }  // hd
+  int64_t head_dim() const {  // hd
+    return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads;
+  }
   int64_t q_dim() const { return num_attention_heads * head_dim(); }
   int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "engine/cpu_kernels.h"
+#include "engine/vocab_parallel.h"
 
 namespace lote::engine {
 namespace {
@@ -38,17 +39,24 @@ void Zero(float* p, int64_t n) {
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len,
-                       bool training)
+                       bool training, TensorParallel tp, Communicator* tp_comm)
     : config_(config),
-      layout_(config),
+      shard_(ShardConfig(config, tp)),
+      layout_(config, tp),
+      tp_comm_(tp.size > 1 ? tp_comm : nullptr),
       max_batch_(max_batch),
       max_seq_(max_seq_len),
       training_(training),
-      acts_(PlanActivations(config, max_batch, max_seq_len, CpuThreads())) {}
+      acts_(PlanActivations(shard_, max_batch, max_seq_len, CpuThreads())) {}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
-                                                       int64_t max_seq_len, bool training) {
+                                                       int64_t max_seq_len, bool training,
+                                                       TensorParallel tp, Communicator* tp_comm) {
   RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(ValidateTensorParallel(config, tp.size));
+  if (tp.size > 1 && (tp_comm == nullptr || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank)) {
+    return Status::InvalidArgument("tensor parallelism needs the group's communicator");
+  }
   if (max_batch <= 0 || max_seq_len <= 0) {
     return Status::InvalidArgument("batch size and sequence length must be > 0");
   }
@@ -58,8 +66,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
         "raise max_position_embeddings in the config",
         max_seq_len, config.max_position_embeddings));
   }
-  std::unique_ptr<LlamaModel> m(new LlamaModel(config, max_batch, max_seq_len, training));
-  const MemoryPlan plan = PlanMemory(config, max_batch, max_seq_len, CpuThreads(), training);
+  std::unique_ptr<LlamaModel> m(
+      new LlamaModel(config, max_batch, max_seq_len, training, tp, tp_comm));
+  const MemoryPlan plan = PlanMemory(m->shard_, max_batch, max_seq_len, CpuThreads(), training);
   try {
     m->params_.assign(static_cast<size_t>(m->layout_.total()), 0.0f);
     if (training) {
@@ -67,6 +76,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
       m->act_grad_.assign(static_cast<size_t>(m->acts_.grad_total), 0.0f);
     }
     m->act_.assign(static_cast<size_t>(m->acts_.total), 0.0f);
+    if (tp.size > 1) {
+      m->local_tokens_.assign(static_cast<size_t>(2 * max_batch * max_seq_len), 0);
+      m->ce_sums_.assign(static_cast<size_t>(3 * kHeadChunkRows), 0.0f);
+    }
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted(
         fmt::format("cannot allocate the model's memory plan ({}); lower --batch-size or --seq-len",
@@ -75,23 +88,39 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
   return m;
 }
 
+void LlamaModel::TpAllReduce(float* data, int64_t n, ReduceOp op) {
+  // A failure is sticky in the communicator; the caller checks comm_status().
+  if (tp_comm_ != nullptr) (void)tp_comm_->AllReduce(data, n, op);
+}
+
 void LlamaModel::InitWeights(uint64_t seed) {
   const float stddev = static_cast<float>(config_.initializer_range);
+  std::vector<float> full;
   for (const TensorSpec& t : layout_.tensors()) {
     float* p = params_.data() + t.offset;
     if (t.shape.size() == 1) {
       for (int64_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
       continue;
     }
+    // The values are a function of (seed, name) over the whole tensor, so every
+    // tensor-parallel layout starts from the same model.
+    int64_t total = 1;
+    for (int64_t d : t.global_shape) total *= d;
+    float* dst = p;
+    if (!t.replicated()) {
+      full.resize(static_cast<size_t>(total));
+      dst = full.data();
+    }
     uint64_t state = seed ^ HashName(t.name);
-    for (int64_t i = 0; i < t.numel; i += 2) {
+    for (int64_t i = 0; i < total; i += 2) {
       // Box-Muller on two uniforms in (0, 1].
       const double u1 = (static_cast<double>(SplitMix(&state) >> 11) + 1.0) * 0x1.0p-53;
       const double u2 = static_cast<double>(SplitMix(&state) >> 11) * 0x1.0p-53;
       const double r = std::sqrt(-2.0 * std::log(u1));
-      p[i] = stddev * static_cast<float>(r * std::cos(2.0 * M_PI * u2));
-      if (i + 1 < t.numel) p[i + 1] = stddev * static_cast<float>(r * std::sin(2.0 * M_PI * u2));
+      dst[i] = stddev * static_cast<float>(r * std::cos(2.0 * M_PI * u2));
+      if (i + 1 < total) dst[i + 1] = stddev * static_cast<float>(r * std::sin(2.0 * M_PI * u2));
     }
+    if (!t.replicated()) SliceShard(t, full.data(), p);
   }
 }
 
@@ -114,7 +143,9 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
                        float grad_scale, float* logprob, float* logits_out,
                        int64_t* valid_targets) {
   LOTE_CHECK(B > 0 && B <= max_batch_ && T > 0 && T <= max_seq_);
-  const LlamaConfig& c = config_;
+  LOTE_CHECK_MSG(logits_out == nullptr || tp_comm_ == nullptr,
+                 "full logits are not gathered across tensor-parallel ranks");
+  const LlamaConfig& c = shard_;
   const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
@@ -128,7 +159,13 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     rope_len_ = T;
   }
 
-  EmbeddingForward(A + acts_.layers[0].res, inputs, W + layout_.embed(), N, C);
+  if (tp_comm_ != nullptr) {
+    LocalTokens(local_tokens_.data(), inputs, N, layout_.vocab_begin(), V);
+    EmbeddingForwardShard(A + acts_.layers[0].res, local_tokens_.data(), W + layout_.embed(), N, C);
+    TpAllReduce(A + acts_.layers[0].res, N * C, ReduceOp::kSum);
+  } else {
+    EmbeddingForward(A + acts_.layers[0].res, inputs, W + layout_.embed(), N, C);
+  }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
     const LayerOffsets& w = layout_.layer(l);
@@ -139,11 +176,13 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
     AttentionForward(A + la.att, A + la.probs, A + la.qkv, B, T, nh, nkv, hd);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
+    TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
     AddInPlace(A + la.res_mid, A + la.res, N * C);
     RmsNormForward(A + la.ln2, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
     MatmulForward(A + la.gate_up, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
     SwiGluForward(A + la.act, A + la.gate_up, N, I);
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
+    TpAllReduce(res_next, N * C, ReduceOp::kSum);  // row-parallel down_proj
     AddInPlace(res_next, A + la.res_mid, N * C);
   }
   RmsNormForward(A + acts_.lnf, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N,
@@ -165,7 +204,21 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     const int64_t m = std::min(N, r0 + kHeadChunkRows) - r0;
     MatmulForward(logits, A + acts_.lnf + r0 * C, W + layout_.lm_head(), m, C, V);
     if (logits_out != nullptr) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * m * V);
-    total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
+    if (tp_comm_ == nullptr) {
+      total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
+    } else {
+      // Vocabulary-parallel: global row max, then the global sums of exp and the
+      // target's logit, each one all-reduce over the group.
+      const int32_t* local = local_tokens_.data() + N + r0;  // targets' shard ids
+      float* row_max = ce_sums_.data();
+      float* sums = ce_sums_.data() + kHeadChunkRows;
+      if (r0 == 0) LocalTokens(local_tokens_.data() + N, targets, N, layout_.vocab_begin(), V);
+      CrossEntropyRowMax(row_max, logits, m, V);
+      TpAllReduce(row_max, m, ReduceOp::kMax);
+      CrossEntropySums(sums, logits, row_max, local, targets + r0, m, V, backward);
+      TpAllReduce(sums, 2 * m, ReduceOp::kSum);
+      total += CrossEntropyFinish(logits, lp + r0, sums, local, targets + r0, m, V, ce_scale);
+    }
     if (backward) {
       // dlnf[r0:r0+m] = dlogits W_lm ; dW_lm += dlogits^T lnf[r0:r0+m]
       Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C,
@@ -174,12 +227,15 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
            G + layout_.lm_head(), C);
     }
   }
-  if (backward) Backward(inputs, B, T);
+  if (backward) {
+    TpAllReduce(dlnf, N * C, ReduceOp::kSum);  // vocabulary-parallel LM head
+    Backward(inputs, B, T);
+  }
   return valid > 0 ? total / static_cast<double>(valid) : 0.0;
 }
 
 void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
-  const LlamaConfig& c = config_;
+  const LlamaConfig& c = shard_;
   const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
@@ -206,6 +262,7 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
     Zero(dln, N * C);
     MatmulBackward(dln, G + w.wgate_up, dgu, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
+    TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel gate/up
     RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
                     C);
     // Attention: res_mid = res + o_proj(attention(rope(qkv(norm(res)))))
@@ -217,9 +274,15 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
     Zero(dln, N * C);
     MatmulBackward(dln, G + w.wqkv, dqkv, A + la.ln1, W + w.wqkv, N, C, D);
+    TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel q/k/v
     RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
   }
-  EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
+  if (tp_comm_ != nullptr) {
+    // local_tokens_[0, N) still holds the inputs' shard ids from the forward pass.
+    EmbeddingBackward(G + layout_.embed(), dres, local_tokens_.data(), N, C, c.vocab_size);
+  } else {
+    EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
+  }
 }
 
 }  // namespace lote::engine

@@ -4,6 +4,15 @@
 // Not thread-safe (one caller at a time; kernels use OpenMP internally). Inputs are
 // the caller's contract: tokens and targets in [0, V) (targets may be -1 = ignored),
 // B <= max batch and T <= max sequence length given at Create.
+//
+// Tensor parallel (Megatron): with TensorParallel{rank, size > 1} and the group's
+// Communicator, the model holds only this rank's shard of every tensor (see
+// param_layout.h) and all-reduces over the group after the row-parallel o/down
+// projections and the vocabulary-parallel embedding (forward), and after the
+// column-parallel qkv/gate-up projections and the LM head (backward); the
+// cross-entropy is vocabulary-parallel. Every rank of the group calls the same methods
+// with the same inputs and gets the same loss. A failed collective is sticky in the
+// communicator: check comm_status() after a step.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/communicator.h"
 #include "engine/llama_config.h"
 #include "engine/memory_plan.h"
 #include "engine/param_layout.h"
@@ -21,9 +31,15 @@ class LlamaModel {
  public:
   // training=false allocates no gradients (scoring / evaluation only).
   static Result<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config, int64_t max_batch,
-                                                    int64_t max_seq_len, bool training);
+                                                    int64_t max_seq_len, bool training,
+                                                    TensorParallel tp = {},
+                                                    Communicator* tp_comm = nullptr);
 
   const LlamaConfig& config() const { return config_; }
+  // This rank's view of the config (its heads, MLP rows, vocabulary rows).
+  const LlamaConfig& shard_config() const { return shard_; }
+  TensorParallel tp() const { return layout_.tp(); }
+  Status comm_status() const { return tp_comm_ != nullptr ? tp_comm_->status() : Status::Ok(); }
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.total(); }
   float* params() { return params_.data(); }
@@ -43,18 +59,22 @@ class LlamaModel {
   double ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                          float grad_scale, int64_t* valid_targets = nullptr);
   // Forward only. logprob[B*T] (log p(target), 0 where ignored) and logits[B*T*V] are
-  // written when non-null. Returns the mean loss like ForwardBackward.
+  // written when non-null (logits only without tensor parallelism). Returns the mean loss like ForwardBackward.
   double Forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                  float* logprob, float* logits);
 
  private:
-  LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len, bool training);
+  LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len, bool training,
+             TensorParallel tp, Communicator* tp_comm);
+  void TpAllReduce(float* data, int64_t n, ReduceOp op);
   double Run(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, float grad_scale,
              float* logprob, float* logits, int64_t* valid_targets);
   void Backward(const int32_t* inputs, int64_t B, int64_t T);
 
   LlamaConfig config_;
+  LlamaConfig shard_;
   ParamLayout layout_;
+  Communicator* tp_comm_;
   int64_t max_batch_, max_seq_;
   bool training_;
   ActivationLayout acts_;
@@ -63,6 +83,8 @@ class LlamaModel {
   std::vector<float> act_;       // saved activations (acts_.total)
   std::vector<float> act_grad_;  // gradient scratch (acts_.grad_total)
   int64_t rope_len_ = 0;         // sequence length the rope tables were built for
+  std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
+  std::vector<float> ce_sums_;         // [3 * kHeadChunkRows] row max and sums (TP only)
 };
 
 }  // namespace lote::engine

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/communicator.h"
 #include "engine/param_layout.h"
 
 namespace lote::engine {
@@ -96,6 +97,21 @@ std::string MemoryPlan::ToString() const {
   line("activation gradients", activation_grad_bytes);
   line("total", total_bytes());
   return s;
+}
+
+}  // namespace lote::engine
+
+namespace lote::engine {
+
+MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
+                          int tp, int dp) {
+  const LlamaConfig shard = ShardConfig(config, TensorParallel{0, tp});
+  MemoryPlan p = PlanMemory(shard, batch, seq_len, threads, true);
+  const int64_t local = ParamLayout(shard).total();
+  const int64_t zero_shard = EvenSplit(local, dp, 0).size();
+  p.optimizer_bytes = 2 * zero_shard * 4 + (dp > 1 ? zero_shard * 4 : 0);
+  if (tp > 1) p.activation_bytes += 2 * batch * seq_len * 4 + 3 * kHeadChunkRows * 4;
+  return p;
 }
 
 }  // namespace lote::engine

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -11,6 +12,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "engine/adamw.h"
+#include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
 #include "engine/indexed_dataset.h"
 #include "engine/llama_config.h"
@@ -36,12 +38,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 Status CheckOptions(const TrainOptions& o) {
-  if (o.tensor_parallel_size != 1) {
-    return Status::Unimplemented(fmt::format(
-        "--tensor-parallel-size {} is not supported yet: this engine trains in one process; "
-        "use --tensor-parallel-size 1",
-        o.tensor_parallel_size));
-  }
   auto positive = [](const char* flag, int64_t v) -> Status {
     if (v <= 0) return Status::InvalidArgument(fmt::format("{} must be > 0 (got {})", flag, v));
     return Status::Ok();
@@ -103,21 +99,67 @@ Status CheckTokens(const std::vector<int32_t>& tokens, int64_t vocab) {
 
 }  // namespace
 
-Status RunTraining(const TrainOptions& o, std::FILE* out) {
+Result<int64_t> CheckLayout(const TrainOptions& o, int world) {
   RETURN_IF_ERROR(CheckOptions(o));
+  const int64_t tp = o.tensor_parallel_size;
+  if (tp < 1 || world % tp != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--tensor-parallel-size {} does not divide the {} ranks of the job (nodes x "
+        "--nproc-per-node); data parallel = ranks / tensor parallel must be whole",
+        tp, world));
+  }
+  const int64_t dp = world / tp;
+  if (o.global_batch_size <= 0) return o.grad_accum_steps;
+  if (o.global_batch_size % (o.batch_size * dp) != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--global-batch-size {} is not a multiple of micro batch {} x data parallel {}; "
+        "gradient accumulation = global / (micro x DP) must be whole",
+        o.global_batch_size, o.batch_size, dp));
+  }
+  return o.global_batch_size / (o.batch_size * dp);
+}
+
+Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dist) {
+  const DistContext single;
+  const DistContext& d = dist != nullptr ? *dist : single;
+  std::unique_ptr<Communicator> solo_tp, solo_dp, solo_world;
+  Communicator* world_comm = d.world_comm;
+  Communicator* tp_comm = d.tp_comm;
+  Communicator* dp_comm = d.dp_comm;
+  if (world_comm == nullptr) world_comm = (solo_world = MakeSingleProcessCommunicator()).get();
+  if (tp_comm == nullptr) tp_comm = (solo_tp = MakeSingleProcessCommunicator()).get();
+  if (dp_comm == nullptr) dp_comm = (solo_dp = MakeSingleProcessCommunicator()).get();
+  ASSIGN_OR_RETURN(const int64_t accum, CheckLayout(o, d.world));
+  const int tp = static_cast<int>(o.tensor_parallel_size);
+  const int dp = d.world / tp;
+  const int tp_rank = d.rank % tp, dp_rank = d.rank / tp;
+  // Only rank 0 speaks; the others' lines go nowhere (errors still reach stderr).
+  std::FILE* devnull = nullptr;
+  if (d.rank != 0) {
+    devnull = std::fopen("/dev/null", "w");
+    out = devnull;
+  }
+  struct Closer {
+    std::FILE* f;
+    ~Closer() {
+      if (f != nullptr) std::fclose(f);
+    }
+  } closer{devnull};
+
   InitCpuBackend(o.threads);
   ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::Load(o.config_path));
+  RETURN_IF_ERROR(ValidateTensorParallel(config, tp));
   const int threads = CpuThreads();
   fmt::print(out,
              "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
-             "vocab {}), {} threads\n",
+             "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank\n",
              HumanCount(static_cast<double>(config.NumParameters())), config.num_hidden_layers,
              config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-             config.vocab_size, threads);
+             config.vocab_size, d.world, tp, dp, threads);
   if (o.plan_only) {
     const int64_t T = o.seq_len > 0 ? o.seq_len : config.max_position_embeddings;
-    const MemoryPlan plan = PlanMemory(config, o.batch_size, T, threads, true);
-    fmt::print(out, "parameters: {} ({})\nmemory plan for micro batch {} x seq {}:\n{}",
+    const MemoryPlan plan = PlanRankMemory(config, o.batch_size, T, threads, tp, dp);
+    fmt::print(out, "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {}:\n{}",
                config.NumParameters(), HumanCount(static_cast<double>(config.NumParameters())),
                o.batch_size, T, plan.ToString());
     std::fflush(out);
@@ -140,44 +182,72 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
   }
   ASSIGN_OR_RETURN(auto sampler, BatchSampler::Create(data.get(), T, o.val_fraction, o.seed));
   const int64_t B = o.batch_size;
-  const MemoryPlan plan = PlanMemory(config, B, T, threads, true);
-  fmt::print(out, "memory plan (micro batch {} x seq {}):\n{}", B, T, plan.ToString());
+  const MemoryPlan plan = PlanRankMemory(config, B, T, threads, tp, dp);
+  fmt::print(out, "memory plan per rank (micro batch {} x seq {}):\n{}", B, T, plan.ToString());
   fmt::print(out, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
              data->num_sequences(), data->block_size(), sampler->num_train_samples(),
              sampler->num_val_samples());
+  fmt::print(out, "global batch {} sequences = micro batch {} x {} accumulation x {} data parallel\n",
+             B * accum * dp, B, accum, dp);
   std::fflush(out);
 
-  ASSIGN_OR_RETURN(auto model, LlamaModel::Create(config, B, T, true));
+  ASSIGN_OR_RETURN(auto model, LlamaModel::Create(config, B, T, true, TensorParallel{tp_rank, tp},
+                                                  tp > 1 ? tp_comm : nullptr));
   if (o.init_weights.empty()) {
     model->InitWeights(o.seed);
   } else {
     RETURN_IF_ERROR(LoadWeights(model.get(), o.init_weights));
     fmt::print(out, "initial weights from {}\n", o.init_weights);
   }
+  // ZeRO-1: this DP rank's shard of the flat buffer.
+  const std::vector<int64_t> dp_counts = EvenCounts(model->num_params(), dp);
+  const Range shard = EvenSplit(model->num_params(), dp, dp_rank);
   AdamWOptions adam_opts;
   adam_opts.weight_decay = static_cast<float>(o.weight_decay);
-  AdamW adamw(model->layout(), adam_opts);
-  const double peak = o.peak_gflops > 0 ? o.peak_gflops : MeasureGemmPeakGflops();
-  fmt::print(out, "GEMM peak {:.1f} GFLOP/s (MFU denominator)\n", peak);
+  AdamW adamw(model->layout(), adam_opts, shard.begin, shard.end);
+  // Ranges of the shard that count towards the global gradient norm: everything on TP
+  // rank 0; on the others only the TP-sharded tensors (replicated ones are counted once).
+  std::vector<Range> norm_ranges;
+  for (const TensorSpec& t : model->layout().tensors()) {
+    if (tp_rank != 0 && t.replicated()) continue;
+    const int64_t b = std::max(t.offset, shard.begin), e = std::min(t.offset + t.numel, shard.end);
+    if (b < e) norm_ranges.push_back({b, e});
+  }
+
+  double peak = o.peak_gflops > 0 ? o.peak_gflops : MeasureGemmPeakGflops();
+  {
+    double p = peak;  // every rank uses rank 0's measurement
+    if (d.world > 1) {
+      double buf[1] = {d.rank == 0 ? p : 0.0};
+      RETURN_IF_ERROR(world_comm->AllReduce(buf, 1, ReduceOp::kSum));
+      p = buf[0];
+    }
+    peak = p;
+  }
+  fmt::print(out, "GEMM peak {:.1f} GFLOP/s per rank (MFU denominator: x {} ranks)\n", peak,
+             d.world);
   const double flops_per_token = config.TrainFlopsPerToken(T);
-  const int64_t tokens_per_step = B * T * o.grad_accum_steps;
+  const int64_t tokens_per_step = B * T * accum * dp;
+  const double job_peak = peak * 1e9 * d.world;
 
   std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(static_cast<size_t>(B * T));
-  auto evaluate = [&]() -> double {
+  auto evaluate = [&]() -> Result<double> {
     const int64_t n = std::min(sampler->num_val_samples(), o.eval_batches * B);
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; i += B) {
+    double acc[2] = {0.0, 0.0};  // loss sum, targets
+    for (int64_t i = 0, micro = 0; i < n; i += B, ++micro) {
+      if (micro % dp != dp_rank) continue;
       const int64_t b = std::min(B, n - i);
       for (int64_t j = 0; j < b; ++j) {
         sampler->ValSample(i + j, inputs.data() + j * T, targets.data() + j * T);
       }
       int64_t valid = 0;
       const double loss = model->ForwardBackward(inputs.data(), targets.data(), b, T, 0.0f, &valid);
-      sum += loss * static_cast<double>(valid);
-      count += valid;
+      acc[0] += loss * static_cast<double>(valid);
+      acc[1] += static_cast<double>(valid);
     }
-    return count > 0 ? sum / static_cast<double>(count) : std::nan("");
+    RETURN_IF_ERROR(model->comm_status());
+    RETURN_IF_ERROR(dp_comm->AllReduce(acc, 2, ReduceOp::kSum));
+    return acc[1] > 0 ? acc[0] / acc[1] : std::nan("");
   };
 
   Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array(),
@@ -186,26 +256,48 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
   const auto start = Clock::now();
   auto interval_start = start;
   int64_t interval_steps = 0;
+  float* params = model->params();
+  float* grads = model->grads();
+  const float micro_scale = 1.0f / static_cast<float>(accum * dp);
   for (int64_t step = 1; step <= o.max_steps; ++step) {
     const auto step_start = Clock::now();
     const double cpu_start = ProcessCpuSeconds();
     model->ZeroGrad();
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < o.grad_accum_steps; ++micro) {
+    double loss_sum = 0.0;
+    for (int64_t micro = 0; micro < accum * dp; ++micro) {
+      if (micro / accum != dp_rank) {
+        sampler->SkipTrainBatch(B);
+        continue;
+      }
       sampler->NextTrainBatch(B, inputs.data(), targets.data());
       RETURN_IF_ERROR(CheckTokens(inputs, config.vocab_size));
       RETURN_IF_ERROR(CheckTokens(targets, config.vocab_size));
-      loss += model->ForwardBackward(inputs.data(), targets.data(), B, T,
-                                     1.0f / static_cast<float>(o.grad_accum_steps)) /
-              static_cast<double>(o.grad_accum_steps);
+      loss_sum += model->ForwardBackward(inputs.data(), targets.data(), B, T, micro_scale);
     }
-    if (!std::isfinite(loss)) return NonFiniteError(step, "the loss", loss, *model, model->grads());
-    const double norm = ClipGradNorm(model->grads(), model->num_params(), o.grad_clip);
+    RETURN_IF_ERROR(model->comm_status());
+    RETURN_IF_ERROR(dp_comm->AllReduce(&loss_sum, 1, ReduceOp::kSum));
+    const double loss = loss_sum / static_cast<double>(accum * dp);
+    if (!std::isfinite(loss)) return NonFiniteError(step, "the loss", loss, *model, grads);
+    RETURN_IF_ERROR(dp_comm->ReduceScatter(grads, dp_counts));
+    double ss = 0.0;
+    for (const Range& r : norm_ranges) {
+#pragma omp parallel for schedule(static) reduction(+ : ss)
+      for (int64_t i = r.begin; i < r.end; ++i) ss += static_cast<double>(grads[i]) * grads[i];
+    }
+    RETURN_IF_ERROR(world_comm->AllReduce(&ss, 1, ReduceOp::kSum));
+    const double norm = std::sqrt(ss);
     if (!std::isfinite(norm)) {
-      return NonFiniteError(step, "the gradient norm", norm, *model, model->grads());
+      return NonFiniteError(step, "the gradient norm", norm, *model, grads);
+    }
+    const double coef = ClipCoefficient(norm, o.grad_clip);
+    if (coef < 1.0) {
+      const float c = static_cast<float>(coef);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = shard.begin; i < shard.end; ++i) grads[i] *= c;
     }
     const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
-    adamw.Step(model->params(), model->grads(), static_cast<float>(lr));
+    adamw.Step(params, grads, static_cast<float>(lr));
+    RETURN_IF_ERROR(dp_comm->AllGather(params, dp_counts));
     losses.push_back(loss);
     step_times.push_back(Seconds(step_start, Clock::now()));
     step_cpu.push_back(ProcessCpuSeconds() - cpu_start);
@@ -216,8 +308,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
       const auto now = Clock::now();
       const double dt = Seconds(interval_start, now);
       const double tps = static_cast<double>(tokens_per_step * interval_steps) / dt;
-      const double sps = static_cast<double>(B * o.grad_accum_steps * interval_steps) / dt;
-      const double mfu = tps * flops_per_token / (peak * 1e9);
+      const double sps = static_cast<double>(B * accum * dp * interval_steps) / dt;
+      const double mfu = tps * flops_per_token / job_peak;
       peak_tps = std::max(peak_tps, tps);
       fmt::print(out,
                  "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.4f} | {:.0f} tokens/s | "
@@ -237,7 +329,7 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
         ((o.eval_interval > 0 && step % o.eval_interval == 0) || step == o.max_steps);
     if (eval_now) {
       const auto t0 = Clock::now();
-      last_val = evaluate();
+      ASSIGN_OR_RETURN(last_val, evaluate());
       if (!std::isfinite(last_val)) {
         return NonFiniteError(step, "the validation loss", last_val, *model, nullptr);
       }
@@ -251,6 +343,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
   }
   const double total_s = Seconds(start, Clock::now());
   const double avg_tps = static_cast<double>(tokens_per_step * o.max_steps) / total_s;
+  const double comm_s = tp_comm->seconds_in_collectives() + dp_comm->seconds_in_collectives() +
+                        world_comm->seconds_in_collectives();
 
   Json metrics{{"final_loss", last_loss},
                {"final_val_loss", std::isfinite(last_val) ? Json(last_val) : Json(nullptr)},
@@ -258,7 +352,7 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                {"time_s", total_s},
                {"avg_tokens_per_s", avg_tps},
                {"peak_tokens_per_s", peak_tps},
-               {"avg_mfu", avg_tps * flops_per_token / (peak * 1e9)},
+               {"avg_mfu", avg_tps * flops_per_token / job_peak},
                {"gemm_peak_gflops", peak},
                {"parameters", config.NumParameters()},
                {"tokens_per_step", tokens_per_step},
@@ -268,20 +362,63 @@ Status RunTraining(const TrainOptions& o, std::FILE* out) {
                {"step_times_s", step_times},
                {"step_cpu_s", step_cpu},
                {"threads", threads},
+               {"world_size", d.world},
+               {"tensor_parallel", tp},
+               {"data_parallel", dp},
+               {"grad_accum_steps", accum},
+               {"collective_s", comm_s},
+               {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
                {"val_losses", val_losses},
                {"sampler", sampler->state().ToJson()}};
   fmt::print(out,
              "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
-             "{:.0f} tokens/s average\n",
-             o.max_steps, total_s, last_loss, last_val, avg_tps);
+             "{:.0f} tokens/s average, {:.1f}% of the time in collectives (rank 0)\n",
+             o.max_steps, total_s, last_loss, last_val, avg_tps,
+             total_s > 0 ? 100.0 * comm_s / total_s : 0.0);
   if (!o.output_dir.empty()) {
-    RETURN_IF_ERROR(MakeDirs(o.output_dir));
-    RETURN_IF_ERROR(SaveWeights(*model, o.output_dir + "/model.safetensors"));
-    RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/config.json", config.ToJson().dump(2) + "\n"));
-    RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
-    fmt::print(out, "wrote {}/model.safetensors, config.json, metrics.json\n", o.output_dir);
+    // Assemble whole tensors from the tensor-parallel shards (every TP group does the
+    // same all-gather, so the groups stay in step; DP rank 0's group writes).
+    std::vector<float> full;
+    if (tp > 1) {
+      const std::vector<int64_t> tp_counts = [&] {
+        std::vector<int64_t> c;
+        for (int r = 0; r < tp; ++r) c.push_back(ParamLayout(config, {r, tp}).total());
+        return c;
+      }();
+      int64_t total = 0;
+      for (int64_t c : tp_counts) total += c;
+      std::vector<float> all(static_cast<size_t>(total));
+      int64_t offset = 0;
+      for (int r = 0; r < tp_rank; ++r) offset += tp_counts[static_cast<size_t>(r)];
+      std::copy(params, params + model->num_params(), all.begin() + offset);
+      RETURN_IF_ERROR(tp_comm->AllGather(all.data(), tp_counts));
+      const ParamLayout global(config);
+      full.assign(static_cast<size_t>(global.total()), 0.0f);
+      offset = 0;
+      for (int r = 0; r < tp; ++r) {
+        const ParamLayout lr(config, {r, tp});
+        for (const TensorSpec& t : lr.tensors()) {
+          const TensorSpec* g = global.Find(t.name);
+          PlaceShard(t, all.data() + offset + t.offset, full.data() + g->offset);
+        }
+        offset += tp_counts[static_cast<size_t>(r)];
+      }
+    } else {
+      full.assign(params, params + model->num_params());
+    }
+    if (d.rank == 0) {
+      RETURN_IF_ERROR(MakeDirs(o.output_dir));
+      RETURN_IF_ERROR(SaveWeights(config, full.data(), o.output_dir + "/model.safetensors"));
+      RETURN_IF_ERROR(
+          WriteFileAtomic(o.output_dir + "/config.json", config.ToJson().dump(2) + "\n"));
+      RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
+      fmt::print(out, "wrote {}/model.safetensors, config.json, metrics.json\n", o.output_dir);
+    }
   }
   std::fflush(out);
+  // Leave together: a rank that exits while another is still in a collective would
+  // look like a failure to it.
+  RETURN_IF_ERROR(world_comm->Barrier());
   return Status::Ok();
 }
 

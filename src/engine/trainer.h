@@ -4,6 +4,14 @@
 // `LOTE_PROGRESS {json}` line per logging interval, and writes model.safetensors,
 // config.json and metrics.json to the output directory. Errors (bad flags, data that
 // does not fit the model, NaN/Inf) come back as a Status naming the problem.
+//
+// Distributed (Megatron layout): world = TP x DP ranks, rank = dp_rank * TP + tp_rank,
+// so the ranks of a tensor-parallel group are neighbours (one node). Each optimizer
+// step draws the global batch (global_batch_size sequences = micro batch x
+// accumulation x DP) in one order on every rank; DP rank d trains on micro batches
+// [d*A, (d+1)*A). Gradients are reduce-scattered over DP, each DP rank clips with the
+// global norm and updates only its ZeRO-1 shard with AdamW, and the updated shards are
+// all-gathered. Only rank 0 prints and writes outputs.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,7 @@ struct TrainOptions {
   int64_t eval_interval = 0;  // 0 = evaluate only at the end
   int64_t eval_batches = 4;   // micro batches of validation per evaluation
   int64_t tensor_parallel_size = 1;
+  int64_t global_batch_size = 0;  // sequences per step; 0 = batch_size * grad_accum * DP
   double lr = 3e-4;
   double weight_decay = 0.01;
   double grad_clip = 1.0;
@@ -38,7 +47,23 @@ struct TrainOptions {
   bool plan_only = false;
 };
 
-// Runs training; human and progress lines go to `out`.
-Status RunTraining(const TrainOptions& options, std::FILE* out);
+class Communicator;
+
+// The process's place in a distributed run and its three groups (null for one process).
+struct DistContext {
+  int rank = 0;
+  int world = 1;
+  Communicator* world_comm = nullptr;
+  Communicator* tp_comm = nullptr;  // ranks [dp_rank*TP, (dp_rank+1)*TP)
+  Communicator* dp_comm = nullptr;  // ranks tp_rank, tp_rank + TP, ...
+};
+
+// Checks that `world` ranks can run these options: TP divides the world and the
+// model's heads, and the global batch divides into micro batches x DP. Returns the
+// gradient accumulation steps per DP rank.
+Result<int64_t> CheckLayout(const TrainOptions& options, int world);
+
+// Runs training; human and progress lines go to `out` (rank 0 only).
+Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContext* dist = nullptr);
 
 }  // namespace lote::engine

@@ -10,8 +10,11 @@
 
 namespace lote::engine {
 
+// With tensor parallelism each rank reads the whole tensors and keeps its shard.
 Status LoadWeights(LlamaModel* model, const std::string& path);
 // Writes `path` (model.safetensors) with metadata {"format": "pt", "producer": "lote"}.
 Status SaveWeights(const LlamaModel& model, const std::string& path);
+// The same from whole tensors laid out as ParamLayout(config) (one rank's view).
+Status SaveWeights(const LlamaConfig& config, const float* params, const std::string& path);
 
 }  // namespace lote::engine

@@ -1,0 +1,480 @@
+#include "engine/launcher.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/communicator.h"
+#include "engine/gloo_communicator.h"
+#include "engine/llama_config.h"
+#include "engine/param_layout.h"
+#include "engine/rendezvous_store.h"
+
+namespace lote::engine {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+Result<int> EnvInt(const char* name, int fallback) {
+  const std::string v = Env(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || n < 0 || n > 1000000) {
+    return Status::InvalidArgument(fmt::format("{}={} is not a whole number", name, v));
+  }
+  return static_cast<int>(n);
+}
+
+// This host's address on the route to `peer` (no packet is sent).
+std::string LocalAddressTowards(const std::string& peer) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "127.0.0.1";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(9);
+  std::string out = "127.0.0.1";
+  if (::inet_pton(AF_INET, peer.c_str(), &addr.sin_addr) == 1 &&
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    socklen_t len = sizeof(addr);
+    char buf[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf)) != nullptr) {
+      out = buf;
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+int CpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, strsignal(sig));
+  }
+  return fmt::format("ended with status {}", status);
+}
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
+void Say(const std::string& line) {
+  fmt::print(stderr, "lote train: {}\n", line);
+  std::fflush(stderr);
+}
+
+// --- one rank --------------------------------------------------------------------
+
+int RunRank(TrainOptions train) {
+  auto fail = [](const std::string& who, const Status& s) {
+    fmt::print(stderr, "error: {}: {}\n", who, s.ToString());
+    std::fflush(stderr);
+    return 1;
+  };
+  const int rank = std::atoi(Env("LOTE_TRAIN_RANK").c_str());
+  const int world = std::atoi(Env("LOTE_TRAIN_WORLD_SIZE").c_str());
+  const std::string who = fmt::format("rank {}", rank);
+  const std::string store = Env("LOTE_TRAIN_STORE");
+  const size_t colon = store.rfind(':');
+  const int timeout_s = std::max(1, std::atoi(Env("LOTE_TRAIN_TIMEOUT_S").c_str()));
+  if (world < 1 || rank < 0 || rank >= world || colon == std::string::npos) {
+    return fail(who, Status::InvalidArgument(
+                         "LOTE_TRAIN_RANK, LOTE_TRAIN_WORLD_SIZE and LOTE_TRAIN_STORE are set by "
+                         "the launcher; run `lote train` without them"));
+  }
+  if (train.threads == 0) train.threads = std::atoi(Env("LOTE_TRAIN_THREADS").c_str());
+  const milliseconds timeout = seconds(timeout_s);
+  auto client = StoreClient::Connect(store.substr(0, colon), std::atoi(store.c_str() + colon + 1),
+                                     timeout, nullptr);
+  if (!client.ok()) return fail(who, client.status());
+  const int tp = static_cast<int>(train.tensor_parallel_size);
+  const int tp_rank = rank % tp, dp_rank = rank / tp, dp = world / tp;
+  auto group = [&](const std::string& prefix, int r, int n) -> Result<std::unique_ptr<Communicator>> {
+    if (n == 1) return MakeSingleProcessCommunicator();
+    GlooGroupOptions g;
+    g.prefix = prefix;
+    g.rank = r;
+    g.size = n;
+    g.bind_address = Env("LOTE_TRAIN_NODE_ADDR");
+    g.rendezvous_timeout = timeout;
+    return MakeGlooCommunicator(client->get(), g);
+  };
+  auto world_comm = group("world", rank, world);
+  if (!world_comm.ok()) return fail(who, world_comm.status());
+  auto tp_comm = group(fmt::format("tp{}", dp_rank), tp_rank, tp);
+  if (!tp_comm.ok()) return fail(who, tp_comm.status());
+  auto dp_comm = group(fmt::format("dp{}", tp_rank), dp_rank, dp);
+  if (!dp_comm.ok()) return fail(who, dp_comm.status());
+  DistContext ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.world_comm = world_comm->get();
+  ctx.tp_comm = tp_comm->get();
+  ctx.dp_comm = dp_comm->get();
+  Status s = RunTraining(train, stdout, &ctx);
+  if (!s.ok()) return fail(who, s);
+  return 0;
+}
+
+// --- the launcher ----------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0, local_rank = 0;
+  bool running = true;
+};
+
+class Launcher {
+ public:
+  Launcher(const TrainOptions& train, const LaunchOptions& o, std::vector<std::string> argv)
+      : train_(train), o_(o), argv_(std::move(argv)) {}
+
+  int Run();
+
+ private:
+  Status Rendezvous();
+  Status StartRanks();
+  int Monitor();
+  void StopRanks();
+  void Heartbeat();
+  std::optional<std::string> Problem();
+
+  TrainOptions train_;
+  LaunchOptions o_;
+  std::vector<std::string> argv_;
+  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreClient> control_, work_;
+  std::vector<Child> children_;
+  std::thread heartbeat_;
+  std::atomic<bool> stop_heartbeat_{false};
+  std::mutex mu_;
+  std::optional<std::string> problem_;  // protected by mu_: abort reason or lost store
+};
+
+std::optional<std::string> Launcher::Problem() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return problem_;
+}
+
+void Launcher::Heartbeat() {
+  while (!stop_heartbeat_) {
+    auto r = control_->Check(kAbortKey);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!r.ok()) {
+      if (!problem_) {
+        problem_ = fmt::format("lost the rendezvous store of the main node (node {}) at {}: {}",
+                               o_.main_node, control_->address(), r.status().message());
+      }
+      return;
+    }
+    if (r->has_value() && !problem_) problem_ = **r;
+    if (problem_) return;
+    std::this_thread::sleep_for(milliseconds(250));
+  }
+}
+
+Status Launcher::Rendezvous() {
+  const milliseconds timeout = seconds(o_.rdzv_timeout_s);
+  const auto deadline = SteadyClock::now() + timeout;
+  const bool is_main = o_.node_rank == o_.main_node;
+  const std::string where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
+  if (is_main) {
+    StoreServer::Options so;
+    so.host = o_.master_addr;
+    so.port = o_.master_port;
+    so.job_id = o_.job_id;
+    so.num_nodes = o_.nnodes;
+    ASSIGN_OR_RETURN(server_, StoreServer::Start(so));
+    Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
+                    where));
+  }
+  auto waiting = [&](const std::string& line) { Say(fmt::format("node {}: {}", o_.node_rank, line)); };
+  ASSIGN_OR_RETURN(control_, StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
+  RETURN_IF_ERROR(control_->Hello(o_.node_rank, o_.job_id));
+  heartbeat_ = std::thread([this] { Heartbeat(); });
+  ASSIGN_OR_RETURN(work_, StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
+  RETURN_IF_ERROR(work_->Set(fmt::format("node/{}", o_.node_rank),
+                             fmt::format("{} {}", o_.nproc_per_node, o_.node_addr)));
+  for (int n = 0; n < o_.nnodes; ++n) {
+    if (n == o_.node_rank) continue;
+    bool announced = false;
+    while (true) {
+      if (auto p = Problem()) return Status::Cancelled(*p);
+      const auto now = SteadyClock::now();
+      if (now >= deadline) {
+        return Status::DeadlineExceeded(fmt::format(
+            "timed out after {} s waiting for node {} of {} to join at {} (--rdzv-timeout); is "
+            "every node of the job running `lote train` with the same --master-addr/--master-port?",
+            o_.rdzv_timeout_s, n, o_.nnodes, where));
+      }
+      const auto slice = std::min<milliseconds>(
+          seconds(announced ? 10 : 1),
+          std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1));
+      Result<std::string> v = work_->Get(fmt::format("node/{}", n), slice);
+      if (v.ok()) {
+        const int nproc = std::atoi(v->c_str());
+        if (nproc != o_.nproc_per_node) {
+          return Status::InvalidArgument(fmt::format(
+              "node {} runs --nproc-per-node {} but this node (node {}) runs {}; every node "
+              "must start the same number of ranks",
+              n, nproc, o_.node_rank, o_.nproc_per_node));
+        }
+        break;
+      }
+      if (!v.status().IsNotFound()) return v.status();
+      Say(fmt::format("node {}: waiting for node {} of {} at {} ({} s of {} s)", o_.node_rank, n,
+                      o_.nnodes, where,
+                      std::chrono::duration_cast<seconds>(SteadyClock::now() - deadline + timeout)
+                          .count(),
+                      o_.rdzv_timeout_s));
+      announced = true;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Launcher::StartRanks() {
+  const int world = o_.nnodes * o_.nproc_per_node;
+  const int threads = std::max(1, CpuCount() / o_.nproc_per_node);
+  std::vector<char*> args;
+  for (auto& a : argv_) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  for (int l = 0; l < o_.nproc_per_node; ++l) {
+    Child c;
+    c.local_rank = l;
+    c.rank = o_.node_rank * o_.nproc_per_node + l;
+    const pid_t pid = ::fork();
+    if (pid < 0) return Status::Internal(fmt::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank never outlives its launcher
+      if (::getppid() != parent) ::_exit(1);
+      ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGINT, SIG_DFL);
+      ::setenv("LOTE_TRAIN_RANK", std::to_string(c.rank).c_str(), 1);
+      ::setenv("LOTE_TRAIN_WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("LOTE_TRAIN_LOCAL_RANK", std::to_string(l).c_str(), 1);
+      ::setenv("LOTE_TRAIN_NODE_RANK", std::to_string(o_.node_rank).c_str(), 1);
+      ::setenv("LOTE_TRAIN_STORE", fmt::format("{}:{}", o_.master_addr, o_.master_port).c_str(), 1);
+      ::setenv("LOTE_TRAIN_NODE_ADDR", o_.node_addr.c_str(), 1);
+      ::setenv("LOTE_TRAIN_TIMEOUT_S", std::to_string(o_.rdzv_timeout_s).c_str(), 1);
+      ::setenv("LOTE_TRAIN_THREADS", std::to_string(threads).c_str(), 1);
+      ::execv("/proc/self/exe", args.data());
+      fmt::print(stderr, "error: cannot start rank {}: {}\n", c.rank, std::strerror(errno));
+      ::_exit(127);
+    }
+    c.pid = pid;
+    children_.push_back(c);
+  }
+  Say(fmt::format("node {} of {} started ranks {}..{} of {} ({} threads each)", o_.node_rank,
+                  o_.nnodes, children_.front().rank, children_.back().rank, world,
+                  train_.threads > 0 ? train_.threads : threads));
+  return Status::Ok();
+}
+
+void Launcher::StopRanks() {
+  for (const Child& c : children_) {
+    if (c.running) ::kill(c.pid, SIGTERM);
+  }
+  const auto deadline = SteadyClock::now() + seconds(5);
+  while (SteadyClock::now() < deadline) {
+    bool any = false;
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        c.running = false;
+      } else {
+        any = true;
+      }
+    }
+    if (!any) return;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  for (Child& c : children_) {
+    if (!c.running) continue;
+    ::kill(c.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(c.pid, &status, 0);
+    c.running = false;
+  }
+}
+
+int Launcher::Monitor() {
+  int forwarded = 0;
+  while (true) {
+    if (int sig = g_signal.load(); sig != 0 && sig != forwarded) {
+      for (const Child& c : children_) {
+        if (c.running) ::kill(c.pid, sig);
+      }
+      forwarded = sig;
+    }
+    int running = 0;
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r != c.pid) {
+        ++running;
+        continue;
+      }
+      c.running = false;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      const std::string reason =
+          fmt::format("rank {} (node {}, local rank {}, pid {}) {}", c.rank, o_.node_rank,
+                      c.local_rank, c.pid, DescribeExit(status));
+      (void)control_->Set(kAbortKey, reason);
+      Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, reason));
+      StopRanks();
+      return forwarded != 0 ? 128 + forwarded : 1;
+    }
+    if (running == 0) break;
+    if (auto p = Problem()) {
+      Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, *p));
+      StopRanks();
+      return 1;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  // Every rank of this node succeeded.
+  stop_heartbeat_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+  (void)control_->Done();
+  if (server_ != nullptr) {
+    // The store lives until every node has said Done (or one is lost).
+    const auto deadline = SteadyClock::now() + seconds(o_.rdzv_timeout_s);
+    while (server_->nodes_done() < o_.nnodes && SteadyClock::now() < deadline) {
+      if (auto reason = server_->abort_reason()) {
+        Say(fmt::format("node {}: the job failed on another node: {}", o_.node_rank, *reason));
+        return 1;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  }
+  return 0;
+}
+
+int Launcher::Run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGTERM, OnSignal);
+  ::signal(SIGINT, OnSignal);
+  int code = 1;
+  Status s = Rendezvous();
+  if (s.ok()) s = StartRanks();
+  if (s.ok()) {
+    code = Monitor();
+  } else {
+    fmt::print(stderr, "error: node {}: {}\n", o_.node_rank, s.ToString());
+    if (control_ != nullptr) (void)control_->Set(kAbortKey, fmt::format("node {}: {}", o_.node_rank, s.message()));
+    StopRanks();
+  }
+  stop_heartbeat_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+  return code;
+}
+
+}  // namespace
+
+Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
+  if (o.nproc_per_node < 1) {
+    return Status::InvalidArgument(
+        fmt::format("--nproc-per-node {} must be >= 1", o.nproc_per_node));
+  }
+  if (o.nnodes == 0) {
+    ASSIGN_OR_RETURN(o.nnodes, EnvInt("AWS_BATCH_JOB_NUM_NODES", 1));
+    if (o.nnodes == 0) o.nnodes = 1;
+  }
+  if (o.node_rank < 0) {
+    ASSIGN_OR_RETURN(o.node_rank, EnvInt("AWS_BATCH_JOB_NODE_INDEX", 0));
+  }
+  if (o.main_node < 0) {
+    ASSIGN_OR_RETURN(o.main_node, EnvInt("AWS_BATCH_JOB_MAIN_NODE_INDEX", 0));
+  }
+  if (o.node_rank >= o.nnodes || o.main_node >= o.nnodes) {
+    return Status::InvalidArgument(fmt::format(
+        "node rank {} (main node {}) is outside the job's {} nodes", o.node_rank, o.main_node,
+        o.nnodes));
+  }
+  const bool is_main = o.node_rank == o.main_node;
+  if (o.master_addr.empty()) o.master_addr = Env("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
+  if (o.master_addr.empty() && is_main) o.master_addr = Env("LOTE_PRIVATE_IPV4_ADDRESS");
+  if (o.master_addr.empty()) {
+    if (!is_main && o.nnodes > 1) {
+      return Status::InvalidArgument(fmt::format(
+          "node {} does not know the main node's address: give --master-addr, or run as an AWS "
+          "Batch multi-node job (AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS)",
+          o.node_rank));
+    }
+    o.master_addr = "127.0.0.1";
+  }
+  if (o.node_addr.empty()) o.node_addr = Env("LOTE_PRIVATE_IPV4_ADDRESS");
+  if (o.node_addr.empty()) o.node_addr = is_main ? o.master_addr : LocalAddressTowards(o.master_addr);
+  if (o.job_id.empty()) {
+    o.job_id = Env("AWS_BATCH_JOB_ID");
+    if (const size_t hash = o.job_id.find('#'); hash != std::string::npos) o.job_id.resize(hash);
+  }
+  if (o.master_port <= 0 || o.master_port > 65535) {
+    return Status::InvalidArgument(fmt::format("--master-port {} is not a port", o.master_port));
+  }
+  if (o.rdzv_timeout_s < 1) return Status::InvalidArgument("--rdzv-timeout must be >= 1 second");
+  return o;
+}
+
+int RunTrainCommand(const TrainOptions& train, const LaunchOptions& launch,
+                    const std::vector<std::string>& argv) {
+  if (!Env("LOTE_TRAIN_RANK").empty()) return RunRank(train);
+  auto fail = [](const Status& s) {
+    fmt::print(stderr, "error: {}\n", s.ToString());
+    return 1;
+  };
+  Result<LaunchOptions> lo = ResolveLaunch(launch);
+  if (!lo.ok()) return fail(lo.status());
+  const int world = lo->nnodes * lo->nproc_per_node;
+  // Refuse a layout that cannot work before any rank starts.
+  Result<int64_t> layout = CheckLayout(train, world);
+  if (!layout.ok()) return fail(layout.status());
+  Result<LlamaConfig> config = LlamaConfig::Load(train.config_path);
+  if (!config.ok()) return fail(config.status());
+  Status tp = ValidateTensorParallel(*config, static_cast<int>(train.tensor_parallel_size));
+  if (!tp.ok()) return fail(tp);
+  if (world == 1 || train.plan_only) {
+    DistContext plan;  // the plan of rank 0 of this layout; a single process trains alone
+    plan.world = world;
+    Status s = RunTraining(train, stdout, train.plan_only ? &plan : nullptr);
+    return s.ok() ? 0 : fail(s);
+  }
+  Launcher launcher(train, *lo, argv);
+  return launcher.Run();
+}
+
+}  // namespace lote::engine

@@ -1,0 +1,44 @@
+// `lote train` as its own launcher (like torchrun). One process per node runs the
+// launcher: it finds its place in the job (nodes, node rank, the main node's address)
+// from flags or the AWS Batch variables, meets the other nodes' launchers at the
+// rendezvous store that the main node's launcher serves, starts --nproc-per-node rank
+// processes (this binary again, with LOTE_TRAIN_* variables), and watches them. A rank
+// that exits non-zero, or a node that disappears, stops the whole job within seconds:
+// the launcher that sees it publishes the reason in the store, every launcher stops its
+// ranks and exits non-zero naming the rank or node. A job of one process runs in this
+// process without any of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/trainer.h"
+
+namespace lote::engine {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 0;                 // 0: AWS_BATCH_JOB_NUM_NODES, else 1
+  int node_rank = -1;             // -1: AWS_BATCH_JOB_NODE_INDEX, else 0
+  int main_node = -1;             // -1: AWS_BATCH_JOB_MAIN_NODE_INDEX, else 0
+  std::string master_addr;        // "": see ResolveLaunch
+  int master_port = 29500;
+  std::string node_addr;          // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
+  int rdzv_timeout_s = 900;
+  std::string job_id;             // "": AWS_BATCH_JOB_ID without its "#node" suffix
+};
+
+// Fills the blanks of `o` from the environment (see the fields). The main node's
+// address: --master-addr, else AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS (set on
+// child nodes), else on the main node its own address (LOTE_PRIVATE_IPV4_ADDRESS),
+// else 127.0.0.1.
+Result<LaunchOptions> ResolveLaunch(LaunchOptions o);
+
+// Runs `lote train` in whichever role this process has (launcher, rank, or the single
+// process); `argv` is this process's command line, reused for the ranks. Returns the
+// process exit code.
+int RunTrainCommand(const TrainOptions& train, const LaunchOptions& launch,
+                    const std::vector<std::string>& argv);
+
+}  // namespace lote::engine
