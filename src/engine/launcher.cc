@@ -85,6 +85,10 @@ std::string DescribeExit(int status) {
   return fmt::format("ended with status {}", status);
 }
 
+// A rank whose collective failed because a peer went away exits with this code; the
+// launcher then looks a moment longer for the rank that caused it.
+constexpr int kPeerLostExit = 3;
+
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal = sig; }
 
@@ -142,7 +146,10 @@ int RunRank(TrainOptions train) {
   ctx.tp_comm = tp_comm->get();
   ctx.dp_comm = dp_comm->get();
   Status s = RunTraining(train, stdout, &ctx);
-  if (!s.ok()) return fail(who, s);
+  if (!s.ok()) {
+    fail(who, s);
+    return s.code() == StatusCode::kUnavailable ? kPeerLostExit : 1;
+  }
   return 0;
 }
 
@@ -332,6 +339,17 @@ void Launcher::StopRanks() {
 
 int Launcher::Monitor() {
   int forwarded = 0;
+  // A rank that failed only because a peer went away (kPeerLostExit) is a consequence;
+  // the cause (a rank killed or failing on its own, here or on another node) is
+  // looked for until `grace_end` before the consequence is reported.
+  std::optional<std::string> consequence;
+  SteadyClock::time_point grace_end{};
+  auto stop = [&](const std::string& reason, bool publish) {
+    if (publish) (void)control_->Set(kAbortKey, reason);
+    Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, reason));
+    StopRanks();
+    return forwarded != 0 ? 128 + forwarded : 1;
+  };
   while (true) {
     if (int sig = g_signal.load(); sig != 0 && sig != forwarded) {
       for (const Child& c : children_) {
@@ -353,17 +371,20 @@ int Launcher::Monitor() {
       const std::string reason =
           fmt::format("rank {} (node {}, local rank {}, pid {}) {}", c.rank, o_.node_rank,
                       c.local_rank, c.pid, DescribeExit(status));
-      (void)control_->Set(kAbortKey, reason);
-      Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, reason));
-      StopRanks();
-      return forwarded != 0 ? 128 + forwarded : 1;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == kPeerLostExit) {
+        if (!consequence) {
+          consequence = reason + " after losing a peer";
+          grace_end = SteadyClock::now() + seconds(2);
+        }
+        continue;
+      }
+      return stop(reason, true);
+    }
+    if (auto p = Problem()) return stop(*p, false);
+    if (consequence && (SteadyClock::now() >= grace_end || running == 0)) {
+      return stop(*consequence, true);
     }
     if (running == 0) break;
-    if (auto p = Problem()) {
-      Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, *p));
-      StopRanks();
-      return 1;
-    }
     std::this_thread::sleep_for(milliseconds(100));
   }
   // Every rank of this node succeeded.

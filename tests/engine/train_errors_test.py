@@ -81,9 +81,10 @@ class TrainErrorsTest(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("validation loss", res.stdout)
 
-    def test_tensor_parallel_is_reserved(self):
+    def test_tensor_parallel_larger_than_the_job(self):
+        # One process cannot hold 8 tensor-parallel ranks; refused before training.
         self.assertFailsWith(self.train("--tensor-parallel-size", "8"),
-                             "--tensor-parallel-size 8 is not supported")
+                             "--tensor-parallel-size 8 does not divide the 1 ranks")
 
     def test_dataset_vocab_larger_than_model(self):
         self.assertFailsWith(self.train(data=self.dataset(vocab=32000)),
