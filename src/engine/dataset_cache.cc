@@ -51,7 +51,8 @@ class FileLock {
     if (errno != EWOULDBLOCK) {
       return Status::Internal(fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
     }
-    log(fmt::format("waiting for another process that is downloading {} (lock {})", what, path));
+    log(fmt::format("waiting for another process to finish with the cached copy of {} (lock {})",
+                    what, path));
     if (on_wait) on_wait();
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) {
