@@ -84,6 +84,19 @@ TEST(PrepareTest, PacksLikeGroupTextsAndIsDeterministic) {
             "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347");
   ASSERT_EQ(m1->sources.size(), 1u);
   EXPECT_EQ(m1->sources[0].bytes, text.size());
+  // The manifest records size and sha256 of both data files, as written.
+  ASSERT_EQ(m1->files.size(), 2u);
+  for (const char* f : {"data.bin", "data.idx"}) {
+    auto hash = HashFile(dir.path() + "/one/" + f);
+    ASSERT_TRUE(hash.ok());
+    const FileDigest* d = m1->file(f);
+    ASSERT_NE(d, nullptr) << f;
+    EXPECT_EQ(d->sha256, hash->first) << f;
+    EXPECT_EQ(d->bytes, hash->second) << f;
+  }
+  auto on_disk = ReadJsonFile(dir.path() + "/one/manifest.json");
+  ASSERT_TRUE(on_disk.ok());
+  EXPECT_EQ((*on_disk)["files"]["data.bin"]["sha256"], m1->file("data.bin")->sha256);
 
   auto ds = IndexedDataset::Open(dir.path() + "/one");
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -317,10 +330,22 @@ TEST(IndexedDatasetTest, ManifestRoundTrip) {
   m.num_documents = 5;
   m.num_source_tokens = 9000;
   m.sources = {{"s3://b/x.txt", 10, "cd"}};
+  // A manifest from before "files" existed still reads, with no digests.
+  auto old = DatasetManifest::FromJson(Json::parse(m.ToJson().dump()));
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->files.empty());
+  EXPECT_FALSE(m.ToJson().contains("files"));
+  EXPECT_EQ(old->file("data.bin"), nullptr);
+
+  m.files = {{"data.bin", 16384, std::string(64, 'a')}, {"data.idx", 90, std::string(64, 'b')}};
   auto back = DatasetManifest::FromJson(Json::parse(m.ToJson().dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->ToJson(), m.ToJson());
+  EXPECT_EQ(back->files, m.files);
   EXPECT_TRUE(m.ToJson()["eos_id"].is_null());
+  Json bad = Json::parse(m.ToJson().dump());
+  bad["files"]["data.bin"]["sha256"] = "XYZ";
+  EXPECT_EQ(DatasetManifest::FromJson(bad).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(DatasetManifest::FromJson(Json::parse(R"({"format":"other"})")).ok());
 }
 

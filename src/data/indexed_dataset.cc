@@ -51,7 +51,19 @@ OrderedJson DatasetManifest::ToJson() const {
     o["sha256"] = s.sha256;
     j["sources"].push_back(o);
   }
+  if (!files.empty()) {
+    j["files"] = OrderedJson::object();
+    for (const auto& f : files)
+      j["files"][f.name] = OrderedJson{{"bytes", f.bytes}, {"sha256", f.sha256}};
+  }
   return j;
+}
+
+const FileDigest* DatasetManifest::file(std::string_view name) const {
+  for (const auto& f : files) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
 }
 
 Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
@@ -77,6 +89,18 @@ Result<DatasetManifest> DatasetManifest::FromJson(const Json& j) {
       m.sources.push_back({s.at("path").get<std::string>(), s.at("bytes").get<uint64_t>(),
                            s.at("sha256").get<std::string>()});
     }
+    if (auto it = j.find("files"); it != j.end()) {
+      if (!it->is_object())
+        return Status::InvalidArgument("bad dataset manifest: \"files\" must be an object");
+      for (const auto& [name, f] : it->items()) {
+        const std::string sha = f.at("sha256").get<std::string>();
+        if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
+          return Status::InvalidArgument("bad dataset manifest: files." + name +
+                                         ".sha256 is not 64 lowercase hex digits");
+        }
+        m.files.push_back({name, f.at("bytes").get<uint64_t>(), sha});
+      }
+    }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("bad dataset manifest: ") + e.what());
   }
@@ -94,6 +118,7 @@ Result<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Create(const
   std::string path = dir + "/" + kDatasetPrefix + ".bin";
   w->bin_ = std::fopen(path.c_str(), "wb");
   if (!w->bin_) return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  w->bin_hash_ = std::make_unique<Sha256Hasher>();
   return w;
 }
 
@@ -115,6 +140,8 @@ Status IndexedDatasetWriter::AddSequence(const int32_t* tokens) {
   if (std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size()) {
     return Status::Internal("cannot write " + dir_ + "/data.bin: " + std::strerror(errno));
   }
+  bin_hash_->Update(std::string_view(buffer_.data(), buffer_.size()));
+  bin_bytes_ += buffer_.size();
   ++num_sequences_;
   return Status::Ok();
 }
@@ -138,7 +165,10 @@ Status IndexedDatasetWriter::Finish() {
   for (int64_t i = 0; i < n; ++i) Put<int32_t>(&idx, static_cast<int32_t>(block_size_));
   for (int64_t i = 0; i < n; ++i) Put<int64_t>(&idx, i * block_size_ * item);
   for (int64_t i = 0; i <= n; ++i) Put<int64_t>(&idx, i);
-  return WriteFileAtomic(dir_ + "/" + kDatasetPrefix + ".idx", idx);
+  RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + kDatasetPrefix + ".idx", idx));
+  files_ = {{std::string(kDatasetPrefix) + ".bin", bin_bytes_, bin_hash_->FinishHex()},
+            {std::string(kDatasetPrefix) + ".idx", idx.size(), Sha256Hex(idx)}};
+  return Status::Ok();
 }
 
 IndexedDataset::~IndexedDataset() {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "objstore/objstore.h"
@@ -39,6 +40,14 @@ struct SourceInfo {
   std::string sha256;
 };
 
+// Size and sha256 (lowercase hex) of one file of the dataset (data.bin, data.idx).
+struct FileDigest {
+  std::string name;
+  uint64_t bytes = 0;
+  std::string sha256;
+  bool operator==(const FileDigest&) const = default;
+};
+
 // The manifest.json of a dataset.
 struct DatasetManifest {
   std::string format = "megatron-mmidx";
@@ -55,7 +64,12 @@ struct DatasetManifest {
   int64_t num_documents = 0;      // source documents
   int64_t num_source_tokens = 0;  // tokens of all documents, BOS included, before packing
   std::vector<SourceInfo> sources;
+  // data.bin and data.idx, in that order. Empty in manifests written before
+  // lote recorded them ("files" absent): readers then can check sizes only.
+  std::vector<FileDigest> files;
 
+  // The digest of `name`, or null when the manifest does not list it.
+  const FileDigest* file(std::string_view name) const;
   OrderedJson ToJson() const;
   static Result<DatasetManifest> FromJson(const Json& j);
 };
@@ -103,6 +117,9 @@ class IndexedDatasetWriter {
   // Flushes data.bin, writes data.idx, fsyncs both.
   Status Finish();
   int64_t num_sequences() const { return num_sequences_; }
+  // Sizes and sha256 of data.bin and data.idx (hashed as they are written);
+  // valid after a successful Finish.
+  const std::vector<FileDigest>& files() const { return files_; }
   const char* dtype_name() const { return dtype_ == kDtypeUint16 ? "uint16" : "int32"; }
 
  private:
@@ -113,6 +130,9 @@ class IndexedDatasetWriter {
   int64_t num_sequences_ = 0;
   std::FILE* bin_ = nullptr;
   std::vector<char> buffer_;
+  std::unique_ptr<Sha256Hasher> bin_hash_;
+  uint64_t bin_bytes_ = 0;
+  std::vector<FileDigest> files_;
 };
 
 // Read-only, memory-mapped view of a local dataset folder (data.idx, data.bin

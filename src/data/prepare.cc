@@ -383,6 +383,7 @@ Result<DatasetManifest> PrepareDataset(const PrepareOptions& options,
   m.num_documents = static_cast<int64_t>(reader.documents());
   m.num_source_tokens = static_cast<int64_t>(source_tokens.load());
   m.sources = inputs.sources;
+  m.files = writer->files();
   if (m.num_sequences == 0) {
     return Status::InvalidArgument("the input has " + std::to_string(m.num_source_tokens) +
                                    " tokens, fewer than one block of " +

@@ -4,6 +4,7 @@ through moto_server, read back with the stock aws CLI; CLI errors.
 
 usage: prepare_test.py LOTE_BIN TEST_DATA NUMPY_PYTHON
 """
+import hashlib
 import json
 import os
 import shutil
@@ -19,7 +20,8 @@ import urllib.request
 LOTE = TEST_DATA = NUMPY_PY = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST_KEYS = ["format", "version", "prefix", "dtype", "tokenizer_sha256", "vocab_size", "bos_id", "eos_id",
-                 "block_size", "num_sequences", "num_tokens", "num_documents", "num_source_tokens", "sources"]
+                 "block_size", "num_sequences", "num_tokens", "num_documents", "num_source_tokens", "sources",
+                 "files"]
 
 
 def run(args, env=None, check=True):
@@ -82,6 +84,12 @@ class PrepareTest(unittest.TestCase):
         self.assertEqual(manifest["num_source_tokens"], len(stream))
         self.assertEqual(manifest["num_sequences"], len(stream) // 256)
         self.assertIsNone(manifest["eos_id"])
+        # Size and sha256 of both data files, checked with Python's own hashlib.
+        self.assertEqual(sorted(manifest["files"]), ["data.bin", "data.idx"])
+        for name, want in manifest["files"].items():
+            with open(os.path.join(out, name), "rb") as f:
+                body = f.read()
+            self.assertEqual(want, {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}, name)
         r = numpy_read(out, 600)
         self.assertEqual(r["dtype"], "uint16")
         self.assertEqual(r["sequence_count"], len(stream) // 256)
