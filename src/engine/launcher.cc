@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "engine/communicator.h"
+#include "engine/dataset_cache.h"
 #include "engine/gloo_communicator.h"
 #include "engine/llama_config.h"
 #include "engine/param_layout.h"
@@ -97,6 +98,17 @@ void Say(const std::string& line) {
   std::fflush(stderr);
 }
 
+// The dataset as a local folder: s3:// datasets are downloaded once per node into the
+// cache (checked against the manifest's checksums); local ones are used in place.
+Result<std::string> LocalDataset(const std::string& uri) {
+  if (uri.empty()) return uri;
+  FetchOptions fo;
+  fo.log = [](std::string_view line) { Say(std::string(line)); };
+  ASSIGN_OR_RETURN(FetchedDataset d, FetchDataset(uri, fo));
+  if (d.downloaded) Say(fmt::format("downloaded {} into {}", uri, d.dir));
+  return d.dir;
+}
+
 // --- one rank --------------------------------------------------------------------
 
 int RunRank(TrainOptions train) {
@@ -117,6 +129,7 @@ int RunRank(TrainOptions train) {
                          "the launcher; run `lote train` without them"));
   }
   if (train.threads == 0) train.threads = std::atoi(Env("LOTE_TRAIN_THREADS").c_str());
+  if (!Env("LOTE_TRAIN_DATA_DIR").empty()) train.data_dir = Env("LOTE_TRAIN_DATA_DIR");
   const milliseconds timeout = seconds(timeout_s);
   auto client = StoreClient::Connect(store.substr(0, colon), std::atoi(store.c_str() + colon + 1),
                                      timeout, nullptr);
@@ -296,6 +309,7 @@ Status Launcher::StartRanks() {
       ::setenv("LOTE_TRAIN_NODE_ADDR", o_.node_addr.c_str(), 1);
       ::setenv("LOTE_TRAIN_TIMEOUT_S", std::to_string(o_.rdzv_timeout_s).c_str(), 1);
       ::setenv("LOTE_TRAIN_THREADS", std::to_string(threads).c_str(), 1);
+      ::setenv("LOTE_TRAIN_DATA_DIR", train_.data_dir.c_str(), 1);
       ::execv("/proc/self/exe", args.data());
       fmt::print(stderr, "error: cannot start rank {}: {}\n", c.rank, std::strerror(errno));
       ::_exit(127);
@@ -411,6 +425,11 @@ int Launcher::Run() {
   ::signal(SIGINT, OnSignal);
   int code = 1;
   Status s = Rendezvous();
+  if (s.ok() && !train_.plan_only) {
+    Result<std::string> dir = LocalDataset(train_.data_dir);
+    s = dir.status();
+    if (dir.ok()) train_.data_dir = *dir;
+  }
   if (s.ok()) s = StartRanks();
   if (s.ok()) {
     code = Monitor();
@@ -491,7 +510,13 @@ int RunTrainCommand(const TrainOptions& train, const LaunchOptions& launch,
   if (world == 1 || train.plan_only) {
     DistContext plan;  // the plan of rank 0 of this layout; a single process trains alone
     plan.world = world;
-    Status s = RunTraining(train, stdout, train.plan_only ? &plan : nullptr);
+    TrainOptions local = train;
+    if (!train.plan_only) {
+      Result<std::string> dir = LocalDataset(train.data_dir);
+      if (!dir.ok()) return fail(dir.status());
+      local.data_dir = *dir;
+    }
+    Status s = RunTraining(local, stdout, train.plan_only ? &plan : nullptr);
     return s.ok() ? 0 : fail(s);
   }
   Launcher launcher(train, *lo, argv);

@@ -1,0 +1,132 @@
+"""Distributed training through the server: a 4-node AWS Batch multi-node job in the
+recipe's shape (numNodes 4, mainNode 0, one node range "0:", ulimits, user root)
+whose command is `lote train --nproc-per-node 1 --tensor-parallel-size 2`, run by the
+local executor. The four nodes meet through the AWS Batch variables alone (no
+address or port on the command line), train one model TP=2 x DP=2, and the job
+SUCCEEDS; only the main node prints LOTE_PROGRESS, so DescribeJobs shows one
+progress series (the main node's) reaching the last step.
+
+usage: train_job_test.py LOTE_BINARY TEST_DATA_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
+from lote_server import LoteServer  # noqa: E402
+
+LOTE = None
+DATA = None
+STEPS = 12
+
+
+class TrainJobTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="lote_train_job_")
+        cls.data = os.path.join(cls.dir, "sotu")
+        subprocess.run([LOTE, "data", "prepare", "--input", os.path.join(DATA, "sotu.txt"),
+                        "--tokenizer", os.path.join(DATA, "tokenizer.model"),
+                        "--block-size", "65", "--output", "file://" + cls.data],
+                       check=True, capture_output=True)
+        cls.server = LoteServer(LOTE).start()
+        cls.batch = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def wait(self, pred, timeout, what):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.2)
+        raise AssertionError("timed out waiting for %s; server stderr:\n%s" % (
+            what, self.server.stderr()[-3000:]))
+
+    def test_four_node_tensor_and_data_parallel_job(self):
+        b = self.batch
+        b.create_compute_environment(
+            computeEnvironmentName="train-ce", type="MANAGED",
+            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
+                              "instanceTypes": ["c5.large"], "subnets": ["s"]},
+            tags={"lote:emulation": "true"})
+        self.wait(lambda: b.describe_compute_environments(computeEnvironments=["train-ce"])[
+            "computeEnvironments"][0]["status"] == "VALID", 30, "the compute environment")
+        b.create_job_queue(jobQueueName="train-q", priority=1,
+                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "train-ce"}])
+        out = os.path.join(self.dir, "out")
+        config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                              "examples", "llama2", "tiny_config.json")
+        command = [LOTE, "train", "--config", os.path.abspath(config), "--data", self.data,
+                   "--nproc-per-node", "1", "--tensor-parallel-size", "2",
+                   "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                   "--max-steps", str(STEPS), "--logging-interval", "4", "--threads", "1",
+                   "--peak-gflops", "10", "--output", out]
+        b.register_job_definition(
+            jobDefinitionName="llama-tiny", type="multinode",
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host", "command": command, "user": "root",
+                    "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "512"}]}}]})
+        job_id = b.submit_job(jobName="tiny", jobQueue="train-q", jobDefinition="llama-tiny",
+                              nodeOverrides={"numNodes": 4})["jobId"]
+
+        def ended():
+            j = b.describe_jobs(jobs=[job_id])["jobs"][0]
+            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
+        job = self.wait(ended, 600, "the training job")
+        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
+                              capture_output=True, text=True, env=self.server.env()).stdout
+        self.assertEqual(job["status"], "SUCCEEDED", (job.get("statusReason"), logs[-4000:]))
+
+        with open(os.path.join(out, "metrics.json")) as f:
+            metrics = json.load(f)
+        self.assertEqual(metrics["world_size"], 4)
+        self.assertEqual(metrics["tensor_parallel"], 2)
+        self.assertEqual(metrics["data_parallel"], 2)
+        self.assertEqual(len(metrics["losses"]), STEPS)
+
+        progress = self.wait(lambda: self.server_progress(job_id), 30, "the job's progress")
+        print("progress:", json.dumps(progress))
+        self.assertEqual(progress["step"], STEPS)
+        self.assertEqual(progress["total_steps"], STEPS)
+        # One series: only node 0 (rank 0) reported.
+        self.assertEqual([n["node"] for n in progress["nodes"]], [0], progress)
+        # The main node's stream holds the progress lines; a child node's holds none.
+        self.assertIn("LOTE_PROGRESS", logs)
+        child = subprocess.run([LOTE, "logs", job_id, "--node", "1", "--endpoint",
+                                self.server.endpoint], capture_output=True, text=True,
+                               env=self.server.env()).stdout
+        self.assertNotIn("LOTE_PROGRESS", child)
+
+    def server_progress(self, job_id):
+        # botocore drops keys outside the service model (lote's `progress`); keep the body.
+        raw = {}
+
+        def keep(http_response, **kwargs):
+            raw["body"] = http_response.content
+        self.batch.meta.events.register("after-call.batch.DescribeJobs", keep)
+        try:
+            self.batch.describe_jobs(jobs=[job_id])
+        finally:
+            self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
+        p = json.loads(raw["body"])["jobs"][0].get("progress")
+        return p if p and p.get("step") == STEPS else None
+
+
+if __name__ == "__main__":
+    LOTE = sys.argv.pop(1)
+    DATA = sys.argv.pop(1)
+    unittest.main(verbosity=2)
