@@ -67,7 +67,8 @@ Reference NaiveAttention(const AttnShape& s, const std::vector<float>& qkv,
         }
         for (int64_t c = 0; c < hd; ++c) {
           double o = 0;
-          for (int64_t j = 0; j <= i; ++j) o += P[static_cast<size_t>(i * T + j)] * at(b, j, vc + c);
+          for (int64_t j = 0; j <= i; ++j)
+            o += P[static_cast<size_t>(i * T + j)] * at(b, j, vc + c);
           r.out[static_cast<size_t>(b * T * Da + i * Da + qc + c)] = o;
         }
       }
@@ -143,8 +144,7 @@ void CheckAttention(const AttnShape& s) {
 
   std::vector<float> out(static_cast<size_t>(s.B * s.T * Da), -7.0f);
   std::vector<float> lse(static_cast<size_t>(s.B * s.nh * s.T), -7.0f);
-  AttentionForward(out.data(), lse.data(), scratch.data(), qkv.data(), s.B, s.T, s.nh, s.nkv,
-                   s.hd);
+  AttentionForward(out.data(), lse.data(), scratch.data(), qkv.data(), s.B, s.T, s.nh, s.nkv, s.hd);
   EXPECT_TRUE(guard_intact(fwd_scratch)) << "forward wrote past its scratch";
   const auto all = [](int64_t) { return true; };
   const double out_err = MaxRelError(out, ref.out, 0.0f, all);
@@ -166,8 +166,8 @@ void CheckAttention(const AttnShape& s) {
       "attention B=%lld T=%lld nh=%lld nkv=%lld hd=%lld, %lld threads: max relative error out "
       "%.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
       static_cast<long long>(s.B), static_cast<long long>(s.T), static_cast<long long>(s.nh),
-      static_cast<long long>(s.nkv), static_cast<long long>(s.hd),
-      static_cast<long long>(threads), out_err, lse_err, dq_err, dk_err, dv_err);
+      static_cast<long long>(s.nkv), static_cast<long long>(s.hd), static_cast<long long>(threads),
+      out_err, lse_err, dq_err, dk_err, dv_err);
   EXPECT_LT(out_err, kMaxRelError);
   EXPECT_LT(lse_err, kMaxRelError);
   EXPECT_LT(dq_err, kMaxRelError);

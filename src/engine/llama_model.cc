@@ -142,8 +142,7 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     RmsNormForward(A + acts_.ln, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
     MatmulForward(A + la.qkv, A + acts_.ln, W + w.wqkv, N, C, D);
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv,
-                     hd);
+    AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
     AddInPlace(A + la.res_mid, A + la.res, N * C);
     RmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
@@ -152,8 +151,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
     AddInPlace(res_next, A + la.res_mid, N * C);
   }
-  RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N,
-                 C, eps);
+  RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N, C,
+                 eps);
 
   // LM head + cross-entropy in row chunks; with gradients, the head's backward runs
   // chunk by chunk too, so the full [N, V] logits never exist at once.

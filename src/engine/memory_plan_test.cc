@@ -42,10 +42,10 @@ TEST(MemoryPlanTest, ModelAllocatesExactlyThePlan) {
     int64_t batch, seq;
   };
   const Case cases[] = {
-      {Small(4, 2, false), 2, 7},     // GQA, shorter than an attention block
-      {Small(4, 1, true), 3, 130},    // MQA, tied head, one block + 2 rows
-      {Small(2, 2, false), 1, 300},   // MHA, 2 blocks + a partial one
-      {Small(8, 4, false), 2, 512},   // 4 blocks, N = 1024 > the head chunk
+      {Small(4, 2, false), 2, 7},    // GQA, shorter than an attention block
+      {Small(4, 1, true), 3, 130},   // MQA, tied head, one block + 2 rows
+      {Small(2, 2, false), 1, 300},  // MHA, 2 blocks + a partial one
+      {Small(8, 4, false), 2, 512},  // 4 blocks, N = 1024 > the head chunk
   };
   for (const Case& k : cases) {
     for (bool training : {false, true}) {
