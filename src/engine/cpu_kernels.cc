@@ -12,9 +12,6 @@
 namespace lote::engine {
 namespace {
 
-// Rows of attention handled per GEMM; blocks above the diagonal are skipped.
-constexpr int64_t kAttnBlock = 128;
-
 void SerialGemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
@@ -101,6 +98,17 @@ void RmsNormForward(float* out, float* rstd, const float* inp, const float* weig
     const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
     rstd[n] = r;
     for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
+  }
+}
+
+void RmsNormApply(float* out, const float* inp, const float* weight, const float* rstd, int64_t N,
+                  int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    float* y = out + n * C;
+    const float r = rstd[n];
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];  // as RmsNormForward
   }
 }
 
@@ -192,25 +200,27 @@ void RopeBackward(float* dqkv, const float* cos_t, const float* sin_t, int64_t B
   RopeApply(dqkv, cos_t, sin_t, B, T, nh + nkv, hd, (nh + 2 * nkv) * hd, -1.0f);
 }
 
-void AttentionForward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
-                      int64_t nkv, int64_t hd) {
+void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, int64_t B,
+                      int64_t T, int64_t nh, int64_t nkv, int64_t hd) {
   const int64_t D = (nh + 2 * nkv) * hd, Da = nh * hd, group = nh / nkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t per_thread = AttentionForwardScratch(T);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < nh; ++h) {
+      float* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
       const int64_t g = h / group;
       const float* q = qkv + b * T * D + h * hd;
       const float* k = qkv + b * T * D + Da + g * hd;
       const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
-      float* P = probs + (b * nh + h) * T * T;
       float* o = out + b * T * Da + h * hd;
+      float* L = lse + (b * nh + h) * T;
       for (int64_t r0 = 0; r0 < T; r0 += kAttnBlock) {
-        const int64_t r1 = std::min(T, r0 + kAttnBlock);
-        // S[r0:r1, 0:r1] = scale * q[r0:r1] k[0:r1]^T
-        SerialGemm(false, true, r1 - r0, r1, hd, scale, q + r0 * D, D, k, D, 0.0f, P + r0 * T, T);
+        const int64_t r1 = std::min(T, r0 + kAttnBlock), m = r1 - r0;
+        // P[m, r1] = scale * q[r0:r1] k[0:r1]^T, then causal softmax by rows.
+        SerialGemm(false, true, m, r1, hd, scale, q + r0 * D, D, k, D, 0.0f, P, r1);
         for (int64_t i = r0; i < r1; ++i) {
-          float* p = P + i * T;
+          float* p = P + (i - r0) * r1;
           float mx = p[0];
           for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
           float sum = 0.0f;
@@ -220,25 +230,28 @@ void AttentionForward(float* out, float* probs, const float* qkv, int64_t B, int
           }
           const float inv = 1.0f / sum;
           for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
-          for (int64_t j = i + 1; j < T; ++j) p[j] = 0.0f;
+          for (int64_t j = i + 1; j < r1; ++j) p[j] = 0.0f;
+          L[i] = mx + std::log(sum);
         }
-        // o[r0:r1] = P[r0:r1, 0:r1] v[0:r1]
-        SerialGemm(false, false, r1 - r0, hd, r1, 1.0f, P + r0 * T, T, v, D, 0.0f, o + r0 * Da, Da);
+        // o[r0:r1] = P v[0:r1]
+        SerialGemm(false, false, m, hd, r1, 1.0f, P, r1, v, D, 0.0f, o + r0 * Da, Da);
       }
     }
   }
 }
 
 void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                       const float* probs, int64_t B, int64_t T, int64_t nh, int64_t nkv,
-                       int64_t hd) {
+                       const float* out, const float* lse, int64_t B, int64_t T, int64_t nh,
+                       int64_t nkv, int64_t hd) {
   const int64_t D = (nh + 2 * nkv) * hd, Da = nh * hd, group = nh / nkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t per_thread = AttentionBackwardScratch(T);
   // One task per (batch, kv head): its query heads all add into the same dk/dv.
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t g = 0; g < nkv; ++g) {
-      float* dS = scratch + static_cast<int64_t>(omp_get_thread_num()) * T * T;
+      float* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+      float* dS = P + per_thread / 2;
       const float* k = qkv + b * T * D + Da + g * hd;
       const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
       float* dk = dqkv + b * T * D + Da + g * hd;
@@ -246,27 +259,39 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const float* q = qkv + b * T * D + h * hd;
         float* dq = dqkv + b * T * D + h * hd;
-        const float* P = probs + (b * nh + h) * T * T;
+        const float* O = out + b * T * Da + h * hd;
         const float* dO = dout + b * T * Da + h * hd;
+        const float* L = lse + (b * nh + h) * T;
         for (int64_t r0 = 0; r0 < T; r0 += kAttnBlock) {
           const int64_t r1 = std::min(T, r0 + kAttnBlock), m = r1 - r0;
-          // dP[r0:r1, 0:r1] = dO[r0:r1] v[0:r1]^T
-          SerialGemm(false, true, m, r1, hd, 1.0f, dO + r0 * Da, Da, v, D, 0.0f, dS + r0 * T, T);
-          // dS = P * (dP - rowsum(P * dP))
+          // S[m, r1] = scale * q[r0:r1] k[0:r1]^T (P after the exp below)
+          SerialGemm(false, true, m, r1, hd, scale, q + r0 * D, D, k, D, 0.0f, P, r1);
+          // dP[m, r1] = dO[r0:r1] v[0:r1]^T
+          SerialGemm(false, true, m, r1, hd, 1.0f, dO + r0 * Da, Da, v, D, 0.0f, dS, r1);
+          // P = exp(S - lse); dS = P * (dP - rowsum(dO * O)) (rowsum(dO * O) = rowsum(P * dP))
           for (int64_t i = r0; i < r1; ++i) {
-            const float* p = P + i * T;
-            float* d = dS + i * T;
-            float dot = 0.0f;
-            for (int64_t j = 0; j <= i; ++j) dot += p[j] * d[j];
-            for (int64_t j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot);
-            for (int64_t j = i + 1; j < r1; ++j) d[j] = 0.0f;
+            float* p = P + (i - r0) * r1;
+            float* d = dS + (i - r0) * r1;
+            const float* oi = O + i * Da;
+            const float* doi = dO + i * Da;
+            float drow = 0.0f;
+            for (int64_t c = 0; c < hd; ++c) drow += doi[c] * oi[c];
+            const float li = L[i];
+            for (int64_t j = 0; j <= i; ++j) {
+              p[j] = FastExp(p[j] - li);
+              d[j] = p[j] * (d[j] - drow);
+            }
+            for (int64_t j = i + 1; j < r1; ++j) {
+              p[j] = 0.0f;
+              d[j] = 0.0f;
+            }
           }
-          // dq[r0:r1] += scale * dS[r0:r1, 0:r1] k[0:r1]
-          SerialGemm(false, false, m, hd, r1, scale, dS + r0 * T, T, k, D, 1.0f, dq + r0 * D, D);
-          // dk[0:r1] += scale * dS[r0:r1, 0:r1]^T q[r0:r1]
-          SerialGemm(true, false, r1, hd, m, scale, dS + r0 * T, T, q + r0 * D, D, 1.0f, dk, D);
-          // dv[0:r1] += P[r0:r1, 0:r1]^T dO[r0:r1]
-          SerialGemm(true, false, r1, hd, m, 1.0f, P + r0 * T, T, dO + r0 * Da, Da, 1.0f, dv, D);
+          // dq[r0:r1] += scale * dS k[0:r1]
+          SerialGemm(false, false, m, hd, r1, scale, dS, r1, k, D, 1.0f, dq + r0 * D, D);
+          // dk[0:r1] += scale * dS^T q[r0:r1]
+          SerialGemm(true, false, r1, hd, m, scale, dS, r1, q + r0 * D, D, 1.0f, dk, D);
+          // dv[0:r1] += P^T dO[r0:r1]
+          SerialGemm(true, false, r1, hd, m, 1.0f, P, r1, dO + r0 * Da, Da, 1.0f, dv, D);
         }
       }
     }

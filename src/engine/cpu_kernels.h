@@ -52,6 +52,10 @@ void EmbeddingBackward(float* dwte, const float* dout, const int32_t* tokens, in
 // out[N,C] = inp * rstd * weight[C], rstd[N] = 1/sqrt(mean(inp^2) + eps).
 void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                     int64_t C, float eps);
+// out[N,C] = inp * rstd * weight from a saved rstd[N]: bit-identical to RmsNormForward's
+// output, so backward recomputes the norm outputs instead of storing them.
+void RmsNormApply(float* out, const float* inp, const float* weight, const float* rstd, int64_t N,
+                  int64_t C);
 // dinp[N,C] += ..., dweight[C] += ... from dout[N,C].
 void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, const float* rstd, int64_t N, int64_t C);
@@ -74,15 +78,28 @@ void RopeForward(float* qkv, const float* cos_t, const float* sin_t, int64_t B, 
 void RopeBackward(float* dqkv, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
                   int64_t nh, int64_t nkv, int64_t hd);
 
-// Causal grouped-query attention. qkv[B,T,(nh+2nkv)*hd] (q heads, k heads, v heads),
-// out[B,T,nh*hd], probs[B,nh,T,T] (softmax rows, zero above the diagonal; kept for
-// backward). Query head h reads key/value head h / (nh/nkv). Scale 1/sqrt(hd).
-void AttentionForward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
-                      int64_t nkv, int64_t hd);
-// dqkv[B,T,(nh+2nkv)*hd] += gradients from dout[B,T,nh*hd]. scratch: CpuThreads()*T*T floats.
+// Causal grouped-query attention, memory linear in T (nothing [T,T] is kept): query
+// rows are processed kAttnBlock at a time against the keys up to the block's last row
+// (blocks above the diagonal are skipped), the scores live only in a per-thread scratch,
+// and forward keeps the per-row log-sum-exp, from which backward recomputes the
+// probabilities blockwise, P = exp(scale * q k^T - lse).
+inline constexpr int64_t kAttnBlock = 128;
+// Scratch floats per thread: forward [min(T,block), T]; backward two of those (P, dS).
+inline int64_t AttentionForwardScratch(int64_t T) { return std::min(T, kAttnBlock) * T; }
+inline int64_t AttentionBackwardScratch(int64_t T) { return 2 * std::min(T, kAttnBlock) * T; }
+
+// qkv[B,T,(nh+2nkv)*hd] (q heads, k heads, v heads) -> out[B,T,nh*hd] and
+// lse[B,nh,T] = log(sum_j<=i exp(scale * q_i . k_j)). Query head h reads key/value head
+// h / (nh/nkv). Scale 1/sqrt(hd). scratch: CpuThreads() * AttentionForwardScratch(T) floats.
+void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, int64_t B,
+                      int64_t T, int64_t nh, int64_t nkv, int64_t hd);
+// dqkv[B,T,(nh+2nkv)*hd] += gradients from dout[B,T,nh*hd], given the forward's qkv, out
+// and lse. Runs per (batch, kv head), so the query heads sharing a key/value head add
+// into its dk/dv from one thread (no atomics). scratch: CpuThreads() *
+// AttentionBackwardScratch(T) floats.
 void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                       const float* probs, int64_t B, int64_t T, int64_t nh, int64_t nkv,
-                       int64_t hd);
+                       const float* out, const float* lse, int64_t B, int64_t T, int64_t nh,
+                       int64_t nkv, int64_t hd);
 
 // out[N,I] = silu(gate) * up, where gate_up[N,2I] holds gate in [0,I) and up in [I,2I).
 void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I);

@@ -124,6 +124,12 @@ void LlamaModel::InitWeights(uint64_t seed) {
   }
 }
 
+int64_t LlamaModel::allocated_bytes() const {
+  const size_t floats =
+      params_.size() + grads_.size() + act_.size() + act_grad_.size() + ce_sums_.size();
+  return static_cast<int64_t>(floats * sizeof(float) + local_tokens_.size() * sizeof(int32_t));
+}
+
 void LlamaModel::ZeroGrad() {
   if (!grads_.empty()) Zero(grads_.data(), static_cast<int64_t>(grads_.size()));
 }
@@ -171,22 +177,22 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     const LayerOffsets& w = layout_.layer(l);
     float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
                                                   : A + acts_.res_final;
-    RmsNormForward(A + la.ln1, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
-    MatmulForward(A + la.qkv, A + la.ln1, W + w.wqkv, N, C, D);
+    RmsNormForward(A + acts_.ln, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
+    MatmulForward(A + la.qkv, A + acts_.ln, W + w.wqkv, N, C, D);
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    AttentionForward(A + la.att, A + la.probs, A + la.qkv, B, T, nh, nkv, hd);
+    AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
     TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
     AddInPlace(A + la.res_mid, A + la.res, N * C);
-    RmsNormForward(A + la.ln2, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
-    MatmulForward(A + la.gate_up, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
+    RmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
+    MatmulForward(A + la.gate_up, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
     SwiGluForward(A + la.act, A + la.gate_up, N, I);
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
     TpAllReduce(res_next, N * C, ReduceOp::kSum);  // row-parallel down_proj
     AddInPlace(res_next, A + la.res_mid, N * C);
   }
-  RmsNormForward(A + acts_.lnf, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N,
-                 C, eps);
+  RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N, C,
+                 eps);
 
   // LM head + cross-entropy in row chunks; with gradients, the head's backward runs
   // chunk by chunk too, so the full [N, V] logits never exist at once.
@@ -202,7 +208,7 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
   double total = 0.0;
   for (int64_t r0 = 0; r0 < N; r0 += kHeadChunkRows) {
     const int64_t m = std::min(N, r0 + kHeadChunkRows) - r0;
-    MatmulForward(logits, A + acts_.lnf + r0 * C, W + layout_.lm_head(), m, C, V);
+    MatmulForward(logits, A + acts_.ln + r0 * C, W + layout_.lm_head(), m, C, V);
     if (logits_out != nullptr) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * m * V);
     if (tp_comm_ == nullptr) {
       total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
@@ -223,7 +229,7 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
       // dlnf[r0:r0+m] = dlogits W_lm ; dW_lm += dlogits^T lnf[r0:r0+m]
       Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C,
            C);
-      Gemm(true, false, V, C, m, 1.0f, logits, V, A + acts_.lnf + r0 * C, C, 1.0f,
+      Gemm(true, false, V, C, m, 1.0f, logits, V, A + acts_.ln + r0 * C, C, 1.0f,
            G + layout_.lm_head(), C);
     }
   }
@@ -261,7 +267,8 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C);
     SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
     Zero(dln, N * C);
-    MatmulBackward(dln, G + w.wgate_up, dgu, A + la.ln2, W + w.wgate_up, N, C, 2 * I);
+    RmsNormApply(A + acts_.ln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N, C);  // ln2
+    MatmulBackward(dln, G + w.wgate_up, dgu, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel gate/up
     RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
                     C);
@@ -269,11 +276,12 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     Zero(datt, N * Da);
     MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C);
     Zero(dqkv, N * D);
-    AttentionBackward(dqkv, S + acts_.attn_scratch, datt, A + la.qkv, A + la.probs, B, T, nh, nkv,
-                      hd);
+    AttentionBackward(dqkv, S + acts_.attn_grad_scratch, datt, A + la.qkv, A + la.att, A + la.lse,
+                      B, T, nh, nkv, hd);
     RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
     Zero(dln, N * C);
-    MatmulBackward(dln, G + w.wqkv, dqkv, A + la.ln1, W + w.wqkv, N, C, D);
+    RmsNormApply(A + acts_.ln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);  // ln1
+    MatmulBackward(dln, G + w.wqkv, dqkv, A + acts_.ln, W + w.wqkv, N, C, D);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel q/k/v
     RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
   }

@@ -47,6 +47,9 @@ class LlamaModel {
   float* grads() { return grads_.data(); }  // empty when training=false
   int64_t max_batch() const { return max_batch_; }
   int64_t max_seq_len() const { return max_seq_; }
+  // Bytes of every buffer the model holds (parameters, gradients, activations and their
+  // scratch): PlanMemory's total less the optimizer state, which AdamW owns.
+  int64_t allocated_bytes() const;
 
   // Normal(0, initializer_range) for matrices and embeddings, 1 for norm weights;
   // a function of (seed, tensor name) only.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/communicator.h"
+#include "engine/cpu_kernels.h"
 #include "engine/param_layout.h"
 
 namespace lote::engine {
@@ -18,28 +19,28 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
     off += (n + 15) / 16 * 16;  // 64-byte aligned sub-buffers
     return at;
   };
+  const int64_t nthreads = std::max(threads, 1);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     LayerActs la{};
     la.res = take(N * C);
-    la.ln1 = take(N * C);
     la.rstd1 = take(N);
     la.qkv = take(N * c.qkv_dim());
-    la.probs = take(B * c.num_attention_heads * T * T);
+    la.lse = take(B * c.num_attention_heads * T);
     la.att = take(N * c.q_dim());
     la.res_mid = take(N * C);
-    la.ln2 = take(N * C);
     la.rstd2 = take(N);
     la.gate_up = take(N * 2 * I);
     la.act = take(N * I);
     a.layers.push_back(la);
   }
   a.res_final = take(N * C);
-  a.lnf = take(N * C);
   a.rstdf = take(N);
+  a.ln = take(N * C);
   a.logits = take(std::min(N, kHeadChunkRows) * c.vocab_size);
   a.logprob = take(N);
   a.rope_cos = take(T * c.head_dim() / 2);
   a.rope_sin = take(T * c.head_dim() / 2);
+  a.attn_scratch = take(nthreads * AttentionForwardScratch(T));
   a.total = off;
   off = 0;
   a.dres = take(N * C);
@@ -48,7 +49,7 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
   a.datt = take(N * c.q_dim());
   a.dgate_up = take(N * 2 * I);
   a.dact = take(N * I);
-  a.attn_scratch = take(static_cast<int64_t>(std::max(threads, 1)) * T * T);
+  a.attn_grad_scratch = take(nthreads * AttentionBackwardScratch(T));
   a.grad_total = off;
   return a;
 }

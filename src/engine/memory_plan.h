@@ -15,35 +15,37 @@ namespace lote::engine {
 inline constexpr int64_t kHeadChunkRows = 512;
 
 // Offsets (in floats) of one layer's saved activations inside the activation buffer.
+// Everything is linear in T: attention keeps its log-sum-exp, not its probabilities,
+// and the RMSNorm outputs are recomputed in backward from the residual input and rstd.
 struct LayerActs {
   int64_t res;      // [N,C]   residual stream entering the layer
-  int64_t ln1;      // [N,C]   input RMSNorm output
-  int64_t rstd1;    // [N]
+  int64_t rstd1;    // [N]     input RMSNorm
   int64_t qkv;      // [N,qkv_dim] after rotary
-  int64_t probs;    // [B,nh,T,T] attention probabilities
+  int64_t lse;      // [B,nh,T] attention log-sum-exp per query row
   int64_t att;      // [N,q_dim] attention output (input to o_proj)
   int64_t res_mid;  // [N,C]   residual after attention
-  int64_t ln2;      // [N,C]
-  int64_t rstd2;    // [N]
+  int64_t rstd2;    // [N]     post-attention RMSNorm
   int64_t gate_up;  // [N,2I]  gate/up pre-activations
   int64_t act;      // [N,I]   silu(gate) * up
 };
 
 struct ActivationLayout {
   std::vector<LayerActs> layers;
-  int64_t res_final = 0;  // [N,C]
-  int64_t lnf = 0;        // [N,C]
-  int64_t rstdf = 0;      // [N]
-  int64_t logits = 0;     // [kHeadChunkRows, V]
-  int64_t logprob = 0;    // [N]
-  int64_t rope_cos = 0;   // [T, hd/2]
-  int64_t rope_sin = 0;   // [T, hd/2]
-  int64_t total = 0;      // floats
+  int64_t res_final = 0;     // [N,C]
+  int64_t rstdf = 0;         // [N]
+  int64_t ln = 0;            // [N,C] RMSNorm output, shared: ln1/ln2 of the layer being
+                             // run (forward) or differentiated (backward, recomputed), lnf
+  int64_t logits = 0;        // [kHeadChunkRows, V]
+  int64_t logprob = 0;       // [N]
+  int64_t rope_cos = 0;      // [T, hd/2]
+  int64_t rope_sin = 0;      // [T, hd/2]
+  int64_t attn_scratch = 0;  // [threads, AttentionForwardScratch(T)]
+  int64_t total = 0;         // floats
   // Gradient scratch (training only), reused by every layer.
   int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0,
-          dact = 0;          // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
-  int64_t attn_scratch = 0;  // [threads, T, T]
-  int64_t grad_total = 0;    // floats
+          dact = 0;               // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
+  int64_t attn_grad_scratch = 0;  // [threads, AttentionBackwardScratch(T)]
+  int64_t grad_total = 0;         // floats
 };
 
 ActivationLayout PlanActivations(const LlamaConfig& config, int64_t batch, int64_t seq_len,
