@@ -1,0 +1,324 @@
+// The pieces of distributed training, in one process: the rendezvous store (waits,
+// first abort wins, a launcher that disappears), the Gloo communicator over threads
+// (all-reduce, uneven reduce-scatter and all-gather against sums computed here),
+// tensor-parallel layouts (shards reassemble the whole tensor; initial weights are the
+// single-process ones), the vocabulary-parallel cross-entropy against the fused
+// single-shard kernel, and the per-rank memory plan against what is allocated.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engine/adamw.h"
+#include "engine/communicator.h"
+#include "engine/cpu_kernels.h"
+#include "engine/gloo_communicator.h"
+#include "engine/llama_model.h"
+#include "engine/memory_plan.h"
+#include "engine/param_layout.h"
+#include "engine/rendezvous_store.h"
+#include "engine/vocab_parallel.h"
+
+namespace lote::engine {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::unique_ptr<StoreServer> StartStore(int nodes = 2) {
+  StoreServer::Options o;
+  o.port = 0;
+  o.num_nodes = nodes;
+  o.job_id = "job-1";
+  auto s = StoreServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(*s);
+}
+
+std::unique_ptr<StoreClient> Connect(const StoreServer& s) {
+  auto c = StoreClient::Connect("127.0.0.1", s.port(), milliseconds(5000), nullptr);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(*c);
+}
+
+TEST(RendezvousStoreTest, GetWaitsForSetAndTimesOut) {
+  auto server = StartStore();
+  auto a = Connect(*server), b = Connect(*server);
+  std::thread setter([&] { ASSERT_TRUE(b->Set("k", "v1").ok()); });
+  auto v = a->Get("k", milliseconds(10000));  // returns as soon as the key is set
+  setter.join();
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "v1");
+  EXPECT_TRUE(a->Get("missing", milliseconds(50)).status().IsNotFound());
+  auto c = a->Check("missing");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->has_value());
+  EXPECT_EQ(*a->Add("n", 2), 2);
+  EXPECT_EQ(*b->Add("n", 3), 5);
+}
+
+TEST(RendezvousStoreTest, FirstAbortReasonWins) {
+  auto server = StartStore();
+  auto a = Connect(*server);
+  ASSERT_TRUE(a->Set(kAbortKey, "rank 2 died").ok());
+  ASSERT_TRUE(a->Set(kAbortKey, "rank 0 lost a peer").ok());
+  EXPECT_EQ(*a->Get(kAbortKey, milliseconds(10)), "rank 2 died");
+}
+
+TEST(RendezvousStoreTest, LauncherThatDisappearsAbortsTheJob) {
+  auto server = StartStore();
+  auto watcher = Connect(*server);
+  {
+    auto node1 = Connect(*server);
+    ASSERT_TRUE(node1->Hello(1, "job-1").ok());
+  }  // its connection closes without Done
+  auto reason = watcher->Get(kAbortKey, milliseconds(10000));
+  ASSERT_TRUE(reason.ok()) << reason.status().ToString();
+  EXPECT_NE(reason->find("node 1's launcher closed its connection"), std::string::npos) << *reason;
+
+  auto done = Connect(*server);
+  ASSERT_TRUE(done->Hello(0, "job-1").ok());
+  ASSERT_TRUE(done->Done().ok());
+  EXPECT_EQ(server->nodes_done(), 1);
+}
+
+TEST(RendezvousStoreTest, RefusesAnotherJobAndDuplicateNodes) {
+  auto server = StartStore();
+  auto a = Connect(*server), b = Connect(*server), c = Connect(*server);
+  Status other = a->Hello(0, "job-2");
+  EXPECT_NE(other.message().find("serves job job-1, not job-2"), std::string::npos) << other.ToString();
+  ASSERT_TRUE(b->Hello(0, "job-1").ok());
+  EXPECT_NE(c->Hello(0, "job-1").message().find("already registered"), std::string::npos);
+}
+
+TEST(RendezvousStoreTest, ConnectTimesOutNamingTheAddress) {
+  auto c = StoreClient::Connect("127.0.0.1", 1, milliseconds(300), nullptr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("127.0.0.1:1"), std::string::npos) << c.status().ToString();
+}
+
+// Runs fn(rank, comm) on `n` threads, each with its own Gloo group over one store.
+template <typename Fn>
+void OnGroup(int n, Fn fn) {
+  auto server = StartStore(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto client = Connect(*server);
+      GlooGroupOptions o;
+      o.prefix = "g";
+      o.rank = r;
+      o.size = n;
+      o.bind_address = "127.0.0.1";
+      o.rendezvous_timeout = std::chrono::seconds(30);
+      auto comm = MakeGlooCommunicator(client.get(), o);
+      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+      fn(r, comm->get());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(GlooCommunicatorTest, CollectivesMatchSumsComputedHere) {
+  const int n = 3;
+  const std::vector<int64_t> counts = {5, 0, 7};  // uneven, one empty chunk
+  const int64_t total = 12;
+  auto value = [](int rank, int64_t i) { return static_cast<float>(rank * 100 + i); };
+  OnGroup(n, [&](int r, Communicator* comm) {
+    EXPECT_EQ(comm->rank(), r);
+    EXPECT_EQ(comm->size(), n);
+    std::vector<float> x(total);
+    for (int64_t i = 0; i < total; ++i) x[i] = value(r, i);
+    ASSERT_TRUE(comm->AllReduce(x.data(), total, ReduceOp::kSum).ok());
+    for (int64_t i = 0; i < total; ++i) EXPECT_EQ(x[i], value(0, i) + value(1, i) + value(2, i));
+    float m[2] = {static_cast<float>(r), static_cast<float>(-r)};
+    ASSERT_TRUE(comm->AllReduce(m, 2, ReduceOp::kMax).ok());
+    EXPECT_EQ(m[0], 2.0f);
+    EXPECT_EQ(m[1], 0.0f);
+
+    for (int64_t i = 0; i < total; ++i) x[i] = value(r, i);
+    ASSERT_TRUE(comm->ReduceScatter(x.data(), counts).ok());
+    int64_t begin = 0;
+    for (int k = 0; k < r; ++k) begin += counts[k];
+    for (int64_t i = begin; i < begin + counts[r]; ++i) {
+      EXPECT_EQ(x[i], value(0, i) + value(1, i) + value(2, i)) << "rank " << r << " element " << i;
+    }
+    std::vector<float> g(total, -1.0f);
+    for (int64_t i = begin; i < begin + counts[r]; ++i) g[i] = value(r, i);
+    ASSERT_TRUE(comm->AllGather(g.data(), counts).ok());
+    int64_t at = 0;
+    for (int k = 0; k < n; ++k) {
+      for (int64_t i = at; i < at + counts[k]; ++i) EXPECT_EQ(g[i], value(k, i));
+      at += counts[k];
+    }
+    float b[3] = {0, 0, 0};
+    if (r == 1) b[0] = b[1] = b[2] = 7.0f;
+    ASSERT_TRUE(comm->Broadcast(b, 3, 1).ok());
+    EXPECT_EQ(b[2], 7.0f);
+    ASSERT_TRUE(comm->Barrier().ok());
+  });
+}
+
+TEST(TensorParallelLayoutTest, ShardsReassembleEveryTensor) {
+  LlamaConfig c;
+  c.hidden_size = 16;
+  c.intermediate_size = 23;  // uneven MLP split
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 37;  // uneven vocabulary split
+  c.max_position_embeddings = 16;
+  ASSERT_TRUE(c.Validate().ok());
+  const ParamLayout whole(c);
+  std::vector<float> full(static_cast<size_t>(whole.total()));
+  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);
+  for (int tp : {2}) {
+    std::vector<float> rebuilt(full.size(), -1.0f);
+    int64_t sharded = 0;
+    for (int r = 0; r < tp; ++r) {
+      const ParamLayout part(c, {r, tp});
+      for (const TensorSpec& t : part.tensors()) {
+        const TensorSpec* g = whole.Find(t.name);
+        ASSERT_NE(g, nullptr) << t.name;
+        EXPECT_EQ(t.global_shape, g->shape);
+        std::vector<float> shard(static_cast<size_t>(t.numel));
+        SliceShard(t, full.data() + g->offset, shard.data());
+        PlaceShard(t, shard.data(), rebuilt.data() + g->offset);
+        if (!t.replicated()) sharded += t.numel;
+      }
+    }
+    EXPECT_EQ(rebuilt, full);
+    EXPECT_GT(sharded, 0);
+  }
+  EXPECT_FALSE(ValidateTensorParallel(c, 3).ok());
+  EXPECT_NE(ValidateTensorParallel(c, 4).message().find("4 heads, 2 key/value heads"),
+            std::string::npos);
+}
+
+// A communicator that only knows its place (for allocation and initialisation tests).
+class PlaceOnly final : public Communicator {
+ public:
+  PlaceOnly(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status AllReduce(float*, int64_t, ReduceOp) override { return Status::Ok(); }
+  Status AllReduce(double*, int64_t, ReduceOp) override { return Status::Ok(); }
+  Status ReduceScatter(float*, const std::vector<int64_t>&) override { return Status::Ok(); }
+  Status AllGather(float*, const std::vector<int64_t>&) override { return Status::Ok(); }
+  Status Broadcast(float*, int64_t, int) override { return Status::Ok(); }
+  Status Barrier() override { return Status::Ok(); }
+  Status status() const override { return Status::Ok(); }
+
+ private:
+  int rank_, size_;
+};
+
+LlamaConfig Small() {
+  LlamaConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 69;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 101;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+TEST(TensorParallelModelTest, InitialWeightsAreSlicesOfTheSingleProcessOnes) {
+  InitCpuBackend(1);
+  const LlamaConfig c = Small();
+  auto single = LlamaModel::Create(c, 1, 8, false);
+  ASSERT_TRUE(single.ok());
+  (*single)->InitWeights(42);
+  for (int r = 0; r < 2; ++r) {
+    PlaceOnly comm(r, 2);
+    auto part = LlamaModel::Create(c, 1, 8, false, {r, 2}, &comm);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    (*part)->InitWeights(42);
+    for (const TensorSpec& t : (*part)->layout().tensors()) {
+      const TensorSpec* g = (*single)->layout().Find(t.name);
+      std::vector<float> want(static_cast<size_t>(t.numel));
+      SliceShard(t, (*single)->params() + g->offset, want.data());
+      EXPECT_EQ(std::vector<float>((*part)->params() + t.offset,
+                                   (*part)->params() + t.offset + t.numel),
+                want)
+          << t.name << " on rank " << r;
+    }
+  }
+}
+
+TEST(TensorParallelModelTest, RankPlanMatchesWhatIsAllocated) {
+  InitCpuBackend(1);
+  const LlamaConfig c = Small();
+  for (int tp : {1, 2}) {
+    for (int dp : {1, 3}) {
+      PlaceOnly comm(0, tp);
+      auto m = LlamaModel::Create(c, 2, 16, true, {0, tp}, tp > 1 ? &comm : nullptr);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      const MemoryPlan plan = PlanRankMemory(c, 2, 16, CpuThreads(), tp, dp);
+      const Range shard = EvenSplit((*m)->num_params(), dp, 0);
+      AdamW adamw((*m)->layout(), {}, shard.begin, shard.end);
+      const int64_t optimizer = 2 * shard.size() * 4 + (dp > 1 ? shard.size() * 4 : 0);
+      EXPECT_EQ(plan.optimizer_bytes, optimizer) << tp << "x" << dp;
+      EXPECT_EQ(plan.total_bytes() - plan.optimizer_bytes, (*m)->allocated_bytes())
+          << tp << "x" << dp;
+    }
+  }
+}
+
+TEST(VocabParallelTest, CrossEntropyOverShardsEqualsTheFusedKernel) {
+  const int64_t n = 5, V = 23;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(n * V);
+  for (float& x : logits) x = normal(rng);
+  const std::vector<int32_t> targets = {3, 22, -1, 11, 0};
+  const float scale = 0.25f;
+  std::vector<float> ref = logits, ref_lp(n);
+  const double ref_loss =
+      CrossEntropyForwardBackward(ref.data(), ref_lp.data(), targets.data(), n, V, scale);
+
+  const int parts = 3;
+  std::vector<std::vector<float>> shard(parts);
+  std::vector<std::vector<int32_t>> local(parts, std::vector<int32_t>(n));
+  std::vector<float> row_max(n, -INFINITY), sums(2 * n, 0.0f);
+  for (int p = 0; p < parts; ++p) {
+    const Range r = EvenSplit(V, parts, p);
+    for (int64_t i = 0; i < n; ++i) {
+      shard[p].insert(shard[p].end(), logits.begin() + i * V + r.begin,
+                      logits.begin() + i * V + r.end);
+    }
+    LocalTokens(local[p].data(), targets.data(), n, r.begin, r.size());
+    std::vector<float> m(n);
+    CrossEntropyRowMax(m.data(), shard[p].data(), n, r.size());
+    for (int64_t i = 0; i < n; ++i) row_max[i] = std::max(row_max[i], m[i]);  // all-reduce max
+  }
+  for (int p = 0; p < parts; ++p) {
+    const Range r = EvenSplit(V, parts, p);
+    std::vector<float> s(2 * n);
+    CrossEntropySums(s.data(), shard[p].data(), row_max.data(), local[p].data(), targets.data(), n,
+                     r.size(), true);
+    for (int64_t i = 0; i < 2 * n; ++i) sums[i] += s[i];  // all-reduce sum
+  }
+  double loss = 0;
+  std::vector<float> lp(n);
+  for (int p = 0; p < parts; ++p) {
+    const Range r = EvenSplit(V, parts, p);
+    loss = CrossEntropyFinish(shard[p].data(), lp.data(), sums.data(), local[p].data(),
+                              targets.data(), n, r.size(), scale);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < r.size(); ++j) {
+        EXPECT_NEAR(shard[p][i * r.size() + j], ref[i * V + r.begin + j], 1e-6)
+            << "row " << i << " column " << r.begin + j;
+      }
+    }
+  }
+  EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(lp[i], ref_lp[i], 1e-5) << i;
+}
+
+}  // namespace
+}  // namespace lote::engine
