@@ -94,3 +94,6 @@ for name, _, cpu in rows:
 for name, _, cpu in rows[1:]:
     print(f"  ratio lote/{name} (CPU time): {cpu / rows[0][2]:.2f}x")
 PY
+
+# The distributed benchmark (1, 2 and 4 ranks vs PyTorch DDP + ZeRO) runs after the step benchmark.
+if [[ "${BENCH_DIST:-1}" != 0 ]]; then bash "$HERE/dist.sh" "$BUILD"; fi
