@@ -112,8 +112,8 @@ step "3. tokenize SOTU with the Llama 2 tokenizer -> $TOKENIZED_DATASET_URI"
 
 # --- 4. train ----------------------------------------------------------------
 step "4. submit the 4-node training job (--node-overrides numNodes=4) and wait for it"
-echo "(each node trains its own replica of the tiny model for now: tensor parallel and"
-echo " ZeRO-1 across nodes come with the distributed engine)"
+echo "(the 4 nodes train one tiny Llama together: tensor parallel 2 x data parallel 2 with"
+echo " ZeRO-1; they meet through the AWS Batch variables, rank 0 on node 0 reports progress)"
 JOB_ID=$(aws batch submit-job --job-name llama2-demo --job-queue "$JQ_NAME" \
   --job-definition "$JD_NAME" --node-overrides numNodes=4 --query jobId --output text)
 echo "submitted job $JOB_ID; following node 0's log stream until the job ends"
@@ -129,7 +129,7 @@ aws logs get-log-events --log-group-name /aws/batch/job --log-stream-name "$STRE
   --no-start-from-head --limit 2 --query 'events[].message' --output text
 [ "$status" = SUCCEEDED ] || { echo "job $JOB_ID ended $status"; exit 1; }
 "$LOTE" model score --config "$EXAMPLE/tiny_config.json" \
-  --weights "$LOTE_DEMO_HOME/model/node-0/model.safetensors" \
+  --weights "$LOTE_DEMO_HOME/model/model.safetensors" \
   --tokens "1 15043 3186 29892 445 338 263 1243 29889" | tail -2
 
 # --- 5. cleanup --------------------------------------------------------------
