@@ -31,6 +31,10 @@ class AdamW {
   // full-layout buffers); increments the step count used for bias correction.
   void Step(float* params, const float* grads, float lr);
   int64_t steps() const { return t_; }
+  // Restores the bias-correction step count (resume from a checkpoint).
+  void set_steps(int64_t t) { t_ = t; }
+  int64_t shard_begin() const { return begin_; }
+  int64_t shard_end() const { return end_; }
   float* m() { return m_.data(); }
   float* v() { return v_.data(); }
 

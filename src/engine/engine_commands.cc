@@ -203,6 +203,18 @@ void RegisterTrain(CLI::App& app) {
                   "global / (micro batch x data parallel) (0 = micro batch x "
                   "--grad-accum-steps x data parallel)")
       ->capture_default_str();
+  sub->add_option("--checkpoint-uri", opts->checkpoint_uri,
+                  "write checkpoints to URI/<job id>/step_<N>/ (file:// or s3://)");
+  sub->add_option("--checkpoint-freq", opts->checkpoint_freq,
+                  "steps between checkpoints (0 = only at the end; always at the end)")
+      ->capture_default_str();
+  sub->add_option("--keep-checkpoints", opts->keep_checkpoints,
+                  "keep the newest K complete checkpoints (0 = all)")
+      ->capture_default_str();
+  sub->add_option("--resume", opts->resume,
+                  "latest | none | a step_<N> URI (default: latest when AWS_BATCH_JOB_ATTEMPT > 1)");
+  sub->add_option("--job-id", opts->job_id,
+                  "checkpoint folder name (default: AWS_BATCH_JOB_ID without #node, else local)");
   auto launch = std::make_shared<LaunchOptions>();
   sub->add_option("--nproc-per-node", launch->nproc_per_node,
                   "rank processes to start on this node (each with --threads threads)")

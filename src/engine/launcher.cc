@@ -160,6 +160,10 @@ int RunRank(TrainOptions train) {
   ctx.dp_comm = dp_comm->get();
   Status s = RunTraining(train, stdout, &ctx);
   if (!s.ok()) {
+    if (s.code() == StatusCode::kCancelled) {  // preempted, checkpoint written
+      fmt::print(stderr, "lote train: rank {}: {}\n", rank, s.message());
+      return kPreemptedExitCode;
+    }
     fail(who, s);
     return s.code() == StatusCode::kUnavailable ? kPeerLostExit : 1;
   }
@@ -324,8 +328,10 @@ Status Launcher::StartRanks() {
 }
 
 void Launcher::StopRanks() {
+  // SIGKILL: SIGTERM means "checkpoint and stop" to a rank, and a failed job has no
+  // consistent state to save.
   for (const Child& c : children_) {
-    if (c.running) ::kill(c.pid, SIGTERM);
+    if (c.running) ::kill(c.pid, SIGKILL);
   }
   const auto deadline = SteadyClock::now() + seconds(5);
   while (SteadyClock::now() < deadline) {
@@ -358,6 +364,7 @@ int Launcher::Monitor() {
   // looked for until `grace_end` before the consequence is reported.
   std::optional<std::string> consequence;
   SteadyClock::time_point grace_end{};
+  bool preempted = false;
   auto stop = [&](const std::string& reason, bool publish) {
     if (publish) (void)control_->Set(kAbortKey, reason);
     Say(fmt::format("node {}: stopping the job: {}", o_.node_rank, reason));
@@ -382,6 +389,10 @@ int Launcher::Monitor() {
       }
       c.running = false;
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == kPreemptedExitCode) {
+        preempted = true;
+        continue;
+      }
       const std::string reason =
           fmt::format("rank {} (node {}, local rank {}, pid {}) {}", c.rank, o_.node_rank,
                       c.local_rank, c.pid, DescribeExit(status));
@@ -401,7 +412,7 @@ int Launcher::Monitor() {
     if (running == 0) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
-  // Every rank of this node succeeded.
+  // Every rank of this node succeeded (or stopped at an agreed step, preempted).
   stop_heartbeat_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
   (void)control_->Done();
@@ -415,6 +426,11 @@ int Launcher::Monitor() {
       }
       std::this_thread::sleep_for(milliseconds(100));
     }
+  }
+  if (preempted) {
+    Say(fmt::format("node {}: preempted; the ranks saved a checkpoint (exit {})", o_.node_rank,
+                    kPreemptedExitCode));
+    return kPreemptedExitCode;
   }
   return 0;
 }
@@ -517,6 +533,10 @@ int RunTrainCommand(const TrainOptions& train, const LaunchOptions& launch,
       local.data_dir = *dir;
     }
     Status s = RunTraining(local, stdout, train.plan_only ? &plan : nullptr);
+    if (s.code() == StatusCode::kCancelled) {
+      fmt::print(stderr, "lote train: {}\n", s.message());
+      return kPreemptedExitCode;
+    }
     return s.ok() ? 0 : fail(s);
   }
   Launcher launcher(train, *lo, argv);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <chrono>
 #include <cmath>
@@ -12,6 +15,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "engine/adamw.h"
+#include "engine/checkpoint.h"
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
 #include "engine/indexed_dataset.h"
@@ -22,6 +26,21 @@
 
 namespace lote::engine {
 namespace {
+
+std::atomic<bool> g_preempt{false};
+void OnPreempt(int) { g_preempt = true; }
+
+std::string DefaultJobId() {
+  const char* v = std::getenv("AWS_BATCH_JOB_ID");
+  std::string id = v != nullptr ? v : "";
+  if (const size_t hash = id.find('#'); hash != std::string::npos) id.resize(hash);
+  return id.empty() ? "local" : id;
+}
+
+int64_t JobAttempt() {
+  const char* v = std::getenv("AWS_BATCH_JOB_ATTEMPT");
+  return v != nullptr ? std::atoll(v) : 1;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -214,6 +233,74 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
     if (b < e) norm_ranges.push_back({b, e});
   }
 
+  // Checkpoints and resume.
+  const RankPlace place{d.rank, d.world, tp_rank, tp, dp_rank, dp};
+  const std::string job_id = o.job_id.empty() ? DefaultJobId() : o.job_id;
+  std::unique_ptr<CheckpointWriter> writer;
+  int64_t first_step = 1;
+  if (!o.checkpoint_uri.empty()) {
+    CheckpointOptions co;
+    co.uri = o.checkpoint_uri;
+    co.job_id = job_id;
+    co.keep = o.keep_checkpoints;
+    ASSIGN_OR_RETURN(writer, CheckpointWriter::Create(co, config, place));
+    std::signal(SIGTERM, OnPreempt);  // cooperative preemption: checkpoint, then exit
+  }
+  std::string resume = o.resume;
+  const bool implicit = resume.empty();
+  if (implicit) resume = (JobAttempt() > 1 && !o.checkpoint_uri.empty()) ? "latest" : "none";
+  if (resume != "none") {
+    std::string step_uri = resume;
+    if (resume == "latest") {
+      if (o.checkpoint_uri.empty()) {
+        return Status::InvalidArgument("--resume latest needs --checkpoint-uri");
+      }
+      Result<std::string> latest = LatestCheckpoint(o.checkpoint_uri, job_id);
+      if (!latest.ok() && !latest.status().IsNotFound()) return latest.status();
+      step_uri = latest.ok() ? *latest : "";
+      if (step_uri.empty()) {
+        fmt::print(out, "no checkpoint under {}/{} yet: starting from step 1\n", o.checkpoint_uri,
+                   job_id);
+      }
+    }
+    if (!step_uri.empty()) {
+      ASSIGN_OR_RETURN(TrainState st,
+                       LoadCheckpoint(step_uri, config, place, shard.begin, shard.end));
+      std::copy(st.params.begin(), st.params.end(), model->params());
+      std::copy(st.exp_avg.begin(), st.exp_avg.end(), adamw.m());
+      std::copy(st.exp_avg_sq.begin(), st.exp_avg_sq.end(), adamw.v());
+      adamw.set_steps(st.adam_step);
+      SamplerState restored;
+      restored.epoch = static_cast<uint64_t>(st.sampler_epoch);
+      restored.position = st.sampler_position;
+      RETURN_IF_ERROR(sampler->Restore(restored));
+      first_step = st.step + 1;
+      fmt::print(out, "resumed from {} (step {}, made with tensor parallel {} x data parallel {})\n",
+                 step_uri, st.step, st.train.value("tensor_parallel", 0),
+                 st.train.value("data_parallel", 0));
+    }
+  }
+  auto snapshot = [&](int64_t step) {
+    TrainState st;
+    st.step = step;
+    st.adam_step = adamw.steps();
+    st.sampler_epoch = sampler->state().epoch;
+    st.sampler_position = sampler->state().position;
+    st.params.assign(model->params(), model->params() + model->num_params());
+    st.exp_avg.assign(adamw.m(), adamw.m() + shard.size());
+    st.exp_avg_sq.assign(adamw.v(), adamw.v() + shard.size());
+    st.shard_begin = shard.begin;
+    st.shard_end = shard.end;
+    st.train = Json{{"seed", o.seed}, {"lr", o.lr}, {"warmup_steps", o.warmup_steps},
+                    {"max_steps", o.max_steps}, {"global_batch_size", B * accum * dp},
+                    {"micro_batch_size", B}, {"seq_len", T}, {"grad_clip", o.grad_clip},
+                    {"weight_decay", o.weight_decay}, {"tensor_parallel", tp},
+                    {"data_parallel", dp}};
+    return st;
+  };
+  double checkpoint_block_s = 0.0;  // training time spent taking snapshots
+  int64_t checkpoints = 0;
+
   double peak = o.peak_gflops > 0 ? o.peak_gflops : MeasureGemmPeakGflops();
   {
     double p = peak;  // every rank uses rank 0's measurement
@@ -259,7 +346,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   float* params = model->params();
   float* grads = model->grads();
   const float micro_scale = 1.0f / static_cast<float>(accum * dp);
-  for (int64_t step = 1; step <= o.max_steps; ++step) {
+  bool preempted = false;
+  for (int64_t step = first_step; step <= o.max_steps; ++step) {
     const auto step_start = Clock::now();
     const double cpu_start = ProcessCpuSeconds();
     model->ZeroGrad();
@@ -284,8 +372,12 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
 #pragma omp parallel for schedule(static) reduction(+ : ss)
       for (int64_t i = r.begin; i < r.end; ++i) ss += static_cast<double>(grads[i]) * grads[i];
     }
-    RETURN_IF_ERROR(world_comm->AllReduce(&ss, 1, ReduceOp::kSum));
-    const double norm = std::sqrt(ss);
+    // The norm's all-reduce also carries "a rank was asked to stop" (SIGTERM), so
+    // every rank agrees to stop after this step.
+    double reduce[2] = {ss, g_preempt.load() ? 1.0 : 0.0};
+    RETURN_IF_ERROR(world_comm->AllReduce(reduce, 2, ReduceOp::kSum));
+    const double norm = std::sqrt(reduce[0]);
+    preempted = writer != nullptr && reduce[1] > 0;
     if (!std::isfinite(norm)) {
       return NonFiniteError(step, "the gradient norm", norm, *model, grads);
     }
@@ -298,6 +390,24 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
     const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
     adamw.Step(params, grads, static_cast<float>(lr));
     RETURN_IF_ERROR(dp_comm->AllGather(params, dp_counts));
+    if (writer != nullptr &&
+        (preempted || step == o.max_steps ||
+         (o.checkpoint_freq > 0 && step % o.checkpoint_freq == 0))) {
+      const auto t0 = Clock::now();
+      TrainState st = snapshot(step);
+      checkpoint_block_s += Seconds(t0, Clock::now());
+      RETURN_IF_ERROR(writer->Save(std::move(st)));
+      ++checkpoints;
+    }
+    if (preempted) {
+      RETURN_IF_ERROR(writer->Wait());
+      fmt::print(out, "preempted: stopped after step {}; checkpoint {} is complete\n", step,
+                 writer->StepUri(step));
+      std::fflush(out);
+      RETURN_IF_ERROR(world_comm->Barrier());
+      return Status::Cancelled(fmt::format("preempted after step {} (checkpoint {})", step,
+                                           writer->StepUri(step)));
+    }
     losses.push_back(loss);
     step_times.push_back(Seconds(step_start, Clock::now()));
     step_cpu.push_back(ProcessCpuSeconds() - cpu_start);
@@ -341,14 +451,25 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
       interval_start += Clock::now() - t0;  // evaluation time is not training throughput
     }
   }
+  if (writer != nullptr) {
+    const auto t0 = Clock::now();
+    RETURN_IF_ERROR(writer->Wait());
+    fmt::print(out, "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
+               "snapshots, {:.1f} s waiting for the last upload)\n",
+               writer->StepUri(o.max_steps), checkpoints, checkpoint_block_s,
+               Seconds(t0, Clock::now()));
+  }
   const double total_s = Seconds(start, Clock::now());
-  const double avg_tps = static_cast<double>(tokens_per_step * o.max_steps) / total_s;
+  const int64_t steps_run = o.max_steps - first_step + 1;
+  const double avg_tps = static_cast<double>(tokens_per_step * steps_run) / total_s;
   const double comm_s = tp_comm->seconds_in_collectives() + dp_comm->seconds_in_collectives() +
                         world_comm->seconds_in_collectives();
 
   Json metrics{{"final_loss", last_loss},
                {"final_val_loss", std::isfinite(last_val) ? Json(last_val) : Json(nullptr)},
                {"steps", o.max_steps},
+               {"first_step", first_step},
+               {"checkpoint_block_s", checkpoint_block_s},
                {"time_s", total_s},
                {"avg_tokens_per_s", avg_tps},
                {"peak_tokens_per_s", peak_tps},
@@ -373,7 +494,7 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   fmt::print(out,
              "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
              "{:.0f} tokens/s average, {:.1f}% of the time in collectives (rank 0)\n",
-             o.max_steps, total_s, last_loss, last_val, avg_tps,
+             steps_run, total_s, last_loss, last_val, avg_tps,
              total_s > 0 ? 100.0 * comm_s / total_s : 0.0);
   if (!o.output_dir.empty()) {
     // Assemble whole tensors from the tensor-parallel shards (every TP group does the

@@ -37,6 +37,11 @@ struct TrainOptions {
   int64_t eval_batches = 4;   // micro batches of validation per evaluation
   int64_t tensor_parallel_size = 1;
   int64_t global_batch_size = 0;  // sequences per step; 0 = batch_size * grad_accum * DP
+  std::string checkpoint_uri;     // "" = no checkpoints
+  int64_t checkpoint_freq = 0;    // steps between checkpoints (0 = only at the end)
+  int keep_checkpoints = 0;       // 0 = keep all
+  std::string resume;             // "" = latest when AWS_BATCH_JOB_ATTEMPT > 1; "latest", "none", URI
+  std::string job_id;             // "" = AWS_BATCH_JOB_ID without "#node", else "local"
   double lr = 3e-4;
   double weight_decay = 0.01;
   double grad_clip = 1.0;
@@ -48,6 +53,10 @@ struct TrainOptions {
 };
 
 class Communicator;
+
+// Exit code of a run stopped by SIGTERM after it saved a checkpoint (EX_TEMPFAIL):
+// the jobs layer reads it as a preemption.
+inline constexpr int kPreemptedExitCode = 75;
 
 // The process's place in a distributed run and its three groups (null for one process).
 struct DistContext {

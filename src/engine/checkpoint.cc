@@ -1,0 +1,359 @@
+#include "engine/checkpoint.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <map>
+
+#include "common/files.h"
+#include "data/prepare.h"
+#include "engine/communicator.h"
+#include "engine/safetensors.h"
+#include "objstore/objstore.h"
+
+namespace lote::engine {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string ModelFile(int tp_rank) { return fmt::format("model-tp{}.safetensors", tp_rank); }
+std::string OptimFile(int tp_rank, int dp_rank) {
+  return fmt::format("optim-tp{}-dp{}.safetensors", tp_rank, dp_rank);
+}
+std::string DoneMarker(int rank) { return fmt::format("rank-{}.done", rank); }
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// "step_12/..." -> 12; -1 when the key is not in a step folder.
+int64_t StepOfKey(const std::string& key) {
+  if (key.rfind("step_", 0) != 0) return -1;
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return -1;
+  const std::string n = key.substr(5, slash - 5);
+  if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(n);
+}
+
+Status WithRetries(const std::string& what, const std::function<Status()>& fn) {
+  Status s;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    s = fn();
+    if (s.ok()) return s;
+    if (attempt < 3) std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
+  }
+  return Status(s.code(), fmt::format("{} failed after 3 attempts: {}", what, s.message()));
+}
+
+Json ShardMetadata(const ParamLayout& layout) {
+  Json j = Json::object();
+  for (const TensorSpec& t : layout.tensors()) {
+    j[t.name] = {{"global_shape", t.global_shape}, {"split_dim", t.split_dim},
+                 {"split_begin", t.split_begin}};
+  }
+  return j;
+}
+
+std::string SpoolDir(const std::string& tag) {
+  std::error_code ec;
+  std::string base = std::filesystem::temp_directory_path(ec).string();
+  if (base.empty()) base = "/tmp";
+  return fmt::format("{}/lote-ckpt-{}-{}", base, ::getpid(), tag);
+}
+
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(CheckpointOptions options, const LlamaConfig& config,
+                                   RankPlace place)
+    : opt_(std::move(options)), config_(config), place_(place) {}
+
+Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(CheckpointOptions options,
+                                                                   const LlamaConfig& config,
+                                                                   RankPlace place) {
+  if (options.uri.empty()) return Status::InvalidArgument("--checkpoint-uri is empty");
+  std::unique_ptr<CheckpointWriter> w(new CheckpointWriter(std::move(options), config, place));
+  w->job_root_ = objstore::JoinKey(w->opt_.uri, w->opt_.job_id);
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(w->job_root_));  // checks the URI early
+  (void)store;
+  w->spool_ = SpoolDir(fmt::format("rank{}", place.rank));
+  RETURN_IF_ERROR(MakeDirs(w->spool_, 0700));
+  return w;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (worker_.joinable()) worker_.join();
+  std::error_code ec;
+  std::filesystem::remove_all(spool_, ec);
+}
+
+std::string CheckpointWriter::StepUri(int64_t step) const {
+  return objstore::JoinKey(job_root_, fmt::format("step_{}", step));
+}
+
+Status CheckpointWriter::Wait() {
+  if (worker_.joinable()) worker_.join();
+  Status s = result_;
+  result_ = Status::Ok();
+  return s;
+}
+
+Status CheckpointWriter::Save(TrainState state) {
+  RETURN_IF_ERROR(Wait());  // at most one checkpoint in flight
+  auto snapshot = std::make_shared<TrainState>(std::move(state));
+  worker_ = std::thread([this, snapshot] { result_ = Upload(*snapshot); });
+  return Status::Ok();
+}
+
+Status CheckpointWriter::Upload(const TrainState& s) {
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(job_root_));
+  const std::string step_dir = fmt::format("step_{}", s.step);
+  const ParamLayout layout(config_, {place_.tp_rank, place_.tp});
+  Json mine = Json::object();
+  auto put = [&](const std::string& name, const std::vector<TensorToWrite>& tensors,
+                 std::map<std::string, std::string> meta) -> Status {
+    meta["format"] = "pt";
+    meta["producer"] = "lote";
+    meta["tp_rank"] = std::to_string(place_.tp_rank);
+    meta["tp_size"] = std::to_string(place_.tp);
+    const std::string local = spool_ + "/" + name;
+    RETURN_IF_ERROR(WriteSafetensors(local, tensors, meta));
+    ASSIGN_OR_RETURN(auto hash, data::HashFile(local));
+    RETURN_IF_ERROR(WithRetries(fmt::format("uploading {}/{}", StepUri(s.step), name),
+                                [&] { return store->PutFile(step_dir + "/" + name, local); }));
+    std::error_code ec;
+    std::filesystem::remove(local, ec);
+    mine[name] = {{"bytes", hash.second}, {"sha256", hash.first}};
+    return Status::Ok();
+  };
+  if (place_.dp_rank == 0) {
+    std::vector<TensorToWrite> tensors;
+    for (const TensorSpec& t : layout.tensors()) {
+      tensors.push_back({t.name, t.shape, s.params.data() + t.offset});
+    }
+    RETURN_IF_ERROR(put(ModelFile(place_.tp_rank), tensors,
+                        {{"lote_shards", ShardMetadata(layout).dump()}}));
+  }
+  const int64_t n = s.shard_end - s.shard_begin;
+  RETURN_IF_ERROR(put(OptimFile(place_.tp_rank, place_.dp_rank),
+                      {{"exp_avg", {n}, s.exp_avg.data()}, {"exp_avg_sq", {n}, s.exp_avg_sq.data()}},
+                      {{"dp_rank", std::to_string(place_.dp_rank)},
+                       {"dp_size", std::to_string(place_.dp)},
+                       {"begin", std::to_string(s.shard_begin)},
+                       {"end", std::to_string(s.shard_end)}}));
+  RETURN_IF_ERROR(WithRetries("writing the completion marker", [&] {
+    return store->PutBytes(step_dir + "/" + DoneMarker(place_.rank), mine.dump());
+  }));
+  if (place_.rank != 0) return Status::Ok();
+
+  // Rank 0: every rank's marker, then the manifest (last), then pruning.
+  Json files = Json::object();
+  const auto deadline = SteadyClock::now() + opt_.wait_for_ranks;
+  for (int r = 0; r < place_.world; ++r) {
+    while (true) {
+      Result<std::string> marker = store->GetBytes(step_dir + "/" + DoneMarker(r));
+      if (marker.ok()) {
+        Json j = Json::parse(*marker, nullptr, false);
+        if (j.is_object()) {
+          for (auto& [k, v] : j.items()) files[k] = v;
+          break;
+        }
+      } else if (!marker.status().IsNotFound()) {
+        return marker.status();
+      }
+      if (SteadyClock::now() > deadline) {
+        return Status::DeadlineExceeded(fmt::format(
+            "checkpoint {}: rank {} never finished its upload", StepUri(s.step), r));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  Json manifest{
+      {"format", "lote-checkpoint-1"},
+      {"step", s.step},
+      {"job_id", opt_.job_id},
+      {"created_at", UtcNow()},
+      {"config", config_.ToJson()},
+      {"layout", {{"world", place_.world}, {"tensor_parallel", place_.tp},
+                  {"data_parallel", place_.dp}}},
+      {"optimizer", {{"name", "adamw"}, {"step", s.adam_step}}},
+      {"sampler", {{"epoch", s.sampler_epoch}, {"position", s.sampler_position}}},
+      {"train", s.train},
+      {"files", files}};
+  RETURN_IF_ERROR(WithRetries("writing manifest.json", [&] {
+    return store->PutBytes(step_dir + "/manifest.json", manifest.dump(2) + "\n");
+  }));
+  for (int r = 0; r < place_.world; ++r) (void)store->Delete(step_dir + "/" + DoneMarker(r));
+  return Prune(s.step);
+}
+
+Status CheckpointWriter::Prune(int64_t newest) {
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(job_root_));
+  ASSIGN_OR_RETURN(auto objects, store->List(""));
+  std::map<int64_t, std::vector<std::string>> keys;  // step -> keys
+  std::map<int64_t, bool> complete;
+  for (const auto& o : objects) {
+    const int64_t step = StepOfKey(o.key);
+    if (step < 0) continue;
+    keys[step].push_back(o.key);
+    if (o.key == fmt::format("step_{}/manifest.json", step)) complete[step] = true;
+  }
+  std::vector<int64_t> complete_steps;
+  for (const auto& [step, _] : complete) complete_steps.push_back(step);
+  std::sort(complete_steps.rbegin(), complete_steps.rend());
+  for (const auto& [step, list] : keys) {
+    if (step >= newest) continue;
+    const bool done = complete.count(step) > 0;
+    bool drop = !done;  // a write that never completed, older than a complete one
+    if (done && opt_.keep > 0) {
+      const auto rank = std::find(complete_steps.begin(), complete_steps.end(), step) -
+                        complete_steps.begin();
+      drop = rank >= opt_.keep;
+    }
+    if (!drop) continue;
+    // The manifest goes first, so a half-deleted checkpoint is never "complete".
+    RETURN_IF_ERROR(store->Delete(fmt::format("step_{}/manifest.json", step)));
+    for (const auto& k : list) RETURN_IF_ERROR(store->Delete(k));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> LatestCheckpoint(const std::string& uri, const std::string& job_id) {
+  const std::string root = objstore::JoinKey(uri, job_id);
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(root));
+  ASSIGN_OR_RETURN(auto objects, store->List(""));
+  int64_t best = -1;
+  for (const auto& o : objects) {
+    const int64_t step = StepOfKey(o.key);
+    if (step > best && o.key == fmt::format("step_{}/manifest.json", step)) best = step;
+  }
+  if (best < 0) {
+    return Status::NotFound(fmt::format("no complete checkpoint under {}", root));
+  }
+  return objstore::JoinKey(root, fmt::format("step_{}", best));
+}
+
+namespace {
+
+// Downloads `name` of the checkpoint into `dir` and checks it against the manifest.
+Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* store,
+                                                      const Json& manifest,
+                                                      const std::string& name,
+                                                      const std::string& dir) {
+  if (!manifest["files"].contains(name)) {
+    return Status::DataLoss(fmt::format("{}: manifest.json does not list {}", store->RootUri(), name));
+  }
+  const std::string local = dir + "/" + name;
+  RETURN_IF_ERROR(store->GetFile(name, local));
+  ASSIGN_OR_RETURN(auto hash, data::HashFile(local));
+  const Json& want = manifest["files"][name];
+  if (hash.first != want.value("sha256", "") || hash.second != want.value("bytes", uint64_t{0})) {
+    return Status::DataLoss(fmt::format(
+        "{}/{}: {} bytes with sha256 {}, but manifest.json says {} bytes with sha256 {}",
+        store->RootUri(), name, hash.second, hash.first, want.value("bytes", uint64_t{0}),
+        want.value("sha256", "")));
+  }
+  return SafetensorsReader::Open(local);
+}
+
+}  // namespace
+
+Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
+                                  RankPlace place, int64_t shard_begin, int64_t shard_end) {
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(step_uri));
+  ASSIGN_OR_RETURN(std::string raw, store->GetBytes("manifest.json"));
+  Json m = Json::parse(raw, nullptr, false);
+  if (!m.is_object() || m.value("format", "") != "lote-checkpoint-1") {
+    return Status::DataLoss(fmt::format("{}/manifest.json is not a lote checkpoint manifest", step_uri));
+  }
+  ASSIGN_OR_RETURN(LlamaConfig saved, LlamaConfig::FromJson(m["config"]));
+  if (saved.ToJson() != config.ToJson()) {
+    return Status::InvalidArgument(fmt::format(
+        "checkpoint {} was made with another model config ({}); resume with the same --config",
+        step_uri, m["config"].dump()));
+  }
+  const int old_tp = m["layout"].value("tensor_parallel", 1);
+  const int old_dp = m["layout"].value("data_parallel", 1);
+  TrainState st;
+  st.step = m.value("step", int64_t{0});
+  st.adam_step = m["optimizer"].value("step", int64_t{0});
+  st.sampler_epoch = m["sampler"].value("epoch", int64_t{0});
+  st.sampler_position = m["sampler"].value("position", int64_t{0});
+  st.train = m.value("train", Json::object());
+  st.shard_begin = shard_begin;
+  st.shard_end = shard_end;
+  const ParamLayout local(config, {place.tp_rank, place.tp});
+  st.params.assign(static_cast<size_t>(local.total()), 0.0f);
+  st.exp_avg.assign(static_cast<size_t>(shard_end - shard_begin), 0.0f);
+  st.exp_avg_sq.assign(st.exp_avg.size(), 0.0f);
+
+  const std::string dir = SpoolDir(fmt::format("load{}", place.rank));
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
+
+  if (old_tp == place.tp && old_dp == place.dp) {
+    // Same layout: this rank's own shards only.
+    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(place.tp_rank), dir));
+    for (const TensorSpec& t : local.tensors()) {
+      RETURN_IF_ERROR(model->ReadFloat(t.name, st.params.data() + t.offset, t.numel));
+    }
+    ASSIGN_OR_RETURN(auto optim,
+                     FetchShard(store.get(), m, OptimFile(place.tp_rank, place.dp_rank), dir));
+    const int64_t n = shard_end - shard_begin;
+    RETURN_IF_ERROR(optim->ReadFloat("exp_avg", st.exp_avg.data(), n));
+    RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", st.exp_avg_sq.data(), n));
+    return st;
+  }
+
+  // Another layout: whole tensors (parameters and both moments) from every shard,
+  // then this rank's pieces.
+  const ParamLayout whole(config);
+  std::vector<float> full(static_cast<size_t>(whole.total())), full_m(full.size()),
+      full_v(full.size());
+  for (int r = 0; r < old_tp; ++r) {
+    const ParamLayout old(config, {r, old_tp});
+    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(r), dir));
+    std::vector<float> flat(static_cast<size_t>(old.total())), fm(flat.size()), fv(flat.size());
+    for (const TensorSpec& t : old.tensors()) {
+      RETURN_IF_ERROR(model->ReadFloat(t.name, flat.data() + t.offset, t.numel));
+    }
+    for (int d = 0; d < old_dp; ++d) {
+      ASSIGN_OR_RETURN(auto optim, FetchShard(store.get(), m, OptimFile(r, d), dir));
+      const Range shard = EvenSplit(old.total(), old_dp, d);
+      RETURN_IF_ERROR(optim->ReadFloat("exp_avg", fm.data() + shard.begin, shard.size()));
+      RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", fv.data() + shard.begin, shard.size()));
+    }
+    for (const TensorSpec& t : old.tensors()) {
+      const int64_t at = whole.Find(t.name)->offset;
+      PlaceShard(t, flat.data() + t.offset, full.data() + at);
+      PlaceShard(t, fm.data() + t.offset, full_m.data() + at);
+      PlaceShard(t, fv.data() + t.offset, full_v.data() + at);
+    }
+  }
+  std::vector<float> lm(static_cast<size_t>(local.total())), lv(lm.size());
+  for (const TensorSpec& t : local.tensors()) {
+    const int64_t at = whole.Find(t.name)->offset;
+    SliceShard(t, full.data() + at, st.params.data() + t.offset);
+    SliceShard(t, full_m.data() + at, lm.data() + t.offset);
+    SliceShard(t, full_v.data() + at, lv.data() + t.offset);
+  }
+  std::copy(lm.begin() + shard_begin, lm.begin() + shard_end, st.exp_avg.begin());
+  std::copy(lv.begin() + shard_begin, lv.begin() + shard_end, st.exp_avg_sq.begin());
+  return st;
+}
+
+}  // namespace lote::engine

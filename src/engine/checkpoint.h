@@ -1,0 +1,101 @@
+// Sharded, asynchronous checkpoints of a (distributed) training run, in the format
+// of docs/checkpoints.md: per TP rank a model shard, per rank an optimizer shard,
+// and manifest.json written last by rank 0 once every shard is complete (a
+// checkpoint without its manifest does not exist).
+//
+// CheckpointWriter::Save copies this rank's state to host memory (the only time
+// training is blocked) and uploads it on a background thread; at most one
+// checkpoint is in flight (a second Save first waits for the first). Every rank runs
+// its own writer with the same calls; the ranks never talk to each other for it:
+// each writes a `<file>.done` marker with its files' sizes and checksums, and rank
+// 0's writer waits for all markers before it writes the manifest, deletes the
+// markers and prunes older checkpoints beyond --keep-checkpoints. Uploads are
+// retried; a failure is reported by the next Save or Wait, never ignored.
+//
+// LoadCheckpoint reads the state for this rank's place in any layout: with the
+// layout it was written with it reads only its own shards; otherwise it assembles
+// whole tensors (and whole AdamW moments) from every shard and cuts this rank's
+// pieces (re-sharding). Not thread-safe (one writer per rank, used by one thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "engine/llama_config.h"
+#include "engine/param_layout.h"
+
+namespace lote::engine {
+
+struct RankPlace {
+  int rank = 0, world = 1;
+  int tp_rank = 0, tp = 1;
+  int dp_rank = 0, dp = 1;
+};
+
+// Everything a resume needs, for one rank.
+struct TrainState {
+  int64_t step = 0;        // optimizer steps done
+  int64_t adam_step = 0;   // AdamW's bias-correction step count
+  int64_t sampler_epoch = 0, sampler_position = 0;
+  std::vector<float> params;     // this TP rank's whole flat buffer
+  std::vector<float> exp_avg;    // AdamW m over [shard_begin, shard_end)
+  std::vector<float> exp_avg_sq; // AdamW v
+  int64_t shard_begin = 0, shard_end = 0;
+  Json train;  // the run's options (informational; the manifest's "train")
+};
+
+struct CheckpointOptions {
+  std::string uri;      // base: checkpoints go to <uri>/<job id>/step_<N>/
+  std::string job_id;
+  int keep = 0;         // 0 = keep every checkpoint
+  std::chrono::milliseconds wait_for_ranks = std::chrono::minutes(30);
+};
+
+class CheckpointWriter {
+ public:
+  static Result<std::unique_ptr<CheckpointWriter>> Create(CheckpointOptions options,
+                                                          const LlamaConfig& config,
+                                                          RankPlace place);
+  ~CheckpointWriter();  // waits for the upload in flight
+
+  // Takes the snapshot `state` (the caller's copy of host memory) and starts
+  // uploading step_<state.step>/.
+  Status Save(TrainState state);
+  // Waits for the upload in flight; returns its result.
+  Status Wait();
+  // The checkpoint folder of a step (for messages).
+  std::string StepUri(int64_t step) const;
+
+ private:
+  CheckpointWriter(CheckpointOptions options, const LlamaConfig& config, RankPlace place);
+  Status Upload(const TrainState& state);
+  Status WriteManifest(const TrainState& state, const std::vector<std::string>& files);
+  Status Prune(int64_t newest);
+
+  CheckpointOptions opt_;
+  LlamaConfig config_;
+  RankPlace place_;
+  std::string job_root_;  // <uri>/<job id>
+  std::string spool_;     // local folder for files before upload
+  std::thread worker_;
+  Status result_;  // of the last finished upload (read after joining worker_)
+};
+
+// The newest complete checkpoint (manifest present) under <uri>/<job id>/, as its
+// step folder URI; NotFound when there is none.
+Result<std::string> LatestCheckpoint(const std::string& uri, const std::string& job_id);
+
+// Reads the checkpoint at `step_uri` for `place` (any layout; see above). `layout`
+// is this rank's ParamLayout; the AdamW shard is [shard_begin, shard_end) of it.
+Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
+                                  RankPlace place, int64_t shard_begin, int64_t shard_end);
+
+}  // namespace lote::engine
