@@ -238,13 +238,42 @@ Status Launcher::Rendezvous() {
     so.port = o_.master_port;
     so.job_id = o_.job_id;
     so.num_nodes = o_.nnodes;
-    ASSIGN_OR_RETURN(server_, StoreServer::Start(so));
+    // A previous attempt's main node may still hold the port for a moment.
+    const auto bind_deadline = SteadyClock::now() + seconds(30);
+    while (true) {
+      Result<std::unique_ptr<StoreServer>> started = StoreServer::Start(so);
+      if (started.ok()) {
+        server_ = std::move(*started);
+        break;
+      }
+      if (started.status().message().find("Address already in use") == std::string::npos ||
+          SteadyClock::now() > bind_deadline) {
+        return started.status();
+      }
+      Say(fmt::format("node {}: {}; retrying", o_.node_rank, started.status().message()));
+      std::this_thread::sleep_for(seconds(1));
+    }
     Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
                     where));
   }
   auto waiting = [&](const std::string& line) { Say(fmt::format("node {}: {}", o_.node_rank, line)); };
-  ASSIGN_OR_RETURN(control_, StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
-  RETURN_IF_ERROR(control_->Hello(o_.node_rank, o_.job_id));
+  // The store of a previous attempt of the same job may linger for a moment (its
+  // nodes are being stopped while the retry starts): it refuses this attempt, and
+  // this launcher tries again until the right store answers.
+  while (true) {
+    ASSIGN_OR_RETURN(control_,
+                     StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
+    Status hello = control_->Hello(o_.node_rank, o_.job_id);
+    if (hello.ok()) break;
+    if (hello.message().find("serves job") == std::string::npos ||
+        SteadyClock::now() > deadline) {
+      return hello;
+    }
+    Say(fmt::format("node {}: {}; waiting for this attempt's store", o_.node_rank,
+                    hello.message()));
+    control_.reset();
+    std::this_thread::sleep_for(seconds(1));
+  }
   heartbeat_ = std::thread([this] { Heartbeat(); });
   ASSIGN_OR_RETURN(work_, StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
   RETURN_IF_ERROR(work_->Set(fmt::format("node/{}", o_.node_rank),
@@ -498,6 +527,10 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
   if (o.job_id.empty()) {
     o.job_id = Env("AWS_BATCH_JOB_ID");
     if (const size_t hash = o.job_id.find('#'); hash != std::string::npos) o.job_id.resize(hash);
+    // Each attempt of a job meets at its own store.
+    if (!o.job_id.empty() && !Env("AWS_BATCH_JOB_ATTEMPT").empty()) {
+      o.job_id += " attempt " + Env("AWS_BATCH_JOB_ATTEMPT");
+    }
   }
   if (o.master_port <= 0 || o.master_port > 65535) {
     return Status::InvalidArgument(fmt::format("--master-port {} is not a port", o.master_port));

@@ -26,7 +26,7 @@ struct LaunchOptions {
   int master_port = 29500;
   std::string node_addr;          // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
   int rdzv_timeout_s = 900;
-  std::string job_id;             // "": AWS_BATCH_JOB_ID without its "#node" suffix
+  std::string job_id;             // rendezvous identity; "": AWS_BATCH_JOB_ID without "#node", plus the attempt
 };
 
 // Fills the blanks of `o` from the environment (see the fields). The main node's

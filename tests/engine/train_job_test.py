@@ -11,6 +11,7 @@ usage: train_job_test.py LOTE_BINARY TEST_DATA_DIR
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,15 +55,7 @@ class TrainJobTest(unittest.TestCase):
 
     def test_four_node_tensor_and_data_parallel_job(self):
         b = self.batch
-        b.create_compute_environment(
-            computeEnvironmentName="train-ce", type="MANAGED",
-            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
-                              "instanceTypes": ["c5.large"], "subnets": ["s"]},
-            tags={"lote:emulation": "true"})
-        self.wait(lambda: b.describe_compute_environments(computeEnvironments=["train-ce"])[
-            "computeEnvironments"][0]["status"] == "VALID", 30, "the compute environment")
-        b.create_job_queue(jobQueueName="train-q", priority=1,
-                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "train-ce"}])
+        self.ensure_queue()
         out = os.path.join(self.dir, "out")
         config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                               "examples", "llama2", "tiny_config.json")
@@ -110,6 +103,95 @@ class TrainJobTest(unittest.TestCase):
                                 self.server.endpoint], capture_output=True, text=True,
                                env=self.server.env()).stdout
         self.assertNotIn("LOTE_PROGRESS", child)
+
+    def test_killed_node_retry_resumes_from_the_checkpoint(self):
+        """One node's rank is SIGKILLed after a checkpoint completed: the attempt is torn
+        down, the retry (AWS_BATCH_JOB_ATTEMPT=2) resumes from the newest complete
+        checkpoint, and the final loss equals an uninterrupted run's exactly."""
+        b = self.batch
+        self.ensure_queue()
+        ckpt = os.path.join(self.dir, "ckpt")
+        out = os.path.join(self.dir, "resumed_out")
+        steps = 40
+        common = ["--config", self.tiny_config(), "--data", self.data, "--tensor-parallel-size",
+                  "2", "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                  "--max-steps", str(steps), "--logging-interval", "4", "--threads", "1",
+                  "--peak-gflops", "10"]
+        command = [LOTE, "train", *common, "--nproc-per-node", "1", "--checkpoint-uri",
+                   "file://" + ckpt, "--checkpoint-freq", "4", "--output", out]
+        b.register_job_definition(
+            jobDefinitionName="llama-ckpt", type="multinode",
+            retryStrategy={"attempts": 2},
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host", "command": command,
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "512"}]}}]})
+        job_id = b.submit_job(jobName="ckpt", jobQueue="train-q",
+                              jobDefinition="llama-ckpt")["jobId"]
+        first = os.path.join(ckpt, job_id, "step_8", "manifest.json")
+        self.wait(lambda: os.path.exists(first), 300, "the checkpoint of step 8")
+        victim = self.wait(lambda: self.find_rank(job_id, node=2), 30, "node 2's rank")
+        os.kill(victim, signal.SIGKILL)
+
+        def ended():
+            j = b.describe_jobs(jobs=[job_id])["jobs"][0]
+            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
+        job = self.wait(ended, 600, "the retried job")
+        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
+                              capture_output=True, text=True, env=self.server.env()).stdout
+        self.assertEqual(job["status"], "SUCCEEDED", (job.get("statusReason"), logs[-4000:]))
+        self.assertEqual(len(job["attempts"]), 2, job["attempts"])
+        self.assertIn("resumed from file://%s/%s/step_" % (ckpt, job_id), logs)
+        with open(os.path.join(out, "metrics.json")) as f:
+            resumed = json.load(f)
+        self.assertGreater(resumed["first_step"], 8)
+
+        ref_out = os.path.join(self.dir, "uninterrupted")
+        subprocess.run([LOTE, "train", *common, "--nproc-per-node", "4", "--output", ref_out],
+                       check=True, capture_output=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        with open(os.path.join(ref_out, "metrics.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(resumed["final_loss"], ref["final_loss"])
+        self.assertEqual(resumed["losses"], ref["losses"][resumed["first_step"] - 1:])
+
+    def ensure_queue(self):
+        b = self.batch
+        if not b.describe_job_queues(jobQueues=["train-q"])["jobQueues"]:
+            b.create_compute_environment(
+                computeEnvironmentName="train-ce", type="MANAGED",
+                computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
+                                  "instanceTypes": ["c5.large"], "subnets": ["s"]},
+                tags={"lote:emulation": "true"})
+            self.wait(lambda: b.describe_compute_environments(computeEnvironments=["train-ce"])[
+                "computeEnvironments"][0]["status"] == "VALID", 30, "the compute environment")
+            b.create_job_queue(jobQueueName="train-q", priority=1,
+                               computeEnvironmentOrder=[{"order": 1,
+                                                         "computeEnvironment": "train-ce"}])
+            self.wait(lambda: b.describe_job_queues(jobQueues=["train-q"])["jobQueues"][0][
+                "status"] == "VALID", 30, "the job queue")
+
+    @staticmethod
+    def tiny_config():
+        return os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                            "..", "examples", "llama2", "tiny_config.json"))
+
+    @staticmethod
+    def find_rank(job_id, node):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if (("AWS_BATCH_JOB_ID=%s#%d" % (job_id, node)).encode() in env and
+                    any(e.startswith(b"LOTE_TRAIN_RANK=") for e in env)):
+                return int(pid)
+        return None
 
     def server_progress(self, job_id):
         # botocore drops keys outside the service model (lote's `progress`); keep the body.
