@@ -9,6 +9,7 @@
 #   BENCH_BASELINE=/path/to/other/lote  also time another lote binary (e.g. the previous
 #                                       commit's) on the same data in the same run
 #   BENCH_TORCH=0                       skip the PyTorch peer (the sgemm peak is still measured)
+#   BENCH_SEQ=512 BENCH_BATCH=8         another sequence length / micro batch
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -16,15 +17,15 @@ LOTE="$BUILD/lote"
 PY="${LOTE_TORCH_PYTHON:-/usr/bin/python3}"
 THREADS="${BENCH_THREADS:-$(nproc)}"
 STEPS="${BENCH_STEPS:-3}"
-BATCH=8
-SEQ=512
+BATCH="${BENCH_BATCH:-8}"
+SEQ="${BENCH_SEQ:-512}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 cat > "$WORK/config.json" <<JSON
 {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8,
  "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,
- "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
+ "max_position_embeddings": $SEQ, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
  "initializer_range": 0.02}
 JSON
 
