@@ -63,7 +63,11 @@ class CheckpointTest(unittest.TestCase):
 
     def train(self, name, *extra, steps=12, nproc=1, tp=1, env=None, check=True):
         out = self.path(name)
-        args = [LOTE, "train", "--config", self.config, "--data", self.data, "--seq-len", "32",
+        data = self.data
+        if "--data" in extra:
+            i = extra.index("--data")
+            data, extra = extra[i + 1], extra[:i] + extra[i + 2:]
+        args = [LOTE, "train", "--config", self.config, "--data", data, "--seq-len", "32",
                 "--batch-size", "2", "--global-batch-size", "8", "--max-steps", str(steps),
                 "--warmup-steps", "2", "--lr", "3e-3", "--logging-interval", "1",
                 "--threads", "1", "--peak-gflops", "10", "--master-port", str(free_port()),
@@ -195,11 +199,18 @@ class CheckpointTest(unittest.TestCase):
                     self.assertLess(time.time(), deadline, "moto_server did not start")
                     time.sleep(0.1)
             import boto3
-            boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], region_name="us-east-1",
-                         aws_access_key_id="test", aws_secret_access_key="test").create_bucket(
-                Bucket="ckpt")
+            s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"],
+                              region_name="us-east-1", aws_access_key_id="test",
+                              aws_secret_access_key="test")
+            s3.create_bucket(Bucket="ckpt")
+            # The dataset comes from s3:// too: each node downloads it once into its cache.
+            for name in ("manifest.json", "data.idx", "data.bin"):
+                s3.upload_file(os.path.join(self.data, name), "ckpt", "data/" + name)
+            env["LOTE_CACHE_DIR"] = self.path("dataset_cache")
             _, full = self.train("s3_full", "--checkpoint-uri", "s3://ckpt/runs",
-                                 "--checkpoint-freq", "3", steps=6, nproc=2, tp=2, env=env)
+                                 "--checkpoint-freq", "3", "--data", "s3://ckpt/data",
+                                 steps=6, nproc=2, tp=2, env=env)
+            self.assertTrue(os.listdir(self.path("dataset_cache")))
             res, out = self.train("s3_resumed", "--checkpoint-uri", "s3://ckpt/runs",
                                   "--resume", "s3://ckpt/runs/job/step_3", steps=6, nproc=2,
                                   tp=2, env=env)
