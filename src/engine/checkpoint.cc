@@ -57,7 +57,8 @@ Status WithRetries(const std::string& what, const std::function<Status()>& fn) {
 Json ShardMetadata(const ParamLayout& layout) {
   Json j = Json::object();
   for (const TensorSpec& t : layout.tensors()) {
-    j[t.name] = {{"global_shape", t.global_shape}, {"split_dim", t.split_dim},
+    j[t.name] = {{"global_shape", t.global_shape},
+                 {"split_dim", t.split_dim},
                  {"split_begin", t.split_begin}};
   }
   return j;
@@ -139,16 +140,17 @@ Status CheckpointWriter::Upload(const TrainState& s) {
     for (const TensorSpec& t : layout.tensors()) {
       tensors.push_back({t.name, t.shape, s.params.data() + t.offset});
     }
-    RETURN_IF_ERROR(put(ModelFile(place_.tp_rank), tensors,
-                        {{"lote_shards", ShardMetadata(layout).dump()}}));
+    RETURN_IF_ERROR(
+        put(ModelFile(place_.tp_rank), tensors, {{"lote_shards", ShardMetadata(layout).dump()}}));
   }
   const int64_t n = s.shard_end - s.shard_begin;
-  RETURN_IF_ERROR(put(OptimFile(place_.tp_rank, place_.dp_rank),
-                      {{"exp_avg", {n}, s.exp_avg.data()}, {"exp_avg_sq", {n}, s.exp_avg_sq.data()}},
-                      {{"dp_rank", std::to_string(place_.dp_rank)},
-                       {"dp_size", std::to_string(place_.dp)},
-                       {"begin", std::to_string(s.shard_begin)},
-                       {"end", std::to_string(s.shard_end)}}));
+  RETURN_IF_ERROR(
+      put(OptimFile(place_.tp_rank, place_.dp_rank),
+          {{"exp_avg", {n}, s.exp_avg.data()}, {"exp_avg_sq", {n}, s.exp_avg_sq.data()}},
+          {{"dp_rank", std::to_string(place_.dp_rank)},
+           {"dp_size", std::to_string(place_.dp)},
+           {"begin", std::to_string(s.shard_begin)},
+           {"end", std::to_string(s.shard_end)}}));
   RETURN_IF_ERROR(WithRetries("writing the completion marker", [&] {
     return store->PutBytes(step_dir + "/" + DoneMarker(place_.rank), mine.dump());
   }));
@@ -170,8 +172,8 @@ Status CheckpointWriter::Upload(const TrainState& s) {
         return marker.status();
       }
       if (SteadyClock::now() > deadline) {
-        return Status::DeadlineExceeded(fmt::format(
-            "checkpoint {}: rank {} never finished its upload", StepUri(s.step), r));
+        return Status::DeadlineExceeded(
+            fmt::format("checkpoint {}: rank {} never finished its upload", StepUri(s.step), r));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -182,8 +184,8 @@ Status CheckpointWriter::Upload(const TrainState& s) {
       {"job_id", opt_.job_id},
       {"created_at", UtcNow()},
       {"config", config_.ToJson()},
-      {"layout", {{"world", place_.world}, {"tensor_parallel", place_.tp},
-                  {"data_parallel", place_.dp}}},
+      {"layout",
+       {{"world", place_.world}, {"tensor_parallel", place_.tp}, {"data_parallel", place_.dp}}},
       {"optimizer", {{"name", "adamw"}, {"step", s.adam_step}}},
       {"sampler", {{"epoch", s.sampler_epoch}, {"position", s.sampler_position}}},
       {"train", s.train},
@@ -214,8 +216,8 @@ Status CheckpointWriter::Prune(int64_t newest) {
     const bool done = complete.count(step) > 0;
     bool drop = !done;  // a write that never completed, older than a complete one
     if (done && opt_.keep > 0) {
-      const auto rank = std::find(complete_steps.begin(), complete_steps.end(), step) -
-                        complete_steps.begin();
+      const auto rank =
+          std::find(complete_steps.begin(), complete_steps.end(), step) - complete_steps.begin();
       drop = rank >= opt_.keep;
     }
     if (!drop) continue;
@@ -245,11 +247,11 @@ namespace {
 
 // Downloads `name` of the checkpoint into `dir` and checks it against the manifest.
 Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* store,
-                                                      const Json& manifest,
-                                                      const std::string& name,
+                                                      const Json& manifest, const std::string& name,
                                                       const std::string& dir) {
   if (!manifest["files"].contains(name)) {
-    return Status::DataLoss(fmt::format("{}: manifest.json does not list {}", store->RootUri(), name));
+    return Status::DataLoss(
+        fmt::format("{}: manifest.json does not list {}", store->RootUri(), name));
   }
   const std::string local = dir + "/" + name;
   RETURN_IF_ERROR(store->GetFile(name, local));
@@ -272,7 +274,8 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
   ASSIGN_OR_RETURN(std::string raw, store->GetBytes("manifest.json"));
   Json m = Json::parse(raw, nullptr, false);
   if (!m.is_object() || m.value("format", "") != "lote-checkpoint-1") {
-    return Status::DataLoss(fmt::format("{}/manifest.json is not a lote checkpoint manifest", step_uri));
+    return Status::DataLoss(
+        fmt::format("{}/manifest.json is not a lote checkpoint manifest", step_uri));
   }
   ASSIGN_OR_RETURN(LlamaConfig saved, LlamaConfig::FromJson(m["config"]));
   if (saved.ToJson() != config.ToJson()) {

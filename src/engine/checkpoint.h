@@ -42,20 +42,20 @@ struct RankPlace {
 
 // Everything a resume needs, for one rank.
 struct TrainState {
-  int64_t step = 0;        // optimizer steps done
-  int64_t adam_step = 0;   // AdamW's bias-correction step count
+  int64_t step = 0;       // optimizer steps done
+  int64_t adam_step = 0;  // AdamW's bias-correction step count
   int64_t sampler_epoch = 0, sampler_position = 0;
-  std::vector<float> params;     // this TP rank's whole flat buffer
-  std::vector<float> exp_avg;    // AdamW m over [shard_begin, shard_end)
-  std::vector<float> exp_avg_sq; // AdamW v
+  std::vector<float> params;      // this TP rank's whole flat buffer
+  std::vector<float> exp_avg;     // AdamW m over [shard_begin, shard_end)
+  std::vector<float> exp_avg_sq;  // AdamW v
   int64_t shard_begin = 0, shard_end = 0;
   Json train;  // the run's options (informational; the manifest's "train")
 };
 
 struct CheckpointOptions {
-  std::string uri;      // base: checkpoints go to <uri>/<job id>/step_<N>/
+  std::string uri;  // base: checkpoints go to <uri>/<job id>/step_<N>/
   std::string job_id;
-  int keep = 0;         // 0 = keep every checkpoint
+  int keep = 0;  // 0 = keep every checkpoint
   std::chrono::milliseconds wait_for_ranks = std::chrono::minutes(30);
 };
 

@@ -88,7 +88,8 @@ TEST(RendezvousStoreTest, RefusesAnotherJobAndDuplicateNodes) {
   auto server = StartStore();
   auto a = Connect(*server), b = Connect(*server), c = Connect(*server);
   Status other = a->Hello(0, "job-2");
-  EXPECT_NE(other.message().find("serves job job-1, not job-2"), std::string::npos) << other.ToString();
+  EXPECT_NE(other.message().find("serves job job-1, not job-2"), std::string::npos)
+      << other.ToString();
   ASSERT_TRUE(b->Hello(0, "job-1").ok());
   EXPECT_NE(c->Hello(0, "job-1").message().find("already registered"), std::string::npos);
 }
@@ -242,9 +243,9 @@ TEST(TensorParallelModelTest, InitialWeightsAreSlicesOfTheSingleProcessOnes) {
       const TensorSpec* g = (*single)->layout().Find(t.name);
       std::vector<float> want(static_cast<size_t>(t.numel));
       SliceShard(t, (*single)->params() + g->offset, want.data());
-      EXPECT_EQ(std::vector<float>((*part)->params() + t.offset,
-                                   (*part)->params() + t.offset + t.numel),
-                want)
+      EXPECT_EQ(
+          std::vector<float>((*part)->params() + t.offset, (*part)->params() + t.offset + t.numel),
+          want)
           << t.name << " on rank " << r;
     }
   }

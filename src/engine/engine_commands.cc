@@ -10,11 +10,11 @@
 #include "common/files.h"
 #include "engine/adamw.h"
 #include "engine/cpu_kernels.h"
+#include "engine/launcher.h"
 #include "engine/llama_config.h"
 #include "engine/llama_model.h"
 #include "engine/memory_plan.h"
 #include "engine/safetensors.h"
-#include "engine/launcher.h"
 #include "engine/trainer.h"
 #include "engine/weights_io.h"
 #include "lote/registry.h"
@@ -211,8 +211,9 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--keep-checkpoints", opts->keep_checkpoints,
                   "keep the newest K complete checkpoints (0 = all)")
       ->capture_default_str();
-  sub->add_option("--resume", opts->resume,
-                  "latest | none | a step_<N> URI (default: latest when AWS_BATCH_JOB_ATTEMPT > 1)");
+  sub->add_option(
+      "--resume", opts->resume,
+      "latest | none | a step_<N> URI (default: latest when AWS_BATCH_JOB_ATTEMPT > 1)");
   sub->add_option("--job-id", opts->job_id,
                   "checkpoint folder name (default: AWS_BATCH_JOB_ID without #node, else local)");
   auto launch = std::make_shared<LaunchOptions>();
@@ -245,9 +246,8 @@ void RegisterTrain(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--plan-only", opts->plan_only,
                 "print parameter count and memory plan, allocate nothing");
-  sub->callback([opts, launch] {
-    SetExitCode(RunTrainCommand(*opts, *launch, ProcessArguments()));
-  });
+  sub->callback(
+      [opts, launch] { SetExitCode(RunTrainCommand(*opts, *launch, ProcessArguments())); });
 }
 
 void RegisterModel(CLI::App& app) {

@@ -47,10 +47,11 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
  private:
   std::string Describe(const Status& s, const std::string& key) const {
     if (!s.IsNotFound()) return s.message();
-    return fmt::format("timed out after {} s waiting for \"{}\" in the rendezvous store at {} "
-                       "(a rank of the job did not start or died)",
-                       std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), key,
-                       client_->address());
+    return fmt::format(
+        "timed out after {} s waiting for \"{}\" in the rendezvous store at {} "
+        "(a rank of the job did not start or died)",
+        std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), key,
+        client_->address());
   }
   StoreClient* client_;
   std::chrono::milliseconds timeout_;
@@ -151,8 +152,7 @@ class GlooCommunicator final : public Communicator {
     const int right = (r + 1) % n, left = (r + n - 1) % n;
     const uint64_t slot = ctx_->nextSlot();
     auto buf = ctx_->createUnboundBuffer(data, sizeof(float) * static_cast<size_t>(offsets[n]));
-    auto tmp = reduce ? ctx_->createUnboundBuffer(scratch_.data(),
-                                                  sizeof(float) * scratch_.size())
+    auto tmp = reduce ? ctx_->createUnboundBuffer(scratch_.data(), sizeof(float) * scratch_.size())
                       : nullptr;
     auto mod = [n](int x) { return ((x % n) + n) % n; };
     for (int s = 0; s < n - 1; ++s) {
@@ -215,8 +215,9 @@ Result<std::unique_ptr<Communicator>> MakeGlooCommunicator(StoreClient* store,
     return std::unique_ptr<Communicator>(
         new GlooCommunicator(std::move(ctx), o.prefix, o.op_timeout));
   } catch (const std::exception& e) {
-    return Status::Unavailable(fmt::format("cannot connect the {} group (rank {} of {}) from {}: {}",
-                                           o.prefix, o.rank, o.size, o.bind_address, e.what()));
+    return Status::Unavailable(
+        fmt::format("cannot connect the {} group (rank {} of {}) from {}: {}", o.prefix, o.rank,
+                    o.size, o.bind_address, e.what()));
   }
 }
 

@@ -17,8 +17,8 @@
 namespace lote::engine {
 
 struct GlooGroupOptions {
-  std::string prefix;        // unique per group, the same on all its members
-  int rank = 0;              // within the group
+  std::string prefix;  // unique per group, the same on all its members
+  int rank = 0;        // within the group
   int size = 1;
   std::string bind_address;  // this process's address that the peers can reach
   std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(15);

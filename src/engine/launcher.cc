@@ -136,7 +136,8 @@ int RunRank(TrainOptions train) {
   if (!client.ok()) return fail(who, client.status());
   const int tp = static_cast<int>(train.tensor_parallel_size);
   const int tp_rank = rank % tp, dp_rank = rank / tp, dp = world / tp;
-  auto group = [&](const std::string& prefix, int r, int n) -> Result<std::unique_ptr<Communicator>> {
+  auto group = [&](const std::string& prefix, int r,
+                   int n) -> Result<std::unique_ptr<Communicator>> {
     if (n == 1) return MakeSingleProcessCommunicator();
     GlooGroupOptions g;
     g.prefix = prefix;
@@ -256,7 +257,9 @@ Status Launcher::Rendezvous() {
     Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
                     where));
   }
-  auto waiting = [&](const std::string& line) { Say(fmt::format("node {}: {}", o_.node_rank, line)); };
+  auto waiting = [&](const std::string& line) {
+    Say(fmt::format("node {}: {}", o_.node_rank, line));
+  };
   // The store of a previous attempt of the same job may linger for a moment (its
   // nodes are being stopped while the retry starts): it refuses this attempt, and
   // this launcher tries again until the right store answers.
@@ -265,8 +268,7 @@ Status Launcher::Rendezvous() {
                      StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
     Status hello = control_->Hello(o_.node_rank, o_.job_id);
     if (hello.ok()) break;
-    if (hello.message().find("serves job") == std::string::npos ||
-        SteadyClock::now() > deadline) {
+    if (hello.message().find("serves job") == std::string::npos || SteadyClock::now() > deadline) {
       return hello;
     }
     Say(fmt::format("node {}: {}; waiting for this attempt's store", o_.node_rank,
@@ -305,11 +307,11 @@ Status Launcher::Rendezvous() {
         break;
       }
       if (!v.status().IsNotFound()) return v.status();
-      Say(fmt::format("node {}: waiting for node {} of {} at {} ({} s of {} s)", o_.node_rank, n,
-                      o_.nnodes, where,
-                      std::chrono::duration_cast<seconds>(SteadyClock::now() - deadline + timeout)
-                          .count(),
-                      o_.rdzv_timeout_s));
+      Say(fmt::format(
+          "node {}: waiting for node {} of {} at {} ({} s of {} s)", o_.node_rank, n, o_.nnodes,
+          where,
+          std::chrono::duration_cast<seconds>(SteadyClock::now() - deadline + timeout).count(),
+          o_.rdzv_timeout_s));
       announced = true;
     }
   }
@@ -480,7 +482,8 @@ int Launcher::Run() {
     code = Monitor();
   } else {
     fmt::print(stderr, "error: node {}: {}\n", o_.node_rank, s.ToString());
-    if (control_ != nullptr) (void)control_->Set(kAbortKey, fmt::format("node {}: {}", o_.node_rank, s.message()));
+    if (control_ != nullptr)
+      (void)control_->Set(kAbortKey, fmt::format("node {}: {}", o_.node_rank, s.message()));
     StopRanks();
   }
   stop_heartbeat_ = true;
@@ -506,9 +509,9 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
     ASSIGN_OR_RETURN(o.main_node, EnvInt("AWS_BATCH_JOB_MAIN_NODE_INDEX", 0));
   }
   if (o.node_rank >= o.nnodes || o.main_node >= o.nnodes) {
-    return Status::InvalidArgument(fmt::format(
-        "node rank {} (main node {}) is outside the job's {} nodes", o.node_rank, o.main_node,
-        o.nnodes));
+    return Status::InvalidArgument(
+        fmt::format("node rank {} (main node {}) is outside the job's {} nodes", o.node_rank,
+                    o.main_node, o.nnodes));
   }
   const bool is_main = o.node_rank == o.main_node;
   if (o.master_addr.empty()) o.master_addr = Env("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
@@ -523,7 +526,8 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
     o.master_addr = "127.0.0.1";
   }
   if (o.node_addr.empty()) o.node_addr = Env("LOTE_PRIVATE_IPV4_ADDRESS");
-  if (o.node_addr.empty()) o.node_addr = is_main ? o.master_addr : LocalAddressTowards(o.master_addr);
+  if (o.node_addr.empty())
+    o.node_addr = is_main ? o.master_addr : LocalAddressTowards(o.master_addr);
   if (o.job_id.empty()) {
     o.job_id = Env("AWS_BATCH_JOB_ID");
     if (const size_t hash = o.job_id.find('#'); hash != std::string::npos) o.job_id.resize(hash);

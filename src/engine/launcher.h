@@ -19,14 +19,15 @@ namespace lote::engine {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 0;                 // 0: AWS_BATCH_JOB_NUM_NODES, else 1
-  int node_rank = -1;             // -1: AWS_BATCH_JOB_NODE_INDEX, else 0
-  int main_node = -1;             // -1: AWS_BATCH_JOB_MAIN_NODE_INDEX, else 0
-  std::string master_addr;        // "": see ResolveLaunch
+  int nnodes = 0;           // 0: AWS_BATCH_JOB_NUM_NODES, else 1
+  int node_rank = -1;       // -1: AWS_BATCH_JOB_NODE_INDEX, else 0
+  int main_node = -1;       // -1: AWS_BATCH_JOB_MAIN_NODE_INDEX, else 0
+  std::string master_addr;  // "": see ResolveLaunch
   int master_port = 29500;
-  std::string node_addr;          // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
+  std::string node_addr;  // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
   int rdzv_timeout_s = 900;
-  std::string job_id;             // rendezvous identity; "": AWS_BATCH_JOB_ID without "#node", plus the attempt
+  std::string
+      job_id;  // rendezvous identity; "": AWS_BATCH_JOB_ID without "#node", plus the attempt
 };
 
 // Fills the blanks of `o` from the environment (see the fields). The main node's

@@ -54,7 +54,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
                                                        TensorParallel tp, Communicator* tp_comm) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(ValidateTensorParallel(config, tp.size));
-  if (tp.size > 1 && (tp_comm == nullptr || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank)) {
+  if (tp.size > 1 &&
+      (tp_comm == nullptr || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank)) {
     return Status::InvalidArgument("tensor parallelism needs the group's communicator");
   }
   if (max_batch <= 0 || max_seq_len <= 0) {

@@ -62,7 +62,8 @@ class LlamaModel {
   double ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                          float grad_scale, int64_t* valid_targets = nullptr);
   // Forward only. logprob[B*T] (log p(target), 0 where ignored) and logits[B*T*V] are
-  // written when non-null (logits only without tensor parallelism). Returns the mean loss like ForwardBackward.
+  // written when non-null (logits only without tensor parallelism). Returns the mean loss like
+  // ForwardBackward.
   double Forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                  float* logprob, float* logits);
 
@@ -83,9 +84,9 @@ class LlamaModel {
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;
-  std::vector<float> act_;       // saved activations (acts_.total)
-  std::vector<float> act_grad_;  // gradient scratch (acts_.grad_total)
-  int64_t rope_len_ = 0;         // sequence length the rope tables were built for
+  std::vector<float> act_;             // saved activations (acts_.total)
+  std::vector<float> act_grad_;        // gradient scratch (acts_.grad_total)
+  int64_t rope_len_ = 0;               // sequence length the rope tables were built for
   std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
   std::vector<float> ce_sums_;         // [3 * kHeadChunkRows] row max and sums (TP only)
 };

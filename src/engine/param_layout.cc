@@ -9,7 +9,8 @@
 namespace lote::engine {
 
 Status ValidateTensorParallel(const LlamaConfig& c, int tp) {
-  if (tp < 1) return Status::InvalidArgument(fmt::format("--tensor-parallel-size {} must be >= 1", tp));
+  if (tp < 1)
+    return Status::InvalidArgument(fmt::format("--tensor-parallel-size {} must be >= 1", tp));
   if (c.num_attention_heads % tp != 0 || c.num_key_value_heads % tp != 0) {
     return Status::InvalidArgument(fmt::format(
         "--tensor-parallel-size {} does not divide the model's attention heads ({} heads, {} "
@@ -17,9 +18,9 @@ Status ValidateTensorParallel(const LlamaConfig& c, int tp) {
         tp, c.num_attention_heads, c.num_key_value_heads));
   }
   if (c.vocab_size < tp || c.intermediate_size < tp) {
-    return Status::InvalidArgument(fmt::format(
-        "--tensor-parallel-size {} exceeds the vocabulary ({}) or the MLP width ({})", tp,
-        c.vocab_size, c.intermediate_size));
+    return Status::InvalidArgument(
+        fmt::format("--tensor-parallel-size {} exceeds the vocabulary ({}) or the MLP width ({})",
+                    tp, c.vocab_size, c.intermediate_size));
   }
   return Status::Ok();
 }
@@ -64,7 +65,8 @@ ParamLayout::ParamLayout(const LlamaConfig& c, TensorParallel tp) : tp_(tp) {
   // With one rank every tensor is whole; it is recorded as replicated.
   const int row = tp.size > 1 ? 0 : -1, col = tp.size > 1 ? 1 : -1;
   vocab_begin_ = vocab.begin;
-  embed_ = Add("model.embed_tokens.weight", {c.vocab_size, C}, true, row, vocab.begin, vocab.size());
+  embed_ =
+      Add("model.embed_tokens.weight", {c.vocab_size, C}, true, row, vocab.begin, vocab.size());
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     LayerOffsets o{};
@@ -74,11 +76,11 @@ ParamLayout::ParamLayout(const LlamaConfig& c, TensorParallel tp) : tp_(tp) {
     Add(p + "self_attn.v_proj.weight", {c.kv_dim(), C}, true, row, kv0, nkv * hd);
     o.wo = Add(p + "self_attn.o_proj.weight", {C, c.q_dim()}, true, col, q0, nh * hd);
     o.post_norm = Add(p + "post_attention_layernorm.weight", {C}, false, -1, 0, 0);
-    o.wgate_up = Add(p + "mlp.gate_proj.weight", {c.intermediate_size, C}, true, row, mlp.begin,
-                     mlp.size());
+    o.wgate_up =
+        Add(p + "mlp.gate_proj.weight", {c.intermediate_size, C}, true, row, mlp.begin, mlp.size());
     Add(p + "mlp.up_proj.weight", {c.intermediate_size, C}, true, row, mlp.begin, mlp.size());
-    o.wdown = Add(p + "mlp.down_proj.weight", {C, c.intermediate_size}, true, col, mlp.begin,
-                  mlp.size());
+    o.wdown =
+        Add(p + "mlp.down_proj.weight", {C, c.intermediate_size}, true, col, mlp.begin, mlp.size());
     layers_.push_back(o);
   }
   final_norm_ = Add("model.norm.weight", {C}, false, -1, 0, 0);
@@ -113,9 +115,8 @@ void ForEachRun(const TensorSpec& spec, Fn&& fn) {
 }  // namespace
 
 void SliceShard(const TensorSpec& spec, const float* full, float* shard) {
-  ForEachRun(spec, [&](int64_t f, int64_t s, int64_t n) {
-    std::copy(full + f, full + f + n, shard + s);
-  });
+  ForEachRun(
+      spec, [&](int64_t f, int64_t s, int64_t n) { std::copy(full + f, full + f + n, shard + s); });
 }
 
 void PlaceShard(const TensorSpec& spec, const float* shard, float* full) {

@@ -28,7 +28,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;  // this rank's shard, row-major
   int64_t offset = 0;          // in floats, into the parameter buffer
   int64_t numel = 0;
-  bool weight_decay = false;  // matrices decay, norm weights do not
+  bool weight_decay = false;          // matrices decay, norm weights do not
   std::vector<int64_t> global_shape;  // the whole tensor
   int split_dim = -1;                 // -1: replicated on every TP rank; else 0 or 1
   int64_t split_begin = 0;            // first row (dim 0) or column (dim 1) of the shard
@@ -72,9 +72,9 @@ class ParamLayout {
   const TensorSpec* Find(const std::string& name) const;
   TensorParallel tp() const { return tp_; }
 
-  int64_t embed() const { return embed_; }            // [V, C] (this rank's vocabulary rows)
-  int64_t final_norm() const { return final_norm_; }  // [C]
-  int64_t lm_head() const { return lm_head_; }        // [V, C] (== embed() when tied)
+  int64_t embed() const { return embed_; }              // [V, C] (this rank's vocabulary rows)
+  int64_t final_norm() const { return final_norm_; }    // [C]
+  int64_t lm_head() const { return lm_head_; }          // [V, C] (== embed() when tied)
   int64_t vocab_begin() const { return vocab_begin_; }  // first vocabulary row of this rank
   const LayerOffsets& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
 

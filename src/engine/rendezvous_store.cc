@@ -192,10 +192,9 @@ void StoreServer::Serve(int fd) {
     if (r > 0) r = ReadAll(fd, &timeout_ms, 4);
     if (r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        why_lost = fmt::format("sent no heartbeat for {} s",
-                               std::chrono::duration_cast<std::chrono::seconds>(
-                                   opt_.heartbeat_timeout)
-                                   .count());
+        why_lost = fmt::format(
+            "sent no heartbeat for {} s",
+            std::chrono::duration_cast<std::chrono::seconds>(opt_.heartbeat_timeout).count());
       } else {
         why_lost = "closed its connection";
       }
@@ -249,8 +248,8 @@ void StoreServer::Serve(int fd) {
         } else if (n < 0 || n >= opt_.num_nodes) {
           error = fmt::format("node {} is outside 0..{}", n, opt_.num_nodes - 1);
         } else if (nodes_registered_.count(n) > 0) {
-          error = fmt::format("node {} is already registered (two launchers with one node rank?)",
-                              n);
+          error =
+              fmt::format("node {} is already registered (two launchers with one node rank?)", n);
         }
         if (error.empty()) {
           nodes_registered_.insert(n);
@@ -347,9 +346,9 @@ Result<std::pair<bool, std::string>> StoreClient::Call(char op, const std::strin
   int r = ReadAll(fd_, &reply, 1);
   if (r > 0) r = ReadString(fd_, &v);
   if (r <= 0) {
-    return Status::Unavailable(fmt::format(
-        "lost the connection to the rendezvous store at {} ({})", address_,
-        r == 0 ? "closed by the main node" : std::strerror(errno)));
+    return Status::Unavailable(
+        fmt::format("lost the connection to the rendezvous store at {} ({})", address_,
+                    r == 0 ? "closed by the main node" : std::strerror(errno)));
   }
   if (reply == kError) return Status::FailedPrecondition(v);
   return std::make_pair(reply == kFound, std::move(v));

@@ -69,9 +69,9 @@ class StoreServer {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::string> kv_;      // protected by mu_
-  std::set<int> open_fds_;                     // protected by mu_
-  std::vector<std::thread> workers_;           // protected by mu_
+  std::map<std::string, std::string> kv_;        // protected by mu_
+  std::set<int> open_fds_;                       // protected by mu_
+  std::vector<std::thread> workers_;             // protected by mu_
   std::set<int> nodes_registered_, nodes_done_;  // protected by mu_
 };
 

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
-#include <cstdlib>
-#include <memory>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <vector>
 
 #include "common/files.h"
@@ -122,10 +122,10 @@ Result<int64_t> CheckLayout(const TrainOptions& o, int world) {
   RETURN_IF_ERROR(CheckOptions(o));
   const int64_t tp = o.tensor_parallel_size;
   if (tp < 1 || world % tp != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "--tensor-parallel-size {} does not divide the {} ranks of the job (nodes x "
-        "--nproc-per-node); data parallel = ranks / tensor parallel must be whole",
-        tp, world));
+    return Status::InvalidArgument(
+        fmt::format("--tensor-parallel-size {} does not divide the {} ranks of the job (nodes x "
+                    "--nproc-per-node); data parallel = ranks / tensor parallel must be whole",
+                    tp, world));
   }
   const int64_t dp = world / tp;
   if (o.global_batch_size <= 0) return o.grad_accum_steps;
@@ -206,7 +206,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   fmt::print(out, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
              data->num_sequences(), data->block_size(), sampler->num_train_samples(),
              sampler->num_val_samples());
-  fmt::print(out, "global batch {} sequences = micro batch {} x {} accumulation x {} data parallel\n",
+  fmt::print(out,
+             "global batch {} sequences = micro batch {} x {} accumulation x {} data parallel\n",
              B * accum * dp, B, accum, dp);
   std::fflush(out);
 
@@ -275,7 +276,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
       restored.position = st.sampler_position;
       RETURN_IF_ERROR(sampler->Restore(restored));
       first_step = st.step + 1;
-      fmt::print(out, "resumed from {} (step {}, made with tensor parallel {} x data parallel {})\n",
+      fmt::print(out,
+                 "resumed from {} (step {}, made with tensor parallel {} x data parallel {})\n",
                  step_uri, st.step, st.train.value("tensor_parallel", 0),
                  st.train.value("data_parallel", 0));
     }
@@ -291,10 +293,16 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
     st.exp_avg_sq.assign(adamw.v(), adamw.v() + shard.size());
     st.shard_begin = shard.begin;
     st.shard_end = shard.end;
-    st.train = Json{{"seed", o.seed}, {"lr", o.lr}, {"warmup_steps", o.warmup_steps},
-                    {"max_steps", o.max_steps}, {"global_batch_size", B * accum * dp},
-                    {"micro_batch_size", B}, {"seq_len", T}, {"grad_clip", o.grad_clip},
-                    {"weight_decay", o.weight_decay}, {"tensor_parallel", tp},
+    st.train = Json{{"seed", o.seed},
+                    {"lr", o.lr},
+                    {"warmup_steps", o.warmup_steps},
+                    {"max_steps", o.max_steps},
+                    {"global_batch_size", B * accum * dp},
+                    {"micro_batch_size", B},
+                    {"seq_len", T},
+                    {"grad_clip", o.grad_clip},
+                    {"weight_decay", o.weight_decay},
+                    {"tensor_parallel", tp},
                     {"data_parallel", dp}};
     return st;
   };
@@ -390,9 +398,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
     const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
     adamw.Step(params, grads, static_cast<float>(lr));
     RETURN_IF_ERROR(dp_comm->AllGather(params, dp_counts));
-    if (writer != nullptr &&
-        (preempted || step == o.max_steps ||
-         (o.checkpoint_freq > 0 && step % o.checkpoint_freq == 0))) {
+    if (writer != nullptr && (preempted || step == o.max_steps ||
+                              (o.checkpoint_freq > 0 && step % o.checkpoint_freq == 0))) {
       const auto t0 = Clock::now();
       TrainState st = snapshot(step);
       checkpoint_block_s += Seconds(t0, Clock::now());
@@ -405,8 +412,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
                  writer->StepUri(step));
       std::fflush(out);
       RETURN_IF_ERROR(world_comm->Barrier());
-      return Status::Cancelled(fmt::format("preempted after step {} (checkpoint {})", step,
-                                           writer->StepUri(step)));
+      return Status::Cancelled(
+          fmt::format("preempted after step {} (checkpoint {})", step, writer->StepUri(step)));
     }
     losses.push_back(loss);
     step_times.push_back(Seconds(step_start, Clock::now()));
@@ -454,7 +461,8 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   if (writer != nullptr) {
     const auto t0 = Clock::now();
     RETURN_IF_ERROR(writer->Wait());
-    fmt::print(out, "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
+    fmt::print(out,
+               "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
                "snapshots, {:.1f} s waiting for the last upload)\n",
                writer->StepUri(o.max_steps), checkpoints, checkpoint_block_s,
                Seconds(t0, Clock::now()));

@@ -40,8 +40,8 @@ struct TrainOptions {
   std::string checkpoint_uri;     // "" = no checkpoints
   int64_t checkpoint_freq = 0;    // steps between checkpoints (0 = only at the end)
   int keep_checkpoints = 0;       // 0 = keep all
-  std::string resume;             // "" = latest when AWS_BATCH_JOB_ATTEMPT > 1; "latest", "none", URI
-  std::string job_id;             // "" = AWS_BATCH_JOB_ID without "#node", else "local"
+  std::string resume;  // "" = latest when AWS_BATCH_JOB_ATTEMPT > 1; "latest", "none", URI
+  std::string job_id;  // "" = AWS_BATCH_JOB_ID without "#node", else "local"
   double lr = 3e-4;
   double weight_decay = 0.01;
   double grad_clip = 1.0;
