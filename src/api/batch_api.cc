@@ -14,6 +14,10 @@ std::string Lower(std::string s) {
 }  // namespace
 
 void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
+  // AWS Batch's quota on a job payload (the SubmitJob request: overrides,
+  // parameters, tags) is 30 KiB; a job definition is at most 24 KiB (checked
+  // by the control plane) and every other request is far smaller.
+  router->SetBodyLimit("Batch.SubmitJob", kMaxSubmitJobBytes);
   // Operations of the Batch model that lote does not implement (yet): the job
   // operations arrive with the job layer and replace these stubs.
   for (const char* name : {"SubmitJob",
