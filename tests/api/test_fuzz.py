@@ -128,6 +128,7 @@ class Case:
 
 def mutate_json(body, rng, case):
     """Swap, drop or add values in a JSON body; returns bytes."""
+    nests = []  # depths of nested arrays, spliced into the text (json.dumps would recurse)
     for _ in range(rng.choice([1, 1, 2, 3])):
         all_paths = list(paths(body))
         path, _ = rng.choice(all_paths)
@@ -145,15 +146,15 @@ def mutate_json(body, rng, case):
         elif kind < 0.8:
             depth = rng.choice([10, 65, 100, 5000])
             case.mutations.append(("nest", path, depth))
-            nested = 1
-            for _ in range(depth):
-                nested = [nested]
-            body = set_path(body, path, nested)
+            nests.append(depth)
+            body = set_path(body, path, "__NEST%d__" % (len(nests) - 1))
         else:
             case.mutations.append(("add", path))
             if isinstance(body, dict):
                 body["fz%d" % rng.randrange(10)] = rng.choice(HOSTILE)
     text = json.dumps(body, ensure_ascii=rng.random() < 0.5)
+    for i, depth in enumerate(nests):
+        text = text.replace('"__NEST%d__"' % i, "[" * depth + "1" + "]" * depth)
     if rng.random() < 0.2:  # numbers Python cannot write
         raw = rng.choice(RAW_NUMBERS)
         case.mutations.append(("raw-number", raw))

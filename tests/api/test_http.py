@@ -69,10 +69,10 @@ class HttpFrontDoorTest(unittest.TestCase):
 
     def test_http_level_errors_are_aws_shaped(self):
         cases = [
-            (b"BREW /v1/describejobqueues HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405,
+            (b"BREW /v1/describejobqueues HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 405,
              "UnknownOperationException"),
-            (b"GET /v1/describejobqueues HTTP/1.1\r\nHost: x\r\n\r\n", 405, "UnknownOperationException"),
-            (b"POST /nothing/here HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 404,
+            (b"GET /v1/describejobqueues HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405, "UnknownOperationException"),
+            (b"POST /nothing/here HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 404,
              "UnknownOperationException"),
             (b"NOT HTTP AT ALL\r\n\r\n", 400, "ClientException"),
             (b"POST /v1/x HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400, "ClientException"),
@@ -154,7 +154,7 @@ class HttpFrontDoorTest(unittest.TestCase):
         for _ in range(5):
             headers = self.raw.sign("POST", "/v1/describejobqueues", b"{}", [("Content-Type", "application/json")],
                                     "batch")
-            reqs += b"POST /v1/describejobqueues HTTP/1.1\r\n"
+            reqs += b"POST /v1/describejobqueues HTTP/1.1\r\nHost: %s\r\n" % self.raw.host_header.encode()
             for k, v in headers:
                 reqs += ("%s: %s\r\n" % (k, v)).encode()
             reqs += b"Content-Length: 2\r\n\r\n{}"
