@@ -57,20 +57,25 @@ async function main() {
     jobQueueName: "café", priority: 1, computeEnvironmentOrder: [] })));
   out.missing_group = await errorOf(logs.send(new logsSdk.DescribeLogStreamsCommand({ logGroupName: "/nope" })));
 
-  // A client whose clock is 20 minutes behind: its first attempt is refused
-  // (signature expired); the SDK reads the server's Date, corrects its offset and retries.
+  // A client whose clock is 20 minutes off (this process's Date.now is moved
+  // while it runs): its first attempt is refused (signature expired / not yet
+  // current); the SDK reads the server's Date, corrects its clock offset and retries.
+  const realNow = Date.now;
   for (const [name, Client, Command] of [
     ["batch", batchSdk.BatchClient, batchSdk.DescribeJobQueuesCommand],
     ["logs", logsSdk.CloudWatchLogsClient, logsSdk.DescribeLogGroupsCommand],
   ]) {
     for (const skewMinutes of [-20, 20]) {
-      const skewed = new Client({ ...common, systemClockOffset: skewMinutes * 60 * 1000 });
       const key = `${name}_skew_${skewMinutes < 0 ? "behind" : "ahead"}`;
+      Date.now = () => realNow() + skewMinutes * 60 * 1000;
       try {
+        const skewed = new Client(common);
         const r = await skewed.send(new Command({}));
         out[key] = { ok: true, attempts: r.$metadata.attempts, offset_ms: skewed.config.systemClockOffset };
       } catch (e) {
         out[key] = { ok: false, error: e.name + ": " + e.message };
+      } finally {
+        Date.now = realNow;
       }
     }
   }
