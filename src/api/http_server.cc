@@ -104,7 +104,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Start() {
-    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ignored;
+      self->socket_.non_blocking(true, ignored);  // for the handler thread's write attempt
+      self->WaitForRequest();
+    });
   }
 
  private:
@@ -115,15 +119,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // still be written) and timed_out_ tells the handler why.
   void SetDeadline(int64_t ms) {
     timed_out_ = false;
+    const uint64_t armed = ++deadline_;
     timer_.expires_after(std::chrono::milliseconds(ms));
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;  // re-armed or cancelled
+    timer_.async_wait([self = shared_from_this(), armed](beast::error_code ec) {
+      // Re-armed or cancelled since (a handler that fired just before the
+      // cancel still runs: the generation tells it apart).
+      if (ec || armed != self->deadline_) return;
       self->timed_out_ = true;
       beast::error_code ignored;
       self->socket_.cancel(ignored);
     });
   }
-  void CancelDeadline() { timer_.cancel(); }
+  void CancelDeadline() {
+    ++deadline_;
+    timer_.cancel();
+  }
 
   // Waits (idle deadline) for the first byte of the next request.
   void WaitForRequest() {
@@ -259,54 +269,102 @@ class Connection : public std::enable_shared_from_this<Connection> {
           out, 503, Status::Unavailable("the server is shutting down; retry"));
       return Write(std::move(r), false, head);
     }
+    if (server_->router_->IsNonblocking(out)) {
+      // Memory-only operations run here, on the I/O thread: no hand-off.
+      return Write(RunHandler(out), keep_alive, head);
+    }
     net::post(server_->pool_, [self = shared_from_this(), request = std::move(out), keep_alive,
                                head]() mutable {
-      HttpResponse r;
-      try {
-        r = self->server_->router_->Handle(request);
-      } catch (const std::exception& e) {
-        r = self->server_->router_->InternalError(request, e.what());
-      } catch (...) {
-        r = self->server_->router_->InternalError(request, "unknown exception");
+      HttpResponse r = self->RunHandler(request);
+      // Send the answer from this thread when the socket takes it at once (the
+      // usual case: answers are small), sparing the client a wake-up of the
+      // I/O thread; the rest, and the next read, continue on the connection's
+      // strand. Nothing else touches the socket, buffer or timer while a
+      // handler runs: no read is pending and the deadline is disarmed (a
+      // cancelled timer handler still queued only reads deadline_).
+      auto bytes = std::make_shared<std::string>(self->Serialize(std::move(r), keep_alive, head));
+      beast::error_code ec;
+      size_t sent = self->socket_.write_some(net::buffer(*bytes), ec);
+      if (ec == net::error::would_block || ec == net::error::try_again) {
+        ec = {};
+        sent = 0;
       }
-      net::post(self->socket_.get_executor(),
-                [self, r = std::move(r), keep_alive, head]() mutable {
-                  self->Write(std::move(r), keep_alive, head);
-                });
+      if (!ec && sent == bytes->size() && keep_alive) {
+        // Wait for the next request from here too: it only queues a read
+        // (its completion runs on the strand), sparing the I/O thread a wake-up.
+        return self->WaitForRequest();
+      }
+      net::post(self->socket_.get_executor(), [self, bytes, sent, ec, keep_alive] {
+        if (ec) return self->Close();
+        self->Finish(bytes, sent, keep_alive);
+      });
     });
   }
 
-  void Write(HttpResponse r, bool keep_alive, bool head) {
-    auto res = std::make_shared<http::response<http::string_body>>();
-    res->version(11);
-    res->result(static_cast<unsigned>(r.status));
+  HttpResponse RunHandler(const HttpRequest& request) const {
+    try {
+      return server_->router_->Handle(request);
+    } catch (const std::exception& e) {
+      return server_->router_->InternalError(request, e.what());
+    } catch (...) {
+      return server_->router_->InternalError(request, "unknown exception");
+    }
+  }
+
+  // The answer as bytes: status line, headers (Date, x-amzn-RequestId and
+  // Content-Type added when missing), body.
+  std::string Serialize(HttpResponse r, bool keep_alive, bool head) const {
+    std::string out;
+    out.reserve(256 + r.body.size());
+    out += "HTTP/1.1 ";
+    out += std::to_string(r.status);
+    out += ' ';
+    const auto reason = http::obsolete_reason(static_cast<http::status>(r.status));
+    out.append(reason.data(), reason.size());
+    out += "\r\n";
     bool has_id = false;
     bool has_type = false;
-    for (auto& [k, v] : r.headers) {
+    for (const auto& [k, v] : r.headers) {
       if (strcasecmp(k.c_str(), "x-amzn-RequestId") == 0) has_id = true;
       if (strcasecmp(k.c_str(), "Content-Type") == 0) has_type = true;
-      res->insert(k, v);
+      if (strcasecmp(k.c_str(), "Content-Length") == 0 || strcasecmp(k.c_str(), "Date") == 0 ||
+          strcasecmp(k.c_str(), "Connection") == 0) {
+        continue;  // ours to set
+      }
+      out += k + ": " + v + "\r\n";
     }
-    if (!has_id) res->set("x-amzn-RequestId", server_->router_->NewRequestId());
-    if (!has_type) res->set(http::field::content_type, "application/json");
-    res->set(http::field::date, HttpDate(server_->clock_->NowMillis()));
-    res->keep_alive(keep_alive);
-    const size_t length = r.body.size();
-    if (head) {
-      // A HEAD answer announces the length of the body it does not carry.
-      res->set(http::field::content_length, std::to_string(length));
-    } else {
-      res->body() = std::move(r.body);
-      res->prepare_payload();
-    }
+    if (!has_id) out += "x-amzn-RequestId: " + server_->router_->NewRequestId() + "\r\n";
+    if (!has_type) out += "Content-Type: application/json\r\n";
+    out += "Date: " + HttpDate(server_->clock_->NowMillis()) + "\r\n";
+    // A HEAD answer announces the length of the body it does not carry.
+    out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+    if (!keep_alive) out += "Connection: close\r\n";
+    out += "\r\n";
+    if (!head) out += r.body;
+    return out;
+  }
+
+  void Write(HttpResponse r, bool keep_alive, bool head) {
+    Finish(std::make_shared<std::string>(Serialize(std::move(r), keep_alive, head)), 0,
+           keep_alive);
+  }
+
+  // Writes what is left of `bytes` after `sent`, then reads the next request
+  // (or closes).
+  void Finish(std::shared_ptr<std::string> bytes, size_t sent, bool keep_alive) {
+    if (sent >= bytes->size()) return AfterWrite(keep_alive);
     SetDeadline(opts().write_timeout_ms);
-    http::async_write(socket_, *res, [self = shared_from_this(), res, keep_alive](
-                                         beast::error_code ec, size_t) {
-      self->CancelDeadline();
-      if (ec) return self->Close();
-      if (!keep_alive) return self->Linger();
-      self->WaitForRequest();
-    });
+    net::async_write(socket_, net::buffer(bytes->data() + sent, bytes->size() - sent),
+                     [self = shared_from_this(), bytes, keep_alive](beast::error_code ec, size_t) {
+                       self->CancelDeadline();
+                       if (ec) return self->Close();
+                       self->AfterWrite(keep_alive);
+                     });
+  }
+
+  void AfterWrite(bool keep_alive) {
+    if (!keep_alive) return Linger();
+    WaitForRequest();
   }
 
   // Half-closes and drains what the client still sends (briefly), then closes.
@@ -333,6 +391,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   HttpServer::Impl* server_;
   tcp::socket socket_;
   net::steady_timer timer_;  // the deadline of the current operation
+  std::atomic<uint64_t> deadline_{0};  // generation of the armed deadline
   bool timed_out_ = false;
   bool lingering_ = false;
   beast::flat_buffer buffer_;

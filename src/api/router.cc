@@ -273,30 +273,44 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::
   return JsonOk(*result, true, id);
 }
 
-HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string& id) const {
-  const std::string path = sigv4::UriDecode(request.raw_path);
-  const RestOperation* found = nullptr;
-  std::string param_name, param_value;
-  bool path_known = false;
+const RestOperation* ApiRouter::FindRest(const std::string& method, const std::string& path,
+                                         std::string* param_name, std::string* param_value,
+                                         bool* path_known) const {
   for (const RestOperation& op : rest_ops_) {
     size_t brace = op.path.find('{');
     bool match = false;
-    std::string name, value;
     if (brace == std::string::npos) {
       match = path == op.path;
-    } else if (path.size() > brace && path.compare(0, brace, op.path, 0, brace) == 0) {
-      match = true;
-      name = op.path.substr(brace + 1, op.path.size() - brace - 2);
-      value = path.substr(brace);
+    } else {
+      match = path.size() > brace && path.compare(0, brace, op.path, 0, brace) == 0;
     }
     if (!match) continue;
-    path_known = true;
-    if (op.method != request.method) continue;
-    found = &op;
-    param_name = name;
-    param_value = value;
-    break;
+    *path_known = true;
+    if (op.method != method) continue;
+    if (brace != std::string::npos) {
+      *param_name = op.path.substr(brace + 1, op.path.size() - brace - 2);
+      *param_value = path.substr(brace);
+    }
+    return &op;
   }
+  return nullptr;
+}
+
+bool ApiRouter::IsNonblocking(const HttpRequest& request) const {
+  if (request.HasHeader("x-amz-target")) return false;
+  std::string name, value;
+  bool known = false;
+  const RestOperation* op =
+      FindRest(request.method, sigv4::UriDecode(request.raw_path), &name, &value, &known);
+  return op != nullptr && op->nonblocking;
+}
+
+HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string& id) const {
+  const std::string path = sigv4::UriDecode(request.raw_path);
+  std::string param_name, param_value;
+  bool path_known = false;
+  const RestOperation* found =
+      FindRest(request.method, path, &param_name, &param_value, &path_known);
   auto client_error = [&](const Status& st) {
     return ErrorResponse(BatchErrorFromStatus(st), false, id);
   };

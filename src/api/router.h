@@ -53,6 +53,9 @@ struct RestOperation {
   // parameters become string members.
   std::vector<std::string> list_query_params;
   JsonHandler handler;
+  // The handler never blocks (memory only, short locks, bounded work): the
+  // HTTP server may run it on an I/O thread instead of the handler pool.
+  bool nonblocking = false;
 };
 
 struct JsonService {
@@ -77,6 +80,8 @@ class ApiRouter {
   void RegisterJsonService(JsonService service);
 
   HttpResponse Handle(const HttpRequest& request) const;
+  // True when the operation the request addresses was registered nonblocking.
+  bool IsNonblocking(const HttpRequest& request) const;
 
   // The answer to a failure below the operations (the HTTP layer: too large,
   // malformed, timed out, refused), AWS-shaped for the service the request
@@ -102,6 +107,11 @@ class ApiRouter {
 
  private:
   HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id) const;
+  // The operation at method + decoded path (path parameter into *name/*value),
+  // or null; *path_known tells a wrong method from an unknown path.
+  const RestOperation* FindRest(const std::string& method, const std::string& path,
+                                std::string* param_name, std::string* param_value,
+                                bool* path_known) const;
   HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target,
                                 const std::string& request_id) const;
   size_t BodyLimit(const std::string& operation) const;
