@@ -115,22 +115,23 @@ class KeepAliveConn : public std::enable_shared_from_this<KeepAliveConn> {
   }
   void Read() {
     res_ = {};
-    http::async_read(socket_, buffer_, res_, [self = shared_from_this()](beast::error_code ec,
-                                                                           size_t) {
-      if (ec) return self->Retry("read: " + ec.message());
-      double ms = std::chrono::duration<double, std::milli>(Clock::now() - self->start_).count();
-      if (self->res_.result_int() != 200) {
-        self->s_->Error("HTTP " + std::to_string(self->res_.result_int()) + ": " +
-                        self->res_.body().substr(0, 200));
-      } else {
-        self->s_->latencies_ms.push_back(ms);
-      }
-      if (!self->res_.keep_alive()) {
-        self->s_->reconnects++;
-        return self->Connect();
-      }
-      self->Wait();
-    });
+    http::async_read(
+        socket_, buffer_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) return self->Retry("read: " + ec.message());
+          double ms =
+              std::chrono::duration<double, std::milli>(Clock::now() - self->start_).count();
+          if (self->res_.result_int() != 200) {
+            self->s_->Error("HTTP " + std::to_string(self->res_.result_int()) + ": " +
+                            self->res_.body().substr(0, 200));
+          } else {
+            self->s_->latencies_ms.push_back(ms);
+          }
+          if (!self->res_.keep_alive()) {
+            self->s_->reconnects++;
+            return self->Connect();
+          }
+          self->Wait();
+        });
   }
 
   Shared* s_;
@@ -182,16 +183,16 @@ class SlowConn : public std::enable_shared_from_this<SlowConn> {
   }
   // Reads (and discards) whatever the server answers; on close, reconnects.
   void Drain() {
-    socket_.async_read_some(net::buffer(sink_), [self = shared_from_this()](beast::error_code ec,
-                                                                            size_t) {
-      if (!ec) return self->Drain();
-      if (self->s_->stopping) return;
-      self->s_->slow_reconnects++;
-      self->timer_.cancel();
-      beast::error_code ignored;
-      self->socket_.close(ignored);
-      self->Connect();
-    });
+    socket_.async_read_some(net::buffer(sink_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (!ec) return self->Drain();
+                              if (self->s_->stopping) return;
+                              self->s_->slow_reconnects++;
+                              self->timer_.cancel();
+                              beast::error_code ignored;
+                              self->socket_.close(ignored);
+                              self->Connect();
+                            });
   }
 
   Shared* s_;
@@ -311,9 +312,12 @@ int main(int argc, char** argv) {
     }
   }
   lote::bench::LatencySummary sum = lote::bench::Summarize(s.latencies_ms);
-  lote::Json out = {{"requests", sum.count},          {"errors", s.errors},
-                    {"p50_ms", sum.p50_ms},           {"p99_ms", sum.p99_ms},
-                    {"max_ms", sum.max_ms},           {"reconnects", s.reconnects},
+  lote::Json out = {{"requests", sum.count},
+                    {"errors", s.errors},
+                    {"p50_ms", sum.p50_ms},
+                    {"p99_ms", sum.p99_ms},
+                    {"max_ms", sum.max_ms},
+                    {"reconnects", s.reconnects},
                     {"slow_reconnects", s.slow_reconnects},
                     {"first_error", s.first_error.substr(0, 200)}};
   std::printf("%s\n", out.dump(-1, ' ', false, lote::Json::error_handler_t::replace).c_str());

@@ -47,7 +47,10 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
                            "ListQuotaShares",
                            "UpdateQuotaShare"}) {
     std::string op = name;
-    router->RegisterRestOperation({op, "POST", "/v1/" + Lower(op), {},
+    router->RegisterRestOperation({op,
+                                   "POST",
+                                   "/v1/" + Lower(op),
+                                   {},
                                    [op](const Json&) -> Result<Json> {
                                      return Status::Unimplemented(
                                          op +
@@ -85,14 +88,21 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
     // I/O thread. Mutations wait for a commit: the handler pool.
     const std::string name = e.name;
     const bool read = name.rfind("Describe", 0) == 0 || name.rfind("List", 0) == 0;
-    router->RegisterRestOperation({name, "POST", "/v1/" + Lower(name), {},
-                                   [cp, m](const Json& r) { return (cp->*m)(r); }, read});
+    router->RegisterRestOperation({name,
+                                   "POST",
+                                   "/v1/" + Lower(name),
+                                   {},
+                                   [cp, m](const Json& r) { return (cp->*m)(r); },
+                                   read});
   }
   router->RegisterRestOperation(
       {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
          return cp->TagResource(r);
        }});
-  router->RegisterRestOperation({"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {},
+  router->RegisterRestOperation({"ListTagsForResource",
+                                 "GET",
+                                 "/v1/tags/{resourceArn}",
+                                 {},
                                  [cp](const Json& r) { return cp->ListTagsForResource(r); },
                                  /*nonblocking=*/true});
   router->RegisterRestOperation(

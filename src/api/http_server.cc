@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -77,6 +78,7 @@ class HttpServer::Impl {
   std::atomic<bool> stopping_{false};
   net::io_context io_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_retry_{acceptor_.get_executor()};
   net::thread_pool pool_;
   std::vector<std::thread> io_threads_;
 
@@ -139,12 +141,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void WaitForRequest() {
     if (buffer_.size() > 0) return ReadHeader();
     SetDeadline(opts().idle_timeout_ms);
-    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
-                                                       beast::error_code ec, size_t n) {
-      if (ec) return self->Close();  // idle timeout, client closed, reset: nothing to answer
-      self->buffer_.commit(n);
-      self->ReadHeader();
-    });
+    socket_.async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          if (ec) return self->Close();  // idle timeout, client closed, reset: nothing to answer
+          self->buffer_.commit(n);
+          self->ReadHeader();
+        });
   }
 
   void ReadHeader() {
@@ -152,10 +154,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
     parser_->body_limit(opts().max_body_bytes);
     SetDeadline(opts().header_timeout_ms);
-    http::async_read_header(socket_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
-                            });
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(beast::error_code ec) {
@@ -201,20 +202,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   Status TooLarge(uint64_t length) const {
-    return Status::InvalidArgument("the request body is " +
-                                   (length ? std::to_string(length) + " bytes" : "too large") +
-                                   "; the limit is " + std::to_string(opts().max_body_bytes) +
-                                   " bytes");
+    return Status::InvalidArgument(
+        "the request body is " + (length ? std::to_string(length) + " bytes" : "too large") +
+        "; the limit is " + std::to_string(opts().max_body_bytes) + " bytes");
   }
 
   void OnReadError(beast::error_code ec, bool have_header) {
     if (timed_out_) {
-      return Fail(408, Status::InvalidArgument(
-                           std::string("the request was not received in time: its ") +
-                           (have_header ? "body" : "headers") + " must arrive within " +
-                           std::to_string(have_header ? opts().body_timeout_ms
-                                                      : opts().header_timeout_ms) +
-                           " ms"));
+      return Fail(
+          408, Status::InvalidArgument(
+                   std::string("the request was not received in time: its ") +
+                   (have_header ? "body" : "headers") + " must arrive within " +
+                   std::to_string(have_header ? opts().body_timeout_ms : opts().header_timeout_ms) +
+                   " ms"));
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == net::error::connection_reset || ec == net::error::operation_aborted ||
@@ -223,9 +223,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (ec == http::error::body_limit) return Fail(413, TooLarge(0));
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-      return Fail(431, Status::InvalidArgument(
-                           "the request line and headers exceed " +
-                           std::to_string(opts().max_header_bytes) + " bytes"));
+      return Fail(431, Status::InvalidArgument("the request line and headers exceed " +
+                                               std::to_string(opts().max_header_bytes) + " bytes"));
     }
     return Fail(400, Status::InvalidArgument("malformed HTTP request: " + ec.message()));
   }
@@ -345,8 +344,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Write(HttpResponse r, bool keep_alive, bool head) {
-    Finish(std::make_shared<std::string>(Serialize(std::move(r), keep_alive, head)), 0,
-           keep_alive);
+    Finish(std::make_shared<std::string>(Serialize(std::move(r), keep_alive, head)), 0, keep_alive);
   }
 
   // Writes what is left of `bytes` after `sent`, then reads the next request
@@ -390,7 +388,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   HttpServer::Impl* server_;
   tcp::socket socket_;
-  net::steady_timer timer_;  // the deadline of the current operation
+  net::steady_timer timer_;            // the deadline of the current operation
   std::atomic<uint64_t> deadline_{0};  // generation of the armed deadline
   bool timed_out_ = false;
   bool lingering_ = false;
@@ -406,8 +404,8 @@ Status HttpServer::Impl::Listen(int* port) {
   net::ip::address address = net::ip::make_address(
       options_.host == "localhost" ? std::string("127.0.0.1") : options_.host, ec);
   if (ec) {
-    return Status::InvalidArgument("cannot listen on '" + options_.host +
-                                   "': not an IP address (" + ec.message() + ")");
+    return Status::InvalidArgument("cannot listen on '" + options_.host + "': not an IP address (" +
+                                   ec.message() + ")");
   }
   tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
   acceptor_.open(endpoint.protocol(), ec);
@@ -427,10 +425,14 @@ void HttpServer::Impl::Accept() {
   acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (!acceptor_.is_open() || stopping_) return;
-      // Out of descriptors and the like: keep accepting after a pause would
-      // be kinder, but a failed accept consumes nothing; log and go on.
-      spdlog::warn("http: accept failed: {}", ec.message());
-      return Accept();
+      // Out of descriptors and the like: the pending connection stays in the
+      // backlog; try again shortly rather than spinning.
+      spdlog::warn("http: accept failed: {}; retrying in 100 ms", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](beast::error_code wec) {
+        if (!wec && !stopping_) Accept();
+      });
+      return;
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
@@ -472,6 +474,7 @@ void HttpServer::Impl::Stop() {
   net::post(acceptor_.get_executor(), [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    accept_retry_.cancel();
   });
   pool_.join();  // handlers that are running finish (and post their writes)
   io_.stop();
@@ -484,7 +487,18 @@ HttpServer::HttpServer(const ApiRouter* router) : router_(router) {}
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start(const HttpServerOptions& options) {
-  impl_ = std::make_unique<Impl>(router_, options);
+  HttpServerOptions effective = options;
+  // Each connection is a descriptor: keep half of them for everything else
+  // (store, logs, job supervisors) rather than fail accepts at the limit.
+  if (struct rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    const int fit = static_cast<int>(std::min<rlim_t>(rl.rlim_cur / 2, 1 << 30));
+    if (effective.max_connections > fit) {
+      spdlog::info("http: at most {} connections (half the descriptor limit {})", fit,
+                   static_cast<uint64_t>(rl.rlim_cur));
+      effective.max_connections = fit;
+    }
+  }
+  impl_ = std::make_unique<Impl>(router_, effective);
   Status st = impl_->Listen(&port_);
   if (!st.ok()) {
     impl_.reset();

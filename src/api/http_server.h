@@ -39,9 +39,9 @@ namespace lote::api {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 7480;       // 0: any free port
-  int threads = 64;      // handler pool
-  int io_threads = 0;    // 0: min(4, hardware threads)
+  int port = 7480;     // 0: any free port
+  int threads = 64;    // handler pool
+  int io_threads = 0;  // 0: min(4, hardware threads)
   size_t max_body_bytes = 16 << 20;
   size_t max_header_bytes = 64 << 10;
   size_t max_target_bytes = 16 << 10;

@@ -125,9 +125,8 @@ std::string Post(const std::string& path, const std::string& body,
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    router_.RegisterRestOperation({"Echo", "POST", "/v1/echo", {}, [](const Json& r) {
-                                     return Result<Json>(r);
-                                   }});
+    router_.RegisterRestOperation(
+        {"Echo", "POST", "/v1/echo", {}, [](const Json& r) { return Result<Json>(r); }});
     router_.RegisterRestOperation(
         {"Throw", "POST", "/v1/throw", {}, [](const Json&) -> Result<Json> {
            throw std::runtime_error("a bug");
@@ -220,8 +219,8 @@ TEST_F(HttpServerTest, SizeLimitsAreShapedForTheAddressedService) {
   StartServer();
   {
     Conn c(server_.port());
-    ASSERT_TRUE(c.Send(Post("/", std::string(5000, ' '),
-                            "X-Amz-Target: Logs_20140328.PutLogEvents\r\n")));
+    ASSERT_TRUE(
+        c.Send(Post("/", std::string(5000, ' '), "X-Amz-Target: Logs_20140328.PutLogEvents\r\n")));
     Conn::Response r = c.Read();
     EXPECT_EQ(r.status, 413);
     ExpectAwsShaped(r, "InvalidParameterException");
@@ -311,8 +310,9 @@ TEST_F(HttpServerTest, SlowBodiesAreAnswered408AndClosed) {
   options_.body_timeout_ms = 200;
   StartServer();
   Conn c(server_.port());
-  ASSERT_TRUE(c.Send("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: Logs_20140328.PutLogEvents\r\n"
-                     "Content-Length: 100\r\n\r\n{"));
+  ASSERT_TRUE(
+      c.Send("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: Logs_20140328.PutLogEvents\r\n"
+             "Content-Length: 100\r\n\r\n{"));
   Conn::Response r = c.Read();
   EXPECT_EQ(r.status, 408);
   ExpectAwsShaped(r, "InvalidParameterException");

@@ -53,9 +53,9 @@ Status Walk(const Json& value, const std::string& path, bool ascii_only, bool nu
     case Json::value_t::object:
       for (const auto& [key, member] : value.items()) {
         const std::string child = path.empty() ? key : path + "." + key;
-        RETURN_IF_ERROR(CheckString(key, "the member name " + Printable(key) +
-                                             (path.empty() ? "" : " in " + path),
-                                    false, false));
+        RETURN_IF_ERROR(CheckString(
+            key, "the member name " + Printable(key) + (path.empty() ? "" : " in " + path), false,
+            false));
         const bool child_ascii = ascii_only || rules.ascii_only.count(key) > 0;
         const bool child_nul = rules.nul_allowed.count(key) > 0;
         RETURN_IF_ERROR(Walk(member, child, child_ascii, child_nul, rules));
@@ -169,13 +169,32 @@ Status CheckRequestValues(const Json& request, const ValueRules& rules) {
 }
 
 const ValueRules& BatchValueRules() {
-  static const ValueRules rules{
-      {"computeEnvironmentName", "jobQueueName", "jobDefinitionName", "jobName",
-       "schedulingPolicyName", "computeEnvironment", "jobQueue", "jobDefinition",
-       "computeEnvironments", "jobQueues", "jobDefinitions", "schedulingPolicyArn", "arn", "arns",
-       "resourceArn", "jobId", "jobs", "arrayJobId", "multiNodeJobId", "shareIdentifier",
-       "serviceRole", "instanceRole", "jobRoleArn", "executionRoleArn", "nextToken"},
-      {}};
+  static const ValueRules rules{{"computeEnvironmentName",
+                                 "jobQueueName",
+                                 "jobDefinitionName",
+                                 "jobName",
+                                 "schedulingPolicyName",
+                                 "computeEnvironment",
+                                 "jobQueue",
+                                 "jobDefinition",
+                                 "computeEnvironments",
+                                 "jobQueues",
+                                 "jobDefinitions",
+                                 "schedulingPolicyArn",
+                                 "arn",
+                                 "arns",
+                                 "resourceArn",
+                                 "jobId",
+                                 "jobs",
+                                 "arrayJobId",
+                                 "multiNodeJobId",
+                                 "shareIdentifier",
+                                 "serviceRole",
+                                 "instanceRole",
+                                 "jobRoleArn",
+                                 "executionRoleArn",
+                                 "nextToken"},
+                                {}};
   return rules;
 }
 

@@ -10,12 +10,12 @@ TEST(RequestChecksTest, Utf8) {
   EXPECT_TRUE(IsValidUtf8("plain"));
   EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
   EXPECT_FALSE(IsValidUtf8("\xff"));
-  EXPECT_FALSE(IsValidUtf8("\xc3"));                // truncated
-  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));            // truncated
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));            // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));        // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));    // above U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("a\x80z"));              // lone continuation
+  EXPECT_FALSE(IsValidUtf8("\xc3"));              // truncated
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // truncated
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("a\x80z"));            // lone continuation
 }
 
 TEST(RequestChecksTest, Depth) {
@@ -27,9 +27,9 @@ TEST(RequestChecksTest, Depth) {
 
 TEST(RequestChecksTest, Values) {
   const ValueRules& batch = BatchValueRules();
-  EXPECT_TRUE(CheckRequestValues(Json::parse(R"({"jobName": "j", "n": 1.5, "tags": {"k": "é"}})"),
-                                 batch)
-                  .ok());
+  EXPECT_TRUE(
+      CheckRequestValues(Json::parse(R"({"jobName": "j", "n": 1.5, "tags": {"k": "é"}})"), batch)
+          .ok());
   Status s = CheckRequestValues(Json::parse(R"({"jobs": ["a", "b\u00e9"]})"), batch);
   EXPECT_NE(s.message().find("jobs[1]"), std::string::npos) << s.message();
   s = CheckRequestValues(Json::parse(R"({"x": {"y": [1, 2e300]}})"), batch);

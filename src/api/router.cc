@@ -64,10 +64,10 @@ std::string NumberOverflowMessage(const std::string& body, const std::string& wh
   if (at != std::string::npos) {
     size_t colon = body.rfind(':', at);
     size_t key_end = colon == std::string::npos ? std::string::npos : body.rfind('"', colon);
-    size_t key_start = key_end == std::string::npos || key_end == 0
-                           ? std::string::npos
-                           : body.rfind('"', key_end - 1);
-    if (key_start != std::string::npos) member = body.substr(key_start + 1, key_end - key_start - 1);
+    size_t key_start = key_end == std::string::npos || key_end == 0 ? std::string::npos
+                                                                    : body.rfind('"', key_end - 1);
+    if (key_start != std::string::npos)
+      member = body.substr(key_start + 1, key_end - key_start - 1);
   }
   return (member.empty() ? std::string("a number") : member) + " is " +
          (number.empty() ? std::string("a number") : number) +
@@ -83,8 +83,7 @@ Result<Json> ParseBody(const std::string& body) {
   } catch (const Json::out_of_range& e) {
     return Status::InvalidArgument(NumberOverflowMessage(body, e.what()));
   } catch (const Json::exception& e) {
-    return Status::InvalidArgument(std::string("the request body is not valid JSON: ") +
-                                   e.what());
+    return Status::InvalidArgument(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!parsed.is_object()) {
     return Status::InvalidArgument("the request body must be a JSON object");
@@ -157,8 +156,8 @@ HttpResponse ApiRouter::TransportError(const HttpRequest& request, int http_stat
   ApiError error;
   if (!target.empty()) {
     auto svc = json_services_.find(target.substr(0, target.find('.')));
-    error = svc == json_services_.end() ? LogsErrorFromStatus(status)
-                                        : svc->second.map_error(status);
+    error =
+        svc == json_services_.end() ? LogsErrorFromStatus(status) : svc->second.map_error(status);
   } else {
     error = BatchErrorFromStatus(status);
   }
@@ -257,8 +256,8 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::
   if (!body.ok()) {
     return ErrorResponse({400, "SerializationException", body.status().message()}, true, id);
   }
-  if (Status st = CheckRequestValues(*body, service.value_rules ? *service.value_rules
-                                                                : LogsValueRules());
+  if (Status st =
+          CheckRequestValues(*body, service.value_rules ? *service.value_rules : LogsValueRules());
       !st.ok()) {
     return ErrorResponse(service.map_error(st), true, id);
   }
@@ -326,7 +325,8 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string
                               "; see docs/api.md for the supported operations"},
                          false, id);
   }
-  if (Status st = CheckBodySize(found->name, request.body.size(), BodyLimit("Batch." + found->name));
+  if (Status st =
+          CheckBodySize(found->name, request.body.size(), BodyLimit("Batch." + found->name));
       !st.ok()) {
     ApiError err = BatchErrorFromStatus(st);
     err.http_status = 413;

@@ -119,7 +119,7 @@ class ApiRouter {
   const Authenticator* auth_;
   std::vector<RestOperation> rest_ops_;
   std::map<std::string, JsonService> json_services_;  // by target prefix
-  std::map<std::string, size_t> body_limits_;          // by "Batch.SubmitJob"
+  std::map<std::string, size_t> body_limits_;         // by "Batch.SubmitJob"
 };
 
 // Builds the response for an error in the given protocol (json 1.1 when

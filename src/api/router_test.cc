@@ -146,8 +146,8 @@ TEST_F(RouterTest, EveryResponseHasARequestId) {
 }
 
 TEST_F(RouterTest, DeepNestingIsAClientErrorNotACrash) {
-  std::string deep = R"({"jobQueueName": )" + std::string(100000, '[') + std::string(100000, ']') +
-                     "}";
+  std::string deep =
+      R"({"jobQueueName": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   HttpResponse r = router_->Handle(Signed("POST", "/v1/createjobqueue", deep));
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(Body(r)["__type"], "ClientException");
@@ -199,8 +199,8 @@ TEST_F(RouterTest, HostileValuesNameTheirField) {
   std::string create = R"({"computeEnvironmentName": "ce", "type": "UNMANAGED"})";
   ASSERT_EQ(router_->Handle(Signed("POST", "/v1/createcomputeenvironment", create)).status, 200);
   std::string arn_enc = "arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Acompute-environment%2Fce";
-  HttpResponse tag = router_->Handle(
-      Signed("POST", "/v1/tags/" + arn_enc, R"({"tags": {"team": "caf\u00e9"}})"));
+  HttpResponse tag =
+      router_->Handle(Signed("POST", "/v1/tags/" + arn_enc, R"({"tags": {"team": "caf\u00e9"}})"));
   EXPECT_EQ(tag.status, 200) << tag.body;
 }
 
