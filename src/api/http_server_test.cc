@@ -127,6 +127,16 @@ class HttpServerTest : public ::testing::Test {
   void SetUp() override {
     router_.RegisterRestOperation(
         {"Echo", "POST", "/v1/echo", {}, [](const Json& r) { return Result<Json>(r); }});
+    router_.RegisterRestOperation({"EchoInline",
+                                   "POST",
+                                   "/v1/echoinline",
+                                   {},
+                                   [](const Json& r) { return Result<Json>(r); },
+                                   /*nonblocking=*/true});
+    router_.RegisterRestOperation(
+        {"Big", "POST", "/v1/big", {}, [](const Json& r) -> Result<Json> {
+           return Json{{"n", r.value("n", 0)}, {"s", std::string(8 << 20, 'b')}};
+         }});
     router_.RegisterRestOperation(
         {"Throw", "POST", "/v1/throw", {}, [](const Json&) -> Result<Json> {
            throw std::runtime_error("a bug");
@@ -180,6 +190,28 @@ TEST_F(HttpServerTest, KeepAliveAndPipeliningAnswerInOrder) {
   // Still open afterwards.
   ASSERT_TRUE(c.Send(Post("/v1/echo", R"({"n": 5})")));
   EXPECT_EQ(Body(c.Read())["n"], 5);
+}
+
+TEST_F(HttpServerTest, InlineAndPooledHandlersInterleaveInOrder) {
+  StartServer();
+  Conn c(server_.port());
+  std::string batch;
+  for (int n = 0; n < 20; ++n) {
+    batch += Post(n % 3 == 0 ? "/v1/big"
+                  : n % 2    ? "/v1/echoinline"
+                             : "/v1/echo",
+                  R"({"n": )" + std::to_string(n) + "}");
+  }
+  ASSERT_TRUE(c.Send(batch));
+  for (int n = 0; n < 20; ++n) {
+    Conn::Response r = c.Read();
+    ASSERT_EQ(r.status, 200);
+    Json body = Body(r);
+    EXPECT_EQ(body["n"], n);
+    if (n % 3 == 0) {
+      EXPECT_EQ(body["s"].get<std::string>().size(), size_t{8 << 20});
+    }
+  }
 }
 
 TEST_F(HttpServerTest, Http10AndConnectionCloseCloseAfterTheAnswer) {
