@@ -262,6 +262,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out.body = std::move(req.body());
     const bool keep_alive = req.keep_alive();
     const bool head = req.method() == http::verb::head;
+    http10_ = req.version() == 10;
     parser_.reset();
     if (server_->stopping_) {
       HttpResponse r = server_->router_->TransportError(
@@ -337,7 +338,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out += "Date: " + HttpDate(server_->clock_->NowMillis()) + "\r\n";
     // A HEAD answer announces the length of the body it does not carry.
     out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-    if (!keep_alive) out += "Connection: close\r\n";
+    if (!keep_alive) {
+      out += "Connection: close\r\n";
+    } else if (http10_) {
+      out += "Connection: keep-alive\r\n";  // HTTP/1.0 closes unless told otherwise
+    }
     out += "\r\n";
     if (!head) out += r.body;
     return out;
@@ -392,6 +397,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<uint64_t> deadline_{0};  // generation of the armed deadline
   bool timed_out_ = false;
   bool lingering_ = false;
+  bool http10_ = false;  // the request being answered is HTTP/1.0
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   const bool refuse_;

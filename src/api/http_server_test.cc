@@ -220,6 +220,15 @@ TEST_F(HttpServerTest, Http10AndConnectionCloseCloseAfterTheAnswer) {
   ASSERT_TRUE(a.Send("POST /v1/echo HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}"));
   EXPECT_EQ(a.Read().status, 200);
   EXPECT_TRUE(a.ClosedByServer());
+  Conn k(server_.port());  // HTTP/1.0 asking for keep-alive gets it, said explicitly
+  ASSERT_TRUE(
+      k.Send("POST /v1/echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n{}"));
+  Conn::Response kr = k.Read();
+  EXPECT_EQ(kr.status, 200);
+  EXPECT_EQ(kr.Header("connection"), "keep-alive");
+  ASSERT_TRUE(k.Send("POST /v1/echo HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}"));
+  EXPECT_EQ(k.Read().status, 200);
+  EXPECT_TRUE(k.ClosedByServer());
   Conn b(server_.port());
   ASSERT_TRUE(b.Send(Post("/v1/echo", "{}", "Connection: close\r\n")));
   Conn::Response r = b.Read();
