@@ -51,6 +51,9 @@ constexpr int kMaxRefusing = 1024;
 // After a response that closes the connection, unread request bytes are
 // drained this long so the client reads the answer instead of a reset.
 constexpr int64_t kLingerMillis = 2'000;
+// How long a connection over the limit may take to send its request line (to
+// be answered 503) before it is closed without an answer.
+constexpr int64_t kRefuseWaitMillis = 2'000;
 
 }  // namespace
 
@@ -140,7 +143,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Waits (idle deadline) for the first byte of the next request.
   void WaitForRequest() {
     if (buffer_.size() > 0) return ReadHeader();
-    SetDeadline(opts().idle_timeout_ms);
+    // A refused connection gets a short wait: it holds a descriptor beyond the limit.
+    SetDeadline(refuse_ ? std::min<int64_t>(kRefuseWaitMillis, opts().idle_timeout_ms)
+                        : opts().idle_timeout_ms);
     socket_.async_read_some(
         buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
           if (ec) return self->Close();  // idle timeout, client closed, reset: nothing to answer
