@@ -210,6 +210,48 @@ class HttpFrontDoorTest(unittest.TestCase):
         self.assertHealthy()
 
 
+class ServerLimitsTest(unittest.TestCase):
+    """The --http-* flags of `lote server`, end to end."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LoteServer(LOTE, extra_args=[
+            "--http-max-connections", "4", "--http-header-timeout-ms", "300"]).start()
+        host_port = cls.server.endpoint.split("//")[1]
+        cls.host, port = host_port.rsplit(":", 1)
+        cls.port = int(port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+
+    def test_slow_headers_get_408(self):
+        data = raw_exchange(self.host, self.port, b"POST /v1/describejobqueues HTTP/1.1\r\nHost: x\r\n")
+        answer = parse_raw(data)
+        self.assertEqual(answer.status, 408)
+        self.assertEqual(answer.shape_problems(), [])
+        self.assertEqual(answer.code(), "ClientException")
+
+    def test_connections_over_the_limit_get_503(self):
+        held = []
+        try:
+            for _ in range(4):
+                s = socket.create_connection((self.host, self.port))
+                s.sendall(b"POST /v1/describejobqueues HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+                self.assertIn(b"403", s.recv(65536))  # answered (unsigned): admitted and counted
+                held.append(s)
+            answer = parse_raw(raw_exchange(
+                self.host, self.port,
+                b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: Logs_20140328.DescribeLogGroups\r\n"
+                b"Content-Length: 2\r\n\r\n{}"))
+            self.assertEqual(answer.status, 503)
+            self.assertEqual(answer.shape_problems(), [])
+            self.assertEqual(answer.code(), "ServiceUnavailableException")
+        finally:
+            for s in held:
+                s.close()
+
+
 def main():
     global LOTE
     parser = argparse.ArgumentParser()
