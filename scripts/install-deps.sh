@@ -42,3 +42,5 @@ if ! command -v npm >/dev/null; then
 fi
 
 "$ROOT/scripts/fetch-testdata.sh" "$DATA_DIR"
+# The AWS SDK for JavaScript v3 clients the API tests drive (pinned).
+"$ROOT/scripts/fetch-js-sdk.sh" "${LOTE_JS_SDK:-$ROOT/.cache/js-sdk}"

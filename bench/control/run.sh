@@ -2,14 +2,21 @@
 # Control-plane throughput: signed requests/s (RegisterJobDefinition +
 # DescribeJobQueues, alternating) from 8 keep-alive clients, against lote
 # (durable: WAL + synchronous=FULL) and moto_server, in the same run with the
-# same C++ load client. Usage: bench/control/run.sh BUILD_DIR [SECONDS]
+# same C++ load client. Then connection scale (lote_control_conn_load, one
+# event-driven client thread): 1,000 keep-alive connections each sending one
+# DescribeJobQueues per second (p50/p99/max), 50-connection cold bursts, and
+# the 1,000 connections again with 1,000 slow-loris connections open.
+# Usage: bench/control/run.sh BUILD_DIR [SECONDS]   (CONN=0 skips connection scale)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 SECONDS_PER_RUN="${2:-10}"
 CLIENTS="${CLIENTS:-8}"
 LOTE="$BUILD/lote"
 LOAD="$BUILD/bench/control/lote_control_load"
-[ -x "$LOAD" ] || cmake --build "$BUILD" --target lote_control_load lote >/dev/null
+CONN_LOAD="$BUILD/bench/control/lote_control_conn_load"
+[ -x "$LOAD" ] && [ -x "$CONN_LOAD" ] || cmake --build "$BUILD" --target lote_control_load lote_control_conn_load lote >/dev/null
+# 1,000 + 1,000 connections from one client process, and the servers' ends.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 WORK="$(mktemp -d /tmp/lote_bench_control.XXXXXX)"
 LOTE_PID=""; MOTO_PID=""
@@ -61,6 +68,40 @@ PY
 # 1:1 mix (the headline), then a read-heavy mix (1 write in 10).
 run_pair 2
 run_pair 10
+if [ "${CONN:-1}" != 0 ]; then
+  CONNS="${CONNS:-1000}"
+  conn_pair() {  # $1: label, rest: conn_load arguments
+    local label="$1"; shift
+    echo "--- $label"
+    L=$("$CONN_LOAD" --endpoint "$LOTE_URL" --key "$KEY" --secret "$SECRET" "$@" || true)
+    echo "lote: $L"
+    M=$("$CONN_LOAD" --endpoint "http://127.0.0.1:$MOTO_PORT" "$@" || true)
+    echo "moto: $M"
+    python3 - "$L" "$M" <<'PY'
+import json, sys
+def load(s):
+    try:
+        return json.loads(s)
+    except ValueError:
+        return None
+l, m = load(sys.argv[1]), load(sys.argv[2])
+for name, r in (("lote", l), ("moto", m)):
+    if r:
+        print("%s %d ok, %d errors, p50 %.2f ms, p99 %.2f ms, max %.1f ms" % (
+            name, r["requests"], r["errors"], r["p50_ms"], r["p99_ms"], r["max_ms"]))
+    else:
+        print("%s: no result" % name)
+if l and m and l["p99_ms"] > 0:
+    print("ratio moto/lote p99: %.1fx, max: %.1fx" % (m["p99_ms"] / l["p99_ms"], m["max_ms"] / max(l["max_ms"], 1e-9)))
+PY
+  }
+  conn_pair "$CONNS keep-alive connections, 1 DescribeJobQueues/s each, ${SECONDS_PER_RUN}s" \
+    --mode keepalive --connections "$CONNS" --interval-ms 1000 --seconds "$SECONDS_PER_RUN"
+  conn_pair "cold bursts: 50 new connections at once, one request each, 20 bursts" \
+    --mode burst --burst 50 --bursts 20
+  conn_pair "$CONNS keep-alive connections as above, plus $CONNS slow-loris connections (1 header byte/s)" \
+    --mode keepalive --connections "$CONNS" --interval-ms 1000 --seconds "$SECONDS_PER_RUN" --slowloris "$CONNS"
+fi
 python3 - <<'PY'
 import os, time
 fd = os.open("/tmp/lote_fsync_probe", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)

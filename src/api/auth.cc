@@ -47,10 +47,26 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
     return Denied("IncompleteSignatureException",
                   "X-Amz-Date '" + amz_date + "' is not in the form YYYYMMDDTHHMMSSZ");
   }
-  if (std::find(auth->signed_headers.begin(), auth->signed_headers.end(), "host") ==
-      auth->signed_headers.end()) {
-    return Denied("IncompleteSignatureException",
-                  "SignedHeaders must include 'host'; sign the Host header");
+  // The headers that choose what a request does must be covered by its
+  // signature, or they could be changed in flight: Host, X-Amz-Date, and where
+  // present X-Amz-Target (the operation of a json-protocol call) and
+  // Content-Type (when there is a body to type).
+  auto is_signed = [&](std::string_view name) {
+    return std::find(auth->signed_headers.begin(), auth->signed_headers.end(), name) !=
+           auth->signed_headers.end();
+  };
+  for (const char* name : {"host", "x-amz-date", "x-amz-target", "content-type"}) {
+    const std::string_view n = name;
+    const bool required = n == "host" || n == "x-amz-date" ||
+                          (n == "x-amz-target" && request.HasHeader(n)) ||
+                          (n == "content-type" && request.HasHeader(n) && !request.body.empty());
+    if (required && !is_signed(n)) {
+      return Denied("IncompleteSignatureException",
+                    "SignedHeaders must include '" + std::string(n) +
+                        "' (host and x-amz-date always, x-amz-target and content-type when "
+                        "sent); sign the " +
+                        std::string(n) + " header");
+    }
   }
   auto secret = secrets_.find(auth->access_key_id);
   if (secret == secrets_.end()) {
@@ -88,7 +104,8 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
     return Denied("InvalidSignatureException",
                   "Signature not yet current: " + amz_date + " is still later than " +
                       sigv4::FormatAmzDate(now + kMaxSkewMillis) +
-                      " (15 minutes after the server's time); check the client's clock");
+                      " (15 minutes after the server's time " + sigv4::FormatAmzDate(now) +
+                      "); check the client's clock");
   }
   sigv4::Request canonical;
   canonical.method = request.method;

@@ -96,6 +96,32 @@ TEST_F(AuthTest, StaleAndFutureSignatures) {
   auto future = auth_.Verify(Signed("AKIDLOTE", "s3cret", kNow + 16 * 60 * 1000), "batch");
   ASSERT_TRUE(future);
   EXPECT_NE(future->message.find("not yet current"), std::string::npos);
+  // Both name the server's time, so a client can see its skew.
+  const std::string server_time = sigv4::FormatAmzDate(kNow);
+  EXPECT_NE(stale->message.find(server_time), std::string::npos) << stale->message;
+  EXPECT_NE(future->message.find(server_time), std::string::npos) << future->message;
+}
+
+TEST_F(AuthTest, HeadersThatChooseTheOperationMustBeSigned) {
+  // Content-Type sent with a body but left out of SignedHeaders.
+  HttpRequest r = Signed("AKIDLOTE", "s3cret", kNow);
+  for (auto& [k, v] : r.headers) {
+    if (k == "Authorization") {
+      size_t at = v.find("content-type;");
+      ASSERT_NE(at, std::string::npos) << v;
+      v.erase(at, std::string("content-type;").size());
+    }
+  }
+  auto unsigned_type = auth_.Verify(r, "batch");
+  ASSERT_TRUE(unsigned_type);
+  EXPECT_EQ(unsigned_type->code, "IncompleteSignatureException");
+  EXPECT_NE(unsigned_type->message.find("content-type"), std::string::npos);
+  // X-Amz-Target added after signing.
+  HttpRequest t = Signed("AKIDLOTE", "s3cret", kNow);
+  t.headers.emplace_back("X-Amz-Target", "Logs_20140328.DeleteLogGroup");
+  auto unsigned_target = auth_.Verify(t, "batch");
+  ASSERT_TRUE(unsigned_target);
+  EXPECT_NE(unsigned_target->message.find("x-amz-target"), std::string::npos);
 }
 
 TEST_F(AuthTest, WrongRegionOrService) {

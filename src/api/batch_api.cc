@@ -14,6 +14,10 @@ std::string Lower(std::string s) {
 }  // namespace
 
 void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
+  // AWS Batch's quota on a job payload (the SubmitJob request: overrides,
+  // parameters, tags) is 30 KiB; a job definition is at most 24 KiB (checked
+  // by the control plane) and every other request is far smaller.
+  router->SetBodyLimit("Batch.SubmitJob", kMaxSubmitJobBytes);
   // Operations of the Batch model that lote does not implement (yet): the job
   // operations arrive with the job layer and replace these stubs.
   for (const char* name : {"SubmitJob",
@@ -43,12 +47,17 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
                            "ListQuotaShares",
                            "UpdateQuotaShare"}) {
     std::string op = name;
-    router->RegisterRestOperation(
-        {op, "POST", "/v1/" + Lower(op), {}, [op](const Json&) -> Result<Json> {
-           return Status::Unimplemented(op +
-                                        " is not supported by this lote server; see docs/api.md "
-                                        "for the supported operations");
-         }});
+    router->RegisterRestOperation({op,
+                                   "POST",
+                                   "/v1/" + Lower(op),
+                                   {},
+                                   [op](const Json&) -> Result<Json> {
+                                     return Status::Unimplemented(
+                                         op +
+                                         " is not supported by this lote server; see docs/api.md "
+                                         "for the supported operations");
+                                   },
+                                   /*nonblocking=*/true});
   }
   using Method = Result<Json> (control::ControlPlane::*)(const Json&);
   struct Entry {
@@ -75,19 +84,27 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
   };
   for (const Entry& e : entries) {
     Method m = e.method;
-    router->RegisterRestOperation(
-        {e.name, "POST", "/v1/" + Lower(e.name), {}, [cp, m](const Json& r) {
-           return (cp->*m)(r);
-         }});
+    // Reads are served from memory under a short lock: they may run on an
+    // I/O thread. Mutations wait for a commit: the handler pool.
+    const std::string name = e.name;
+    const bool read = name.rfind("Describe", 0) == 0 || name.rfind("List", 0) == 0;
+    router->RegisterRestOperation({name,
+                                   "POST",
+                                   "/v1/" + Lower(name),
+                                   {},
+                                   [cp, m](const Json& r) { return (cp->*m)(r); },
+                                   read});
   }
   router->RegisterRestOperation(
       {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
          return cp->TagResource(r);
        }});
-  router->RegisterRestOperation(
-      {"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
-         return cp->ListTagsForResource(r);
-       }});
+  router->RegisterRestOperation({"ListTagsForResource",
+                                 "GET",
+                                 "/v1/tags/{resourceArn}",
+                                 {},
+                                 [cp](const Json& r) { return cp->ListTagsForResource(r); },
+                                 /*nonblocking=*/true});
   router->RegisterRestOperation(
       {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [cp](const Json& r) {
          return cp->UntagResource(r);

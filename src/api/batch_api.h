@@ -15,6 +15,9 @@
 
 namespace lote::api {
 
+// Largest SubmitJob request body accepted (AWS Batch's job payload quota).
+inline constexpr size_t kMaxSubmitJobBytes = 30 * 1024;
+
 // `control` must outlive the router.
 void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* control);
 

@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <exception>
 
+#include "api/request_checks.h"
 #include "common/ids.h"
 #include "common/sigv4.h"
 
@@ -15,12 +17,16 @@ namespace {
 constexpr const char* kRestContentType = "application/json";
 constexpr const char* kJsonContentType = "application/x-amz-json-1.1";
 
-HttpResponse JsonOk(const Json& body, bool json_protocol) {
+// Never throws: a string that is not UTF-8 (which the checks keep out of
+// requests) is written with U+FFFD rather than failing the answer.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+HttpResponse JsonOk(const Json& body, bool json_protocol, const std::string& request_id) {
   HttpResponse r;
   r.status = 200;
   r.headers.emplace_back("Content-Type", json_protocol ? kJsonContentType : kRestContentType);
-  r.headers.emplace_back("x-amzn-RequestId", NewUuid());
-  r.body = body.dump();
+  r.headers.emplace_back("x-amzn-RequestId", request_id);
+  r.body = Dump(body);
   return r;
 }
 
@@ -46,17 +52,50 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(const std::string& r
   return out;
 }
 
+// The parser's "number overflow parsing '1e400'" names the number, not the
+// member: find the member whose value it is (the nearest key before it).
+std::string NumberOverflowMessage(const std::string& body, const std::string& what) {
+  std::string number;
+  size_t open = what.find('\'');
+  size_t close = what.rfind('\'');
+  if (open != std::string::npos && close > open) number = what.substr(open + 1, close - open - 1);
+  std::string member;
+  size_t at = number.empty() ? std::string::npos : body.find(number);
+  if (at != std::string::npos) {
+    size_t colon = body.rfind(':', at);
+    size_t key_end = colon == std::string::npos ? std::string::npos : body.rfind('"', colon);
+    size_t key_start = key_end == std::string::npos || key_end == 0 ? std::string::npos
+                                                                    : body.rfind('"', key_end - 1);
+    if (key_start != std::string::npos)
+      member = body.substr(key_start + 1, key_end - key_start - 1);
+  }
+  return (member.empty() ? std::string("a number") : member) + " is " +
+         (number.empty() ? std::string("a number") : number) +
+         ", too large to represent (it overflows a 64-bit float)";
+}
+
 Result<Json> ParseBody(const std::string& body) {
   if (body.empty()) return Json::object();
-  Result<Json> parsed = ParseJson(body);
-  if (!parsed.ok()) {
-    return Status::InvalidArgument("the request body is not valid JSON: " +
-                                   parsed.status().message());
+  RETURN_IF_ERROR(CheckJsonDepth(body, ApiRouter::kMaxJsonDepth));
+  Json parsed;
+  try {
+    parsed = Json::parse(body);
+  } catch (const Json::out_of_range& e) {
+    return Status::InvalidArgument(NumberOverflowMessage(body, e.what()));
+  } catch (const Json::exception& e) {
+    return Status::InvalidArgument(std::string("the request body is not valid JSON: ") + e.what());
   }
-  if (!parsed->is_object()) {
+  if (!parsed.is_object()) {
     return Status::InvalidArgument("the request body must be a JSON object");
   }
-  return parsed;
+  return Result<Json>(std::move(parsed));
+}
+
+Status CheckBodySize(const std::string& operation, size_t size, size_t limit) {
+  if (size <= limit) return Status::Ok();
+  return Status::InvalidArgument("the " + operation + " request body is " + std::to_string(size) +
+                                 " bytes; the limit is " + std::to_string(limit) +
+                                 " bytes (see docs/api.md, \"Limits\")");
 }
 
 // Runs a handler; exceptions (a bug) become Internal.
@@ -67,6 +106,8 @@ Result<Json> Invoke(const JsonHandler& handler, const Json& request) {
     return Status::InvalidArgument(std::string("a request field has the wrong type: ") + e.what());
   } catch (const std::exception& e) {
     return Status::Internal(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Status::Internal("internal error: unknown exception");
   }
 }
 
@@ -86,14 +127,56 @@ bool HttpRequest::HasHeader(std::string_view name) const {
   return false;
 }
 
-HttpResponse ErrorResponse(const ApiError& error, bool json_protocol) {
+HttpResponse ErrorResponse(const ApiError& error, bool json_protocol,
+                           const std::string& request_id) {
   HttpResponse r;
   r.status = error.http_status;
   r.headers.emplace_back("Content-Type", json_protocol ? kJsonContentType : kRestContentType);
-  r.headers.emplace_back("x-amzn-RequestId", NewUuid());
+  r.headers.emplace_back("x-amzn-RequestId", request_id);
   r.headers.emplace_back("x-amzn-ErrorType", error.code);
-  r.body = Json{{"__type", error.code}, {"message", error.message}}.dump();
+  r.body = Dump(Json{{"__type", error.code}, {"message", error.message}});
   return r;
+}
+
+std::string ApiRouter::NewRequestId() { return NewUuid(); }
+
+void ApiRouter::SetBodyLimit(const std::string& operation, size_t bytes) {
+  body_limits_[operation] = bytes;
+}
+
+size_t ApiRouter::BodyLimit(const std::string& operation) const {
+  auto it = body_limits_.find(operation);
+  return it == body_limits_.end() ? kDefaultMaxRequestBytes : it->second;
+}
+
+HttpResponse ApiRouter::TransportError(const HttpRequest& request, int http_status,
+                                       const Status& status) const {
+  const std::string id = NewRequestId();
+  const std::string target = request.Header("x-amz-target");
+  ApiError error;
+  if (!target.empty()) {
+    auto svc = json_services_.find(target.substr(0, target.find('.')));
+    error =
+        svc == json_services_.end() ? LogsErrorFromStatus(status) : svc->second.map_error(status);
+  } else {
+    error = BatchErrorFromStatus(status);
+  }
+  error.http_status = http_status;
+  if (http_status >= 500) {
+    spdlog::warn("request {}: {} {}: {}", id, request.method, request.raw_path, status.message());
+  }
+  return ErrorResponse(error, !target.empty(), id);
+}
+
+HttpResponse ApiRouter::InternalError(const HttpRequest& request, const std::string& what) const {
+  const std::string id = NewRequestId();
+  spdlog::error("request {}: {} {} {}: internal error: {}", id, request.method, request.raw_path,
+                request.Header("x-amz-target"), what);
+  const std::string target = request.Header("x-amz-target");
+  Status st = Status::Internal("internal error (request id " + id + "); see the server log");
+  ApiError error = target.empty() ? BatchErrorFromStatus(st) : LogsErrorFromStatus(st);
+  error.http_status = 500;
+  return ErrorResponse(error, !target.empty(), id);
 }
 
 ApiRouter::ApiRouter(const Authenticator* auth) : auth_(auth) {}
@@ -123,13 +206,18 @@ std::vector<std::string> ApiRouter::OperationNames() const {
 }
 
 HttpResponse ApiRouter::Handle(const HttpRequest& request) const {
+  const std::string id = NewRequestId();
   const std::string target = request.Header("x-amz-target");
-  if (!target.empty()) return HandleJsonTarget(request, target);
-  return HandleRest(request);
+  try {
+    if (!target.empty()) return HandleJsonTarget(request, target, id);
+    return HandleRest(request, id);
+  } catch (const std::exception& e) {
+    return InternalError(request, e.what());
+  }
 }
 
-HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request,
-                                         const std::string& target) const {
+HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::string& target,
+                                         const std::string& id) const {
   size_t dot = target.find('.');
   std::string prefix = target.substr(0, dot);
   std::string operation = dot == std::string::npos ? "" : target.substr(dot + 1);
@@ -142,75 +230,127 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request,
                               (known.empty() ? std::string("none registered") : known) +
                               "); json-protocol calls are POST / with X-Amz-Target "
                               "<Service>.<Operation>"},
-                         true);
+                         true, id);
+  }
+  const JsonService& service = svc->second;
+  if (auto st = CheckBodySize(operation.empty() ? prefix : operation, request.body.size(),
+                              BodyLimit(target));
+      !st.ok()) {
+    ApiError err = service.map_error(st);
+    err.http_status = 413;
+    return ErrorResponse(err, true, id);
   }
   if (auth_) {
-    if (auto denied = auth_->Verify(request, svc->second.signing_service)) {
-      return ErrorResponse(*denied, true);
+    if (auto denied = auth_->Verify(request, service.signing_service)) {
+      return ErrorResponse(*denied, true, id);
     }
   }
-  auto op = svc->second.operations.find(operation);
-  if (op == svc->second.operations.end()) {
+  auto op = service.operations.find(operation);
+  if (op == service.operations.end()) {
     return ErrorResponse({400, "UnknownOperationException",
                           "operation '" + operation + "' of " + prefix +
                               " is not supported by lote; see docs/api.md for the supported list"},
-                         true);
+                         true, id);
   }
   Result<Json> body = ParseBody(request.body);
-  if (!body.ok())
-    return ErrorResponse({400, "SerializationException", body.status().message()}, true);
+  if (!body.ok()) {
+    return ErrorResponse({400, "SerializationException", body.status().message()}, true, id);
+  }
+  if (Status st =
+          CheckRequestValues(*body, service.value_rules ? *service.value_rules : LogsValueRules());
+      !st.ok()) {
+    return ErrorResponse(service.map_error(st), true, id);
+  }
   Result<Json> result = Invoke(op->second, *body);
   if (!result.ok()) {
-    ApiError err = svc->second.map_error(result.status());
-    if (err.http_status >= 500) spdlog::error("{} failed: {}", target, result.status().ToString());
-    return ErrorResponse(err, true);
+    ApiError err = service.map_error(result.status());
+    if (err.http_status >= 500) {
+      spdlog::error("request {}: {} failed: {}", id, target, result.status().ToString());
+    }
+    return ErrorResponse(err, true, id);
   }
-  return JsonOk(*result, true);
+  return JsonOk(*result, true, id);
 }
 
-HttpResponse ApiRouter::HandleRest(const HttpRequest& request) const {
-  const std::string path = sigv4::UriDecode(request.raw_path);
-  const RestOperation* found = nullptr;
-  std::string param_name, param_value;
-  bool path_known = false;
+const RestOperation* ApiRouter::FindRest(const std::string& method, const std::string& path,
+                                         std::string* param_name, std::string* param_value,
+                                         bool* path_known) const {
   for (const RestOperation& op : rest_ops_) {
     size_t brace = op.path.find('{');
     bool match = false;
-    std::string name, value;
     if (brace == std::string::npos) {
       match = path == op.path;
-    } else if (path.size() > brace && path.compare(0, brace, op.path, 0, brace) == 0) {
-      match = true;
-      name = op.path.substr(brace + 1, op.path.size() - brace - 2);
-      value = path.substr(brace);
+    } else {
+      match = path.size() > brace && path.compare(0, brace, op.path, 0, brace) == 0;
     }
     if (!match) continue;
-    path_known = true;
-    if (op.method != request.method) continue;
-    found = &op;
-    param_name = name;
-    param_value = value;
-    break;
+    *path_known = true;
+    if (op.method != method) continue;
+    if (brace != std::string::npos) {
+      *param_name = op.path.substr(brace + 1, op.path.size() - brace - 2);
+      *param_value = path.substr(brace);
+    }
+    return &op;
   }
+  return nullptr;
+}
+
+bool ApiRouter::IsNonblocking(const HttpRequest& request) const {
+  if (request.HasHeader("x-amz-target")) return false;
+  std::string name, value;
+  bool known = false;
+  const RestOperation* op =
+      FindRest(request.method, sigv4::UriDecode(request.raw_path), &name, &value, &known);
+  return op != nullptr && op->nonblocking;
+}
+
+HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string& id) const {
+  const std::string path = sigv4::UriDecode(request.raw_path);
+  std::string param_name, param_value;
+  bool path_known = false;
+  const RestOperation* found =
+      FindRest(request.method, path, &param_name, &param_value, &path_known);
+  auto client_error = [&](const Status& st) {
+    return ErrorResponse(BatchErrorFromStatus(st), false, id);
+  };
+  const std::string printable_path = IsValidUtf8(path) ? path : request.raw_path;
   if (!found) {
     if (path_known) {
       return ErrorResponse({405, "UnknownOperationException",
-                            "method " + request.method + " is not allowed on " + path},
-                           false);
+                            "method " + request.method + " is not allowed on " + printable_path},
+                           false, id);
     }
     return ErrorResponse({404, "UnknownOperationException",
-                          "no AWS Batch operation at " + request.method + " " + path +
+                          "no AWS Batch operation at " + request.method + " " + printable_path +
                               "; see docs/api.md for the supported operations"},
-                         false);
+                         false, id);
+  }
+  if (Status st =
+          CheckBodySize(found->name, request.body.size(), BodyLimit("Batch." + found->name));
+      !st.ok()) {
+    ApiError err = BatchErrorFromStatus(st);
+    err.http_status = 413;
+    return ErrorResponse(err, false, id);
   }
   if (auth_) {
-    if (auto denied = auth_->Verify(request, "batch")) return ErrorResponse(*denied, false);
+    if (auto denied = auth_->Verify(request, "batch")) return ErrorResponse(*denied, false, id);
   }
   Result<Json> body = ParseBody(request.body);
-  if (!body.ok()) return ErrorResponse(BatchErrorFromStatus(body.status()), false);
+  if (!body.ok()) return client_error(body.status());
   Json& req = *body;
-  if (!param_name.empty()) req[param_name] = param_value;
+  if (!param_name.empty()) {
+    if (!IsValidUtf8(param_value)) {
+      return client_error(Status::InvalidArgument(
+          param_name + " (in the path) is not valid UTF-8 once percent-decoded"));
+    }
+    req[param_name] = param_value;
+  }
   for (const auto& [k, v] : ParseQuery(request.raw_query)) {
+    if (!IsValidUtf8(k) || !IsValidUtf8(v)) {
+      return client_error(Status::InvalidArgument(
+          "the query parameter " + (IsValidUtf8(k) ? "'" + k + "'" : std::string("name")) +
+          " is not valid UTF-8 once percent-decoded"));
+    }
     bool is_list = std::find(found->list_query_params.begin(), found->list_query_params.end(), k) !=
                    found->list_query_params.end();
     if (is_list) {
@@ -220,14 +360,16 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request) const {
       req[k] = v;
     }
   }
+  if (Status st = CheckRequestValues(req, BatchValueRules()); !st.ok()) return client_error(st);
   Result<Json> result = Invoke(found->handler, req);
   if (!result.ok()) {
     ApiError err = BatchErrorFromStatus(result.status());
-    if (err.http_status >= 500)
-      spdlog::error("{} failed: {}", found->name, result.status().ToString());
-    return ErrorResponse(err, false);
+    if (err.http_status >= 500) {
+      spdlog::error("request {}: {} failed: {}", id, found->name, result.status().ToString());
+    }
+    return ErrorResponse(err, false, id);
   }
-  return JsonOk(*result, false);
+  return JsonOk(*result, false, id);
 }
 
 }  // namespace lote::api

@@ -15,6 +15,13 @@
 // response JSON (or a Status) out. Path parameters and query parameters are
 // merged into the request JSON under their model member names.
 //
+// Before a handler runs, the request is checked (see request_checks.h):
+// body size (per operation), JSON nesting depth, numbers that are not finite
+// or do not fit an int64, NUL characters, invalid UTF-8 in the path or query,
+// non-ASCII in ASCII-only members (names, ARNs). Each failure is the
+// service's client error naming the member. Every response carries
+// x-amzn-RequestId; a 5xx is logged with it.
+//
 // Thread safety: register everything before serving; Handle() is then safe
 // to call concurrently. Handlers must be thread safe.
 #pragma once
@@ -28,6 +35,7 @@
 #include "api/auth.h"
 #include "api/errors.h"
 #include "api/http_types.h"
+#include "api/request_checks.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -45,6 +53,9 @@ struct RestOperation {
   // parameters become string members.
   std::vector<std::string> list_query_params;
   JsonHandler handler;
+  // The handler never blocks (memory only, short locks, bounded work): the
+  // HTTP server may run it on an I/O thread instead of the handler pool.
+  bool nonblocking = false;
 };
 
 struct JsonService {
@@ -52,6 +63,8 @@ struct JsonService {
   std::string signing_service;                    // "logs"
   std::map<std::string, JsonHandler> operations;  // "CreateLogGroup" → handler
   ErrorMapper map_error = LogsErrorFromStatus;
+  // Checks on request values (request_checks.h); null: LogsValueRules().
+  const ValueRules* value_rules = nullptr;
 };
 
 class ApiRouter {
@@ -67,20 +80,51 @@ class ApiRouter {
   void RegisterJsonService(JsonService service);
 
   HttpResponse Handle(const HttpRequest& request) const;
+  // True when the operation the request addresses was registered nonblocking.
+  bool IsNonblocking(const HttpRequest& request) const;
+
+  // The answer to a failure below the operations (the HTTP layer: too large,
+  // malformed, timed out, refused), AWS-shaped for the service the request
+  // addresses (json protocol when it has X-Amz-Target, else rest-json):
+  // `status` picks the code through that service's error mapper and
+  // `http_status` is the HTTP status sent.
+  HttpResponse TransportError(const HttpRequest& request, int http_status,
+                              const Status& status) const;
+  // A 500 for a handler that threw (a bug): logged with the request id.
+  HttpResponse InternalError(const HttpRequest& request, const std::string& what) const;
+  static std::string NewRequestId();
+
+  // Largest request body (bytes) an operation accepts ("Batch.SubmitJob",
+  // "Logs_20140328.PutLogEvents"); larger ones are a client error naming the
+  // limit. Operations without one accept kDefaultMaxRequestBytes.
+  void SetBodyLimit(const std::string& operation, size_t bytes);
+  static constexpr size_t kDefaultMaxRequestBytes = 1 << 20;
+  // Deepest nesting of objects and arrays accepted in a request body.
+  static constexpr int kMaxJsonDepth = 64;
 
   // Names of registered operations ("Batch.CreateJobQueue", "Logs_20140328.PutLogEvents").
   std::vector<std::string> OperationNames() const;
 
  private:
-  HttpResponse HandleRest(const HttpRequest& request) const;
-  HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target) const;
+  HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id) const;
+  // The operation at method + decoded path (path parameter into *name/*value),
+  // or null; *path_known tells a wrong method from an unknown path.
+  const RestOperation* FindRest(const std::string& method, const std::string& path,
+                                std::string* param_name, std::string* param_value,
+                                bool* path_known) const;
+  HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target,
+                                const std::string& request_id) const;
+  size_t BodyLimit(const std::string& operation) const;
 
   const Authenticator* auth_;
   std::vector<RestOperation> rest_ops_;
   std::map<std::string, JsonService> json_services_;  // by target prefix
+  std::map<std::string, size_t> body_limits_;         // by "Batch.SubmitJob"
 };
 
-// Builds the response for an error in the given protocol ("rest-json" or "json").
-HttpResponse ErrorResponse(const ApiError& error, bool json_protocol);
+// Builds the response for an error in the given protocol (json 1.1 when
+// json_protocol, else rest-json), with the request id.
+HttpResponse ErrorResponse(const ApiError& error, bool json_protocol,
+                           const std::string& request_id = ApiRouter::NewRequestId());
 
 }  // namespace lote::api

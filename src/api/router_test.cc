@@ -137,5 +137,122 @@ TEST_F(RouterTest, JsonTargetServicesPlugIn) {
   EXPECT_EQ(Body(wrong_scope)["__type"], "InvalidSignatureException");
 }
 
+TEST_F(RouterTest, EveryResponseHasARequestId) {
+  HttpResponse ok = router_->Handle(Signed("POST", "/v1/describejobqueues", "{}"));
+  HttpResponse bad = router_->Handle(Signed("POST", "/v1/nosuchthing", "{}"));
+  EXPECT_EQ(Header(ok, "x-amzn-RequestId").size(), 36u);
+  EXPECT_EQ(Header(bad, "x-amzn-RequestId").size(), 36u);
+  EXPECT_NE(Header(ok, "x-amzn-RequestId"), Header(bad, "x-amzn-RequestId"));
+}
+
+TEST_F(RouterTest, DeepNestingIsAClientErrorNotACrash) {
+  std::string deep =
+      R"({"jobQueueName": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  HttpResponse r = router_->Handle(Signed("POST", "/v1/createjobqueue", deep));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Body(r)["__type"], "ClientException");
+  EXPECT_NE(Body(r)["message"].get<std::string>().find("deeper than 64"), std::string::npos);
+  // Brackets inside strings do not count.
+  std::string in_string = R"({"jobQueues": [")" + std::string(1000, '[') + R"("]})";
+  EXPECT_EQ(router_->Handle(Signed("POST", "/v1/describejobqueues", in_string)).status, 400);
+  EXPECT_EQ(Body(router_->Handle(Signed("POST", "/v1/describejobqueues", in_string)))["message"]
+                .get<std::string>()
+                .find("deeper"),
+            std::string::npos);
+}
+
+TEST_F(RouterTest, HostileValuesNameTheirField) {
+  struct Case {
+    std::string body;
+    std::string field;
+  };
+  const Case cases[] = {
+      {R"({"jobQueueName": "q", "priority": 1e400})", "priority"},
+      {R"({"jobQueueName": "q", "priority": 99999999999999999999})", "priority"},
+      {R"({"jobQueueName": "q", "priority": 18446744073709551615})", "priority"},
+      {R"({"jobQueueName": "caf\u00e9", "priority": 1})", "jobQueueName"},
+      {R"({"jobQueueName": "q\u0000", "priority": 1})", "jobQueueName"},
+      {R"({"jobQueueName": "q", "priority": 1, "tags": {"k": "v\u0000"}})", "tags.k"},
+      {R"({"jobQueueName": "q", "priority": 1, "computeEnvironmentOrder": [{"order": 1,
+          "computeEnvironment": "c\u00e9"}]})",
+       "computeEnvironmentOrder[0].computeEnvironment"},
+  };
+  for (const Case& c : cases) {
+    HttpResponse r = router_->Handle(Signed("POST", "/v1/createjobqueue", c.body));
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_EQ(Body(r)["__type"], "ClientException") << c.body;
+    EXPECT_NE(Body(r)["message"].get<std::string>().find(c.field), std::string::npos)
+        << c.body << " → " << r.body;
+  }
+  // A raw 0xff byte is not JSON (the parser refuses invalid UTF-8).
+  HttpResponse ff =
+      router_->Handle(Signed("POST", "/v1/createjobqueue", "{\"jobQueueName\": \"\xff\"}"));
+  EXPECT_EQ(ff.status, 400);
+  // Percent-encoded invalid UTF-8 in the path.
+  HttpResponse path = router_->Handle(Signed("GET", "/v1/tags/arn%FF%FE", ""));
+  EXPECT_EQ(path.status, 400);
+  EXPECT_NE(Body(path)["message"].get<std::string>().find("resourceArn"), std::string::npos);
+  HttpResponse query = router_->Handle(Signed("DELETE", "/v1/tags/arn?tagKeys=%C3", ""));
+  EXPECT_EQ(query.status, 400);
+  EXPECT_NE(Body(query)["message"].get<std::string>().find("UTF-8"), std::string::npos);
+  // Unicode tag values are fine (AWS allows them).
+  std::string create = R"({"computeEnvironmentName": "ce", "type": "UNMANAGED"})";
+  ASSERT_EQ(router_->Handle(Signed("POST", "/v1/createcomputeenvironment", create)).status, 200);
+  std::string arn_enc = "arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Acompute-environment%2Fce";
+  HttpResponse tag =
+      router_->Handle(Signed("POST", "/v1/tags/" + arn_enc, R"({"tags": {"team": "caf\u00e9"}})"));
+  EXPECT_EQ(tag.status, 200) << tag.body;
+}
+
+TEST_F(RouterTest, SubmitJobIsCappedAtTheAwsJobPayloadQuota) {
+  std::string big = R"({"jobName": "j", "jobQueue": "q", "jobDefinition": "d",
+    "containerOverrides": {"environment": [{"name": "X", "value": ")" +
+                    std::string(kMaxSubmitJobBytes, 'x') + R"("}]}})";
+  HttpResponse r = router_->Handle(Signed("POST", "/v1/submitjob", big));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(Body(r)["__type"], "ClientException");
+  EXPECT_NE(Body(r)["message"].get<std::string>().find("30720"), std::string::npos);
+}
+
+TEST_F(RouterTest, OperationChoosingHeadersMustBeSigned) {
+  JsonService logs;
+  logs.target_prefix = "Logs_20140328";
+  logs.signing_service = "logs";
+  logs.operations["DeleteLogGroup"] = [](const Json&) -> Result<Json> { return Json::object(); };
+  logs.operations["CreateLogGroup"] = [](const Json&) -> Result<Json> { return Json::object(); };
+  router_->RegisterJsonService(std::move(logs));
+  // Signed without X-Amz-Target, which is added afterwards: refused.
+  HttpRequest req = Signed("POST", "/", R"({"logGroupName": "g"})", "logs");
+  req.headers.emplace_back("X-Amz-Target", "Logs_20140328.DeleteLogGroup");
+  HttpResponse r = router_->Handle(req);
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(Body(r)["__type"], "IncompleteSignatureException");
+  EXPECT_NE(Body(r)["message"].get<std::string>().find("x-amz-target"), std::string::npos);
+  // Content-Type added after signing a request with a body: refused.
+  HttpRequest typed = Signed("POST", "/v1/describejobqueues", "{}");
+  typed.headers.emplace_back("Content-Type", "application/json");
+  EXPECT_EQ(Body(router_->Handle(typed))["__type"], "IncompleteSignatureException");
+}
+
+TEST_F(RouterTest, TransportErrorsAreShapedForTheAddressedService) {
+  JsonService logs;
+  logs.target_prefix = "Logs_20140328";
+  logs.signing_service = "logs";
+  router_->RegisterJsonService(std::move(logs));
+  HttpRequest logs_req{"POST", "/", "", {{"X-Amz-Target", "Logs_20140328.PutLogEvents"}}, ""};
+  HttpResponse a = router_->TransportError(logs_req, 413, Status::InvalidArgument("too big"));
+  EXPECT_EQ(a.status, 413);
+  EXPECT_EQ(Header(a, "x-amzn-ErrorType"), "InvalidParameterException");
+  EXPECT_EQ(Header(a, "Content-Type"), "application/x-amz-json-1.1");
+  HttpRequest batch_req{"POST", "/v1/submitjob", "", {}, ""};
+  HttpResponse b = router_->TransportError(batch_req, 408, Status::InvalidArgument("slow"));
+  EXPECT_EQ(b.status, 408);
+  EXPECT_EQ(Body(b)["__type"], "ClientException");
+  HttpResponse c = router_->TransportError(batch_req, 503, Status::Unavailable("full"));
+  EXPECT_EQ(c.status, 503);
+  EXPECT_EQ(Body(c)["__type"], "ServerException");
+  EXPECT_EQ(Header(c, "x-amzn-RequestId").size(), 36u);
+}
+
 }  // namespace
 }  // namespace lote::api

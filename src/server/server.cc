@@ -77,11 +77,21 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     }
   }
 
+  // A PutLogEvents batch is at most 1 MiB of events (checked by the service);
+  // its JSON, with escapes and per-event keys, takes more.
+  s->router_->SetBodyLimit("Logs_20140328.PutLogEvents", 8 << 20);
+
   s->http_ = std::make_unique<api::HttpServer>(s->router_.get());
   api::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.threads = options.http_threads;
+  http.io_threads = options.http_io_threads;
+  http.max_connections = options.http_max_connections;
+  http.idle_timeout_ms = options.http_idle_timeout_ms;
+  http.header_timeout_ms = options.http_header_timeout_ms;
+  http.body_timeout_ms = options.http_body_timeout_ms;
+  http.clock = clock;
   RETURN_IF_ERROR(s->http_->Start(http));
   s->port_ = s->http_->port();
 

@@ -67,7 +67,14 @@ struct ServerOptions {
   std::string region = "us-east-1";
   std::string account_id = "000000000000";
   bool insecure_no_auth = false;  // accept unsigned requests (logged loudly)
+  // HTTP listener (api::HttpServerOptions): handler threads, I/O threads
+  // (0: min(4, cores)), open connections, per-connection deadlines.
   int http_threads = 64;
+  int http_io_threads = 0;
+  int http_max_connections = 10'000;
+  int64_t http_idle_timeout_ms = 60'000;
+  int64_t http_header_timeout_ms = 10'000;
+  int64_t http_body_timeout_ms = 60'000;
   int64_t reconcile_interval_ms = 200;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;

@@ -82,7 +82,22 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
   sub->add_flag("--insecure-no-auth", args->options.insecure_no_auth,
                 "Accept requests without a valid SigV4 signature (dangerous)");
   sub->add_option("--http-threads", args->options.http_threads,
-                  "HTTP worker threads (each keep-alive connection holds one)")
+                  "Threads that run API handlers (connections cost no thread)")
+      ->capture_default_str();
+  sub->add_option("--http-io-threads", args->options.http_io_threads,
+                  "Threads that multiplex connections (0: min(4, cores))")
+      ->capture_default_str();
+  sub->add_option("--http-max-connections", args->options.http_max_connections,
+                  "Open connections beyond which new ones are answered 503 and closed")
+      ->capture_default_str();
+  sub->add_option("--http-idle-timeout-ms", args->options.http_idle_timeout_ms,
+                  "Close a keep-alive connection idle this long")
+      ->capture_default_str();
+  sub->add_option("--http-header-timeout-ms", args->options.http_header_timeout_ms,
+                  "A request's headers must arrive within this time of its first byte (else 408)")
+      ->capture_default_str();
+  sub->add_option("--http-body-timeout-ms", args->options.http_body_timeout_ms,
+                  "A request's body must arrive within this time of its headers (else 408)")
       ->capture_default_str();
   sub->callback([args] {
     ServerOptions options = args->options;
