@@ -109,7 +109,9 @@ def row(label, name, peer=None):
     if v is None:
         return
     b = runs[name][0][0]
-    text = f"{label:<52} {v:7.3f} GB/s  ({b / 1e6:.0f} MB, median of {len(runs[name])})"
+    all_ = sorted(b / s / 1e9 for b, s in runs[name])
+    text = (f"{label:<55} {v:7.3f} GB/s  (min {all_[0]:.3f}, max {all_[-1]:.3f}; "
+            f"{b / 1e6:.0f} MB, {len(runs[name])} runs)")
     if peer and gbps(peer):
         text += f"   ratio vs {peer}: {v / gbps(peer):.2f}"
     print(text)
