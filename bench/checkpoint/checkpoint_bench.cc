@@ -14,6 +14,7 @@
 //                 tensor into memory.
 //   read-inplace  file:// only, as `lote checkpoint export` does it: sha256 of the
 //                 file in the store, then mmap + ReadFloat (no copy).
+//   hash-memory   sha256 (OpenSSL) of MB MiB in memory: the checksum's share of the above.
 // Before every phase the files it reads are dropped from the page cache
 // (posix_fadvise DONTNEED after fsync), so reads come from the disk.
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "engine/checkpoint_tools.h"
@@ -93,7 +95,7 @@ int main(int argc, char** argv) {
   int tp = 2, dp = 2;
   app.add_option("--root", root, "objstore URI of the job folder")->required();
   app.add_option("--spool", spool, "local folder for spool/downloaded files")->required();
-  app.add_option("--phase", phase, "write | write-direct | read | read-inplace")->required();
+  app.add_option("--phase", phase, "write | write-direct | read | read-inplace | hash-memory")->required();
   app.add_option("--mb", mb, "checkpoint size in MiB")->capture_default_str();
   app.add_option("--tp", tp)->capture_default_str();
   app.add_option("--dp", dp)->capture_default_str();
@@ -181,6 +183,17 @@ int main(int argc, char** argv) {
       if (phase == "read") fs::remove(path);
     }
     seconds = Now() - t0;
+  } else if (phase == "hash-memory") {
+    // The checksum alone: sha256 of the checkpoint's bytes from memory.
+    std::string data(static_cast<size_t>(mb) << 20, '\x5a');
+    const double t0 = Now();
+    lote::Sha256Hasher hasher;
+    for (size_t off = 0; off < data.size(); off += 4 << 20) {
+      hasher.Update(std::string_view(data).substr(off, 4 << 20));
+    }
+    const std::string hex = hasher.FinishHex();
+    seconds = Now() - t0;
+    bytes = data.size() + (hex.empty() ? 1 : 0);
   } else {
     return Die(Status::InvalidArgument("unknown --phase " + phase));
   }

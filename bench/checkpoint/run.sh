@@ -10,6 +10,7 @@
 #            lote read-inplace (sha256 + mmap + ReadFloat, as checkpoint export does)
 #            vs dd if=<file> of=/dev/null bs=4M; page cache dropped before every read
 #            (posix_fadvise DONTNEED, dd iflag=nocache count=0)
+#   sha256 of the same bytes in memory (the checksum's share of each lote figure)
 #   s3://    moto_server on loopback: lote write/read vs `aws s3 cp --recursive`
 # Each figure is the median of RUNS runs; ratios are lote / peer (GB/s over GB/s).
 # usage: bench/checkpoint/run.sh BUILD_DIR   (env: MB=256 TP=2 DP=2 RUNS=3 S3=1)
@@ -68,6 +69,8 @@ for run in $(seq "$RUNS"); do
   record file_dd_read "$(files_bytes "${DDF[@]}")" "$(echo "$t1 - $t0" | bc -l)"
 done
 
+lote_phase hash_memory "file://$WORK/lote/job" hash-memory
+
 if [ "$S3" = 1 ] && command -v moto_server >/dev/null && command -v aws >/dev/null; then
   echo "--- s3:// (moto_server on loopback)"
   PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -122,6 +125,7 @@ row("file:// write: dd bs=4M conv=fsync", "file_dd_write")
 row("file:// read: lote (GetFile + sha256 + ReadFloat)", "file_read", "file_dd_read")
 row("file:// read: lote in place (sha256 + mmap ReadFloat)", "file_read_inplace", "file_dd_read")
 row("file:// read: dd bs=4M (cache dropped)", "file_dd_read")
+row("sha256 in memory (OpenSSL, 1 thread)", "hash_memory")
 row("s3:// write: lote (spool + sha256 + multipart PutFile)", "s3_write", "s3_aws_write")
 row("s3:// write: aws s3 cp --recursive", "s3_aws_write")
 row("s3:// read: lote (GetFile + sha256 + ReadFloat)", "s3_read", "s3_aws_read")
