@@ -60,17 +60,15 @@ std::vector<FileSpec> Layout(int64_t mb, int tp, int dp) {
     for (int i = 0; i < 16; ++i) m.tensors.push_back(fmt::format("model.layers.{}.weight", i));
     out.push_back(m);
     for (int d = 0; d < dp; ++d) {
-      out.push_back({fmt::format("optim-tp{}-dp{}.safetensors", r, d),
-                     {"exp_avg", "exp_avg_sq"},
-                     p / dp});
+      out.push_back(
+          {fmt::format("optim-tp{}-dp{}.safetensors", r, d), {"exp_avg", "exp_avg_sq"}, p / dp});
     }
   }
   return out;
 }
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void DropCache(const std::string& path) {
@@ -95,7 +93,8 @@ int main(int argc, char** argv) {
   int tp = 2, dp = 2;
   app.add_option("--root", root, "objstore URI of the job folder")->required();
   app.add_option("--spool", spool, "local folder for spool/downloaded files")->required();
-  app.add_option("--phase", phase, "write | write-direct | read | read-inplace | hash-memory")->required();
+  app.add_option("--phase", phase, "write | write-direct | read | read-inplace | hash-memory")
+      ->required();
   app.add_option("--mb", mb, "checkpoint size in MiB")->capture_default_str();
   app.add_option("--tp", tp)->capture_default_str();
   app.add_option("--dp", dp)->capture_default_str();
@@ -130,7 +129,8 @@ int main(int argc, char** argv) {
     const double t0 = Now();
     for (const FileSpec& f : files) {
       std::vector<lote::engine::TensorToWrite> tensors;
-      for (const std::string& t : f.tensors) tensors.push_back({t, {f.floats_per_tensor}, data.data()});
+      for (const std::string& t : f.tensors)
+        tensors.push_back({t, {f.floats_per_tensor}, data.data()});
       const std::string path =
           phase == "write" ? spool + "/" + f.name : uri->key + "/" + step + "/" + f.name;
       if (auto s = lote::engine::WriteSafetensors(path, tensors, {{"format", "pt"}}); !s.ok()) {

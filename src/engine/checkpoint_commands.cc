@@ -50,10 +50,10 @@ int List(const std::string& arg, const std::string& base_flag, bool json) {
   fmt::print("{:>10}  {:>10}  {:<10}  {:<7}  {}\n", "STEP", "SIZE", "STATE", "LAYOUT", "URI");
   for (const CheckpointSummary& s : *list) {
     const std::string layout =
-        s.tensor_parallel > 0 ? fmt::format("{}x{}", s.tensor_parallel,
-                                            s.data_parallel > 0 ? std::to_string(s.data_parallel)
-                                                                : std::string("?"))
-                              : "?";
+        s.tensor_parallel > 0
+            ? fmt::format("{}x{}", s.tensor_parallel,
+                          s.data_parallel > 0 ? std::to_string(s.data_parallel) : std::string("?"))
+            : "?";
     fmt::print("{:>10}  {:>10}  {:<10}  {:<7}  {}{}\n", s.step, HumanBytes(s.total_bytes),
                s.complete ? "complete" : "incomplete", layout, s.uri,
                s.complete ? "" : "  (" + s.problem + ")");
@@ -65,8 +65,7 @@ void Register(CLI::App& app) {
   auto* lists = app.add_subcommand("checkpoints", "List a training job's checkpoints");
   lists->require_subcommand(1);
   auto* list = lists->add_subcommand(
-      "list",
-      "List the step_<N> checkpoints of a job: step, size, complete or not, layout TPxDP");
+      "list", "List the step_<N> checkpoints of a job: step, size, complete or not, layout TPxDP");
   struct ListArgs {
     std::string target, base;
     bool json = false;

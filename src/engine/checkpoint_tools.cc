@@ -95,8 +95,8 @@ void Evaluate(const std::string& text, const std::map<std::string, uint64_t>& si
     return;
   }
   if (IntOr(m, "step", -1) != s->step) {
-    s->problem = fmt::format("manifest.json says step {}, the folder is {}", IntOr(m, "step", -1),
-                             s->name);
+    s->problem =
+        fmt::format("manifest.json says step {}, the folder is {}", IntOr(m, "step", -1), s->name);
     return;
   }
   if (s->tensor_parallel < 1 || s->data_parallel < 1) {
@@ -126,8 +126,7 @@ void Evaluate(const std::string& text, const std::map<std::string, uint64_t>& si
       return;
     }
     if (it->second != static_cast<uint64_t>(bytes)) {
-      s->problem =
-          fmt::format("{} has {} bytes, manifest.json says {}", name, it->second, bytes);
+      s->problem = fmt::format("{} has {} bytes, manifest.json says {}", name, it->second, bytes);
       return;
     }
   }
@@ -161,8 +160,8 @@ Result<std::map<std::string, ShardEntry>> ParseLoteShards(const SafetensorsReade
                                                           const std::string& name) {
   auto it = reader.metadata().find("lote_shards");
   if (it == reader.metadata().end()) {
-    return Status::DataLoss(fmt::format(
-        "{} has no \"lote_shards\" metadata; it is not a lote checkpoint shard", name));
+    return Status::DataLoss(
+        fmt::format("{} has no \"lote_shards\" metadata; it is not a lote checkpoint shard", name));
   }
   auto parsed = ParseJson(it->second);
   if (!parsed.ok() || !parsed->is_object()) {
@@ -273,9 +272,8 @@ Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri_in,
     }
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(), [](const CheckpointSummary& a, const CheckpointSummary& b) {
-    return a.step < b.step;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointSummary& a, const CheckpointSummary& b) { return a.step < b.step; });
   return out;
 }
 
@@ -323,9 +321,10 @@ Status AssembleModelShards(const LlamaConfig& config,
     const std::string& file = names[static_cast<size_t>(r)];
     const auto& md = reader.metadata();
     if (md.count("tp_size") != 0 && md.at("tp_size") != std::to_string(tp)) {
-      return Status::DataLoss(fmt::format("{} says tp_size {}, but the checkpoint has {} model "
-                                          "shards",
-                                          file, md.at("tp_size"), tp));
+      return Status::DataLoss(
+          fmt::format("{} says tp_size {}, but the checkpoint has {} model "
+                      "shards",
+                      file, md.at("tp_size"), tp));
     }
     if (md.count("tp_rank") != 0 && md.at("tp_rank") != std::to_string(r)) {
       return Status::DataLoss(fmt::format("{} says tp_rank {}", file, md.at("tp_rank")));
@@ -344,11 +343,10 @@ Status AssembleModelShards(const LlamaConfig& config,
       }
       const ShardEntry& se = e->second;
       if (se.global_shape != whole->global_shape) {
-        return Status::InvalidArgument(
-            fmt::format("{}: tensor \"{}\" has global shape [{}] but the manifest's config "
-                        "needs [{}]",
-                        file, name, fmt::join(se.global_shape, ", "),
-                        fmt::join(whole->global_shape, ", ")));
+        return Status::InvalidArgument(fmt::format(
+            "{}: tensor \"{}\" has global shape [{}] but the manifest's config "
+            "needs [{}]",
+            file, name, fmt::join(se.global_shape, ", "), fmt::join(whole->global_shape, ", ")));
       }
       // The shard's shape equals the global one but along split_dim.
       bool shape_ok = info.shape.size() == se.global_shape.size();
@@ -363,13 +361,14 @@ Status AssembleModelShards(const LlamaConfig& config,
         return Status::DataLoss(fmt::format(
             "{}: tensor \"{}\" of shape [{}] does not fit global shape [{}] at split_dim {}, "
             "split_begin {}",
-            file, name, fmt::join(info.shape, ", "), fmt::join(se.global_shape, ", "),
-            se.split_dim, se.split_begin));
+            file, name, fmt::join(info.shape, ", "), fmt::join(se.global_shape, ", "), se.split_dim,
+            se.split_begin));
       }
       Coverage& c = seen[name];
       if (c.split_dim != -2 && c.split_dim != se.split_dim) {
-        return Status::DataLoss(fmt::format("tensor \"{}\" is split along dim {} in {} but {} in {}",
-                                            name, c.split_dim, c.first_file, se.split_dim, file));
+        return Status::DataLoss(
+            fmt::format("tensor \"{}\" is split along dim {} in {} but {} in {}", name, c.split_dim,
+                        c.first_file, se.split_dim, file));
       }
       TensorSpec spec;
       spec.name = name;
@@ -387,9 +386,9 @@ Status AssembleModelShards(const LlamaConfig& config,
       if (se.split_dim < 0 && c.split_dim == -1) {
         // Replicated on every TP rank: the copies must agree bit for bit.
         if (std::memcmp(full, buf.data(), sizeof(float) * buf.size()) != 0) {
-          return Status::DataLoss(fmt::format(
-              "tensor \"{}\" is replicated but differs between {} and {}", name, c.first_file,
-              file));
+          return Status::DataLoss(
+              fmt::format("tensor \"{}\" is replicated but differs between {} and {}", name,
+                          c.first_file, file));
         }
         continue;
       }
@@ -405,9 +404,8 @@ Status AssembleModelShards(const LlamaConfig& config,
     }
     for (const auto& [name, se] : entries) {
       if (reader.Find(name) == nullptr) {
-        return Status::DataLoss(
-            fmt::format("{}: lote_shards lists \"{}\" but the file has no such tensor", file,
-                        name));
+        return Status::DataLoss(fmt::format(
+            "{}: lote_shards lists \"{}\" but the file has no such tensor", file, name));
       }
     }
   }
@@ -423,16 +421,16 @@ Status AssembleModelShards(const LlamaConfig& config,
     int64_t next = 0;
     for (const auto& [b, e] : c.ranges) {
       if (b != next) {
-        return Status::DataLoss(fmt::format(
-            "the shards of tensor \"{}\" do not tile it along dim {}: {} at {}", spec.name,
-            c.split_dim, b < next ? "overlap" : "gap", std::min(b, next)));
+        return Status::DataLoss(
+            fmt::format("the shards of tensor \"{}\" do not tile it along dim {}: {} at {}",
+                        spec.name, c.split_dim, b < next ? "overlap" : "gap", std::min(b, next)));
       }
       next = e;
     }
     if (next != spec.global_shape[static_cast<size_t>(c.split_dim)]) {
-      return Status::DataLoss(fmt::format(
-          "the shards of tensor \"{}\" cover {} of its {} along dim {}", spec.name, next,
-          spec.global_shape[static_cast<size_t>(c.split_dim)], c.split_dim));
+      return Status::DataLoss(
+          fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}", spec.name,
+                      next, spec.global_shape[static_cast<size_t>(c.split_dim)], c.split_dim));
     }
   }
   return Status::Ok();
@@ -458,16 +456,16 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
     }
     std::string why;
     for (const CheckpointSummary& s : all) why += fmt::format("; {}: {}", s.name, s.problem);
-    return Status::NotFound(fmt::format("no complete checkpoint under {} ({} incomplete{})", uri,
-                                        all.size(), why));
+    return Status::NotFound(
+        fmt::format("no complete checkpoint under {} ({} incomplete{})", uri, all.size(), why));
   }
   ExportResult result;
   result.checkpoint_uri = chosen->uri;
   result.step = chosen->step;
   log(fmt::format("exporting {} (step {})", chosen->uri, chosen->step));
 
-  ASSIGN_OR_RETURN(auto store, one ? Open(options.open_store, ParentUri(uri))
-                                   : Open(options.open_store, uri));
+  ASSIGN_OR_RETURN(auto store,
+                   one ? Open(options.open_store, ParentUri(uri)) : Open(options.open_store, uri));
   const std::string folder = chosen->name + "/";
   ASSIGN_OR_RETURN(std::string text, store->GetBytes(folder + kManifest));
   ASSIGN_OR_RETURN(Json manifest, ParseJson(text));
@@ -477,8 +475,8 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
   }
   auto config = LlamaConfig::FromJson(manifest["config"]);
   if (!config.ok()) {
-    return Status::InvalidArgument(fmt::format("{}/manifest.json: config: {}", chosen->uri,
-                                               config.status().message()));
+    return Status::InvalidArgument(
+        fmt::format("{}/manifest.json: config: {}", chosen->uri, config.status().message()));
   }
   const int tp = chosen->tensor_parallel;
   result.tensor_parallel = tp;
@@ -516,17 +514,17 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
     uint64_t size = 0;
     ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
     const int64_t want_bytes = IntOr(entry, "bytes", -1);
-    const std::string want_sha =
-        entry.contains("sha256") && entry["sha256"].is_string() ? entry["sha256"].get<std::string>()
-                                                                : "";
+    const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
+                                     ? entry["sha256"].get<std::string>()
+                                     : "";
     if (static_cast<int64_t>(size) != want_bytes) {
       return Status::DataLoss(fmt::format("{}/{} has {} bytes, manifest.json says {}", chosen->uri,
                                           name, size, want_bytes));
     }
     if (sha != want_sha) {
-      return Status::DataLoss(
-          fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}", chosen->uri, name,
-                      sha, want_sha.empty() ? "(none)" : want_sha));
+      return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}",
+                                          chosen->uri, name, sha,
+                                          want_sha.empty() ? "(none)" : want_sha));
     }
     auto reader = SafetensorsReader::Open(path);
     if (!reader.ok()) {
@@ -547,8 +545,8 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
   result.config_path = options.output_dir + "/config.json";
   RETURN_IF_ERROR(SaveWeights(*config, params.data(), result.model_path));
   RETURN_IF_ERROR(WriteFileAtomic(result.config_path, manifest["config"].dump(2) + "\n"));
-  log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path,
-                  result.tensors, result.parameters, result.config_path));
+  log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
+                  result.parameters, result.config_path));
   return result;
 }
 

@@ -438,8 +438,7 @@ TEST(HfShardedWeightsTest, ErrorsNameTheTensorAndFile) {
   s = LoadWeights(model2->get(), dir);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("mlp.gate_proj.weight"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("model-00001-of-00002.safetensors"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("model-00001-of-00002.safetensors"), std::string::npos) << s.message();
 
   // A tensor missing from the weight map.
   auto index = ReadJsonFile(dir + "/model.safetensors.index.json");
@@ -455,16 +454,14 @@ TEST(HfShardedWeightsTest, ErrorsNameTheTensorAndFile) {
   ASSERT_TRUE(WriteFileAtomic(dir + "/model.safetensors.index.json", index->dump()).ok());
   s = LoadWeights(model->get(), dir);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
-  EXPECT_NE(s.message().find("model-00001-of-00002.safetensors"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("model-00001-of-00002.safetensors"), std::string::npos) << s.message();
 
   // A shard file that is not there.
   (*index)["weight_map"]["model.norm.weight"] = "model-00003-of-00002.safetensors";
   ASSERT_TRUE(WriteFileAtomic(dir + "/model.safetensors.index.json", index->dump()).ok());
   s = LoadWeights(model->get(), dir);
   EXPECT_TRUE(s.IsNotFound()) << s.ToString();
-  EXPECT_NE(s.message().find("model-00003-of-00002.safetensors"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("model-00003-of-00002.safetensors"), std::string::npos) << s.message();
 
   // A folder with neither an index nor model.safetensors.
   s = LoadWeights(model->get(), TempDir("hf_empty"));
@@ -578,15 +575,13 @@ TEST_F(S3CheckpointTest, ListsAndExportsFromS3) {
   ExpectExported(o.output_dir, c, w8, TinyConfigJson());
   // The downloads were staged inside the output folder and removed.
   for (const auto& e : fs::directory_iterator(o.output_dir)) {
-    EXPECT_TRUE(e.path().filename() == "model.safetensors" ||
-                e.path().filename() == "config.json")
+    EXPECT_TRUE(e.path().filename() == "model.safetensors" || e.path().filename() == "config.json")
         << e.path();
   }
 
   // A corrupt object in the store is refused by name.
-  ASSERT_TRUE((*store)->PutFile("job-s3/step_4/model-tp0.safetensors",
-                                o.output_dir + "/config.json")
-                  .ok());
+  ASSERT_TRUE(
+      (*store)->PutFile("job-s3/step_4/model-tp0.safetensors", o.output_dir + "/config.json").ok());
   auto bad = ExportCheckpoint(job + "/step_4", o);
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("model-tp0.safetensors"), std::string::npos)

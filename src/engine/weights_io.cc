@@ -32,10 +32,10 @@ class WeightSource {
       if (!fs::exists(index, ec)) {
         const std::string single = (fs::path(path) / "model.safetensors").string();
         if (fs::exists(single, ec)) return OpenSingle(single);
-        return Status::NotFound(fmt::format(
-            "weights folder {} has neither {} (a Hugging Face sharded checkpoint) nor "
-            "model.safetensors",
-            path, kIndexName));
+        return Status::NotFound(
+            fmt::format("weights folder {} has neither {} (a Hugging Face sharded checkpoint) nor "
+                        "model.safetensors",
+                        path, kIndexName));
       }
     } else if (!path.ends_with(".json")) {
       return OpenSingle(path);
@@ -50,8 +50,8 @@ class WeightSource {
     std::map<std::string, size_t> opened;  // shard file -> index into readers_
     for (const auto& [tensor, file] : j["weight_map"].items()) {
       if (!file.is_string() || file.get<std::string>().empty()) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: weight_map[\"{}\"] must be a shard file name", index, tensor));
+        return Status::InvalidArgument(
+            fmt::format("{}: weight_map[\"{}\"] must be a shard file name", index, tensor));
       }
       const std::string f = file.get<std::string>();
       auto it = opened.find(f);
@@ -59,9 +59,8 @@ class WeightSource {
         const std::string shard = (dir / f).string();
         auto reader = SafetensorsReader::Open(shard);
         if (!reader.ok()) {
-          return Status(reader.status().code(),
-                        fmt::format("{} (shard of {}): {}", shard, index,
-                                    reader.status().message()));
+          return Status(reader.status().code(), fmt::format("{} (shard of {}): {}", shard, index,
+                                                            reader.status().message()));
         }
         it = opened.emplace(f, w.readers_.size()).first;
         w.readers_.push_back(std::move(*reader));
@@ -82,9 +81,10 @@ class WeightSource {
     if (it == map_.end()) return static_cast<const TensorInfo*>(nullptr);
     const TensorInfo* t = readers_[it->second]->Find(name);
     if (t == nullptr) {
-      return Status::DataLoss(fmt::format("{}: the index puts tensor \"{}\" in {}, which has no "
-                                          "such tensor",
-                                          describe_, name, files_[it->second]));
+      return Status::DataLoss(
+          fmt::format("{}: the index puts tensor \"{}\" in {}, which has no "
+                      "such tensor",
+                      describe_, name, files_[it->second]));
     }
     *reader = it->second;
     return t;
@@ -125,16 +125,16 @@ Status LoadWeights(LlamaModel* model, const std::string& path) {
     size_t r = 0;
     ASSIGN_OR_RETURN(const TensorInfo* t, source.Find(spec.name, &r));
     if (t == nullptr) {
-      return Status::NotFound(fmt::format(
-          "{} has no tensor \"{}\"; it does not match the model config (a Llama "
-          "checkpoint with Hugging Face tensor names is expected)",
-          source.describe(), spec.name));
+      return Status::NotFound(
+          fmt::format("{} has no tensor \"{}\"; it does not match the model config (a Llama "
+                      "checkpoint with Hugging Face tensor names is expected)",
+                      source.describe(), spec.name));
     }
     if (t->shape != spec.global_shape) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: tensor \"{}\" (in {}) has shape [{}] but the model config needs [{}]",
-          source.describe(), spec.name, source.file(r), fmt::join(t->shape, ", "),
-          fmt::join(spec.global_shape, ", ")));
+      return Status::InvalidArgument(
+          fmt::format("{}: tensor \"{}\" (in {}) has shape [{}] but the model config needs [{}]",
+                      source.describe(), spec.name, source.file(r), fmt::join(t->shape, ", "),
+                      fmt::join(spec.global_shape, ", ")));
     }
     const SafetensorsReader& reader = source.reader(r);
     if (spec.replicated()) {
@@ -151,16 +151,17 @@ Status LoadWeights(LlamaModel* model, const std::string& path) {
     if (layout.Find(name) != nullptr) continue;
     if (name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from rope_theta
     if (name == "lm_head.weight" && model->config().tie_word_embeddings) continue;
-    return Status::InvalidArgument(fmt::format(
-        "{} has tensor \"{}\", which the model config does not have; check that "
-        "the config matches the checkpoint",
-        source.describe(), name));
+    return Status::InvalidArgument(
+        fmt::format("{} has tensor \"{}\", which the model config does not have; check that "
+                    "the config matches the checkpoint",
+                    source.describe(), name));
   }
   return Status::Ok();
 }
 
 Status SaveWeights(const LlamaModel& model, const std::string& path) {
-  LOTE_CHECK_MSG(model.tp().size == 1, "assemble the shards first (SaveWeights from whole tensors)");
+  LOTE_CHECK_MSG(model.tp().size == 1,
+                 "assemble the shards first (SaveWeights from whole tensors)");
   return SaveWeights(model.config(), model.params(), path);
 }
 
