@@ -160,8 +160,7 @@ Status LoadWeights(LlamaModel* model, const std::string& path) {
 }
 
 Status SaveWeights(const LlamaModel& model, const std::string& path) {
-  LOTE_CHECK_MSG(model.tp().size == 1,
-                 "assemble the shards first (SaveWeights from whole tensors)");
+  LOTE_CHECK_MSG(model.tp().size == 1, "assemble the shards first (SaveWeights from whole tensors)");
   return SaveWeights(model.config(), model.params(), path);
 }
 
