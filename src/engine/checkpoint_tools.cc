@@ -231,7 +231,10 @@ Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri_in,
   if (IsStepFolder(uri, &only_step)) job_uri = ParentUri(uri);
   RETURN_IF_ERROR(CheckLocalRootExists(only_step >= 0 ? uri : job_uri));
   ASSIGN_OR_RETURN(auto store, Open(open_store, job_uri));
-  const std::string prefix = only_step >= 0 ? uri.substr(job_uri.size() + 1) + "/" : "";
+  const std::string prefix =
+      only_step >= 0
+          ? uri.substr(uri.rfind('/') == std::string::npos ? 0 : uri.rfind('/') + 1) + "/"
+          : "";
   auto listed = store->List(prefix);
   if (!listed.ok()) {
     return Status(listed.status().code(),
@@ -396,7 +399,7 @@ Status AssembleModelShards(const LlamaConfig& config,
         c.split_dim = se.split_dim;
         c.first_file = file;
       }
-      PlaceShard(spec, buf.data(), full);
+      if (spec.numel > 0) PlaceShard(spec, buf.data(), full);
       if (se.split_dim >= 0) {
         c.ranges.emplace_back(se.split_begin,
                               se.split_begin + info.shape[static_cast<size_t>(se.split_dim)]);

@@ -277,6 +277,20 @@ TEST(CheckpointListTest, IncompleteCheckpointsAreListedAndExportSkipsThem) {
   ASSERT_EQ(one->size(), 1u);
   EXPECT_EQ((*one)[0].step, 30);
 
+  // Relative paths, down to a bare step folder name in the current directory.
+  {
+    const fs::path cwd = fs::current_path();
+    fs::current_path(root + "/job");
+    auto rel = ListCheckpoints("step_20");
+    auto rel_out = ExportCheckpoint("step_20", {root + "/rel_out", nullptr, nullptr});
+    fs::current_path(cwd);
+    ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+    ASSERT_EQ(rel->size(), 1u);
+    EXPECT_TRUE((*rel)[0].complete) << (*rel)[0].problem;
+    ASSERT_TRUE(rel_out.ok()) << rel_out.status().ToString();
+    EXPECT_EQ(rel_out->step, 20);
+  }
+
   ExportOptions o;
   o.output_dir = root + "/out";
   auto r = ExportCheckpoint(root + "/job", o);
