@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,12 @@ CFG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_siz
        "num_key_value_heads": 2, "vocab_size": 101, "max_position_embeddings": 64,
        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False}
 TOKENS = [1, 17, 42, 99, 3, 64, 64, 7, 88, 100, 0, 51, 50, 23]
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def even_split(total, parts, index):
@@ -244,6 +251,25 @@ class CheckpointExportTest(unittest.TestCase):
         c = self.score(config, single)
         self.assertEqual(a["logprobs"], c["logprobs"])
         self.assertEqual(b["logprobs"], c["logprobs"])
+        # --init-weights from the sharded checkpoint trains exactly as from one file, also
+        # with tensor parallelism (each rank slices the whole tensors it reads).
+        rng = np.random.default_rng(1)
+        data = os.path.join(self.dir, "data")
+        ref.write_dataset(data, [list(rng.integers(2, 100, 80)) for _ in range(20)], 17, 101)
+        losses = []
+        for weights in (hf, single):
+            out = os.path.join(self.dir, "train_" + os.path.basename(weights))
+            res = self.lote("train", "--config", config, "--data", data, "--seq-len", "16",
+                            "--batch-size", "2", "--max-steps", "2", "--logging-interval", "1",
+                            "--threads", "1", "--peak-gflops", "10", "--master-port",
+                            str(free_port()), "--nproc-per-node", "2",
+                            "--tensor-parallel-size", "2", "--init-weights", weights,
+                            "--output", out)
+            self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-2000:])
+            with open(os.path.join(out, "metrics.json")) as f:
+                losses.append(json.load(f)["losses"])
+        self.assertEqual(losses[0], losses[1])
+        self.assertEqual(len(losses[0]), 2)
         os.remove(os.path.join(hf, "model-00002-of-00002.safetensors"))
         res = self.lote("model", "score", "--config", config, "--weights", hf, "--tokens", "1 2")
         self.assertNotEqual(res.returncode, 0)
