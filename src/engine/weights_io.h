@@ -1,6 +1,9 @@
 // Loading and saving a LlamaModel's parameters as safetensors with Hugging Face tensor
-// names. Loading accepts lote's own files and HF `model.safetensors` (F32/F16/BF16);
-// every tensor of the layout must be present with its exact shape.
+// names. Loading accepts lote's own files, HF `model.safetensors` (F32/F16/BF16) and
+// HF sharded checkpoints: a `model.safetensors.index.json` (its "weight_map" names
+// each tensor's shard file, beside the index) or a folder holding one (a folder with
+// only `model.safetensors` loads that file). Every tensor of the layout must be
+// present with its exact shape, and no other tensor may be (errors name the file).
 #pragma once
 
 #include <string>

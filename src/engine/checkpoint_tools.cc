@@ -1,0 +1,556 @@
+#include "engine/checkpoint_tools.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <utility>
+
+#include "common/crypto.h"
+#include "common/files.h"
+#include "engine/param_layout.h"
+#include "engine/weights_io.h"
+
+namespace lote::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kFormat = "lote-checkpoint-1";
+
+std::string TrimSlashes(std::string_view uri) {
+  std::string s(uri);
+  while (s.size() > 1 && s.back() == '/' && !s.ends_with("://")) s.pop_back();
+  return s;
+}
+
+// The parent of a URI or path ("s3://b/job/step_4" -> "s3://b/job").
+std::string ParentUri(const std::string& uri) {
+  const size_t slash = uri.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return uri.substr(0, slash);
+}
+
+bool ParseStepName(std::string_view name, int64_t* step) {
+  static const std::regex kStep("step_([0-9]{1,18})");
+  std::cmatch m;
+  if (!std::regex_match(name.begin(), name.end(), m, kStep)) return false;
+  *step = std::stoll(m[1].str());
+  return true;
+}
+
+Result<std::unique_ptr<objstore::ObjectStore>> Open(const OpenStoreFn& open_store,
+                                                    const std::string& uri) {
+  if (open_store) return open_store(uri);
+  return objstore::OpenObjectStore(uri);
+}
+
+// A file:// root that does not exist is NotFound (opening the store would create it).
+Status CheckLocalRootExists(const std::string& uri) {
+  ASSIGN_OR_RETURN(objstore::Uri u, objstore::ParseUri(uri));
+  if (u.scheme != "file") return Status::Ok();
+  std::error_code ec;
+  if (!fs::is_directory(u.key, ec)) {
+    return Status::NotFound(fmt::format("no checkpoints at {}: the folder does not exist", uri));
+  }
+  return Status::Ok();
+}
+
+int64_t IntOr(const Json& j, const char* key, int64_t fallback) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return fallback;
+  return j[key].get<int64_t>();
+}
+
+std::string ModelShardName(int r) { return fmt::format("model-tp{}.safetensors", r); }
+
+// Fills the manifest-dependent fields of `s` from manifest text and the folder's
+// objects (file name -> size).
+void Evaluate(const std::string& text, const std::map<std::string, uint64_t>& sizes,
+              CheckpointSummary* s) {
+  auto parsed = ParseJson(text);
+  if (!parsed.ok() || !parsed->is_object()) {
+    s->problem = "manifest.json is not a JSON object";
+    return;
+  }
+  const Json& m = *parsed;
+  if (m.contains("created_at") && m["created_at"].is_string()) {
+    s->created_at = m["created_at"].get<std::string>();
+  }
+  if (m.contains("layout")) {
+    s->tensor_parallel = static_cast<int>(IntOr(m["layout"], "tensor_parallel", 0));
+    s->data_parallel = static_cast<int>(IntOr(m["layout"], "data_parallel", 0));
+  }
+  if (!m.contains("format") || m["format"] != kFormat) {
+    s->problem = fmt::format("manifest.json: format is not \"{}\"", kFormat);
+    return;
+  }
+  if (IntOr(m, "step", -1) != s->step) {
+    s->problem =
+        fmt::format("manifest.json says step {}, the folder is {}", IntOr(m, "step", -1), s->name);
+    return;
+  }
+  if (s->tensor_parallel < 1 || s->data_parallel < 1) {
+    s->problem = "manifest.json: layout needs tensor_parallel and data_parallel >= 1";
+    return;
+  }
+  if (!m.contains("files") || !m["files"].is_object()) {
+    s->problem = "manifest.json has no \"files\" object";
+    return;
+  }
+  const Json& files = m["files"];
+  for (int r = 0; r < s->tensor_parallel; ++r) {
+    if (!files.contains(ModelShardName(r))) {
+      s->problem = fmt::format("manifest.json does not list {}", ModelShardName(r));
+      return;
+    }
+  }
+  for (const auto& [name, entry] : files.items()) {
+    const int64_t bytes = IntOr(entry, "bytes", -1);
+    if (bytes < 0) {
+      s->problem = fmt::format("manifest.json: {} has no \"bytes\"", name);
+      return;
+    }
+    auto it = sizes.find(name);
+    if (it == sizes.end()) {
+      s->problem = fmt::format("{} is missing", name);
+      return;
+    }
+    if (it->second != static_cast<uint64_t>(bytes)) {
+      s->problem = fmt::format("{} has {} bytes, manifest.json says {}", name, it->second, bytes);
+      return;
+    }
+  }
+  s->complete = true;
+}
+
+// Without a manifest: the layout as the file names show it.
+void GuessLayout(const std::map<std::string, uint64_t>& sizes, CheckpointSummary* s) {
+  static const std::regex kModel("model-tp([0-9]+)\\.safetensors");
+  static const std::regex kOptim("optim-tp([0-9]+)-dp([0-9]+)\\.safetensors");
+  int tp = 0, dp = 0;
+  for (const auto& [name, size] : sizes) {
+    std::smatch m;
+    if (std::regex_match(name, m, kModel)) tp = std::max(tp, std::stoi(m[1].str()) + 1);
+    if (std::regex_match(name, m, kOptim)) {
+      tp = std::max(tp, std::stoi(m[1].str()) + 1);
+      dp = std::max(dp, std::stoi(m[2].str()) + 1);
+    }
+  }
+  s->tensor_parallel = tp;
+  s->data_parallel = dp;
+}
+
+struct ShardEntry {
+  std::vector<int64_t> global_shape;
+  int split_dim = -1;
+  int64_t split_begin = 0;
+};
+
+Result<std::map<std::string, ShardEntry>> ParseLoteShards(const SafetensorsReader& reader,
+                                                          const std::string& name) {
+  auto it = reader.metadata().find("lote_shards");
+  if (it == reader.metadata().end()) {
+    return Status::DataLoss(
+        fmt::format("{} has no \"lote_shards\" metadata; it is not a lote checkpoint shard", name));
+  }
+  auto parsed = ParseJson(it->second);
+  if (!parsed.ok() || !parsed->is_object()) {
+    return Status::DataLoss(fmt::format("{}: \"lote_shards\" is not a JSON object", name));
+  }
+  std::map<std::string, ShardEntry> out;
+  for (const auto& [tensor, e] : parsed->items()) {
+    auto bad = [&](const char* why) {
+      return Status::DataLoss(fmt::format("{}: lote_shards[\"{}\"]: {}", name, tensor, why));
+    };
+    if (!e.is_object() || !e.contains("global_shape") || !e["global_shape"].is_array() ||
+        !e.contains("split_dim") || !e["split_dim"].is_number_integer()) {
+      return bad("needs global_shape and split_dim");
+    }
+    ShardEntry s;
+    for (const auto& d : e["global_shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad("bad global_shape");
+      s.global_shape.push_back(d.get<int64_t>());
+    }
+    s.split_dim = e["split_dim"].get<int>();
+    s.split_begin = IntOr(e, "split_begin", 0);
+    if (s.split_dim < -1 || s.split_dim > 1 ||
+        s.split_dim >= static_cast<int>(s.global_shape.size()) || s.split_begin < 0) {
+      return bad("split_dim must be -1, 0 or 1 (below the rank) and split_begin >= 0");
+    }
+    out[tensor] = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json CheckpointSummary::ToJson() const {
+  Json j{{"uri", uri},
+         {"name", name},
+         {"step", step},
+         {"bytes", total_bytes},
+         {"objects", objects},
+         {"complete", complete},
+         {"tensor_parallel", tensor_parallel},
+         {"data_parallel", data_parallel}};
+  if (!problem.empty()) j["problem"] = problem;
+  if (!created_at.empty()) j["created_at"] = created_at;
+  return j;
+}
+
+std::string ResolveJobUri(std::string_view arg, std::string_view base) {
+  if (!base.empty() && arg.find('/') == std::string_view::npos) {
+    std::string job(arg.substr(0, arg.find('#')));
+    return objstore::JoinKey(TrimSlashes(base), job);
+  }
+  return TrimSlashes(arg);
+}
+
+bool IsStepFolder(std::string_view uri, int64_t* step) {
+  const std::string s = TrimSlashes(uri);
+  const size_t slash = s.rfind('/');
+  const std::string last = slash == std::string::npos ? s : s.substr(slash + 1);
+  return ParseStepName(last, step);
+}
+
+Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri_in,
+                                                       const OpenStoreFn& open_store) {
+  std::string uri = TrimSlashes(uri_in);
+  int64_t only_step = -1;
+  std::string job_uri = uri;
+  if (IsStepFolder(uri, &only_step)) job_uri = ParentUri(uri);
+  RETURN_IF_ERROR(CheckLocalRootExists(only_step >= 0 ? uri : job_uri));
+  ASSIGN_OR_RETURN(auto store, Open(open_store, job_uri));
+  const std::string prefix =
+      only_step >= 0
+          ? uri.substr(uri.rfind('/') == std::string::npos ? 0 : uri.rfind('/') + 1) + "/"
+          : "";
+  auto listed = store->List(prefix);
+  if (!listed.ok()) {
+    return Status(listed.status().code(),
+                  fmt::format("cannot list {}: {}", uri, listed.status().message()));
+  }
+  if (listed->empty()) {
+    return Status::NotFound(fmt::format("no checkpoints at {}: nothing is stored there", uri));
+  }
+  // step folder name -> (file name -> size)
+  std::map<std::string, std::map<std::string, uint64_t>> folders;
+  for (const objstore::ObjectInfo& o : *listed) {
+    const size_t slash = o.key.find('/');
+    if (slash == std::string::npos) continue;
+    int64_t step = 0;
+    const std::string folder = o.key.substr(0, slash);
+    if (!ParseStepName(folder, &step)) continue;
+    folders[folder][o.key.substr(slash + 1)] = o.size;
+  }
+  std::vector<CheckpointSummary> out;
+  for (const auto& [folder, sizes] : folders) {
+    CheckpointSummary s;
+    s.name = folder;
+    ParseStepName(folder, &s.step);
+    s.uri = objstore::JoinKey(job_uri, folder);
+    s.objects = static_cast<int64_t>(sizes.size());
+    for (const auto& [name, size] : sizes) s.total_bytes += size;
+    if (sizes.count(kManifest) == 0) {
+      s.problem = "no manifest.json (not finished, or its writer died)";
+      GuessLayout(sizes, &s);
+    } else {
+      auto text = store->GetBytes(folder + "/" + kManifest);
+      if (!text.ok()) {
+        s.problem = "cannot read manifest.json: " + text.status().message();
+      } else {
+        Evaluate(*text, sizes, &s);
+      }
+      if (s.tensor_parallel == 0) GuessLayout(sizes, &s);
+    }
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointSummary& a, const CheckpointSummary& b) { return a.step < b.step; });
+  return out;
+}
+
+Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::NotFound(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  Sha256Hasher hasher;
+  std::vector<char> buf(4 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return Status::Unavailable(fmt::format("cannot read {}: {}", path, std::strerror(e)));
+    }
+    if (n == 0) break;
+    hasher.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  if (size != nullptr) *size = total;
+  return hasher.FinishHex();
+}
+
+Status AssembleModelShards(const LlamaConfig& config,
+                           const std::vector<const SafetensorsReader*>& shards,
+                           const std::vector<std::string>& names, std::vector<float>* params) {
+  const ParamLayout layout(config);
+  params->assign(static_cast<size_t>(layout.total()), 0.0f);
+  // Per tensor: the [begin, end) ranges placed along split_dim, or "whole" (-1).
+  struct Coverage {
+    int split_dim = -2;  // -2: not seen yet
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    std::string first_file;
+  };
+  std::map<std::string, Coverage> seen;
+  std::vector<float> buf;
+  const int tp = static_cast<int>(shards.size());
+  for (int r = 0; r < tp; ++r) {
+    const SafetensorsReader& reader = *shards[static_cast<size_t>(r)];
+    const std::string& file = names[static_cast<size_t>(r)];
+    const auto& md = reader.metadata();
+    if (md.count("tp_size") != 0 && md.at("tp_size") != std::to_string(tp)) {
+      return Status::DataLoss(
+          fmt::format("{} says tp_size {}, but the checkpoint has {} model "
+                      "shards",
+                      file, md.at("tp_size"), tp));
+    }
+    if (md.count("tp_rank") != 0 && md.at("tp_rank") != std::to_string(r)) {
+      return Status::DataLoss(fmt::format("{} says tp_rank {}", file, md.at("tp_rank")));
+    }
+    ASSIGN_OR_RETURN(auto entries, ParseLoteShards(reader, file));
+    for (const auto& [name, info] : reader.tensors()) {
+      auto e = entries.find(name);
+      if (e == entries.end()) {
+        return Status::DataLoss(
+            fmt::format("{}: tensor \"{}\" has no entry in lote_shards", file, name));
+      }
+      const TensorSpec* whole = layout.Find(name);
+      if (whole == nullptr) {
+        return Status::InvalidArgument(fmt::format(
+            "{} has tensor \"{}\", which the manifest's model config does not have", file, name));
+      }
+      const ShardEntry& se = e->second;
+      if (se.global_shape != whole->global_shape) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: tensor \"{}\" has global shape [{}] but the manifest's config "
+            "needs [{}]",
+            file, name, fmt::join(se.global_shape, ", "), fmt::join(whole->global_shape, ", ")));
+      }
+      // The shard's shape equals the global one but along split_dim.
+      bool shape_ok = info.shape.size() == se.global_shape.size();
+      for (size_t d = 0; shape_ok && d < info.shape.size(); ++d) {
+        if (static_cast<int>(d) == se.split_dim) {
+          shape_ok = se.split_begin + info.shape[d] <= se.global_shape[d];
+        } else {
+          shape_ok = info.shape[d] == se.global_shape[d];
+        }
+      }
+      if (!shape_ok) {
+        return Status::DataLoss(fmt::format(
+            "{}: tensor \"{}\" of shape [{}] does not fit global shape [{}] at split_dim {}, "
+            "split_begin {}",
+            file, name, fmt::join(info.shape, ", "), fmt::join(se.global_shape, ", "), se.split_dim,
+            se.split_begin));
+      }
+      Coverage& c = seen[name];
+      if (c.split_dim != -2 && c.split_dim != se.split_dim) {
+        return Status::DataLoss(
+            fmt::format("tensor \"{}\" is split along dim {} in {} but {} in {}", name, c.split_dim,
+                        c.first_file, se.split_dim, file));
+      }
+      TensorSpec spec;
+      spec.name = name;
+      spec.shape = info.shape;
+      spec.global_shape = se.global_shape;
+      spec.split_dim = se.split_dim;
+      spec.split_begin = se.split_begin;
+      spec.numel = info.numel();
+      buf.resize(static_cast<size_t>(spec.numel));
+      {
+        Status st = reader.ReadFloat(name, buf.data(), spec.numel);
+        if (!st.ok()) return Status(st.code(), fmt::format("{}: {}", file, st.message()));
+      }
+      float* full = params->data() + whole->offset;
+      if (se.split_dim < 0 && c.split_dim == -1) {
+        // Replicated on every TP rank: the copies must agree bit for bit.
+        if (std::memcmp(full, buf.data(), sizeof(float) * buf.size()) != 0) {
+          return Status::DataLoss(
+              fmt::format("tensor \"{}\" is replicated but differs between {} and {}", name,
+                          c.first_file, file));
+        }
+        continue;
+      }
+      if (c.split_dim == -2) {
+        c.split_dim = se.split_dim;
+        c.first_file = file;
+      }
+      if (spec.numel > 0) PlaceShard(spec, buf.data(), full);
+      if (se.split_dim >= 0) {
+        c.ranges.emplace_back(se.split_begin,
+                              se.split_begin + info.shape[static_cast<size_t>(se.split_dim)]);
+      }
+    }
+    for (const auto& [name, se] : entries) {
+      if (reader.Find(name) == nullptr) {
+        return Status::DataLoss(fmt::format(
+            "{}: lote_shards lists \"{}\" but the file has no such tensor", file, name));
+      }
+    }
+  }
+  for (const TensorSpec& spec : layout.tensors()) {
+    auto it = seen.find(spec.name);
+    if (it == seen.end()) {
+      return Status::NotFound(fmt::format(
+          "no model shard has tensor \"{}\", which the manifest's config needs", spec.name));
+    }
+    Coverage& c = it->second;
+    if (c.split_dim < 0) continue;
+    std::sort(c.ranges.begin(), c.ranges.end());
+    int64_t next = 0;
+    for (const auto& [b, e] : c.ranges) {
+      if (b != next) {
+        return Status::DataLoss(
+            fmt::format("the shards of tensor \"{}\" do not tile it along dim {}: {} at {}",
+                        spec.name, c.split_dim, b < next ? "overlap" : "gap", std::min(b, next)));
+      }
+      next = e;
+    }
+    if (next != spec.global_shape[static_cast<size_t>(c.split_dim)]) {
+      return Status::DataLoss(
+          fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}", spec.name,
+                      next, spec.global_shape[static_cast<size_t>(c.split_dim)], c.split_dim));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptions& options) {
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  if (options.output_dir.empty()) return Status::InvalidArgument("give an output folder");
+  const std::string uri = TrimSlashes(uri_in);
+  int64_t step = 0;
+  const bool one = IsStepFolder(uri, &step);
+  ASSIGN_OR_RETURN(std::vector<CheckpointSummary> all, ListCheckpoints(uri, options.open_store));
+  const CheckpointSummary* chosen = nullptr;
+  for (const CheckpointSummary& s : all) {
+    if (s.complete) chosen = &s;
+  }
+  if (chosen == nullptr) {
+    if (one && !all.empty()) {
+      return Status::NotFound(
+          fmt::format("checkpoint {} is incomplete: {}", uri, all.front().problem));
+    }
+    std::string why;
+    for (const CheckpointSummary& s : all) why += fmt::format("; {}: {}", s.name, s.problem);
+    return Status::NotFound(
+        fmt::format("no complete checkpoint under {} ({} incomplete{})", uri, all.size(), why));
+  }
+  ExportResult result;
+  result.checkpoint_uri = chosen->uri;
+  result.step = chosen->step;
+  log(fmt::format("exporting {} (step {})", chosen->uri, chosen->step));
+
+  ASSIGN_OR_RETURN(auto store,
+                   one ? Open(options.open_store, ParentUri(uri)) : Open(options.open_store, uri));
+  const std::string folder = chosen->name + "/";
+  ASSIGN_OR_RETURN(std::string text, store->GetBytes(folder + kManifest));
+  ASSIGN_OR_RETURN(Json manifest, ParseJson(text));
+  if (!manifest.contains("config") || !manifest["config"].is_object()) {
+    return Status::InvalidArgument(
+        fmt::format("{}/manifest.json has no \"config\" object", chosen->uri));
+  }
+  auto config = LlamaConfig::FromJson(manifest["config"]);
+  if (!config.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("{}/manifest.json: config: {}", chosen->uri, config.status().message()));
+  }
+  const int tp = chosen->tensor_parallel;
+  result.tensor_parallel = tp;
+
+  RETURN_IF_ERROR(MakeDirs(options.output_dir));
+  ASSIGN_OR_RETURN(objstore::Uri parsed, objstore::ParseUri(chosen->uri));
+  const bool local = parsed.scheme == "file";
+  const std::string staging = options.output_dir + "/.lote-export-" + HexEncode(RandomBytes(6));
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup;
+  if (!local) {
+    RETURN_IF_ERROR(MakeDirs(staging));
+    cleanup.dir = staging;
+  }
+
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+  std::vector<const SafetensorsReader*> views;
+  std::vector<std::string> names;
+  for (int r = 0; r < tp; ++r) {
+    const std::string name = ModelShardName(r);
+    const Json& entry = manifest["files"][name];
+    std::string path;
+    if (local) {
+      path = parsed.key + "/" + name;
+    } else {
+      path = staging + "/" + name;
+      log(fmt::format("downloading {}", name));
+      RETURN_IF_ERROR(store->GetFile(folder + name, path));
+    }
+    uint64_t size = 0;
+    ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
+    const int64_t want_bytes = IntOr(entry, "bytes", -1);
+    const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
+                                     ? entry["sha256"].get<std::string>()
+                                     : "";
+    if (static_cast<int64_t>(size) != want_bytes) {
+      return Status::DataLoss(fmt::format("{}/{} has {} bytes, manifest.json says {}", chosen->uri,
+                                          name, size, want_bytes));
+    }
+    if (sha != want_sha) {
+      return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}",
+                                          chosen->uri, name, sha,
+                                          want_sha.empty() ? "(none)" : want_sha));
+    }
+    auto reader = SafetensorsReader::Open(path);
+    if (!reader.ok()) {
+      return Status(reader.status().code(),
+                    fmt::format("{}/{}: {}", chosen->uri, name, reader.status().message()));
+    }
+    views.push_back(reader->get());
+    readers.push_back(std::move(*reader));
+    names.push_back(name);
+  }
+  std::vector<float> params;
+  RETURN_IF_ERROR(AssembleModelShards(*config, views, names, &params));
+  readers.clear();
+  const ParamLayout layout(*config);
+  result.tensors = static_cast<int64_t>(layout.tensors().size());
+  result.parameters = layout.total();
+  result.model_path = options.output_dir + "/model.safetensors";
+  result.config_path = options.output_dir + "/config.json";
+  RETURN_IF_ERROR(SaveWeights(*config, params.data(), result.model_path));
+  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, manifest["config"].dump(2) + "\n"));
+  log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
+                  result.parameters, result.config_path));
+  return result;
+}
+
+}  // namespace lote::engine
