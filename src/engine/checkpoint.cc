@@ -86,6 +86,8 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(CheckpointOpt
   ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(w->job_root_));  // checks the URI early
   (void)store;
   w->spool_ = SpoolDir(fmt::format("rank{}", place.rank));
+  ASSIGN_OR_RETURN(objstore::Uri root, objstore::ParseUri(w->job_root_));
+  if (root.scheme == "file") w->local_root_ = root.key;
   RETURN_IF_ERROR(MakeDirs(w->spool_, 0700));
   return w;
 }
@@ -125,6 +127,17 @@ Status CheckpointWriter::Upload(const TrainState& s) {
     meta["producer"] = "lote";
     meta["tp_rank"] = std::to_string(place_.tp_rank);
     meta["tp_size"] = std::to_string(place_.tp);
+    if (local_root_) {
+      // file://: written in place (WriteSafetensors is atomic: temp file, fsync, rename).
+      const std::string dir = *local_root_ + "/" + step_dir;
+      RETURN_IF_ERROR(MakeDirs(dir));
+      RETURN_IF_ERROR(WithRetries(fmt::format("writing {}/{}", StepUri(s.step), name), [&] {
+        return WriteSafetensors(dir + "/" + name, tensors, meta);
+      }));
+      ASSIGN_OR_RETURN(auto hash, data::HashFile(dir + "/" + name));
+      mine[name] = {{"bytes", hash.second}, {"sha256", hash.first}};
+      return Status::Ok();
+    }
     const std::string local = spool_ + "/" + name;
     RETURN_IF_ERROR(WriteSafetensors(local, tensors, meta));
     ASSIGN_OR_RETURN(auto hash, data::HashFile(local));
@@ -253,8 +266,14 @@ Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* sto
     return Status::DataLoss(
         fmt::format("{}: manifest.json does not list {}", store->RootUri(), name));
   }
-  const std::string local = dir + "/" + name;
-  RETURN_IF_ERROR(store->GetFile(name, local));
+  // file:// shards are read in place; others are downloaded first.
+  std::string local = dir + "/" + name;
+  ASSIGN_OR_RETURN(objstore::Uri root, objstore::ParseUri(store->RootUri()));
+  if (root.scheme == "file") {
+    local = root.key + "/" + name;
+  } else {
+    RETURN_IF_ERROR(store->GetFile(name, local));
+  }
   ASSIGN_OR_RETURN(auto hash, data::HashFile(local));
   const Json& want = manifest["files"][name];
   if (hash.first != want.value("sha256", "") || hash.second != want.value("bytes", uint64_t{0})) {

@@ -83,8 +83,9 @@ class CheckpointWriter {
   CheckpointOptions opt_;
   LlamaConfig config_;
   RankPlace place_;
-  std::string job_root_;  // <uri>/<job id>
-  std::string spool_;     // local folder for files before upload
+  std::string job_root_;                   // <uri>/<job id>
+  std::string spool_;                      // local folder for files before upload
+  std::optional<std::string> local_root_;  // file:// job root: shards are written in place
   std::thread worker_;
   Status result_;  // of the last finished upload (read after joining worker_)
 };
