@@ -8,7 +8,8 @@
 # 1 thread / lote 1 rank x 2 threads (the cost of communication), plus each lote run's
 # share of rank 0's time spent in collectives.
 #
-# usage: bench/train/dist.sh BUILD_DIR   (env: BENCH_STEPS=6, BENCH_SEQ=256, BENCH_MICRO=4)
+# usage: bench/train/dist.sh BUILD_DIR   (env: BENCH_STEPS=6, BENCH_SEQ=256, BENCH_MICRO=4,
+#        BENCH_HIDDEN=256, BENCH_LAYERS=4, BENCH_MLP=688; the default model has ~19 M parameters)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -21,8 +22,11 @@ CORES="$(nproc)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
+HIDDEN="${BENCH_HIDDEN:-256}"
+LAYERS="${BENCH_LAYERS:-4}"
+MLP="${BENCH_MLP:-688}"
 cat > "$WORK/config.json" <<JSON
-{"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+{"hidden_size": $HIDDEN, "intermediate_size": $MLP, "num_hidden_layers": $LAYERS,
  "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,
  "max_position_embeddings": $SEQ, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
  "initializer_range": 0.02}
@@ -35,7 +39,7 @@ block = $((SEQ + 1))
 rng = np.random.default_rng(0)
 ref.write_dataset('$WORK/data', [list(rng.integers(2, 32000, block - 1)) for _ in range($((MICRO * 4 * STEPS + 8)))], block, 32000)
 "
-echo "model: hidden 256, 4 layers, 8 heads, MLP 688, vocab 32000 (~19 M parameters); seq $SEQ,"
+echo "model: hidden $HIDDEN, $LAYERS layers, 8 heads, MLP $MLP, vocab 32000; seq $SEQ,"
 echo "micro batch $MICRO per data-parallel rank, $STEPS steps (first is warm-up); this machine has $CORES cores"
 
 # lote NAME NPROC TP THREADS
