@@ -154,7 +154,14 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
   for (const auto& [id, job] : jobs) {
     if (job.status != JobStatus::kRunnable || job.IsArrayParent()) continue;
     Result<sched::Job> sj = SchedulerJob(job, submit_order.count(id) ? submit_order.at(id) : 0);
-    if (!sj.ok()) continue;
+    if (!sj.ok()) {
+      // No nodes to schedule: the pass rejects the job (with a reason) instead
+      // of leaving it RUNNABLE for ever.
+      sched::Job nodeless;
+      nodeless.id = id;
+      nodeless.queue = QueueNameOfArn(job.queue_arn);
+      sj = std::move(nodeless);
+    }
     // Jobs of a queue that has gone are left RUNNABLE.
     bool known = false;
     for (const auto& q : snap.queues) known |= q.name == sj->queue;

@@ -4,6 +4,7 @@
 
 #include "common/ids.h"
 #include "control/control_plane.h"
+#include "control/job_model.h"
 #include "control/node_ranges.h"
 
 namespace lote::control {
@@ -51,7 +52,7 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
   ASSIGN_OR_RETURN(std::optional<int64_t> vcpus,
                    OptInt(props, "vcpus", path + ".vcpus", 1, 1 << 20));
   ASSIGN_OR_RETURN(std::optional<int64_t> memory,
-                   OptInt(props, "memory", path + ".memory", 4, int64_t{1} << 40));
+                   OptInt(props, "memory", path + ".memory", 4, kMaxResourceValue));
   (void)vcpus;
   (void)memory;
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> command,
@@ -83,12 +84,7 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
           ExpectEnum(type, path + ".resourceRequirements[].type", {"GPU", "VCPU", "MEMORY"}));
       ASSIGN_OR_RETURN(std::string value,
                        ReqString(r, "value", path + ".resourceRequirements[].value"));
-      char* end = nullptr;
-      double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || v <= 0) {
-        return Status::InvalidArgument(path + ".resourceRequirements " + type + " value '" + value +
-                                       "' must be a positive number written as a string");
-      }
+      RETURN_IF_ERROR(ValidateResourceValue(type, value, path + ".resourceRequirements"));
     }
   }
   if (props.contains("ulimits")) {

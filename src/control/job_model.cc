@@ -1,5 +1,6 @@
 #include "control/job_model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -20,6 +21,7 @@ constexpr std::pair<FailureCategory, std::string_view> kCategoryNames[] = {
     {FailureCategory::kCapacity, "CAPACITY"},
     {FailureCategory::kHang, "HANG"},
     {FailureCategory::kPreempted, "PREEMPTED"},
+    {FailureCategory::kNotStarted, "NOT_STARTED"},
 };
 
 // The value of a resourceRequirement of `type`, or nullptr.
@@ -34,7 +36,8 @@ double ParseNumber(const std::string& text) {
   try {
     size_t used = 0;
     double v = std::stod(text, &used);
-    return used == text.size() ? v : 0.0;
+    if (used != text.size() || !std::isfinite(v) || v < 0) return 0.0;
+    return std::min(v, static_cast<double>(kMaxResourceValue));
   } catch (...) {
     return 0.0;
   }
@@ -251,19 +254,80 @@ int64_t ContainerSpec::MilliVcpu() const {
   if (const std::string* v = Requirement(*this, "VCPU")) {
     return static_cast<int64_t>(std::llround(ParseNumber(*v) * 1000.0));
   }
-  return vcpus.value_or(0) * 1000;
+  return std::clamp<int64_t>(vcpus.value_or(0), 0, kMaxResourceValue) * 1000;
 }
 
 int64_t ContainerSpec::MemoryMib() const {
   if (const std::string* v = Requirement(*this, "MEMORY"))
     return static_cast<int64_t>(ParseNumber(*v));
-  return memory.value_or(0);
+  return std::clamp<int64_t>(memory.value_or(0), 0, kMaxResourceValue);
 }
 
 int32_t ContainerSpec::Gpus() const {
   if (const std::string* v = Requirement(*this, "GPU"))
     return static_cast<int32_t>(ParseNumber(*v));
   return 0;
+}
+
+Status ValidateResourceValue(const std::string& type, const std::string& value,
+                             const std::string& field) {
+  auto bad = [&](const std::string& rule) {
+    return Status::InvalidArgument(field + ": " + type + " value '" + value + "' " + rule);
+  };
+  if (type != "VCPU" && type != "MEMORY" && type != "GPU") {
+    return Status::InvalidArgument(field + ": unknown type '" + type +
+                                   "': use VCPU, MEMORY or GPU");
+  }
+  const bool fractional = type == "VCPU";
+  const std::string shape =
+      fractional ? "is not a non-negative number (write digits, optionally with a decimal point, "
+                   "e.g. \"2\" or \"0.25\")"
+                 : "is not a non-negative number (write a whole number of " +
+                       std::string(type == "MEMORY" ? "MiB" : "GPUs") + ", e.g. \"" +
+                       (type == "MEMORY" ? "2048" : "1") + "\")";
+  size_t digits = 0;
+  size_t dots = 0;
+  for (char c : value) {
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (c == '.' && fractional) {
+      ++dots;
+    } else if (c == '.') {
+      return bad("must be a whole number");
+    } else {
+      return bad(shape);
+    }
+  }
+  if (digits == 0 || dots > 1 || value.front() == '.' || value.back() == '.') return bad(shape);
+  // At most 10 integer digits can be within range; leading zeros aside.
+  const size_t dot = value.find('.');
+  std::string whole = value.substr(0, dot);
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  int64_t amount = 0;
+  if (whole.size() > 10) {
+    amount = kMaxResourceValue + 1;
+  } else {
+    for (char c : whole) amount = amount * 10 + (c - '0');
+  }
+  const bool fraction =
+      dot != std::string::npos && value.find_first_not_of('0', dot + 1) != std::string::npos;
+  if (amount > kMaxResourceValue || (amount == kMaxResourceValue && fraction)) {
+    return bad("is above " + std::to_string(kMaxResourceValue) +
+               ", the largest amount AWS accepts");
+  }
+  if (type == "GPU") return Status::Ok();
+  if (amount == 0 && !fraction) return bad("must be greater than 0");
+  return Status::Ok();
+}
+
+bool ConsumesAttempt(FailureCategory category) {
+  return category != FailureCategory::kPreempted && category != FailureCategory::kNotStarted;
+}
+
+int32_t AttemptsConsumed(const Job& job) {
+  int32_t n = 0;
+  for (const Attempt& a : job.attempts) n += ConsumesAttempt(a.failure_category) ? 1 : 0;
+  return n;
 }
 
 std::string NodeRange::TargetNodes() const {

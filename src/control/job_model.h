@@ -42,9 +42,14 @@ enum class FailureCategory {
   kTerminated,      // TerminateJob
   kInfrastructure,  // lote could not start or run the node (launch error, unsupported field)
   kCapacity,        // the job can never fit the queue's compute environments
-  kHang,            // no progress for too long (reserved)
+  kHang,            // no progress for too long
   kPreempted,       // taken away for higher-priority work (reserved)
+  kNotStarted,      // lote lost the node before its command ever ran (server restart)
 };
+// PREEMPTED and NOT_STARTED attempts are retried without counting against
+// retryStrategy.attempts: the job's own command did not fail.
+bool ConsumesAttempt(FailureCategory category);
+
 // "USER_ERROR", ...; "" for kNone.
 std::string_view FailureCategoryName(FailureCategory category);
 Result<FailureCategory> ParseFailureCategory(std::string_view name);
@@ -89,6 +94,17 @@ struct ResourceRequirement {
   friend bool operator==(const ResourceRequirement&, const ResourceRequirement&) = default;
 };
 
+// The largest resource amount (and legacy vcpus/memory) AWS accepts: its Integer range.
+inline constexpr int64_t kMaxResourceValue = 2147483647;
+
+// The one rule for a resourceRequirement value, used by RegisterJobDefinition,
+// containerOverrides and nodePropertyOverrides alike (docs/jobs.md): VCPU a
+// decimal number (digits, optionally '.' and digits) > 0; MEMORY a whole number
+// >= 1; GPU a whole number >= 0; none above kMaxResourceValue. No sign, exponent
+// or spaces. InvalidArgument naming `field`, the value and the rule.
+Status ValidateResourceValue(const std::string& type, const std::string& value,
+                             const std::string& field);
+
 // A container after overrides and `Ref::` substitution (ContainerProperties shape).
 struct ContainerSpec {
   std::string image;
@@ -103,7 +119,9 @@ struct ContainerSpec {
   Json linux_parameters = Json::object();  // devices, sharedMemorySize, ...
   Json other = Json::object();             // every other ContainerProperties key, verbatim
 
-  // Effective amounts: resourceRequirements win over the legacy fields.
+  // Effective amounts: resourceRequirements win over the legacy fields. Values
+  // outside 0..kMaxResourceValue (only in jobs stored before submit checked them)
+  // are clamped into it, so that such a job never fits rather than overflows.
   int64_t MilliVcpu() const;
   int64_t MemoryMib() const;
   int32_t Gpus() const;
@@ -223,6 +241,9 @@ struct Job {
 
 // Json for the store (lossless; not the API shape: see job_render.h).
 Json ContainerToJson(const ContainerSpec& container);  // ContainerProperties shape
+// The attempts of `job` that count against retryStrategy.attempts.
+int32_t AttemptsConsumed(const Job& job);
+
 Result<ContainerSpec> ContainerFromJson(const Json& json);
 Json JobToJson(const Job& job);
 Result<Job> JobFromJson(const Json& json);

@@ -76,13 +76,18 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
     }
   }
   job.failure_category = category;
-  const int32_t made = static_cast<int32_t>(job.attempts.size());
+  const int32_t number = static_cast<int32_t>(job.attempts.size());
+  const int32_t made = AttemptsConsumed(job);
   AttemptOutcome outcome{a.status_reason, a.reason, exit_code};
   if (ShouldRetry(job.retry_strategy, made, category, outcome)) {
     job.status = JobStatus::kRunnable;
-    job.status_reason = "attempt " + std::to_string(made) + " of " +
-                        std::to_string(job.retry_strategy.attempts) + " failed (" + a.reason +
-                        "); retrying";
+    job.status_reason =
+        ConsumesAttempt(category)
+            ? "attempt " + std::to_string(made) + " of " +
+                  std::to_string(job.retry_strategy.attempts) + " failed (" + a.reason +
+                  "); retrying"
+            : "attempt " + std::to_string(number) + " did not count (" + a.reason +
+                  "); running it again";
     return job;
   }
   Finish(job, JobStatus::kFailed, at, status_reason);

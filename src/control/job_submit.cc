@@ -97,20 +97,7 @@ Status ValidateEnvironmentNames(const std::vector<EnvVar>& env, const std::strin
 Status ValidateContainer(const ContainerSpec& c, const std::string& field,
                          const std::string& definition) {
   for (const ResourceRequirement& r : c.resource_requirements) {
-    if (r.type != "VCPU" && r.type != "MEMORY" && r.type != "GPU") {
-      return Invalid(field + ".resourceRequirements: unknown type '" + r.type +
-                     "': use VCPU, MEMORY or GPU");
-    }
-    char* end = nullptr;
-    double v = std::strtod(r.value.c_str(), &end);
-    if (r.value.empty() || end != r.value.c_str() + r.value.size() || !std::isfinite(v) || v < 0) {
-      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
-                     "' is not a non-negative number");
-    }
-    if ((r.type == "MEMORY" || r.type == "GPU") && v != std::floor(v)) {
-      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
-                     "' must be a whole number");
-    }
+    RETURN_IF_ERROR(ValidateResourceValue(r.type, r.value, field + ".resourceRequirements"));
   }
   if (c.MilliVcpu() <= 0) {
     return Invalid(
@@ -182,8 +169,10 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
         }
       }
     } else if (key == "vcpus" || key == "memory") {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-        return Invalid(f + " must be a positive integer");
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 ||
+          v.get<int64_t>() > kMaxResourceValue)
+        return Invalid(f + " must be a positive integer of at most " +
+                       std::to_string(kMaxResourceValue));
       const char* type = key == "vcpus" ? "VCPU" : "MEMORY";
       bool in_requirements =
           std::any_of(c.resource_requirements.begin(), c.resource_requirements.end(),

@@ -511,7 +511,7 @@ std::vector<NodeKey> LocalBackend::Running() const {
 }
 
 NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
-                                    const std::string& why) {
+                                    const std::string& why, bool never_started) {
   std::string reason = why;
   auto cmd = ReadProcessRecord(paths.command());
   if (cmd.ok() && IdentityAlive(cmd->id)) {
@@ -527,6 +527,7 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
   }
   StatusRecord st;
   st.outcome = NodeOutcome::kLost;
+  st.never_started = never_started && !cmd.ok();
   st.reason = reason;
   st.started_at_ms = cmd.ok() ? cmd->started_at_ms : 0;
   st.stopped_at_ms = options_.clock->NowMillis();
@@ -678,8 +679,12 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
   }
   if (!FileExists(paths.dir)) {
     pending_.push_back(DeclareLost(
-        key, paths, "node " + key.ToString() + " has no folder on this host (" + paths.dir + ")"));
+        key, paths,
+        "node " + key.ToString() + " has no folder on this host (" + paths.dir +
+            "): it was never launched",
+        /*never_started=*/true));
     report->lost.push_back(key);
+    report->never_started.push_back(key);
     return;
   }
   for (int round = 0; round < 2; ++round) {
@@ -687,6 +692,7 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
     if (st.ok()) {
       pending_.push_back(EventFromStatus(key, *st));
       (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
+      if (st->never_started) report->never_started.push_back(key);
       return;
     }
     int lock_fd = TryNodeLock(paths);
@@ -701,7 +707,12 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
                             ? "supervisor (pid " + std::to_string(shim->id.pid) + ") of node " +
                                   key.ToString() + " is gone and recorded no outcome"
                             : "node " + key.ToString() + " never started a supervisor";
-      pending_.push_back(DeclareLost(key, paths, why));
+      // No supervisor record with the lock free: no supervisor ever got as
+      // far as starting the command (it writes its record first), and the
+      // tombstone stops one that is still on its way.
+      NodeEvent lost = DeclareLost(key, paths, why, /*never_started=*/!shim.ok());
+      if (lost.never_started) report->never_started.push_back(key);
+      pending_.push_back(std::move(lost));
       ::close(lock_fd);
       report->lost.push_back(key);
       return;

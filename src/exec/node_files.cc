@@ -184,6 +184,7 @@ Json ToJson(const StatusRecord& r) {
               {"exit_code", r.exit_code},
               {"signal", r.signal},
               {"terminated", r.terminated},
+              {"never_started", r.never_started},
               {"reason", r.reason},
               {"started_at_ms", r.started_at_ms},
               {"stopped_at_ms", r.stopped_at_ms}};
@@ -195,6 +196,7 @@ Result<StatusRecord> StatusRecordFromJson(const Json& j) {
     r.exit_code = j.value("exit_code", -1);
     r.signal = j.value("signal", 0);
     r.terminated = j.value("terminated", false);
+    r.never_started = j.value("never_started", false);
     r.reason = j.value("reason", std::string());
     r.started_at_ms = j.value("started_at_ms", int64_t{0});
     r.stopped_at_ms = j.value("stopped_at_ms", int64_t{0});
@@ -254,6 +256,7 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.exit_code = s.exit_code;
   e.signal = s.signal;
   e.terminated = s.terminated;
+  e.never_started = s.never_started;
   e.reason = s.reason;
   e.started_at_ms = s.started_at_ms;
   e.stopped_at_ms = s.stopped_at_ms;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "sched/fair_share.h"
@@ -798,8 +800,32 @@ class Pass {
 }  // namespace
 
 Result<Decisions> Decide(const Snapshot& snapshot, int64_t now_ms) {
-  RETURN_IF_ERROR(Validate(snapshot));
-  return Pass(snapshot, now_ms).Run();
+  RETURN_IF_ERROR(ValidateEnvironments(snapshot));
+  std::vector<Rejected> rejected;
+  std::vector<bool> keep(snapshot.jobs.size(), true);
+  std::unordered_set<std::string_view> ids;
+  ids.reserve(snapshot.jobs.size());
+  for (size_t i = 0; i < snapshot.jobs.size(); ++i) {
+    const Job& job = snapshot.jobs[i];
+    Status st = ValidateJob(job, snapshot);
+    if (st.ok() && !ids.insert(job.id).second) {
+      st = Status::InvalidArgument("job \"" + job.id + "\" appears twice in the snapshot");
+    }
+    if (!st.ok()) {
+      rejected.push_back(Rejected{job.id, st.message()});
+      keep[i] = false;
+    }
+  }
+  if (rejected.empty()) return Pass(snapshot, now_ms).Run();
+  Snapshot rest;
+  rest.compute_environments = snapshot.compute_environments;
+  rest.queues = snapshot.queues;
+  rest.config = snapshot.config;
+  for (size_t i = 0; i < snapshot.jobs.size(); ++i)
+    if (keep[i]) rest.jobs.push_back(snapshot.jobs[i]);
+  Decisions d = Pass(rest, now_ms).Run();
+  d.rejected = std::move(rejected);
+  return d;
 }
 
 }  // namespace lote::sched

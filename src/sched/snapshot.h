@@ -123,7 +123,19 @@ struct Snapshot {
   SchedulerConfig config;
 };
 
+// The most one node may ask for, and the most nodes one job may have: far
+// above any real instance (and above anything AWS accepts: 2^31-1 vCPUs,
+// MiB or GPUs), low enough that sums over many jobs stay exact.
+inline constexpr Resources kMaxNodeRequest{int64_t{1} << 42, int64_t{1} << 42, 2147483647};
+inline constexpr int64_t kMaxJobNodes = int64_t{1} << 20;
+
 // OK, or InvalidArgument naming the first malformed object and how to fix it.
 Status Validate(const Snapshot& snapshot);
+// The part of Validate that a pass cannot run without: compute environments,
+// instances, queues and config.
+Status ValidateEnvironments(const Snapshot& snapshot);
+// The part of Validate about one job (its queue must be in `snapshot`; ids
+// are not compared). A pass sets such a job aside (Decisions::rejected).
+Status ValidateJob(const Job& job, const Snapshot& snapshot);
 
 }  // namespace lote::sched

@@ -74,6 +74,7 @@ JobsService::~JobsService() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  pass_done_.notify_all();
   if (backend_) backend_->Wake();
   if (loop_.joinable()) loop_.join();
 }
@@ -130,6 +131,23 @@ Status JobsService::RecoverNodes() {
     }
   }
   ASSIGN_OR_RETURN(exec::RecoverReport report, backend_->Recover(expected));
+  // An attempt none of whose nodes ever ran its command (the server stopped
+  // while it was STARTING) fails as NOT_STARTED, which does not count against
+  // retryStrategy.attempts: the job runs again as if it had not been tried.
+  {
+    std::map<exec::AttemptKey, size_t> never;
+    for (const exec::NodeKey& key : report.never_started) ++never[key.attempt];
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [attempt, count] : never) {
+      auto it = jobs_.find(attempt.job_id);
+      if (it == jobs_.end() || it->second.CurrentAttempt() == nullptr) continue;
+      const control::Attempt& open = *it->second.CurrentAttempt();
+      bool untouched = count == open.nodes.size();
+      for (const control::NodeAttempt& node : open.nodes)
+        untouched = untouched && node.status == control::JobStatus::kStarting;
+      if (untouched) unstarted_attempts_.insert(attempt);
+    }
+  }
   if (!expected.empty()) {
     spdlog::info("jobs: recovered {} running node(s): {} adopted, {} finished, {} lost",
                  expected.size(), report.adopted.size(), report.finished.size(),
@@ -559,7 +577,24 @@ void JobsService::Loop() {
     }
     // Node events in hand are always recorded, also when stopping.
     Pass(std::move(events).value());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      passes_done_ = std::max(passes_done_, passes_begun_);
+    }
+    pass_done_.notify_all();
   }
+}
+
+bool JobsService::WaitForPass(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = passes_begun_ + 1;
+  dirty_ = true;
+  lock.unlock();
+  backend_->Wake();
+  lock.lock();
+  return pass_done_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return passes_done_ >= target || stopping_;
+  }) && passes_done_ >= target;
 }
 
 std::string JobsService::NewInstanceIdLocked() {
@@ -615,6 +650,7 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++passes_begun_;
     const int64_t now = clock_->NowMillis();
     auto apply = [&](const std::string& id, const JobEvent& e) {
       Result<Job> r = ApplyLocked(id, e);
@@ -638,8 +674,14 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
                                          ev.signal, at));
           break;
         case exec::NodeOutcome::kLost:
-          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNodeLost, ev.reason,
-                                            ev.node.node_index, at));
+          if (ev.never_started && unstarted_attempts_.count(ev.node.attempt)) {
+            spdlog::info("jobs: attempt {} of {} never started; running it again", attempt, id);
+            apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNotStarted,
+                                              ev.reason, ev.node.node_index, at));
+          } else {
+            apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNodeLost,
+                                              ev.reason, ev.node.node_index, at));
+          }
           break;
         case exec::NodeOutcome::kStartFailed:
           apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kInfrastructure,
@@ -719,6 +761,13 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
         for (const sched::NeverFits& nf : decisions->never_fits)
           apply(nf.job_id, JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
                                                    nf.message, -1, now));
+        // A malformed request fails its own job, never the pass.
+        for (const sched::Rejected& r : decisions->rejected) {
+          spdlog::warn("jobs: {} cannot be scheduled: {}", r.job_id, r.message);
+          apply(r.job_id, JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
+                                                  "the job cannot be scheduled: " + r.message, -1,
+                                                  now));
+        }
         for (const sched::Wait& w : decisions->waiting) {
           auto it = jobs_.find(w.job_id);
           if (it != jobs_.end() && it->second.status_reason != w.message)

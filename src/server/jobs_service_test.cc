@@ -7,13 +7,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "common/files.h"
 #include "control/job_state.h"
+#include "exec/batch_env.h"
 
 namespace lote::server {
 namespace {
@@ -51,6 +55,13 @@ class JobsServiceTest : public ::testing::Test {
     auto logs = logs::LogStore::Open(lo);
     ASSERT_TRUE(logs.ok()) << logs.status().ToString();
     logs_ = std::move(logs).value();
+    StartService();
+  }
+
+  // Starts (or restarts, as a new server would) the service on this home.
+  void StartService() {
+    service_.reset();
+    router_ = std::make_unique<api::ApiRouter>(nullptr);
     ServerContext context{home_, &clock_, store_.get(), control_.get(), router_.get(), logs_.get()};
     JobsServiceOptions options;
     options.shim_command = {LOTE_EXEC_SHIM_PATH};
@@ -143,7 +154,7 @@ TEST_F(JobsServiceTest, TimeoutFailsTheJobAndKillsItsProcess) {
   EXPECT_EQ(kill(pid, 0), 0);
 
   clock_.AdvanceMillis(59'000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(service_->WaitForPass());  // a pass has seen the clock at 59 s
   EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
 
   clock_.AdvanceMillis(2'000);
@@ -262,7 +273,7 @@ TEST_F(JobsServiceTest, ProgressLinesShowInDescribeJobsAndAHangFailsTheAttempt) 
   StreamLines(Describe(id)["container"]["logStreamName"], 2);
 
   clock_.AdvanceMillis(59'000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(service_->WaitForPass());  // a pass has seen the clock at 59 s
   EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
   clock_.AdvanceMillis(2'000);
   Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
@@ -286,6 +297,135 @@ TEST_F(JobsServiceTest, ProgressTimeoutMustBeWholeSeconds) {
                                       {"tags", {{"lote:progressTimeoutSeconds", bad}}}});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("lote:progressTimeoutSeconds"), std::string::npos);
+  }
+}
+
+// The server placed a job and stopped before launching it (the job is
+// STARTING in the store, its node has no folder): on restart the attempt is
+// NOT_STARTED, which does not count, and the job runs again and succeeds
+// although it may make only one attempt.
+TEST_F(JobsServiceTest, AnAttemptThatNeverStartedIsRunAgainWithoutCountingIt) {
+  RegisterDefinition();  // retryStrategy.attempts defaults to 1
+  ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "DISABLED"}}).ok());
+  const std::string id = Submit("echo ran attempt $AWS_BATCH_JOB_ATTEMPT");
+  WaitFor(id, {"RUNNABLE"});
+  service_.reset();
+  // What the stopped server had committed: the placement, nothing launched.
+  auto snapshot = store_->Load();
+  ASSERT_TRUE(snapshot.ok());
+  std::optional<control::Job> job;
+  for (const store::JobRow& row : snapshot->jobs)
+    if (row.job_id == id) job = *control::JobFromJson(Json::parse(row.doc));
+  ASSERT_TRUE(job.has_value());
+  auto events = store_->JobEvents(id);
+  ASSERT_TRUE(events.ok());
+  auto ip = exec::InstancePrivateIp(0);
+  ASSERT_TRUE(ip.ok());
+  const control::JobEvent placed = control::JobEvent::Scheduled(
+      "ce", {control::ScheduledNode{0, "i-00000000000000000", *ip, {}}}, clock_.NowMillis());
+  auto starting = control::Apply(*job, placed);
+  ASSERT_TRUE(starting.ok()) << starting.status().ToString();
+  ASSERT_EQ(starting->status, control::JobStatus::kStarting);
+  store::WriteBatch batch;
+  batch.AppendJobEvent(store::JobEvent{id, static_cast<int64_t>(events->size()) + 1,
+                                       placed.at_ms, "Scheduled",
+                                       control::EventToJson(placed).dump()});
+  batch.PutJob(store::JobRow{id, starting->name, starting->queue_arn, "STARTING",
+                             starting->created_at, placed.at_ms,
+                             control::JobToJson(*starting).dump()});
+  auto ticket = store_->Enqueue(std::move(batch));
+  ASSERT_TRUE(ticket.ok());
+  ASSERT_TRUE(store_->Wait(*ticket).ok());
+  ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "ENABLED"}}).ok());
+
+  StartService();
+  Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(done["status"], "SUCCEEDED") << done;
+  ASSERT_EQ(done["attempts"].size(), 2u) << done;
+  EXPECT_EQ(done["attempts"][0]["failureCategory"], "NOT_STARTED") << done["attempts"][0];
+  const std::string reason = done["attempts"][0]["container"]["reason"];
+  EXPECT_EQ(reason.rfind("NOT_STARTED: ", 0), 0u) << reason;
+  std::vector<std::string> lines = StreamLines(done["container"]["logStreamName"], 1);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "ran attempt 2"), lines.end());
+}
+
+// Thousands of random resource values, through the job definition,
+// containerOverrides and nodePropertyOverrides: each is refused at submit
+// (InvalidArgument, the API's ClientException) or accepted and then fails its
+// own job (CAPACITY) with a reason; none stops a well-formed job from running.
+TEST_F(JobsServiceTest, RandomResourceValuesNeverStopAWellFormedJob) {
+  RegisterDefinition();
+  ASSERT_TRUE(control_
+                  ->RegisterJobDefinition(Json::parse(R"({"jobDefinitionName": "mn",
+    "type": "multinode", "nodeProperties": {"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
+      {"targetNodes": "0:", "container": {"image": "host", "command": ["true"],
+        "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                 {"type": "MEMORY", "value": "128"}]}}]}})"))
+                  .ok());
+  const std::vector<std::string> values = {
+      "2147483648", "4294967296", "9223372036854775808", "1e30", "2147483647", "-1",
+      "0", "0.5", "1.5", "nan", "inf", "", " 2", "0x10", "99999999999999999999",
+      "3000000", "64", "65", "18446744073709551616", "2147483647.9", "1e3", "1"};
+  const std::vector<std::string> types = {"VCPU", "MEMORY", "GPU"};
+  std::mt19937 rng(13);
+  auto pick = [&](const std::vector<std::string>& from) {
+    return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+  };
+  auto random_requirements = [&] {
+    Json list = Json::array();
+    const int n = std::uniform_int_distribution<int>(1, 3)(rng);
+    for (int i = 0; i < n; ++i) list.push_back({{"type", pick(types)}, {"value", pick(values)}});
+    return list;
+  };
+  std::vector<std::string> accepted;
+  int refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Json request = {{"jobName", "r" + std::to_string(i)}, {"jobQueue", "q"}};
+    Json requirements = random_requirements();
+    switch (i % 3) {
+      case 0:  // containerOverrides
+        request["jobDefinition"] = "d";
+        request["containerOverrides"] = {{"resourceRequirements", requirements}};
+        break;
+      case 1: {  // a job definition of its own
+        const std::string name = "rd" + std::to_string(i);
+        Json def = Json::parse(R"({"type": "container",
+          "containerProperties": {"image": "host", "command": ["true"]}})");
+        def["jobDefinitionName"] = name;
+        def["containerProperties"]["resourceRequirements"] = requirements;
+        if (!control_->RegisterJobDefinition(def).ok()) {
+          ++refused;
+          continue;
+        }
+        request["jobDefinition"] = name;
+        break;
+      }
+      default:  // nodePropertyOverrides
+        request["jobDefinition"] = "mn";
+        request["nodeOverrides"] = {
+            {"nodePropertyOverrides",
+             {{{"targetNodes", "1"}, {"containerOverrides", {{"resourceRequirements", requirements}}}}}}};
+        break;
+    }
+    Result<Json> r = service_->SubmitJob(request);
+    if (r.ok()) {
+      accepted.push_back((*r)["jobId"]);
+    } else {
+      EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 1000);
+  const std::string good = Submit("echo fine");
+  Json job = WaitFor(good, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(job["status"], "SUCCEEDED") << job;
+  // Every accepted random job ran (its values fit) or failed on its own with a reason.
+  for (const std::string& id : accepted) {
+    Json j = WaitFor(id, {"SUCCEEDED", "FAILED"});
+    if (j["status"] == "FAILED") {
+      EXPECT_EQ(j.value("failureCategory", ""), "CAPACITY") << j;
+      EXPECT_FALSE(j.value("statusReason", "").empty()) << j;
+    }
   }
 }
 
