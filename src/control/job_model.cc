@@ -98,6 +98,7 @@ Json NodeAttemptToJson(const NodeAttempt& n) {
             {"startedAt", n.started_at},
             {"stoppedAt", n.stopped_at}};
   if (n.exit_code) j["exitCode"] = *n.exit_code;
+  if (!n.notices.empty()) j["notices"] = n.notices;
   return j;
 }
 
@@ -121,6 +122,13 @@ Result<NodeAttempt> NodeAttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(n.reason, GetString(j, "reason"));
   ASSIGN_OR_RETURN(n.started_at, GetInt(j, "startedAt"));
   ASSIGN_OR_RETURN(n.stopped_at, GetInt(j, "stoppedAt"));
+  if (j.contains("notices")) {
+    if (!j["notices"].is_array()) return Status::InvalidArgument("stored job: notices is not a list");
+    for (const Json& t : j["notices"]) {
+      if (!t.is_string()) return Status::InvalidArgument("stored job: notices must be strings");
+      n.notices.push_back(t.get<std::string>());
+    }
+  }
   if (j.contains("exitCode") && !j["exitCode"].is_null()) {
     ASSIGN_OR_RETURN(int64_t code, GetInt(j, "exitCode"));
     n.exit_code = static_cast<int32_t>(code);

@@ -159,6 +159,9 @@ struct NodeAttempt {
   std::string log_stream_name;
   std::optional<int32_t> exit_code;
   std::string reason;  // "USER_ERROR: Essential container in task exited", ...
+  // lote's own notices about this node (limits not enforced, emulated fields):
+  // shown by DescribeJobs as container.loteNotices, never in the job's log.
+  std::vector<std::string> notices;
   int64_t started_at = 0;
   int64_t stopped_at = 0;
   friend bool operator==(const NodeAttempt&, const NodeAttempt&) = default;

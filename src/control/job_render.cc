@@ -31,6 +31,7 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   if (!n->log_stream_name.empty()) c["logStreamName"] = n->log_stream_name;
   if (!n->private_ipv4.empty())
     c["networkInterfaces"] = Json::array({{{"privateIpv4Address", n->private_ipv4}}});
+  if (!n->notices.empty()) c["loteNotices"] = n->notices;  // lote extra
   return c;
 }
 

@@ -150,6 +150,11 @@ struct NodeEvent {
   // leaves stops a late supervisor from starting). The control plane may run
   // the attempt again without counting it.
   bool never_started = false;
+  // kStartFailed only: the command itself cannot run (argv[0] is not found in
+  // the job's PATH, or exec refused it: not executable, not a program). The
+  // job's own error (USER_ERROR), unlike a working directory, user or limit
+  // the host could not set up (INFRASTRUCTURE). See docs/executor.md.
+  bool bad_command = false;
   // Human-readable, e.g. "exited with code 3", "killed by signal 9 (SIGKILL)",
   // "supervisor of node 2 vanished without recording an outcome".
   std::string reason;

@@ -257,10 +257,9 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   shim.node = spec.node;
   shim.default_grace_ms = options_.default_grace_ms;
   LaunchResult result;
-  auto warn = [&](const std::string& text) {
-    result.warnings.push_back(text);
-    shim.notices.push_back("warning: " + text);
-  };
+  // Returned to the caller (the server log, DescribeJobs), never written into
+  // the node's output: that holds only what the command prints.
+  auto warn = [&](const std::string& text) { result.warnings.push_back(text); };
 
   // Fields this backend cannot honour.
   if (!spec.unsupported_fields.empty()) {

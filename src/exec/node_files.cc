@@ -185,6 +185,7 @@ Json ToJson(const StatusRecord& r) {
               {"signal", r.signal},
               {"terminated", r.terminated},
               {"never_started", r.never_started},
+              {"bad_command", r.bad_command},
               {"reason", r.reason},
               {"started_at_ms", r.started_at_ms},
               {"stopped_at_ms", r.stopped_at_ms}};
@@ -197,6 +198,7 @@ Result<StatusRecord> StatusRecordFromJson(const Json& j) {
     r.signal = j.value("signal", 0);
     r.terminated = j.value("terminated", false);
     r.never_started = j.value("never_started", false);
+    r.bad_command = j.value("bad_command", false);
     r.reason = j.value("reason", std::string());
     r.started_at_ms = j.value("started_at_ms", int64_t{0});
     r.stopped_at_ms = j.value("stopped_at_ms", int64_t{0});
@@ -257,6 +259,7 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.signal = s.signal;
   e.terminated = s.terminated;
   e.never_started = s.never_started;
+  e.bad_command = s.bad_command;
   e.reason = s.reason;
   e.started_at_ms = s.started_at_ms;
   e.stopped_at_ms = s.stopped_at_ms;

@@ -59,8 +59,10 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   backend_options.home = context.home;
   backend_options.shim_command = options.shim_command;
   ASSIGN_OR_RETURN(service->backend_, exec::LocalBackend::Create(backend_options));
-  if (context.log_store != nullptr)
+  if (context.log_store != nullptr) {
     service->job_logs_ = std::make_unique<JobLogs>(context.log_store);
+    service->job_logs_->OnStored([svc = service.get()] { svc->Wake(); });
+  }
   RETURN_IF_ERROR(service->Load());
   RETURN_IF_ERROR(service->RecoverNodes());
   service->ResumeLogs();
@@ -77,6 +79,7 @@ JobsService::~JobsService() {
   pass_done_.notify_all();
   if (backend_) backend_->Wake();
   if (loop_.joinable()) loop_.join();
+  job_logs_.reset();  // its pump calls Wake(): stop it while mu_ and backend_ exist
 }
 
 Status JobsService::Load() {
@@ -185,6 +188,11 @@ void JobsService::ResumeLogs() {
         job_logs_->Follow(key, output, node.log_stream_name, node.started_at);
         job_logs_->Complete(key);
         ++caught_up;
+        // Its final progress may be in the part not stored yet.
+        const exec::AttemptKey closed{id, number};
+        if (!open && std::find(closed_attempts_.begin(), closed_attempts_.end(), closed) ==
+                         closed_attempts_.end())
+          closed_attempts_.push_back(closed);
       }
     }
   }
@@ -614,6 +622,12 @@ void JobsService::PersistClosedAttemptsLocked(int64_t now) {
   std::vector<exec::AttemptKey> closed;
   closed.swap(closed_attempts_);
   for (const exec::AttemptKey& key : closed) {
+    // The final progress is the one of the attempt's last line: wait until
+    // every line is stored (JobLogs::OnStored wakes the loop).
+    if (job_logs_->AttemptPending(key.job_id, key.attempt)) {
+      closed_attempts_.push_back(key);
+      continue;
+    }
     std::optional<Json> progress = job_logs_->Progress(key.job_id, key.attempt, now);
     if (progress && jobs_.count(key.job_id)) {
       Result<Job> r = ApplyLocked(key.job_id, JobEvent::Progress(std::move(*progress), now));
@@ -674,19 +688,14 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
                                          ev.signal, at));
           break;
         case exec::NodeOutcome::kLost:
-          if (ev.never_started && unstarted_attempts_.count(ev.node.attempt)) {
+        case exec::NodeOutcome::kStartFailed: {
+          const control::FailureCategory category =
+              FailureCategoryOf(ev, unstarted_attempts_.count(ev.node.attempt) > 0);
+          if (category == control::FailureCategory::kNotStarted)
             spdlog::info("jobs: attempt {} of {} never started; running it again", attempt, id);
-            apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNotStarted,
-                                              ev.reason, ev.node.node_index, at));
-          } else {
-            apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNodeLost,
-                                              ev.reason, ev.node.node_index, at));
-          }
+          apply(id, JobEvent::AttemptFailed(attempt, category, ev.reason, ev.node.node_index, at));
           break;
-        case exec::NodeOutcome::kStartFailed:
-          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kInfrastructure,
-                                            ev.reason, ev.node.node_index, at));
-          break;
+        }
       }
     }
     // 2. Timeouts.
@@ -834,6 +843,7 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
       const int64_t now = clock_->NowMillis();
       Status failed;
       std::string output_path;
+      std::vector<std::string> notices;
       Result<control::NodeLaunch> launch = control::NodeLaunchSpec(job, node.node_index);
       if (!launch.ok()) {
         failed = launch.status();
@@ -870,12 +880,17 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
             failed = r.status();
           } else {
             output_path = r->output_path;
+            // lote's notices go to the server log and DescribeJobs, never into
+            // the job's stream (which holds only the command's output, as AWS).
+            for (const std::string& w : r->warnings)
+              spdlog::info("jobs: {} attempt {} node {}: {}", job.id, number, node.node_index, w);
+            notices = std::move(r->warnings);
           }
         }
       }
       if (!failed.ok()) {
         events.push_back(JobEvent::AttemptFailed(
-            number, control::FailureCategory::kInfrastructure,
+            number, LaunchFailureCategory(failed),
             "could not start node " + std::to_string(node.node_index) + ": " + failed.message(),
             node.node_index, now));
         break;
@@ -883,7 +898,8 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
       const std::string task_id = logs::NewTaskId();  // 32 hex digits, as ECS
       const std::string stream = control::DefaultLogStreamName(job.definition_name, task_id);
       events.push_back(JobEvent::NodeStarted(number, node.node_index,
-                                             control_->MakeArn("task/" + task_id), stream, now));
+                                             control_->MakeArn("task/" + task_id), stream, now,
+                                             std::move(notices)));
       if (job_logs_)
         job_logs_->Follow(NodeLogKey{job.id, number, node.node_index}, output_path, stream, now);
     }
@@ -908,6 +924,27 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
   if (!ticket.ok()) spdlog::error("jobs: store commit failed: {}", ticket.status().ToString());
   for (const exec::AttemptKey& key : terminate)
     (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
+}
+
+control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted) {
+  using control::FailureCategory;
+  switch (event.outcome) {
+    case exec::NodeOutcome::kExited:
+      return event.exit_code == 0 ? FailureCategory::kNone : FailureCategory::kUserError;
+    case exec::NodeOutcome::kSignaled:
+      return FailureCategory::kUserError;
+    case exec::NodeOutcome::kLost:
+      return event.never_started && unstarted ? FailureCategory::kNotStarted
+                                              : FailureCategory::kNodeLost;
+    case exec::NodeOutcome::kStartFailed:
+      return event.bad_command ? FailureCategory::kUserError : FailureCategory::kInfrastructure;
+  }
+  return FailureCategory::kInfrastructure;
+}
+
+control::FailureCategory LaunchFailureCategory(const Status& status) {
+  return status.IsInvalidArgument() ? control::FailureCategory::kUserError
+                                    : control::FailureCategory::kInfrastructure;
 }
 
 ServerExtension JobsExtension(JobsServiceOptions options) {

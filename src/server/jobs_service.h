@@ -146,6 +146,16 @@ class JobsService {
   std::thread loop_;
 };
 
+// The failure category of a node's end, by the table in docs/executor.md
+// ("Failure categories"): kNone for a clean exit (kExited 0). `unstarted`
+// says the node's whole attempt provably never ran (recovery), which makes a
+// never-started loss NOT_STARTED rather than NODE_LOST.
+control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted = false);
+// The category of a Launch that failed: USER_ERROR when the job's own spec is
+// wrong (InvalidArgument: unknown user, bad ulimit, no command), else
+// INFRASTRUCTURE (the host cannot honour it, or a host fault).
+control::FailureCategory LaunchFailureCategory(const Status& status);
+
 // The ServerExtension that starts a JobsService. $LOTE_EXEC_SHIM, when set and
 // options.shim_command is empty, names the supervisor binary to use.
 ServerExtension JobsExtension(JobsServiceOptions options = {});

@@ -240,10 +240,8 @@ TEST_F(JobsServiceTest, NodeOutputIsStoredInTheStreamEachAttemptNames) {
     EXPECT_EQ(stream.rfind("d/default/", 0), 0u) << stream;
     EXPECT_EQ(stream.size(), std::string("d/default/").size() + 32) << stream;
     streams.insert(stream);
-    std::vector<std::string> lines = StreamLines(stream, 4);
-    // The supervisor's notices come first ("lote: warning: ... limits are NOT
-    // enforced" where the host has no cgroup v2), then the job's lines.
-    while (!lines.empty() && lines.front().rfind("lote: ", 0) == 0) lines.erase(lines.begin());
+    // Only the job's lines: lote's notices are not part of the stream.
+    std::vector<std::string> lines = StreamLines(stream, 3);
     ASSERT_EQ(lines.size(), 3u) << stream;
     EXPECT_EQ(lines[0], "one");
     EXPECT_EQ(lines[1], "two");
@@ -298,6 +296,98 @@ TEST_F(JobsServiceTest, ProgressTimeoutMustBeWholeSeconds) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("lote:progressTimeoutSeconds"), std::string::npos);
   }
+}
+
+// lote's notices about a node (here: an emulated field it skipped; also
+// "limits NOT enforced" on a host without cgroup v2) are DescribeJobs data,
+// container.loteNotices, and never lines of the job's stream.
+TEST_F(JobsServiceTest, NoticesAreInDescribeJobsNotInTheJobsStream) {
+  RegisterDefinition();
+  ASSERT_TRUE(control_
+                  ->RegisterJobDefinition(Json::parse(R"({"jobDefinitionName": "dev",
+    "type": "container", "containerProperties": {"image": "host", "command": ["echo", "only"],
+      "linuxParameters": {"devices": [{"hostPath": "/dev/null"}]},
+      "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "64"}]}})"))
+                  .ok());
+  auto r = service_->SubmitJob(Json{{"jobName", "n"}, {"jobQueue", "q"}, {"jobDefinition", "dev"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Json job = WaitFor((*r)["jobId"], {"SUCCEEDED", "FAILED"});
+  ASSERT_EQ(job["status"], "SUCCEEDED") << job;
+  const Json notices = job["container"].value("loteNotices", Json::array());
+  ASSERT_FALSE(notices.empty()) << job["container"];
+  bool skipped = false;
+  for (const Json& n : notices)
+    skipped |= n.get<std::string>().find("skipped linuxParameters.devices") != std::string::npos;
+  EXPECT_TRUE(skipped) << notices;
+  EXPECT_EQ(job["attempts"][0]["container"]["loteNotices"], notices);
+  for (int i = 0; i < 300 && !Describe((*r)["jobId"]).value("logsComplete", false); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(StreamLines(job["container"]["logStreamName"], 1), std::vector<std::string>{"only"});
+}
+
+// One table (docs/executor.md) decides the category of every way a node ends.
+TEST_F(JobsServiceTest, FailureCategoriesFollowTheWrittenTable) {
+  using control::FailureCategory;
+  auto event = [](exec::NodeOutcome outcome, int32_t code, bool never, bool bad) {
+    exec::NodeEvent e;
+    e.outcome = outcome;
+    e.exit_code = code;
+    e.never_started = never;
+    e.bad_command = bad;
+    return e;
+  };
+  using O = exec::NodeOutcome;
+  EXPECT_EQ(FailureCategoryOf(event(O::kExited, 0, false, false)), FailureCategory::kNone);
+  EXPECT_EQ(FailureCategoryOf(event(O::kExited, 3, false, false)), FailureCategory::kUserError);
+  EXPECT_EQ(FailureCategoryOf(event(O::kSignaled, -1, false, false)), FailureCategory::kUserError);
+  EXPECT_EQ(FailureCategoryOf(event(O::kStartFailed, 127, false, true)),
+            FailureCategory::kUserError);
+  EXPECT_EQ(FailureCategoryOf(event(O::kStartFailed, 127, false, false)),
+            FailureCategory::kInfrastructure);
+  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, false, false)), FailureCategory::kNodeLost);
+  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, true, false)), FailureCategory::kNodeLost);
+  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, true, false), true),
+            FailureCategory::kNotStarted);
+  EXPECT_EQ(LaunchFailureCategory(Status::InvalidArgument("no such user")),
+            FailureCategory::kUserError);
+  EXPECT_EQ(LaunchFailureCategory(Status::FailedPrecondition("needs root")),
+            FailureCategory::kInfrastructure);
+  EXPECT_EQ(LaunchFailureCategory(Status::Internal("disk full")),
+            FailureCategory::kInfrastructure);
+
+  // End to end: a command that does not exist is the job's error.
+  RegisterDefinition();
+  const Json request = {{"jobName", "nocmd"},
+                        {"jobQueue", "q"},
+                        {"jobDefinition", "d"},
+                        {"containerOverrides", {{"command", {"no-such-command-lote"}}}}};
+  auto r = service_->SubmitJob(request);
+  ASSERT_TRUE(r.ok());
+  Json job = WaitFor((*r)["jobId"], {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["failureCategory"], "USER_ERROR") << job;
+  const std::string reason = job["attempts"][0]["container"]["reason"];
+  EXPECT_EQ(reason.rfind("USER_ERROR: ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("no-such-command-lote"), std::string::npos) << reason;
+}
+
+// A job that prints its last LOTE_PROGRESS line and exits at once: the
+// attempt's final progress, kept with the job (also after a restart, when
+// nothing of the attempt is in memory), is the one of that last line.
+TEST_F(JobsServiceTest, FinalProgressIsThatOfTheLastLine) {
+  RegisterDefinition();
+  const std::string id = Submit(
+      "i=1; while [ $i -le 50 ]; do echo \"LOTE_PROGRESS {\\\"step\\\": $i}\"; i=$((i+1)); done");
+  Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(job["status"], "SUCCEEDED") << job;
+  for (int i = 0; i < 600 && !Describe(id).value("logsComplete", false); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(Describe(id).value("logsComplete", false));
+  ASSERT_TRUE(service_->WaitForPass());  // the pass after the last line was stored
+  StartService();                        // nothing of the attempt left in memory
+  Json progress = Describe(id).value("progress", Json());
+  ASSERT_TRUE(progress.is_object()) << Describe(id);
+  EXPECT_EQ(progress["step"], 50) << progress;
 }
 
 // The server placed a job and stopped before launching it (the job is
