@@ -1,6 +1,7 @@
 #include "control/job_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -174,7 +175,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
 Json RetryToJson(const RetryStrategy& r) {
   Json rules = Json::array();
   for (const EvaluateOnExit& e : r.evaluate_on_exit) {
-    Json rule = {{"action", e.action == RetryAction::kRetry ? "RETRY" : "EXIT"}};
+    Json rule = {{"action", e.ActionText()}};
     if (!e.on_status_reason.empty()) rule["onStatusReason"] = e.on_status_reason;
     if (!e.on_reason.empty()) rule["onReason"] = e.on_reason;
     if (!e.on_exit_code.empty()) rule["onExitCode"] = e.on_exit_code;
@@ -196,7 +197,10 @@ Result<RetryStrategy> RetryFromJson(const Json& j) {
       ASSIGN_OR_RETURN(e.on_reason, GetString(rule, "onReason"));
       ASSIGN_OR_RETURN(e.on_exit_code, GetString(rule, "onExitCode"));
       ASSIGN_OR_RETURN(std::string action, GetString(rule, "action"));
-      e.action = action == "EXIT" ? RetryAction::kExit : RetryAction::kRetry;
+      std::string upper = action;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      e.action = upper == "EXIT" ? RetryAction::kExit : RetryAction::kRetry;
+      if (upper != action) e.action_text = action;
       r.evaluate_on_exit.push_back(std::move(e));
     }
   }
@@ -326,6 +330,11 @@ Status ValidateResourceValue(const std::string& type, const std::string& value,
   if (type == "GPU") return Status::Ok();
   if (amount == 0 && !fraction) return bad("must be greater than 0");
   return Status::Ok();
+}
+
+std::string EvaluateOnExit::ActionText() const {
+  if (!action_text.empty()) return action_text;
+  return action == RetryAction::kRetry ? "RETRY" : "EXIT";
 }
 
 bool ConsumesAttempt(FailureCategory category) {

@@ -72,6 +72,11 @@ struct EvaluateOnExit {
   std::string on_reason;
   std::string on_exit_code;
   RetryAction action = RetryAction::kRetry;
+  // The action as given ("retry", "Exit"): AWS takes it in any case and
+  // returns it as given. Empty: rendered as RETRY / EXIT.
+  std::string action_text;
+  // action_text, or RETRY / EXIT.
+  std::string ActionText() const;
   friend bool operator==(const EvaluateOnExit&, const EvaluateOnExit&) = default;
 };
 

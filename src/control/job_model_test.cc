@@ -38,7 +38,7 @@ Job SampleMultiNodeJob() {
   job.node_properties = np;
   job.depends_on = {{"dep-1", DependencyType::kNone}};
   job.wait_for = {"dep-1"};
-  job.retry_strategy = {3, {{"", "USER_ERROR*", "", RetryAction::kRetry}}, true};
+  job.retry_strategy = {3, {{"", "USER_ERROR*", "", RetryAction::kRetry, "retry"}}, true};
   job.timeout_seconds = 3600;
   job.tags = {{"team", "ml"}};
   job.share_identifier = "lab";

@@ -473,8 +473,9 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
     const std::string f = field + ".evaluateOnExit[" + std::to_string(i) + "]";
     if (!rule.is_object()) return Invalid(f + " must be an object");
     EvaluateOnExit e;
-    ASSIGN_OR_RETURN(std::string action, OptionalString(rule, "action", f + ".action"));
-    action = Upper(action);
+    ASSIGN_OR_RETURN(std::string given, OptionalString(rule, "action", f + ".action"));
+    const std::string action = Upper(given);
+    if (given != action) e.action_text = given;  // AWS returns it as given
     if (action == "RETRY") {
       e.action = RetryAction::kRetry;
     } else if (action == "EXIT") {
@@ -710,8 +711,21 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
                        "' is not valid: use N_TO_N or SEQUENTIAL (or omit it)");
       }
       if (dep.type != DependencyType::kNone && array_size == 0) {
-        return Invalid(f + ".type " + dep_type +
-                       " applies only to array jobs: set arrayProperties.size or drop the type");
+        // AWS accepts a type on a plain job's dependency and ignores it: the
+        // job waits for the whole job named by jobId (rendered as given).
+        if (dep_id.empty()) {
+          return Invalid(f + ".type " + dep_type +
+                         " without a jobId applies only to array jobs: set arrayProperties.size, "
+                         "or name the job to wait for in jobId");
+        }
+        std::optional<Job> found = ctx.find_job ? ctx.find_job(dep_id) : std::nullopt;
+        if (!found) {
+          return Invalid(f + ".jobId: job " + dep_id +
+                         " does not exist; submit it first or remove the dependency");
+        }
+        plain.push_back(dep_id);
+        job.depends_on.push_back(dep);
+        continue;
       }
       if (dep.type == DependencyType::kSequential) {
         if (!dep_id.empty()) {

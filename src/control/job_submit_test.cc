@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "control/job_render.h"
+
 namespace lote::control {
 namespace {
 
@@ -133,6 +135,17 @@ TEST(PrepareSubmit, RequestOverridesDefinitionRetryTimeoutPriority) {
   ASSERT_EQ(r->job.retry_strategy.evaluate_on_exit.size(), 2u);
   EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].action, RetryAction::kExit);
   EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].on_exit_code, "13*");
+  // The action is taken in any case and returned as given (AWS), also after
+  // the store's round trip.
+  EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].ActionText(), "exit");
+  EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[1].ActionText(), "RETRY");
+  Result<Job> stored = JobFromJson(JobToJson(r->job));
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->retry_strategy.evaluate_on_exit[0].action, RetryAction::kExit);
+  EXPECT_EQ(*stored, r->job);
+  const Json described = DescribeJobJson(r->job);
+  EXPECT_EQ(described["retryStrategy"]["evaluateOnExit"][0]["action"], "exit");
+  EXPECT_EQ(described["retryStrategy"]["evaluateOnExit"][1]["action"], "RETRY");
   EXPECT_EQ(r->job.timeout_seconds, 60);
   EXPECT_EQ(r->job.scheduling_priority, 9999);
   EXPECT_FALSE(r->job.propagate_tags);
@@ -194,6 +207,24 @@ TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   }
   EXPECT_EQ(r->array_children[1].depends_on.back().type, DependencyType::kSequential);
   EXPECT_EQ(r->array_children[1].depends_on[1].type, DependencyType::kNToN);
+}
+
+// AWS accepts SEQUENTIAL or N_TO_N with a jobId on a job that is not an
+// array job; the type then has no effect: the job waits for the whole job.
+TEST(PrepareSubmit, TypedDependencyOfAPlainJobWaitsForTheWholeJob) {
+  Fixture f;
+  f.AddArray("arr3", 3);
+  f.AddPlain("setup");
+  Json req = BaseRequest();
+  req["dependsOn"] = Json::parse(
+      R"([{"jobId": "arr3", "type": "N_TO_N"}, {"jobId": "setup", "type": "SEQUENTIAL"}])");
+  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(ContainerDefinition()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.wait_for, (std::vector<std::string>{"arr3", "setup"}));
+  ASSERT_EQ(r->job.depends_on.size(), 2u);
+  EXPECT_EQ(r->job.depends_on[0].type, DependencyType::kNToN);  // rendered as given
+  EXPECT_EQ(r->job.depends_on[1].type, DependencyType::kSequential);
+  EXPECT_TRUE(r->array_children.empty());
 }
 
 TEST(PrepareSubmit, MultiNodeWithNumNodesAndRangeOverrides) {
@@ -526,9 +557,12 @@ TEST(PrepareSubmit, ValidationErrors) {
          r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"ALL"}])");
        },
        "use N_TO_N or SEQUENTIAL"},
-      {"n_to_n on plain job",
-       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])"); },
+      {"n_to_n on plain job without id",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"type":"N_TO_N"}])"); },
        "applies only to array jobs"},
+      {"typed dependency on plain job, unknown id",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"nope","type":"N_TO_N"}])"); },
+       "job nope does not exist"},
       {"n_to_n on non-array dep",
        [](J& r, J&, bool&) {
          r["arrayProperties"] = {{"size", 3}};

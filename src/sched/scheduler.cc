@@ -108,6 +108,7 @@ std::string NodesPhrase(const Job& job) {
 
 // Whether compute environment `w` could ever hold the job (ignoring its state).
 bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes) {
+  if (w.ce->unmanaged) return true;  // capacity may appear there at any time
   if (nodes > w.max_instances) return false;
   for (const NodeRange& r : job.nodes) {
     if (!r.each.FitsIn(w.ce->instance_type.shape)) return false;
@@ -139,7 +140,10 @@ std::string NeverFitsIn(const WorkCe& w, const JobWork& jw) {
 }
 
 std::string CeStateWord(const ComputeEnvironment& ce) {
-  return ce.state == State::kDisabled ? "DISABLED" : (ce.valid ? "ENABLED" : "INVALID");
+  if (ce.state == State::kDisabled) return "DISABLED";
+  if (!ce.valid) return ce.status.empty() || ce.status == "VALID" ? "INVALID" : ce.status;
+  if (ce.unmanaged) return "UNMANAGED with no capacity lote can launch";
+  return "ENABLED";
 }
 
 bool Dominates(const Resources& a, const Resources& b) { return b.FitsIn(a); }  // a >= b
@@ -184,10 +188,10 @@ class Pass {
       const ComputeEnvironment& ce = s_.compute_environments[i];
       WorkCe& w = ces_[i];
       w.ce = &ce;
-      w.usable = ce.state == State::kEnabled && ce.valid;
-      w.type_milli = ce.instance_type.shape.milli_vcpu;
-      w.max_milli = ce.max_vcpus * 1000;
-      w.min_milli = ce.min_vcpus * 1000;
+      w.usable = ce.state == State::kEnabled && ce.valid && !ce.unmanaged;
+      w.type_milli = ce.unmanaged ? 1 : ce.instance_type.shape.milli_vcpu;
+      w.max_milli = ce.unmanaged ? 0 : ce.max_vcpus * 1000;
+      w.min_milli = ce.unmanaged ? 0 : ce.min_vcpus * 1000;
       w.max_instances =
           std::max<int64_t>(static_cast<int64_t>(ce.instances.size()), w.max_milli / w.type_milli);
       // Stable order: by id, so that decisions do not depend on the store's row order.
@@ -741,6 +745,7 @@ class Pass {
     for (size_t c = 0; c < ces_.size(); ++c) {
       WorkCe& w = ces_[c];
       const ComputeEnvironment& ce = *w.ce;
+      if (ce.unmanaged) continue;  // nothing to scale, no desiredvCpus (AWS)
       if (ce.valid) {
         // Remove instances idle for the timeout, longest idle first, down to minvCpus.
         std::vector<int32_t> idle;

@@ -96,7 +96,7 @@ struct Decisions {
   std::vector<Placement> placements;  // in dispatch order
   std::vector<Launch> launches;
   std::vector<Removal> removals;
-  std::vector<CeTarget> targets;  // one per compute environment, snapshot order
+  std::vector<CeTarget> targets;  // one per managed compute environment, snapshot order
   std::vector<Wait> waiting;      // every job neither placed nor failed
   std::vector<NeverFits> never_fits;
   std::vector<Rejected> rejected;  // malformed jobs, left out of the pass

@@ -956,3 +956,39 @@ TEST(SchedulerTest, MalformedJobsAreRejectedOneByOne) {
 
 }  // namespace
 }  // namespace lote::sched
+
+namespace lote::sched {
+namespace {
+
+// A queue whose only environment is UNMANAGED keeps its jobs RUNNABLE (AWS:
+// capacity may appear), and one still CREATING is called CREATING, not INVALID.
+TEST(SchedulerTest, UnmanagedOrCreatingEnvironmentsKeepJobsWaiting) {
+  Snapshot s;
+  ComputeEnvironment u;
+  u.name = "ce-u";
+  u.unmanaged = true;
+  s.compute_environments.push_back(u);
+  ComputeEnvironment creating = MakeCe("ce-c", Cpu(8, 16000), 64, 0);
+  creating.valid = false;
+  creating.status = "CREATING";
+  s.compute_environments.push_back(creating);
+  s.queues.push_back(MakeQueue("qu", 1, {"ce-u"}));
+  s.queues.push_back(MakeQueue("qc", 1, {"ce-c"}));
+  s.jobs.push_back(MakeJob("big", "qu", 0, Cpu(512, 1 << 30)));
+  s.jobs.push_back(MakeJob("small", "qc", 1, Cpu(1, 100)));
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_TRUE(d.never_fits.empty());
+  EXPECT_TRUE(d.placements.empty());
+  EXPECT_TRUE(d.launches.empty());
+  ASSERT_NE(FindWait(d, "big"), nullptr);
+  EXPECT_EQ(FindWait(d, "big")->reason, WaitReason::kNoUsableEnvironment);
+  EXPECT_NE(FindWait(d, "big")->message.find("ce-u is UNMANAGED"), std::string::npos)
+      << FindWait(d, "big")->message;
+  ASSERT_NE(FindWait(d, "small"), nullptr);
+  EXPECT_NE(FindWait(d, "small")->message.find("ce-c is CREATING"), std::string::npos)
+      << FindWait(d, "small")->message;
+  for (const CeTarget& t : d.targets) EXPECT_NE(t.compute_environment, "ce-u");
+}
+
+}  // namespace
+}  // namespace lote::sched

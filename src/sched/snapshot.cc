@@ -51,7 +51,8 @@ Status ValidateEnvironments(const Snapshot& s) {
     if (!ce_names.insert(ce.name).second) {
       return Bad(where + " appears twice in the snapshot: list each once");
     }
-    RETURN_IF_ERROR(ValidateShape(ce.instance_type.shape, where + "'s instance type"));
+    if (!ce.unmanaged)
+      RETURN_IF_ERROR(ValidateShape(ce.instance_type.shape, where + "'s instance type"));
     if (ce.min_vcpus < 0 || ce.max_vcpus < ce.min_vcpus) {
       return Bad(where + " needs 0 <= minvCpus <= maxvCpus (got " + std::to_string(ce.min_vcpus) +
                  " and " + std::to_string(ce.max_vcpus) + ")");

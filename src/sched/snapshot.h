@@ -49,6 +49,11 @@ struct ComputeEnvironment {
   std::string name;
   State state = State::kEnabled;
   bool valid = true;            // AWS status VALID; otherwise nothing is placed or scaled
+  std::string status = "VALID";  // AWS status word for messages (CREATING, UPDATING, INVALID)
+  // lote launches nothing here (AWS UNMANAGED: capacity comes from outside,
+  // e.g. a Slurm backend). It has no instance type; jobs may wait for it but
+  // never fail as never fitting because of it.
+  bool unmanaged = false;
   InstanceType instance_type;   // the shape of every instance this CE launches
   std::string placement_group;  // gangs never span compute environments
   int64_t min_vcpus = 0;        // whole vCPUs, as AWS

@@ -555,8 +555,8 @@ Result<Json> JobsService::TerminateOrCancel(const Json& request, bool terminate)
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!jobs_.count(id))
-      return Status::InvalidArgument("job " + id + " does not exist: check the jobId");
+    // AWS answers 200 {} for an id it does not know (nothing to stop).
+    if (!jobs_.count(id)) return Json::object();
     ASSIGN_OR_RETURN(Job job, RequestStopLocked(id, terminate, reason, clock_->NowMillis()));
     (void)job;
     ticket = FlushLocked();
