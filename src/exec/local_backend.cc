@@ -149,6 +149,15 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   }
   if (options.clock == nullptr) options.clock = SystemClock::Default();
   RETURN_IF_ERROR(MakeDirs(options.home + "/jobs"));
+  // Nobody lists another job's folders. A root server runs jobs as other
+  // users, who must pass through home and jobs/ to their own working
+  // directory (0700, theirs): 0711, search without read. Otherwise 0700.
+  const mode_t pass = ::geteuid() == 0 ? 0711 : 0700;
+  for (const std::string& dir : {options.home, options.home + "/jobs"}) {
+    if (::chmod(dir.c_str(), pass) != 0) {
+      return Status::Internal("local executor: cannot set the mode of " + dir + ": " + ErrnoText());
+    }
+  }
   CgroupSupport cg;
   if (options.use_cgroups) {
     cg = DetectCgroupV2(options.cgroup_parent);
@@ -384,10 +393,10 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   // mkdir each rather than a stat of every component.
   const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
   const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
-  if (!MakeDir(job_dir, 0755).ok() || !MakeDir(attempt_dir, 0755).ok()) {
+  if (!MakeDir(job_dir, 0711).ok() || !MakeDir(attempt_dir, 0711).ok()) {
     RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
   }
-  if (::mkdir(paths.dir.c_str(), 0755) != 0) {
+  if (::mkdir(paths.dir.c_str(), 0711) != 0) {
     if (errno == EEXIST) {
       return Status::AlreadyExists(who + " was already launched (" + paths.dir +
                                    " exists); a retry must use a new attempt number");

@@ -66,15 +66,19 @@ class ShimLog {
   mutable int fd_ = -1;
 };
 
-// Makes `dir` (and missing parents) for the command, owned by `uid`/`gid`
-// when set. An existing folder is left as it is.
+// Makes `dir` (and missing parents) for the command, 0700 and owned by
+// `uid`/`gid` when set: another job's user cannot look in. An existing folder
+// is left as it is.
 Status MakeCommandDir(const std::string& dir, std::optional<uint32_t> uid, uint32_t gid) {
-  if (::mkdir(dir.c_str(), 0755) != 0) {
+  if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno == EEXIST) return Status::Ok();
     if (errno != ENOENT) {
       return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
     }
     RETURN_IF_ERROR(MakeDirs(dir));
+    if (::chmod(dir.c_str(), 0700) != 0) {
+      return Status::Internal("cannot make " + dir + " private: " + std::strerror(errno));
+    }
   }
   if (uid && ::chown(dir.c_str(), *uid, gid) != 0) {
     return Status::Internal("cannot give " + dir + " to uid " + std::to_string(*uid) + ": " +
@@ -229,7 +233,8 @@ int RunExecShim(const std::string& node_dir) {
       return Finish(p, st, log);
     }
   }
-  int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // The job's output may hold secrets: the server's user alone reads it.
+  int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (out_fd < 0) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot open the output file " + spec.output_path + ": " + std::strerror(errno);

@@ -1,11 +1,14 @@
 #include "server/jobs_service.h"
 
+#include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <set>
 #include <utility>
@@ -63,6 +66,9 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
     service->job_logs_ = std::make_unique<JobLogs>(context.log_store);
     service->job_logs_->OnStored([svc = service.get()] { svc->Wake(); });
   }
+  // Jobs may run as other users, who can pass through the home (the backend
+  // makes it 0711 then): everything in it but jobs/ is the server's alone.
+  RETURN_IF_ERROR(MakeHomePrivate(context.home));
   RETURN_IF_ERROR(service->Load());
   RETURN_IF_ERROR(service->RecoverNodes());
   service->ResumeLogs();
@@ -945,6 +951,25 @@ control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool un
 control::FailureCategory LaunchFailureCategory(const Status& status) {
   return status.IsInvalidArgument() ? control::FailureCategory::kUserError
                                     : control::FailureCategory::kInfrastructure;
+}
+
+Status MakeHomePrivate(const std::string& home) {
+  DIR* dir = ::opendir(home.c_str());
+  if (dir == nullptr) return Status::Internal("cannot list " + home + ": " + std::strerror(errno));
+  Status result;
+  while (struct dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == ".." || name == "jobs") continue;
+    const std::string path = home + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    const mode_t want = S_ISDIR(st.st_mode) ? 0700 : 0600;
+    if ((st.st_mode & 07777) != want && ::chmod(path.c_str(), want) != 0 && result.ok()) {
+      result = Status::Internal("cannot make " + path + " private: " + std::strerror(errno));
+    }
+  }
+  ::closedir(dir);
+  return result;
 }
 
 ServerExtension JobsExtension(JobsServiceOptions options) {

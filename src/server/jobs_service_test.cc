@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -376,6 +377,61 @@ TEST_F(JobsServiceTest, FailureCategoriesFollowTheWrittenTable) {
   const std::string reason = job["attempts"][0]["container"]["reason"];
   EXPECT_EQ(reason.rfind("USER_ERROR: ", 0), 0u) << reason;
   EXPECT_NE(reason.find("no-such-command-lote"), std::string::npos) << reason;
+}
+
+// Secrets and files: the database (every job's environment), the log store
+// and another job's folders are out of reach of a job running as `nobody`;
+// its own working directory is 0700 and its own.
+TEST_F(JobsServiceTest, AJobOfAnotherUserReachesOnlyItsOwnFolder) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running a job as nobody needs a root server";
+  auto mode_of = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  RegisterDefinition();
+  const std::string secret = Submit("echo s3cr3t > secret.txt");
+  ASSERT_EQ(WaitFor(secret, {"SUCCEEDED", "FAILED"})["status"], "SUCCEEDED");
+  const std::string other = home_ + "/jobs/" + secret + "/1/0";
+  ASSERT_TRUE(FileExists(other + "/work/secret.txt"));
+
+  ASSERT_TRUE(control_
+                  ->RegisterJobDefinition(Json::parse(R"({"jobDefinitionName": "nob",
+    "type": "container", "containerProperties": {"image": "host", "user": "nobody",
+      "command": ["sh", "-c", "id -u; touch mine && echo wrote; for f in $TARGETS; do if [ -d $f ]; then ls $f >/dev/null 2>&1; else cat $f >/dev/null 2>&1; fi && echo READ $f || echo denied; done"],
+      "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "64"}]}})"))
+                  .ok());
+  const std::vector<std::string> targets = {
+      home_ + "/lote.db", home_ + "/lote.db-wal", home_ + "/logs", home_ + "/jobs",
+      other + "/work/secret.txt", other + "/spec.json", other + "/output.log", other + "/work"};
+  std::string joined;
+  for (const std::string& t : targets) joined += (joined.empty() ? "" : " ") + t;
+  auto r = service_->SubmitJob(
+      Json{{"jobName", "n"},
+           {"jobQueue", "q"},
+           {"jobDefinition", "nob"},
+           {"containerOverrides", {{"environment", {{{"name", "TARGETS"}, {"value", joined}}}}}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string id = (*r)["jobId"];
+  Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  ASSERT_EQ(job["status"], "SUCCEEDED") << job;
+  std::vector<std::string> lines = StreamLines(job["container"]["logStreamName"], 2 + targets.size());
+  ASSERT_EQ(lines.size(), 2 + targets.size()) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0], "65534");
+  EXPECT_EQ(lines[1], "wrote");
+  for (size_t i = 0; i < targets.size(); ++i) EXPECT_EQ(lines[2 + i], "denied") << targets[i];
+
+  EXPECT_EQ(mode_of(home_), 0711);
+  EXPECT_EQ(mode_of(home_ + "/jobs"), 0711);
+  EXPECT_EQ(mode_of(home_ + "/lote.db"), 0600);
+  EXPECT_EQ(mode_of(home_ + "/lote.db-wal"), 0600);
+  EXPECT_EQ(mode_of(home_ + "/logs"), 0700);
+  EXPECT_EQ(mode_of(other + "/output.log"), 0600);
+  const std::string work = home_ + "/jobs/" + id + "/1/0/work";
+  struct stat st;
+  ASSERT_EQ(::stat(work.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_TRUE(FileExists(work + "/mine"));
 }
 
 // A job that prints its last LOTE_PROGRESS line and exits at once: the
