@@ -295,9 +295,42 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
                    OptStringList(request, "platformCapabilities", "platformCapabilities", 2));
   if (caps) {
     for (const std::string& c : *caps) {
-      if (c != "EC2") {
-        return Status::InvalidArgument("platformCapabilities " + c +
-                                       " is not supported by lote; use [\"EC2\"] or omit it");
+      RETURN_IF_ERROR(ExpectEnum(c, "platformCapabilities", {"EC2", "FARGATE"}));
+      if (c == "FARGATE") {
+        // Fargate (AWS): single-node container jobs with Fargate's resource
+        // pairs; lote runs them locally (networkConfiguration and
+        // fargatePlatformConfiguration are recorded and returned as given).
+        if (type != "container") {
+          return Status::InvalidArgument(
+              "platformCapabilities FARGATE applies only to type container (multi-node parallel "
+              "jobs run on EC2); remove it or use type container");
+        }
+        Result<ContainerSpec> spec = ContainerFromJson(doc["containerProperties"]);
+        if (!spec.ok()) {
+          return Status::InvalidArgument("containerProperties: " + spec.status().message());
+        }
+        RETURN_IF_ERROR(ValidateFargateResources(*spec, "containerProperties"));
+        const Json& cp = doc["containerProperties"];
+        if (cp.contains("networkConfiguration")) {
+          RETURN_IF_ERROR(
+              ExpectObject(cp["networkConfiguration"], "containerProperties.networkConfiguration"));
+          ASSIGN_OR_RETURN(std::optional<std::string> ip,
+                           OptString(cp["networkConfiguration"], "assignPublicIp",
+                                     "containerProperties.networkConfiguration.assignPublicIp"));
+          if (ip) {
+            RETURN_IF_ERROR(ExpectEnum(*ip, "containerProperties.networkConfiguration.assignPublicIp",
+                                       {"ENABLED", "DISABLED"}));
+          }
+        }
+        if (cp.contains("fargatePlatformConfiguration")) {
+          RETURN_IF_ERROR(ExpectObject(cp["fargatePlatformConfiguration"],
+                                       "containerProperties.fargatePlatformConfiguration"));
+          ASSIGN_OR_RETURN(
+              std::optional<std::string> version,
+              OptString(cp["fargatePlatformConfiguration"], "platformVersion",
+                        "containerProperties.fargatePlatformConfiguration.platformVersion"));
+          (void)version;
+        }
       }
     }
     doc["platformCapabilities"] = *caps;

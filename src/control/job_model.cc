@@ -337,6 +337,44 @@ std::string EvaluateOnExit::ActionText() const {
   return action == RetryAction::kRetry ? "RETRY" : "EXIT";
 }
 
+Status ValidateFargateResources(const ContainerSpec& c, const std::string& field) {
+  if (c.vcpus || c.memory) {
+    return Status::InvalidArgument(
+        field + ": Fargate jobs take their resources from resourceRequirements, not the legacy " +
+        (c.vcpus ? "vcpus" : "memory") + " field; use [{\"type\": \"VCPU\", ...}, {\"type\": " +
+        "\"MEMORY\", ...}]");
+  }
+  if (c.Gpus() > 0) {
+    return Status::InvalidArgument(field + ": GPUs aren't available for jobs on Fargate resources; "
+                                           "remove the GPU resourceRequirement or use EC2");
+  }
+  struct Rule {
+    int64_t milli_vcpu, min_mib, max_mib, step_mib;
+  };
+  static constexpr Rule kRules[] = {
+      {250, 512, 2048, 512},      {500, 1024, 4096, 1024},    {1000, 2048, 8192, 1024},
+      {2000, 4096, 16384, 1024},  {4000, 8192, 30720, 1024},  {8000, 16384, 61440, 4096},
+      {16000, 32768, 122880, 8192}};
+  const int64_t mv = c.MilliVcpu();
+  const int64_t mib = c.MemoryMib();
+  for (const Rule& r : kRules) {
+    if (r.milli_vcpu != mv) continue;
+    const bool ok = mib >= r.min_mib && mib <= r.max_mib &&
+                    (r.milli_vcpu == 250 ? (mib == 512 || mib == 1024 || mib == 2048)
+                                         : (mib - r.min_mib) % r.step_mib == 0);
+    if (ok) return Status::Ok();
+    return Status::InvalidArgument(
+        field + ": Fargate does not offer " + std::to_string(mib) + " MiB with " +
+        std::to_string(mv / 1000) + (mv % 1000 ? "." + std::to_string(mv % 1000 / 10) : "") +
+        " vCPU; with it MEMORY is " + std::to_string(r.min_mib) + " to " +
+        std::to_string(r.max_mib) + " MiB in steps of " + std::to_string(r.step_mib) +
+        (r.milli_vcpu == 250 ? " (512, 1024 or 2048)" : ""));
+  }
+  return Status::InvalidArgument(field +
+                                 ": Fargate VCPU must be one of 0.25, 0.5, 1, 2, 4, 8, 16 (got " +
+                                 std::to_string(static_cast<double>(mv) / 1000.0) + ")");
+}
+
 bool ConsumesAttempt(FailureCategory category) {
   return category != FailureCategory::kPreempted && category != FailureCategory::kNotStarted;
 }

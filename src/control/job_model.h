@@ -249,6 +249,14 @@ struct Job {
 
 // Json for the store (lossless; not the API shape: see job_render.h).
 Json ContainerToJson(const ContainerSpec& container);  // ContainerProperties shape
+// Fargate's resource rules (the service model's ResourceRequirement): VCPU one
+// of 0.25, 0.5, 1, 2, 4, 8, 16 with MEMORY one of the values allowed for it
+// (0.25: 512-2048, 0.5: 1024-4096, 1: 2048-8192, 2: 4096-16384, 4:
+// 8192-30720, in 1024 steps; 8: 16384-61440 in 4096 steps; 16: 32768-122880
+// in 8192 steps), no GPU, no legacy vcpus/memory. InvalidArgument naming
+// `field` and the allowed values.
+Status ValidateFargateResources(const ContainerSpec& c, const std::string& field);
+
 // The attempts of `job` that count against retryStrategy.attempts.
 int32_t AttemptsConsumed(const Job& job);
 

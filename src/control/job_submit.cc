@@ -588,6 +588,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
                                                 "containerOverrides", def_label));
     c.command = SubstituteParameters(c.command, job.parameters);
     RETURN_IF_ERROR(ValidateContainer(c, "containerOverrides", def_label));
+    if (job.platform_capability == "FARGATE")
+      RETURN_IF_ERROR(ValidateFargateResources(c, "containerOverrides (a Fargate job)"));
     job.container = std::move(c);
   } else if (type == "multinode") {
     if (!container_overrides.is_null()) {

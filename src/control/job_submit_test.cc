@@ -209,6 +209,25 @@ TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   EXPECT_EQ(r->array_children[1].depends_on[1].type, DependencyType::kNToN);
 }
 
+// A Fargate job's resources after overrides follow Fargate's pairs.
+TEST(PrepareSubmit, FargateJobsKeepFargatePairsThroughOverrides) {
+  Fixture f;
+  Json def = ContainerDefinition();
+  def["platformCapabilities"] = {"FARGATE"};  // VCPU 2, MEMORY 2048: not a Fargate pair
+  Result<SubmittedJobs> bad = PrepareSubmit(BaseRequest(), f.Context(def));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("Fargate does not offer 2048 MiB with 2 vCPU"),
+            std::string::npos)
+      << bad.status().message();
+  Json req = BaseRequest();
+  req["containerOverrides"] = Json::parse(R"({"resourceRequirements": [
+      {"type": "MEMORY", "value": "4096"}]})");
+  Result<SubmittedJobs> good = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->job.platform_capability, "FARGATE");
+  EXPECT_EQ(DescribeJobJson(good->job)["platformCapabilities"], Json::array({"FARGATE"}));
+}
+
 // AWS accepts SEQUENTIAL or N_TO_N with a jobId on a job that is not an
 // array job; the type then has no effect: the job waits for the whole job.
 TEST(PrepareSubmit, TypedDependencyOfAPlainJobWaitsForTheWholeJob) {

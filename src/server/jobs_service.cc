@@ -37,7 +37,9 @@ using control::JobStatus;
 const std::set<std::string>& SupportedFields() {
   static const std::set<std::string> fields = {
       "image", "command", "environment",  "resourceRequirements", "vcpus",           "memory",
-      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn"};
+      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn",
+      // Fargate settings: recorded and returned, nothing to do on this host.
+      "networkConfiguration", "fargatePlatformConfiguration", "runtimePlatform"};
   return fields;
 }
 
