@@ -350,5 +350,31 @@ TEST_F(ControlPlaneTest, FargateAndEveryAwsInstanceTypeAreAccepted) {
   EXPECT_FALSE(cp_->RegisterJobDefinition(gpu).ok());
 }
 
+// eksProperties definitions with a single-container pod are accepted (and
+// returned as given); multi-container pods are refused with a clear message.
+TEST_F(ControlPlaneTest, EksSingleContainerPodsAreAccepted) {
+  Json def = ParseJson(R"({"jobDefinitionName": "pod", "type": "container",
+    "eksProperties": {"podProperties": {"containers": [{"name": "c", "image": "busybox",
+      "command": ["echo", "hi"], "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}}]}}})")
+                 .value();
+  auto r = cp_->RegisterJobDefinition(def);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto described = cp_->DescribeJobDefinitions(Json{{"jobDefinitionName", "pod"}});
+  ASSERT_TRUE(described.ok());
+  const Json& d = (*described)["jobDefinitions"][0];
+  EXPECT_EQ(d["eksProperties"], def["eksProperties"]);
+  EXPECT_EQ(d["containerOrchestrationType"], "EKS");
+  Json two = def;
+  two["eksProperties"]["podProperties"]["containers"].push_back(
+      two["eksProperties"]["podProperties"]["containers"][0]);
+  auto refused = cp_->RegisterJobDefinition(two);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsInvalidArgument());
+  EXPECT_NE(refused.status().message().find("single-container pods"), std::string::npos);
+  Json both = def;
+  both["containerProperties"] = {{"image", "x"}};
+  EXPECT_FALSE(cp_->RegisterJobDefinition(both).ok());
+}
+
 }  // namespace
 }  // namespace lote::control

@@ -5,6 +5,7 @@
 #include "common/ids.h"
 #include "control/control_plane.h"
 #include "control/job_model.h"
+#include "control/job_submit.h"
 #include "control/node_ranges.h"
 
 namespace lote::control {
@@ -185,8 +186,7 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ValidateName("jobDefinitionName", name));
   ASSIGN_OR_RETURN(std::string type, ReqString(request, "type", "type"));
   RETURN_IF_ERROR(ExpectEnum(type, "type", {"container", "multinode"}));
-  for (const char* unsupported :
-       {"eksProperties", "ecsProperties", "consumableResourceProperties"}) {
+  for (const char* unsupported : {"ecsProperties", "consumableResourceProperties"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
       return Status::InvalidArgument(std::string(unsupported) +
                                      " is not supported by lote; describe the job with "
@@ -206,7 +206,22 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   const bool has_container =
       request.contains("containerProperties") && !request["containerProperties"].is_null();
   const bool has_nodes = request.contains("nodeProperties") && !request["nodeProperties"].is_null();
-  if (type == "container") {
+  const bool has_eks = request.contains("eksProperties") && !request["eksProperties"].is_null();
+  if (has_eks) {
+    // A single-container pod, run as that container's process (docs/jobs.md).
+    if (type != "container" || has_container || has_nodes) {
+      return Status::InvalidArgument(
+          "eksProperties describes the whole job: use it with type container and without "
+          "containerProperties or nodeProperties");
+    }
+    RETURN_IF_ERROR(ExpectObject(request["eksProperties"], "eksProperties"));
+    Result<Json> container =
+        EksPodContainer(request["eksProperties"].value("podProperties", Json()), Json(),
+                        "eksProperties.podProperties");
+    if (!container.ok()) return container.status();
+    doc["eksProperties"] = request["eksProperties"];
+    doc["containerOrchestrationType"] = "EKS";
+  } else if (type == "container") {
     if (has_nodes) {
       return Status::InvalidArgument(
           "nodeProperties is only for type multinode; use containerProperties for type "

@@ -209,6 +209,61 @@ TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   EXPECT_EQ(r->array_children[1].depends_on[1].type, DependencyType::kNToN);
 }
 
+// An eksProperties definition's single-container pod runs as that container:
+// command then args, env, resources (limits, else requests) in Batch terms;
+// eksPropertiesOverride replaces fields of the container (env merged by name).
+TEST(PrepareSubmit, EksPodRunsAsItsSingleContainer) {
+  Fixture f;
+  Json def = Json::parse(R"({
+    "jobDefinitionName": "pod", "revision": 1, "status": "ACTIVE", "type": "container",
+    "jobDefinitionArn": "arn:aws:batch:us-east-1:123456789012:job-definition/pod:1",
+    "eksProperties": {"podProperties": {"hostNetwork": true, "containers": [{
+      "name": "main", "image": "busybox", "command": ["sh", "-c"], "args": ["echo $A"],
+      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+      "resources": {"limits": {"cpu": "500m", "memory": "1Gi"},
+                    "requests": {"cpu": "2", "memory": "100Mi"}},
+      "securityContext": {"runAsUser": 65534}}]}}})");
+  Result<SubmittedJobs> r = PrepareSubmit(BaseRequest(), f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ContainerSpec& c = *r->job.container;
+  EXPECT_EQ(c.image, "busybox");
+  EXPECT_EQ(c.command, (std::vector<std::string>{"sh", "-c", "echo $A"}));
+  EXPECT_EQ(c.MilliVcpu(), 500);  // limits win over requests
+  EXPECT_EQ(c.MemoryMib(), 1024);
+  EXPECT_EQ(c.user, "65534");
+  ASSERT_EQ(c.environment.size(), 2u);
+
+  Json req = BaseRequest();
+  req["eksPropertiesOverride"] = Json::parse(R"({"podProperties": {"containers": [{
+      "command": ["printenv"], "args": [],
+      "env": [{"name": "A", "value": "9"}, {"name": "C", "value": "3"}],
+      "resources": {"limits": {"cpu": "1", "memory": "2048Mi"}}}]}})");
+  r = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.container->command, std::vector<std::string>{"printenv"});
+  EXPECT_EQ(r->job.container->MilliVcpu(), 1000);
+  EXPECT_EQ(r->job.container->MemoryMib(), 2048);
+  ASSERT_EQ(r->job.container->environment.size(), 3u);
+  EXPECT_EQ(r->job.container->environment[0].value, "9");
+
+  for (const char* bad : {R"({"cpu": "lots"})", R"({"memory": "1Qi"})", R"({"cpu": "-1"})"}) {
+    Json d = def;
+    d["eksProperties"]["podProperties"]["containers"][0]["resources"] = {
+        {"limits", Json::parse(bad)}};
+    EXPECT_FALSE(PrepareSubmit(BaseRequest(), f.Context(d)).ok()) << bad;
+  }
+  Json two = def;
+  two["eksProperties"]["podProperties"]["containers"].push_back(
+      two["eksProperties"]["podProperties"]["containers"][0]);
+  Result<SubmittedJobs> refused = PrepareSubmit(BaseRequest(), f.Context(two));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("single-container pods"), std::string::npos)
+      << refused.status().message();
+  Json plain = BaseRequest();
+  plain["eksPropertiesOverride"] = Json::object();
+  EXPECT_FALSE(PrepareSubmit(plain, f.Context(ContainerDefinition())).ok());
+}
+
 // A Fargate job's resources after overrides follow Fargate's pairs.
 TEST(PrepareSubmit, FargateJobsKeepFargatePairsThroughOverrides) {
   Fixture f;
@@ -379,7 +434,7 @@ TEST(PrepareSubmit, ValidationErrors) {
        "jobDefinition is required"},
       {"inactive definition", [](J&, J& d, bool&) { d["status"] = "INACTIVE"; }, "is INACTIVE"},
       {"eks override", [](J& r, J&, bool&) { r["eksPropertiesOverride"] = J::object(); },
-       "eksPropertiesOverride is not supported"},
+       "eksPropertiesOverride applies only to job definitions with eksProperties"},
       {"parameters not strings",
        [](J& r, J&, bool&) {
          r["parameters"] = {{"n", 3}};
