@@ -32,12 +32,12 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
     // Fargate (AWS): no instance types, no minimum; each job gets its own
     // task. lote runs its jobs locally on virtual instances of the largest
     // Fargate task (16 vCPU, 120 GiB), up to maxvCpus (docs/jobs.md).
-    for (const char* key : {"instanceTypes", "minvCpus", "desiredvCpus", "allocationStrategy",
-                            "instanceRole", "imageId", "ec2KeyPair", "placementGroup",
-                            "launchTemplate", "bidPercentage", "spotIamFleetRole",
-                            "ec2Configuration"}) {
-      if (out.contains(key) && !out[key].is_null() && !(for_update && existing &&
-                                                       existing->contains(key))) {
+    for (const char* key :
+         {"instanceTypes", "minvCpus", "desiredvCpus", "allocationStrategy", "instanceRole",
+          "imageId", "ec2KeyPair", "placementGroup", "launchTemplate", "bidPercentage",
+          "spotIamFleetRole", "ec2Configuration"}) {
+      if (out.contains(key) && !out[key].is_null() &&
+          !(for_update && existing && existing->contains(key))) {
         return Status::InvalidArgument(std::string("computeResources.") + key +
                                        " does not apply to " + type +
                                        " compute environments; remove it");
@@ -50,8 +50,9 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
           "computeResources.subnets is required by the AWS Batch API; lote ignores its values, "
           "so pass any list, e.g. [\"subnet-local\"]");
     }
-    ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> sgs,
-                     OptStringList(out, "securityGroupIds", "computeResources.securityGroupIds", 5));
+    ASSIGN_OR_RETURN(
+        std::optional<std::vector<std::string>> sgs,
+        OptStringList(out, "securityGroupIds", "computeResources.securityGroupIds", 5));
     (void)sgs;
     out.erase("updateToLatestImageVersion");
     return out;

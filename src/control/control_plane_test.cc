@@ -280,11 +280,11 @@ TEST_F(ControlPlaneTest, StateSurvivesRestart) {
 TEST_F(ControlPlaneTest, FargateAndEveryAwsInstanceTypeAreAccepted) {
   for (const char* type : {"FARGATE", "FARGATE_SPOT"}) {
     const std::string name = std::string("f-") + type;
-    Json ce = {{"computeEnvironmentName", name},
-               {"type", "MANAGED"},
-               {"computeResources",
-                {{"type", type}, {"maxvCpus", 64}, {"subnets", {"s-1"}},
-                 {"securityGroupIds", {"sg-1"}}}}};
+    Json ce = {
+        {"computeEnvironmentName", name},
+        {"type", "MANAGED"},
+        {"computeResources",
+         {{"type", type}, {"maxvCpus", 64}, {"subnets", {"s-1"}}, {"securityGroupIds", {"sg-1"}}}}};
     auto created = cp_->CreateComputeEnvironment(ce);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     auto spec = cp_->FindComputeEnvironment(name);
@@ -332,8 +332,8 @@ TEST_F(ControlPlaneTest, FargateAndEveryAwsInstanceTypeAreAccepted) {
                                        {"16", "32769", "does not offer"},
                                        {"8", "18432", "steps of 4096"}}) {
     Json bad = def;
-    bad["containerProperties"]["resourceRequirements"] = {{{"type", "VCPU"}, {"value", b.vcpu}},
-                                                          {{"type", "MEMORY"}, {"value", b.memory}}};
+    bad["containerProperties"]["resourceRequirements"] = {
+        {{"type", "VCPU"}, {"value", b.vcpu}}, {{"type", "MEMORY"}, {"value", b.memory}}};
     auto r = cp_->RegisterJobDefinition(bad);
     ASSERT_FALSE(r.ok()) << b.vcpu << "/" << b.memory;
     EXPECT_NE(r.status().message().find(b.want), std::string::npos) << r.status().message();

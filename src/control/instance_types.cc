@@ -127,8 +127,8 @@ Result<InstanceType> InstanceCatalog::Lookup(std::string_view name) const {
     // The family's largest member in the catalog, else this host.
     const InstanceType* largest = nullptr;
     for (const auto& [n, t] : types_) {
-      if (n.size() > name.size() && n.compare(0, name.size(), name) == 0 &&
-          n[name.size()] == '.' && (largest == nullptr || t.vcpus > largest->vcpus)) {
+      if (n.size() > name.size() && n.compare(0, name.size(), name) == 0 && n[name.size()] == '.' &&
+          (largest == nullptr || t.vcpus > largest->vcpus)) {
         largest = &t;
       }
     }

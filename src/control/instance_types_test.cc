@@ -82,8 +82,8 @@ TEST(InstanceCatalogTest, AcceptsWhatAwsAcceptsWithADocumentedShape) {
     EXPECT_EQ(t->memory_mib, w.memory_mib) << w.name;
     EXPECT_EQ(t->accelerators, 0) << w.name;
   }
-  for (const char* bad : {"", "C5", "c5.", ".large", "c5.huge", "c5.0xlarge", "c5 .large",
-                          "large", "c5.large.x"}) {
+  for (const char* bad :
+       {"", "C5", "c5.", ".large", "c5.huge", "c5.0xlarge", "c5 .large", "large", "c5.large.x"}) {
     auto t = catalog.Lookup(bad);
     EXPECT_FALSE(t.ok()) << bad;
     if (!t.ok()) {

@@ -333,7 +333,8 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
                            OptString(cp["networkConfiguration"], "assignPublicIp",
                                      "containerProperties.networkConfiguration.assignPublicIp"));
           if (ip) {
-            RETURN_IF_ERROR(ExpectEnum(*ip, "containerProperties.networkConfiguration.assignPublicIp",
+            RETURN_IF_ERROR(ExpectEnum(*ip,
+                                       "containerProperties.networkConfiguration.assignPublicIp",
                                        {"ENABLED", "DISABLED"}));
           }
         }

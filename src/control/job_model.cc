@@ -124,7 +124,8 @@ Result<NodeAttempt> NodeAttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(n.started_at, GetInt(j, "startedAt"));
   ASSIGN_OR_RETURN(n.stopped_at, GetInt(j, "stoppedAt"));
   if (j.contains("notices")) {
-    if (!j["notices"].is_array()) return Status::InvalidArgument("stored job: notices is not a list");
+    if (!j["notices"].is_array())
+      return Status::InvalidArgument("stored job: notices is not a list");
     for (const Json& t : j["notices"]) {
       if (!t.is_string()) return Status::InvalidArgument("stored job: notices must be strings");
       n.notices.push_back(t.get<std::string>());
@@ -341,20 +342,21 @@ Status ValidateFargateResources(const ContainerSpec& c, const std::string& field
   if (c.vcpus || c.memory) {
     return Status::InvalidArgument(
         field + ": Fargate jobs take their resources from resourceRequirements, not the legacy " +
-        (c.vcpus ? "vcpus" : "memory") + " field; use [{\"type\": \"VCPU\", ...}, {\"type\": " +
-        "\"MEMORY\", ...}]");
+        (c.vcpus ? "vcpus" : "memory") +
+        " field; use [{\"type\": \"VCPU\", ...}, {\"type\": " + "\"MEMORY\", ...}]");
   }
   if (c.Gpus() > 0) {
-    return Status::InvalidArgument(field + ": GPUs aren't available for jobs on Fargate resources; "
-                                           "remove the GPU resourceRequirement or use EC2");
+    return Status::InvalidArgument(field +
+                                   ": GPUs aren't available for jobs on Fargate resources; "
+                                   "remove the GPU resourceRequirement or use EC2");
   }
   struct Rule {
     int64_t milli_vcpu, min_mib, max_mib, step_mib;
   };
-  static constexpr Rule kRules[] = {
-      {250, 512, 2048, 512},      {500, 1024, 4096, 1024},    {1000, 2048, 8192, 1024},
-      {2000, 4096, 16384, 1024},  {4000, 8192, 30720, 1024},  {8000, 16384, 61440, 4096},
-      {16000, 32768, 122880, 8192}};
+  static constexpr Rule kRules[] = {{250, 512, 2048, 512},       {500, 1024, 4096, 1024},
+                                    {1000, 2048, 8192, 1024},    {2000, 4096, 16384, 1024},
+                                    {4000, 8192, 30720, 1024},   {8000, 16384, 61440, 4096},
+                                    {16000, 32768, 122880, 8192}};
   const int64_t mv = c.MilliVcpu();
   const int64_t mib = c.MemoryMib();
   for (const Rule& r : kRules) {

@@ -161,7 +161,8 @@ Json DescribeJobJson(const Job& job) {
   if (job.node_properties) {
     Json ranges = Json::array();
     for (const NodeRange& r : job.node_properties->ranges) {
-      Json range = {{"targetNodes", r.TargetNodes()}, {"container", RenderedContainer(r.container)}};
+      Json range = {{"targetNodes", r.TargetNodes()},
+                    {"container", RenderedContainer(r.container)}};
       if (!r.instance_types.empty()) range["instanceTypes"] = r.instance_types;
       ranges.push_back(range);
     }

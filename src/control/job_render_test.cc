@@ -46,9 +46,8 @@ const std::set<std::string> kJobDetailKeys = {"jobArn",
 const std::set<std::string> kAttemptDetailKeys = {
     "container", "startedAt", "stoppedAt", "statusReason", "taskProperties", "failureCategory"};
 const std::set<std::string> kAttemptContainerKeys = {
-    "containerInstanceArn", "taskArn",          "exitCode",
-    "reason",               "logStreamName",    "networkInterfaces",
-    "loteNotices"};  // lote extra
+    "containerInstanceArn", "taskArn",           "exitCode",   "reason",
+    "logStreamName",        "networkInterfaces", "loteNotices"};  // lote extra
 const std::set<std::string> kContainerDetailKeys = {"image",
                                                     "vcpus",
                                                     "memory",

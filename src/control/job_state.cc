@@ -81,13 +81,12 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
   AttemptOutcome outcome{a.status_reason, a.reason, exit_code};
   if (ShouldRetry(job.retry_strategy, made, category, outcome)) {
     job.status = JobStatus::kRunnable;
-    job.status_reason =
-        ConsumesAttempt(category)
-            ? "attempt " + std::to_string(made) + " of " +
-                  std::to_string(job.retry_strategy.attempts) + " failed (" + a.reason +
-                  "); retrying"
-            : "attempt " + std::to_string(number) + " did not count (" + a.reason +
-                  "); running it again";
+    job.status_reason = ConsumesAttempt(category)
+                            ? "attempt " + std::to_string(made) + " of " +
+                                  std::to_string(job.retry_strategy.attempts) + " failed (" +
+                                  a.reason + "); retrying"
+                            : "attempt " + std::to_string(number) + " did not count (" + a.reason +
+                                  "); running it again";
     return job;
   }
   Finish(job, JobStatus::kFailed, at, status_reason);

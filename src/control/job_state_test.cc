@@ -724,7 +724,8 @@ TEST(JobState, RandomEventSequencesReplayToTheSameJob) {
   for (int32_t run = 0; run < 300; ++run) {
     const int32_t nodes = 1 + pick(3);
     Job job = nodes == 1 ? PlainJob(1 + pick(3)) : GangJob(nodes, 1 + pick(3));
-    if (pick(2) == 0) job.retry_strategy.evaluate_on_exit = {{"", "", "4*", RetryAction::kExit, ""}};
+    if (pick(2) == 0)
+      job.retry_strategy.evaluate_on_exit = {{"", "", "4*", RetryAction::kExit, ""}};
     job.timeout_seconds = 60;
     History h(job);
     for (int32_t step = 0; step < 40; ++step) {

@@ -171,8 +171,7 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
         }
       }
     } else if (key == "vcpus" || key == "memory") {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0 ||
-          v.get<int64_t>() > kMaxResourceValue)
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > kMaxResourceValue)
         return Invalid(f + " must be a positive integer of at most " +
                        std::to_string(kMaxResourceValue));
       const char* type = key == "vcpus" ? "VCPU" : "MEMORY";
@@ -685,7 +684,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   if (definition_ref.empty())
     return Invalid(
         "jobDefinition is required: name the job definition (name, name:revision or ARN)");
-  for (const char* unsupported : {"ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
+  for (const char* unsupported :
+       {"ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
       return Invalid(std::string(unsupported) +
                      " is not supported by lote: use containerOverrides or nodeOverrides");
@@ -760,12 +760,14 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
           EksPodContainer(def["eksProperties"].value("podProperties", Json()), pod_override,
                           "job definition " + def_label + " eksProperties.podProperties"));
     } else if (!eks_override.is_null()) {
-      return Invalid("eksPropertiesOverride applies only to job definitions with eksProperties, "
-                     "and " + def_label + " has none: use containerOverrides");
+      return Invalid(
+          "eksPropertiesOverride applies only to job definitions with eksProperties, "
+          "and " +
+          def_label + " has none: use containerOverrides");
     }
-    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(
-                                          properties,
-                                          "job definition " + def_label + " containerProperties"));
+    ASSIGN_OR_RETURN(ContainerSpec c,
+                     ParseDefinitionContainer(
+                         properties, "job definition " + def_label + " containerProperties"));
     ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), container_overrides,
                                                 "containerOverrides", def_label));
     c.command = SubstituteParameters(c.command, job.parameters);

@@ -686,11 +686,10 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
     return;
   }
   if (!FileExists(paths.dir)) {
-    pending_.push_back(DeclareLost(
-        key, paths,
-        "node " + key.ToString() + " has no folder on this host (" + paths.dir +
-            "): it was never launched",
-        /*never_started=*/true));
+    pending_.push_back(DeclareLost(key, paths,
+                                   "node " + key.ToString() + " has no folder on this host (" +
+                                       paths.dir + "): it was never launched",
+                                   /*never_started=*/true));
     report->lost.push_back(key);
     report->never_started.push_back(key);
     return;

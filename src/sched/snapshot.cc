@@ -163,7 +163,8 @@ Status Validate(const Snapshot& s) {
   job_ids.reserve(s.jobs.size());
   for (const Job& j : s.jobs) {
     RETURN_IF_ERROR(ValidateJob(j, s));
-    if (!job_ids.insert(j.id).second) return Bad("job \"" + j.id + "\" appears twice in the snapshot");
+    if (!job_ids.insert(j.id).second)
+      return Bad("job \"" + j.id + "\" appears twice in the snapshot");
   }
   return Status::Ok();
 }

@@ -48,7 +48,7 @@ struct InstanceType {
 struct ComputeEnvironment {
   std::string name;
   State state = State::kEnabled;
-  bool valid = true;            // AWS status VALID; otherwise nothing is placed or scaled
+  bool valid = true;             // AWS status VALID; otherwise nothing is placed or scaled
   std::string status = "VALID";  // AWS status word for messages (CREATING, UPDATING, INVALID)
   // lote launches nothing here (AWS UNMANAGED: capacity comes from outside,
   // e.g. a Slurm backend). It has no instance type; jobs may wait for it but

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -36,8 +36,8 @@ using control::JobStatus;
 // reported in emulation mode).
 const std::set<std::string>& SupportedFields() {
   static const std::set<std::string> fields = {
-      "image", "command", "environment",  "resourceRequirements", "vcpus",           "memory",
-      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn",
+      "image", "command", "environment", "resourceRequirements", "vcpus", "memory", "user",
+      "ulimits", "instanceType", "jobRoleArn", "executionRoleArn",
       // Fargate settings: recorded and returned, nothing to do on this host.
       "networkConfiguration", "fargatePlatformConfiguration", "runtimePlatform"};
   return fields;
@@ -781,9 +781,9 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
         // A malformed request fails its own job, never the pass.
         for (const sched::Rejected& r : decisions->rejected) {
           spdlog::warn("jobs: {} cannot be scheduled: {}", r.job_id, r.message);
-          apply(r.job_id, JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
-                                                  "the job cannot be scheduled: " + r.message, -1,
-                                                  now));
+          apply(r.job_id,
+                JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
+                                        "the job cannot be scheduled: " + r.message, -1, now));
         }
         for (const sched::Wait& w : decisions->waiting) {
           auto it = jobs_.find(w.job_id);

@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -155,7 +155,7 @@ TEST_F(JobsServiceTest, TimeoutFailsTheJobAndKillsItsProcess) {
   EXPECT_EQ(kill(pid, 0), 0);
 
   clock_.AdvanceMillis(59'000);
-  ASSERT_TRUE(service_->WaitForPass());  // a pass has seen the clock at 59 s
+  ASSERT_TRUE(service_->WaitForPass());          // a pass has seen the clock at 59 s
   EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
 
   clock_.AdvanceMillis(2'000);
@@ -279,7 +279,7 @@ TEST_F(JobsServiceTest, ProgressLinesShowInDescribeJobsAndAHangFailsTheAttempt) 
   StreamLines(Describe(id)["container"]["logStreamName"], 2);
 
   clock_.AdvanceMillis(59'000);
-  ASSERT_TRUE(service_->WaitForPass());  // a pass has seen the clock at 59 s
+  ASSERT_TRUE(service_->WaitForPass());          // a pass has seen the clock at 59 s
   EXPECT_EQ(Describe(id)["status"], "RUNNING");  // not yet
   clock_.AdvanceMillis(2'000);
   Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
@@ -360,8 +360,7 @@ TEST_F(JobsServiceTest, FailureCategoriesFollowTheWrittenTable) {
             FailureCategory::kUserError);
   EXPECT_EQ(LaunchFailureCategory(Status::FailedPrecondition("needs root")),
             FailureCategory::kInfrastructure);
-  EXPECT_EQ(LaunchFailureCategory(Status::Internal("disk full")),
-            FailureCategory::kInfrastructure);
+  EXPECT_EQ(LaunchFailureCategory(Status::Internal("disk full")), FailureCategory::kInfrastructure);
 
   // End to end: a command that does not exist is the job's error.
   RegisterDefinition();
@@ -401,8 +400,8 @@ TEST_F(JobsServiceTest, AJobOfAnotherUserReachesOnlyItsOwnFolder) {
       "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "64"}]}})"))
                   .ok());
   const std::vector<std::string> targets = {
-      home_ + "/lote.db", home_ + "/lote.db-wal", home_ + "/logs", home_ + "/jobs",
-      other + "/work/secret.txt", other + "/spec.json", other + "/output.log", other + "/work"};
+      home_ + "/lote.db",         home_ + "/lote.db-wal", home_ + "/logs",       home_ + "/jobs",
+      other + "/work/secret.txt", other + "/spec.json",   other + "/output.log", other + "/work"};
   std::string joined;
   for (const std::string& t : targets) joined += (joined.empty() ? "" : " ") + t;
   auto r = service_->SubmitJob(
@@ -414,7 +413,8 @@ TEST_F(JobsServiceTest, AJobOfAnotherUserReachesOnlyItsOwnFolder) {
   const std::string id = (*r)["jobId"];
   Json job = WaitFor(id, {"SUCCEEDED", "FAILED"});
   ASSERT_EQ(job["status"], "SUCCEEDED") << job;
-  std::vector<std::string> lines = StreamLines(job["container"]["logStreamName"], 2 + targets.size());
+  std::vector<std::string> lines =
+      StreamLines(job["container"]["logStreamName"], 2 + targets.size());
   ASSERT_EQ(lines.size(), 2 + targets.size()) << ::testing::PrintToString(lines);
   EXPECT_EQ(lines[0], "65534");
   EXPECT_EQ(lines[1], "wrote");
@@ -480,9 +480,8 @@ TEST_F(JobsServiceTest, AnAttemptThatNeverStartedIsRunAgainWithoutCountingIt) {
   ASSERT_TRUE(starting.ok()) << starting.status().ToString();
   ASSERT_EQ(starting->status, control::JobStatus::kStarting);
   store::WriteBatch batch;
-  batch.AppendJobEvent(store::JobEvent{id, static_cast<int64_t>(events->size()) + 1,
-                                       placed.at_ms, "Scheduled",
-                                       control::EventToJson(placed).dump()});
+  batch.AppendJobEvent(store::JobEvent{id, static_cast<int64_t>(events->size()) + 1, placed.at_ms,
+                                       "Scheduled", control::EventToJson(placed).dump()});
   batch.PutJob(store::JobRow{id, starting->name, starting->queue_arn, "STARTING",
                              starting->created_at, placed.at_ms,
                              control::JobToJson(*starting).dump()});
@@ -515,10 +514,28 @@ TEST_F(JobsServiceTest, RandomResourceValuesNeverStopAWellFormedJob) {
         "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                  {"type": "MEMORY", "value": "128"}]}}]}})"))
                   .ok());
-  const std::vector<std::string> values = {
-      "2147483648", "4294967296", "9223372036854775808", "1e30", "2147483647", "-1",
-      "0", "0.5", "1.5", "nan", "inf", "", " 2", "0x10", "99999999999999999999",
-      "3000000", "64", "65", "18446744073709551616", "2147483647.9", "1e3", "1"};
+  const std::vector<std::string> values = {"2147483648",
+                                           "4294967296",
+                                           "9223372036854775808",
+                                           "1e30",
+                                           "2147483647",
+                                           "-1",
+                                           "0",
+                                           "0.5",
+                                           "1.5",
+                                           "nan",
+                                           "inf",
+                                           "",
+                                           " 2",
+                                           "0x10",
+                                           "99999999999999999999",
+                                           "3000000",
+                                           "64",
+                                           "65",
+                                           "18446744073709551616",
+                                           "2147483647.9",
+                                           "1e3",
+                                           "1"};
   const std::vector<std::string> types = {"VCPU", "MEMORY", "GPU"};
   std::mt19937 rng(13);
   auto pick = [&](const std::vector<std::string>& from) {
@@ -557,7 +574,8 @@ TEST_F(JobsServiceTest, RandomResourceValuesNeverStopAWellFormedJob) {
         request["jobDefinition"] = "mn";
         request["nodeOverrides"] = {
             {"nodePropertyOverrides",
-             {{{"targetNodes", "1"}, {"containerOverrides", {{"resourceRequirements", requirements}}}}}}};
+             {{{"targetNodes", "1"},
+               {"containerOverrides", {{"resourceRequirements", requirements}}}}}}};
         break;
     }
     Result<Json> r = service_->SubmitJob(request);

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-
 #include <string>
 #include <utility>
 
@@ -102,8 +101,8 @@ Status MakePrivate(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const std::string file = path + suffix;
     if (::chmod(file.c_str(), 0600) != 0 && errno != ENOENT) {
-      return Status::Unavailable("cannot make " + file + " private (mode 0600): " +
-                                 std::strerror(errno));
+      return Status::Unavailable("cannot make " + file +
+                                 " private (mode 0600): " + std::strerror(errno));
     }
   }
   return Status::Ok();
