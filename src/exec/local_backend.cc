@@ -151,12 +151,20 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   RETURN_IF_ERROR(MakeDirs(options.home + "/jobs"));
   // Nobody lists another job's folders. A root server runs jobs as other
   // users, who must pass through home and jobs/ to their own working
-  // directory (0700, theirs): 0711, search without read. Otherwise 0700.
-  const mode_t pass = ::geteuid() == 0 ? 0711 : 0700;
-  for (const std::string& dir : {options.home, options.home + "/jobs"}) {
-    if (::chmod(dir.c_str(), pass) != 0) {
-      return Status::Internal("local executor: cannot set the mode of " + dir + ": " + ErrnoText());
-    }
+  // directory (0700, theirs): 0711, search without read; otherwise 0700. The
+  // home itself is only ever opened from 0700 to 0711 (a home shared with
+  // other files, e.g. /tmp, is left as it is).
+  const bool root = ::geteuid() == 0;
+  const std::string jobs_dir = options.home + "/jobs";
+  if (::chmod(jobs_dir.c_str(), root ? 0711 : 0700) != 0) {
+    return Status::Internal("local executor: cannot set the mode of " + jobs_dir + ": " +
+                            ErrnoText());
+  }
+  struct stat home_st;
+  if (root && ::stat(options.home.c_str(), &home_st) == 0 && (home_st.st_mode & 07777) == 0700 &&
+      ::chmod(options.home.c_str(), 0711) != 0) {
+    return Status::Internal("local executor: cannot let jobs pass through " + options.home + ": " +
+                            ErrnoText());
   }
   CgroupSupport cg;
   if (options.use_cgroups) {

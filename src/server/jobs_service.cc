@@ -959,9 +959,13 @@ Status MakeHomePrivate(const std::string& home) {
   DIR* dir = ::opendir(home.c_str());
   if (dir == nullptr) return Status::Internal("cannot list " + home + ": " + std::strerror(errno));
   Status result;
+  // Only the server's own entries: a home may be shared with other files.
+  static const std::set<std::string> kOwn = {"lote.db",         "lote.db-wal", "lote.db-shm",
+                                             "lote.db-journal", "logs",        "credentials",
+                                             "server.json"};
   while (struct dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
-    if (name == "." || name == ".." || name == "jobs") continue;
+    if (!kOwn.count(name)) continue;
     const std::string path = home + "/" + name;
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;

@@ -156,10 +156,11 @@ control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool un
 // INFRASTRUCTURE (the host cannot honour it, or a host fault).
 control::FailureCategory LaunchFailureCategory(const Status& status);
 
-// Makes every entry directly in `home` but jobs/ private: folders 0700 (the
-// log store, ...), files 0600 (the database, credentials, ...). The jobs of a
-// root server run as other users and pass through the home (0711) to their
-// working directories; they must reach nothing else there.
+// Makes the server's own entries in `home` private: the log store folder
+// `logs` 0700; lote.db (-wal, -shm, -journal), credentials, server.json 0600.
+// The jobs of a root server run as other users and pass through the home
+// (0711) to their working directories; they must reach nothing else there.
+// Other entries of the home are left as they are.
 Status MakeHomePrivate(const std::string& home);
 
 // The ServerExtension that starts a JobsService. $LOTE_EXEC_SHIM, when set and
