@@ -794,17 +794,25 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
           auto it = instances_.find(iid);
           return it == instances_.end() ? std::string() : it->second.private_ip;
         };
+        // A placement that cannot be recorded fails its own job (with the
+        // reason), never the pass, and never leaves the job silently RUNNABLE.
+        auto placement_failed = [&](const std::string& id, const Status& why) {
+          spdlog::error("jobs: placement of {}: {}", id, why.ToString());
+          apply(id,
+                JobEvent::AttemptFailed(0, control::FailureCategory::kInfrastructure,
+                                        "lote could not place the job: " + why.message(), -1, now));
+        };
         for (const sched::Placement& p : decisions->placements) {
           Result<JobEvent> e = control::ScheduledEvent(p, launched_ids, ip_of, now);
           if (!e.ok()) {
-            spdlog::error("jobs: placement of {}: {}", p.job_id, e.status().ToString());
+            placement_failed(p.job_id, e.status());
             continue;
           }
           Result<Job> r = ApplyLocked(p.job_id, *e);
           if (r.ok()) {
             launches.push_back(p.job_id);
           } else {
-            spdlog::error("jobs: placement of {}: {}", p.job_id, r.status().ToString());
+            placement_failed(p.job_id, r.status());
           }
         }
       }
