@@ -315,10 +315,11 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
         // Fargate (AWS): single-node container jobs with Fargate's resource
         // pairs; lote runs them locally (networkConfiguration and
         // fargatePlatformConfiguration are recorded and returned as given).
-        if (type != "container") {
+        if (type != "container" || !doc.contains("containerProperties")) {
           return Status::InvalidArgument(
-              "platformCapabilities FARGATE applies only to type container (multi-node parallel "
-              "jobs run on EC2); remove it or use type container");
+              "platformCapabilities FARGATE applies only to type container with "
+              "containerProperties (multi-node parallel and EKS jobs are not Fargate jobs); "
+              "remove it or describe the job with containerProperties");
         }
         Result<ContainerSpec> spec = ContainerFromJson(doc["containerProperties"]);
         if (!spec.ok()) {
