@@ -24,14 +24,39 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
     if (!it.value().is_null()) out[it.key()] = it.value();
   }
   ASSIGN_OR_RETURN(std::string type, ReqString(out, "type", "computeResources.type"));
-  if (type == "FARGATE" || type == "FARGATE_SPOT") {
-    return Status::InvalidArgument(
-        "computeResources.type " + type +
-        " is not supported by lote; use EC2 (or SPOT, which lote treats like EC2)");
-  }
-  RETURN_IF_ERROR(ExpectEnum(type, "computeResources.type", {"EC2", "SPOT"}));
+  RETURN_IF_ERROR(
+      ExpectEnum(type, "computeResources.type", {"EC2", "SPOT", "FARGATE", "FARGATE_SPOT"}));
   ASSIGN_OR_RETURN(int64_t max_vcpus,
                    ReqInt(out, "maxvCpus", "computeResources.maxvCpus", 0, kMaxVcpus));
+  if (type == "FARGATE" || type == "FARGATE_SPOT") {
+    // Fargate (AWS): no instance types, no minimum; each job gets its own
+    // task. lote runs its jobs locally on virtual instances of the largest
+    // Fargate task (16 vCPU, 120 GiB), up to maxvCpus (docs/jobs.md).
+    for (const char* key :
+         {"instanceTypes", "minvCpus", "desiredvCpus", "allocationStrategy", "instanceRole",
+          "imageId", "ec2KeyPair", "placementGroup", "launchTemplate", "bidPercentage",
+          "spotIamFleetRole", "ec2Configuration"}) {
+      if (out.contains(key) && !out[key].is_null() &&
+          !(for_update && existing && existing->contains(key))) {
+        return Status::InvalidArgument(std::string("computeResources.") + key +
+                                       " does not apply to " + type +
+                                       " compute environments; remove it");
+      }
+    }
+    ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> subnets,
+                     OptStringList(out, "subnets", "computeResources.subnets", 16));
+    if (!subnets) {
+      return Status::InvalidArgument(
+          "computeResources.subnets is required by the AWS Batch API; lote ignores its values, "
+          "so pass any list, e.g. [\"subnet-local\"]");
+    }
+    ASSIGN_OR_RETURN(
+        std::optional<std::vector<std::string>> sgs,
+        OptStringList(out, "securityGroupIds", "computeResources.securityGroupIds", 5));
+    (void)sgs;
+    out.erase("updateToLatestImageVersion");
+    return out;
+  }
   ASSIGN_OR_RETURN(std::optional<int64_t> min_vcpus,
                    OptInt(out, "minvCpus", "computeResources.minvCpus", 0, kMaxVcpus));
   int64_t min = min_vcpus.value_or(0);

@@ -329,6 +329,9 @@ ComputeEnvironmentSpec ControlPlane::CeSpecLocked(const Json& doc) const {
     spec.max_vcpus = cr.value("maxvCpus", 0);
     spec.desired_vcpus = cr.value("desiredvCpus", spec.min_vcpus);
     spec.placement_group = cr.value("placementGroup", "");
+    const std::string cr_type = cr.value("type", "EC2");
+    spec.fargate = cr_type == "FARGATE" || cr_type == "FARGATE_SPOT";
+    if (spec.fargate) spec.instance_types.push_back(kFargateInstance);
     if (cr.contains("instanceTypes") && cr["instanceTypes"].is_array()) {
       for (const Json& t : cr["instanceTypes"]) {
         Result<InstanceType> it = catalog_.Lookup(t.get<std::string>());

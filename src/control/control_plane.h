@@ -64,6 +64,7 @@ struct ComputeEnvironmentSpec {
   std::vector<InstanceType> instance_types;
   std::string placement_group;
   bool emulation = false;  // tag lote:emulation=true
+  bool fargate = false;    // computeResources.type FARGATE or FARGATE_SPOT
 };
 
 // A job queue as the scheduler sees it.

@@ -274,5 +274,107 @@ TEST_F(ControlPlaneTest, StateSurvivesRestart) {
   EXPECT_EQ((*r2)["revision"], 2);
 }
 
+// FARGATE / FARGATE_SPOT environments and platformCapabilities FARGATE are
+// accepted as AWS accepts them; Fargate's resource pairs are enforced; every
+// instanceTypes value AWS accepts resolves (families, optimal, any EC2 type).
+TEST_F(ControlPlaneTest, FargateAndEveryAwsInstanceTypeAreAccepted) {
+  for (const char* type : {"FARGATE", "FARGATE_SPOT"}) {
+    const std::string name = std::string("f-") + type;
+    Json ce = {
+        {"computeEnvironmentName", name},
+        {"type", "MANAGED"},
+        {"computeResources",
+         {{"type", type}, {"maxvCpus", 64}, {"subnets", {"s-1"}}, {"securityGroupIds", {"sg-1"}}}}};
+    auto created = cp_->CreateComputeEnvironment(ce);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    auto spec = cp_->FindComputeEnvironment(name);
+    ASSERT_TRUE(spec.ok());
+    EXPECT_TRUE(spec->fargate);
+    ASSERT_EQ(spec->instance_types.size(), 1u);
+    EXPECT_EQ(spec->instance_types[0].vcpus, 16);
+    ce["computeEnvironmentName"] = name + "-x";
+    ce["computeResources"]["instanceTypes"] = {"c5.large"};
+    auto refused = cp_->CreateComputeEnvironment(ce);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("does not apply to"), std::string::npos);
+  }
+  int n = 0;
+  for (const char* type : {"optimal", "default_x86_64", "default_arm64", "c5", "p4d", "t2",
+                           "t2.micro", "c7g.16xlarge"}) {
+    auto created = cp_->CreateComputeEnvironment(Ce("it-" + std::to_string(n++), type));
+    EXPECT_TRUE(created.ok()) << type << ": " << created.status().ToString();
+  }
+
+  Json def = ParseJson(R"({"jobDefinitionName": "fg", "type": "container",
+    "platformCapabilities": ["FARGATE"],
+    "containerProperties": {"image": "busybox", "command": ["true"],
+      "executionRoleArn": "arn:aws:iam::1:role/x",
+      "networkConfiguration": {"assignPublicIp": "ENABLED"},
+      "fargatePlatformConfiguration": {"platformVersion": "LATEST"},
+      "resourceRequirements": [{"type": "VCPU", "value": "0.25"},
+                               {"type": "MEMORY", "value": "512"}]}})")
+                 .value();
+  auto registered = cp_->RegisterJobDefinition(def);
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  auto described = cp_->DescribeJobDefinitions(Json{{"jobDefinitionName", "fg"}});
+  ASSERT_TRUE(described.ok());
+  const Json& d = (*described)["jobDefinitions"][0];
+  EXPECT_EQ(d["platformCapabilities"], Json::array({"FARGATE"}));
+  EXPECT_EQ(d["containerProperties"]["networkConfiguration"]["assignPublicIp"], "ENABLED");
+  EXPECT_EQ(d["containerProperties"]["fargatePlatformConfiguration"]["platformVersion"], "LATEST");
+  struct Bad {
+    const char* vcpu;
+    const char* memory;
+    const char* want;
+  };
+  for (const Bad& b : std::vector<Bad>{{"0.25", "4096", "does not offer 4096 MiB"},
+                                       {"3", "8192", "must be one of 0.25"},
+                                       {"16", "32769", "does not offer"},
+                                       {"8", "18432", "steps of 4096"}}) {
+    Json bad = def;
+    bad["containerProperties"]["resourceRequirements"] = {
+        {{"type", "VCPU"}, {"value", b.vcpu}}, {{"type", "MEMORY"}, {"value", b.memory}}};
+    auto r = cp_->RegisterJobDefinition(bad);
+    ASSERT_FALSE(r.ok()) << b.vcpu << "/" << b.memory;
+    EXPECT_NE(r.status().message().find(b.want), std::string::npos) << r.status().message();
+  }
+  for (const auto& [v, m] : std::vector<std::pair<const char*, const char*>>{
+           {"0.5", "3072"}, {"1", "8192"}, {"4", "30720"}, {"8", "61440"}, {"16", "122880"}}) {
+    Json good = def;
+    good["containerProperties"]["resourceRequirements"] = {{{"type", "VCPU"}, {"value", v}},
+                                                           {{"type", "MEMORY"}, {"value", m}}};
+    EXPECT_TRUE(cp_->RegisterJobDefinition(good).ok()) << v << "/" << m;
+  }
+  Json gpu = def;
+  gpu["containerProperties"]["resourceRequirements"].push_back({{"type", "GPU"}, {"value", "1"}});
+  EXPECT_FALSE(cp_->RegisterJobDefinition(gpu).ok());
+}
+
+// eksProperties definitions with a single-container pod are accepted (and
+// returned as given); multi-container pods are refused with a clear message.
+TEST_F(ControlPlaneTest, EksSingleContainerPodsAreAccepted) {
+  Json def = ParseJson(R"({"jobDefinitionName": "pod", "type": "container",
+    "eksProperties": {"podProperties": {"containers": [{"name": "c", "image": "busybox",
+      "command": ["echo", "hi"], "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}}]}}})")
+                 .value();
+  auto r = cp_->RegisterJobDefinition(def);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto described = cp_->DescribeJobDefinitions(Json{{"jobDefinitionName", "pod"}});
+  ASSERT_TRUE(described.ok());
+  const Json& d = (*described)["jobDefinitions"][0];
+  EXPECT_EQ(d["eksProperties"], def["eksProperties"]);
+  EXPECT_EQ(d["containerOrchestrationType"], "EKS");
+  Json two = def;
+  two["eksProperties"]["podProperties"]["containers"].push_back(
+      two["eksProperties"]["podProperties"]["containers"][0]);
+  auto refused = cp_->RegisterJobDefinition(two);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsInvalidArgument());
+  EXPECT_NE(refused.status().message().find("single-container pods"), std::string::npos);
+  Json both = def;
+  both["containerProperties"] = {{"image", "x"}};
+  EXPECT_FALSE(cp_->RegisterJobDefinition(both).ok());
+}
+
 }  // namespace
 }  // namespace lote::control

@@ -61,13 +61,92 @@ InstanceCatalog::InstanceCatalog(HostResources host) {
   types_["local"] = InstanceType{"local", host.vcpus, host.memory_mib, 0, ""};
 }
 
+namespace {
+
+bool IsFamily(std::string_view f) {
+  // "c5", "p4d", "m7i-flex", "u-6tb1": a lowercase letter, then letters,
+  // digits and '-', with at least one digit (AWS families are versioned).
+  if (f.empty() || f.size() > 24 || f[0] < 'a' || f[0] > 'z') return false;
+  bool digit = false;
+  for (char c : f) {
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (!((c >= 'a' && c <= 'z') || c == '-')) {
+      return false;
+    }
+  }
+  return digit;
+}
+
+// vCPUs of an EC2 size word, or 0 when it is not one.
+int32_t SizeVcpus(std::string_view size) {
+  if (size == "nano" || size == "micro" || size == "small" || size == "medium") return 1;
+  if (size == "large") return 2;
+  if (size == "xlarge") return 4;
+  if (size == "metal" || size.rfind("metal-", 0) == 0) return 96;
+  if (size.size() > 6 && size.substr(size.size() - 6) == "xlarge") {
+    int32_t n = 0;
+    for (char c : size.substr(0, size.size() - 6)) {
+      if (c < '0' || c > '9' || n > 1000) return 0;
+      n = n * 10 + (c - '0');
+    }
+    return n > 0 ? 4 * n : 0;
+  }
+  return 0;
+}
+
+int64_t MemoryPerVcpuMib(std::string_view family) {
+  switch (family[0]) {
+    case 'c':
+      return 2 * kGiB;
+    case 'r':
+    case 'x':
+    case 'z':
+    case 'u':
+    case 'i':
+    case 'd':
+      return 8 * kGiB;
+    default:
+      return 4 * kGiB;
+  }
+}
+
+}  // namespace
+
 Result<InstanceType> InstanceCatalog::Lookup(std::string_view name) const {
   auto it = types_.find(name);
   if (it != types_.end()) return it->second;
+  const InstanceType& local = types_.at("local");
+  auto as = [&name](InstanceType t) {
+    t.name = std::string(name);
+    return t;
+  };
+  if (name == "optimal" || name == "default_x86_64" || name == "default_arm64") return as(local);
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos && IsFamily(name)) {
+    // The family's largest member in the catalog, else this host.
+    const InstanceType* largest = nullptr;
+    for (const auto& [n, t] : types_) {
+      if (n.size() > name.size() && n.compare(0, name.size(), name) == 0 && n[name.size()] == '.' &&
+          (largest == nullptr || t.vcpus > largest->vcpus)) {
+        largest = &t;
+      }
+    }
+    return as(largest != nullptr ? *largest : local);
+  }
+  if (dot != std::string_view::npos && IsFamily(name.substr(0, dot))) {
+    const int32_t vcpus = SizeVcpus(name.substr(dot + 1));
+    if (vcpus > 0) {
+      return InstanceType{std::string(name), vcpus, vcpus * MemoryPerVcpuMib(name), 0, ""};
+    }
+  }
   std::string known;
   for (const auto& [n, t] : types_) known += (known.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("instance type '" + std::string(name) +
-                                 "' is not in lote's instance catalog; use one of: " + known);
+  return Status::InvalidArgument(
+      "instance type '" + std::string(name) +
+      "' is not an EC2 instance type: give one in lote's instance catalog (" + known +
+      "), another EC2 type (family.size, e.g. t3.micro), a family (c5), optimal, "
+      "default_x86_64 or default_arm64");
 }
 
 std::vector<std::string> InstanceCatalog::Names() const {

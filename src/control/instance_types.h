@@ -24,6 +24,10 @@ struct InstanceType {
   std::string accelerator_kind;  // "Trainium", "H100", ... or empty
 };
 
+// The virtual instance of a FARGATE / FARGATE_SPOT compute environment: the
+// largest Fargate task (16 vCPU, 120 GiB), so any valid Fargate job fits one.
+inline const InstanceType kFargateInstance{"fargate", 16, 122880, 0, ""};
+
 // What this machine offers to `local` instances.
 struct HostResources {
   int32_t vcpus = 1;
@@ -32,10 +36,21 @@ struct HostResources {
   static HostResources Detect();
 };
 
+// Every instanceTypes value AWS accepts resolves to a shape (docs/jobs.md,
+// "Instance types"); `name` keeps what was given:
+// - a catalog entry ("trn1.32xlarge", "local"): its published shape;
+// - "optimal", "default_x86_64", "default_arm64": this host (`local`);
+// - a family ("c5", "p4d", "t2"): the family's largest catalog entry, or this
+//   host for a family the catalog does not list;
+// - any other EC2 type "family.size" ("t2.micro", "c7g.16xlarge"): vCPUs from
+//   the size (nano..medium 1, large 2, xlarge 4, Nxlarge 4N, metal 96) and
+//   memory per vCPU from the family's class letter (c 2 GiB; r, x, z, u, i, d
+//   8 GiB; others 4 GiB), no accelerators.
 class InstanceCatalog {
  public:
   explicit InstanceCatalog(HostResources host);
-  // InvalidArgument (a ClientException) naming the type and the known ones.
+  // InvalidArgument (a ClientException) naming the type and what is accepted
+  // when `name` is none of the above.
   Result<InstanceType> Lookup(std::string_view name) const;
   std::vector<std::string> Names() const;
 

@@ -64,13 +64,18 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
   std::map<std::string, std::string> ce_name_of_arn;
   for (const ComputeEnvironmentSpec& ce : control->ComputeEnvironments()) {
     ce_name_of_arn[ce.arn] = ce.name;
-    if (ce.instance_types.empty()) continue;  // unmanaged: nothing lote can launch
     sched::ComputeEnvironment out;
     out.name = ce.name;
     out.state = ce.enabled ? sched::State::kEnabled : sched::State::kDisabled;
     out.valid = ce.status == "VALID";
-    out.instance_type =
-        sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
+    out.status = ce.status;
+    // UNMANAGED (no instance type): lote launches nothing there; its jobs wait
+    // (RUNNABLE, AWS) until a backend that serves it brings capacity.
+    out.unmanaged = ce.instance_types.empty();
+    if (!out.unmanaged) {
+      out.instance_type =
+          sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
+    }
     out.placement_group = ce.placement_group;
     out.min_vcpus = ce.min_vcpus;
     out.max_vcpus = ce.max_vcpus;
@@ -112,10 +117,7 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
     for (const std::string& arn : q.compute_environment_arns) {
       auto it = ce_name_of_arn.find(arn);
       if (it == ce_name_of_arn.end()) continue;
-      // Only environments present in the snapshot (managed ones).
-      bool present = false;
-      for (const auto& ce : snap.compute_environments) present |= ce.name == it->second;
-      if (present) out.compute_environments.push_back(it->second);
+      out.compute_environments.push_back(it->second);
     }
     if (!q.scheduling_policy_arn.empty()) {
       Result<Json> policies = control->DescribeSchedulingPolicies(
@@ -154,7 +156,14 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
   for (const auto& [id, job] : jobs) {
     if (job.status != JobStatus::kRunnable || job.IsArrayParent()) continue;
     Result<sched::Job> sj = SchedulerJob(job, submit_order.count(id) ? submit_order.at(id) : 0);
-    if (!sj.ok()) continue;
+    if (!sj.ok()) {
+      // No nodes to schedule: the pass rejects the job (with a reason) instead
+      // of leaving it RUNNABLE for ever.
+      sched::Job nodeless;
+      nodeless.id = id;
+      nodeless.queue = QueueNameOfArn(job.queue_arn);
+      sj = std::move(nodeless);
+    }
     // Jobs of a queue that has gone are left RUNNABLE.
     bool known = false;
     for (const auto& q : snap.queues) known |= q.name == sj->queue;

@@ -4,6 +4,8 @@
 
 #include "common/ids.h"
 #include "control/control_plane.h"
+#include "control/job_model.h"
+#include "control/job_submit.h"
 #include "control/node_ranges.h"
 
 namespace lote::control {
@@ -51,7 +53,7 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
   ASSIGN_OR_RETURN(std::optional<int64_t> vcpus,
                    OptInt(props, "vcpus", path + ".vcpus", 1, 1 << 20));
   ASSIGN_OR_RETURN(std::optional<int64_t> memory,
-                   OptInt(props, "memory", path + ".memory", 4, int64_t{1} << 40));
+                   OptInt(props, "memory", path + ".memory", 4, kMaxResourceValue));
   (void)vcpus;
   (void)memory;
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> command,
@@ -83,12 +85,7 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
           ExpectEnum(type, path + ".resourceRequirements[].type", {"GPU", "VCPU", "MEMORY"}));
       ASSIGN_OR_RETURN(std::string value,
                        ReqString(r, "value", path + ".resourceRequirements[].value"));
-      char* end = nullptr;
-      double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || v <= 0) {
-        return Status::InvalidArgument(path + ".resourceRequirements " + type + " value '" + value +
-                                       "' must be a positive number written as a string");
-      }
+      RETURN_IF_ERROR(ValidateResourceValue(type, value, path + ".resourceRequirements"));
     }
   }
   if (props.contains("ulimits")) {
@@ -189,8 +186,7 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ValidateName("jobDefinitionName", name));
   ASSIGN_OR_RETURN(std::string type, ReqString(request, "type", "type"));
   RETURN_IF_ERROR(ExpectEnum(type, "type", {"container", "multinode"}));
-  for (const char* unsupported :
-       {"eksProperties", "ecsProperties", "consumableResourceProperties"}) {
+  for (const char* unsupported : {"ecsProperties", "consumableResourceProperties"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
       return Status::InvalidArgument(std::string(unsupported) +
                                      " is not supported by lote; describe the job with "
@@ -210,7 +206,22 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   const bool has_container =
       request.contains("containerProperties") && !request["containerProperties"].is_null();
   const bool has_nodes = request.contains("nodeProperties") && !request["nodeProperties"].is_null();
-  if (type == "container") {
+  const bool has_eks = request.contains("eksProperties") && !request["eksProperties"].is_null();
+  if (has_eks) {
+    // A single-container pod, run as that container's process (docs/jobs.md).
+    if (type != "container" || has_container || has_nodes) {
+      return Status::InvalidArgument(
+          "eksProperties describes the whole job: use it with type container and without "
+          "containerProperties or nodeProperties");
+    }
+    RETURN_IF_ERROR(ExpectObject(request["eksProperties"], "eksProperties"));
+    Result<Json> container =
+        EksPodContainer(request["eksProperties"].value("podProperties", Json()), Json(),
+                        "eksProperties.podProperties");
+    if (!container.ok()) return container.status();
+    doc["eksProperties"] = request["eksProperties"];
+    doc["containerOrchestrationType"] = "EKS";
+  } else if (type == "container") {
     if (has_nodes) {
       return Status::InvalidArgument(
           "nodeProperties is only for type multinode; use containerProperties for type "
@@ -299,9 +310,44 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
                    OptStringList(request, "platformCapabilities", "platformCapabilities", 2));
   if (caps) {
     for (const std::string& c : *caps) {
-      if (c != "EC2") {
-        return Status::InvalidArgument("platformCapabilities " + c +
-                                       " is not supported by lote; use [\"EC2\"] or omit it");
+      RETURN_IF_ERROR(ExpectEnum(c, "platformCapabilities", {"EC2", "FARGATE"}));
+      if (c == "FARGATE") {
+        // Fargate (AWS): single-node container jobs with Fargate's resource
+        // pairs; lote runs them locally (networkConfiguration and
+        // fargatePlatformConfiguration are recorded and returned as given).
+        if (type != "container" || !doc.contains("containerProperties")) {
+          return Status::InvalidArgument(
+              "platformCapabilities FARGATE applies only to type container with "
+              "containerProperties (multi-node parallel and EKS jobs are not Fargate jobs); "
+              "remove it or describe the job with containerProperties");
+        }
+        Result<ContainerSpec> spec = ContainerFromJson(doc["containerProperties"]);
+        if (!spec.ok()) {
+          return Status::InvalidArgument("containerProperties: " + spec.status().message());
+        }
+        RETURN_IF_ERROR(ValidateFargateResources(*spec, "containerProperties"));
+        const Json& cp = doc["containerProperties"];
+        if (cp.contains("networkConfiguration")) {
+          RETURN_IF_ERROR(
+              ExpectObject(cp["networkConfiguration"], "containerProperties.networkConfiguration"));
+          ASSIGN_OR_RETURN(std::optional<std::string> ip,
+                           OptString(cp["networkConfiguration"], "assignPublicIp",
+                                     "containerProperties.networkConfiguration.assignPublicIp"));
+          if (ip) {
+            RETURN_IF_ERROR(ExpectEnum(*ip,
+                                       "containerProperties.networkConfiguration.assignPublicIp",
+                                       {"ENABLED", "DISABLED"}));
+          }
+        }
+        if (cp.contains("fargatePlatformConfiguration")) {
+          RETURN_IF_ERROR(ExpectObject(cp["fargatePlatformConfiguration"],
+                                       "containerProperties.fargatePlatformConfiguration"));
+          ASSIGN_OR_RETURN(
+              std::optional<std::string> version,
+              OptString(cp["fargatePlatformConfiguration"], "platformVersion",
+                        "containerProperties.fargatePlatformConfiguration.platformVersion"));
+          (void)version;
+        }
       }
     }
     doc["platformCapabilities"] = *caps;

@@ -1,5 +1,7 @@
 #include "control/job_model.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -20,6 +22,7 @@ constexpr std::pair<FailureCategory, std::string_view> kCategoryNames[] = {
     {FailureCategory::kCapacity, "CAPACITY"},
     {FailureCategory::kHang, "HANG"},
     {FailureCategory::kPreempted, "PREEMPTED"},
+    {FailureCategory::kNotStarted, "NOT_STARTED"},
 };
 
 // The value of a resourceRequirement of `type`, or nullptr.
@@ -34,7 +37,8 @@ double ParseNumber(const std::string& text) {
   try {
     size_t used = 0;
     double v = std::stod(text, &used);
-    return used == text.size() ? v : 0.0;
+    if (used != text.size() || !std::isfinite(v) || v < 0) return 0.0;
+    return std::min(v, static_cast<double>(kMaxResourceValue));
   } catch (...) {
     return 0.0;
   }
@@ -95,6 +99,7 @@ Json NodeAttemptToJson(const NodeAttempt& n) {
             {"startedAt", n.started_at},
             {"stoppedAt", n.stopped_at}};
   if (n.exit_code) j["exitCode"] = *n.exit_code;
+  if (!n.notices.empty()) j["notices"] = n.notices;
   return j;
 }
 
@@ -118,6 +123,14 @@ Result<NodeAttempt> NodeAttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(n.reason, GetString(j, "reason"));
   ASSIGN_OR_RETURN(n.started_at, GetInt(j, "startedAt"));
   ASSIGN_OR_RETURN(n.stopped_at, GetInt(j, "stoppedAt"));
+  if (j.contains("notices")) {
+    if (!j["notices"].is_array())
+      return Status::InvalidArgument("stored job: notices is not a list");
+    for (const Json& t : j["notices"]) {
+      if (!t.is_string()) return Status::InvalidArgument("stored job: notices must be strings");
+      n.notices.push_back(t.get<std::string>());
+    }
+  }
   if (j.contains("exitCode") && !j["exitCode"].is_null()) {
     ASSIGN_OR_RETURN(int64_t code, GetInt(j, "exitCode"));
     n.exit_code = static_cast<int32_t>(code);
@@ -163,7 +176,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
 Json RetryToJson(const RetryStrategy& r) {
   Json rules = Json::array();
   for (const EvaluateOnExit& e : r.evaluate_on_exit) {
-    Json rule = {{"action", e.action == RetryAction::kRetry ? "RETRY" : "EXIT"}};
+    Json rule = {{"action", e.ActionText()}};
     if (!e.on_status_reason.empty()) rule["onStatusReason"] = e.on_status_reason;
     if (!e.on_reason.empty()) rule["onReason"] = e.on_reason;
     if (!e.on_exit_code.empty()) rule["onExitCode"] = e.on_exit_code;
@@ -185,7 +198,10 @@ Result<RetryStrategy> RetryFromJson(const Json& j) {
       ASSIGN_OR_RETURN(e.on_reason, GetString(rule, "onReason"));
       ASSIGN_OR_RETURN(e.on_exit_code, GetString(rule, "onExitCode"));
       ASSIGN_OR_RETURN(std::string action, GetString(rule, "action"));
-      e.action = action == "EXIT" ? RetryAction::kExit : RetryAction::kRetry;
+      std::string upper = action;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      e.action = upper == "EXIT" ? RetryAction::kExit : RetryAction::kRetry;
+      if (upper != action) e.action_text = action;
       r.evaluate_on_exit.push_back(std::move(e));
     }
   }
@@ -251,19 +267,124 @@ int64_t ContainerSpec::MilliVcpu() const {
   if (const std::string* v = Requirement(*this, "VCPU")) {
     return static_cast<int64_t>(std::llround(ParseNumber(*v) * 1000.0));
   }
-  return vcpus.value_or(0) * 1000;
+  return std::clamp<int64_t>(vcpus.value_or(0), 0, kMaxResourceValue) * 1000;
 }
 
 int64_t ContainerSpec::MemoryMib() const {
   if (const std::string* v = Requirement(*this, "MEMORY"))
     return static_cast<int64_t>(ParseNumber(*v));
-  return memory.value_or(0);
+  return std::clamp<int64_t>(memory.value_or(0), 0, kMaxResourceValue);
 }
 
 int32_t ContainerSpec::Gpus() const {
   if (const std::string* v = Requirement(*this, "GPU"))
     return static_cast<int32_t>(ParseNumber(*v));
   return 0;
+}
+
+Status ValidateResourceValue(const std::string& type, const std::string& value,
+                             const std::string& field) {
+  auto bad = [&](const std::string& rule) {
+    return Status::InvalidArgument(field + ": " + type + " value '" + value + "' " + rule);
+  };
+  if (type != "VCPU" && type != "MEMORY" && type != "GPU") {
+    return Status::InvalidArgument(field + ": unknown type '" + type +
+                                   "': use VCPU, MEMORY or GPU");
+  }
+  const bool fractional = type == "VCPU";
+  const std::string shape =
+      fractional ? "is not a non-negative number (write digits, optionally with a decimal point, "
+                   "e.g. \"2\" or \"0.25\")"
+                 : "is not a non-negative number (write a whole number of " +
+                       std::string(type == "MEMORY" ? "MiB" : "GPUs") + ", e.g. \"" +
+                       (type == "MEMORY" ? "2048" : "1") + "\")";
+  size_t digits = 0;
+  size_t dots = 0;
+  for (char c : value) {
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (c == '.' && fractional) {
+      ++dots;
+    } else if (c == '.') {
+      return bad("must be a whole number");
+    } else {
+      return bad(shape);
+    }
+  }
+  if (digits == 0 || dots > 1 || value.front() == '.' || value.back() == '.') return bad(shape);
+  // At most 10 integer digits can be within range; leading zeros aside.
+  const size_t dot = value.find('.');
+  std::string whole = value.substr(0, dot);
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  int64_t amount = 0;
+  if (whole.size() > 10) {
+    amount = kMaxResourceValue + 1;
+  } else {
+    for (char c : whole) amount = amount * 10 + (c - '0');
+  }
+  const bool fraction =
+      dot != std::string::npos && value.find_first_not_of('0', dot + 1) != std::string::npos;
+  if (amount > kMaxResourceValue || (amount == kMaxResourceValue && fraction)) {
+    return bad("is above " + std::to_string(kMaxResourceValue) +
+               ", the largest amount AWS accepts");
+  }
+  if (type == "GPU") return Status::Ok();
+  if (amount == 0 && !fraction) return bad("must be greater than 0");
+  return Status::Ok();
+}
+
+std::string EvaluateOnExit::ActionText() const {
+  if (!action_text.empty()) return action_text;
+  return action == RetryAction::kRetry ? "RETRY" : "EXIT";
+}
+
+Status ValidateFargateResources(const ContainerSpec& c, const std::string& field) {
+  if (c.vcpus || c.memory) {
+    return Status::InvalidArgument(
+        field + ": Fargate jobs take their resources from resourceRequirements, not the legacy " +
+        (c.vcpus ? "vcpus" : "memory") +
+        " field; use [{\"type\": \"VCPU\", ...}, {\"type\": " + "\"MEMORY\", ...}]");
+  }
+  if (c.Gpus() > 0) {
+    return Status::InvalidArgument(field +
+                                   ": GPUs aren't available for jobs on Fargate resources; "
+                                   "remove the GPU resourceRequirement or use EC2");
+  }
+  struct Rule {
+    int64_t milli_vcpu, min_mib, max_mib, step_mib;
+  };
+  static constexpr Rule kRules[] = {{250, 512, 2048, 512},       {500, 1024, 4096, 1024},
+                                    {1000, 2048, 8192, 1024},    {2000, 4096, 16384, 1024},
+                                    {4000, 8192, 30720, 1024},   {8000, 16384, 61440, 4096},
+                                    {16000, 32768, 122880, 8192}};
+  const int64_t mv = c.MilliVcpu();
+  const int64_t mib = c.MemoryMib();
+  for (const Rule& r : kRules) {
+    if (r.milli_vcpu != mv) continue;
+    const bool ok = mib >= r.min_mib && mib <= r.max_mib &&
+                    (r.milli_vcpu == 250 ? (mib == 512 || mib == 1024 || mib == 2048)
+                                         : (mib - r.min_mib) % r.step_mib == 0);
+    if (ok) return Status::Ok();
+    return Status::InvalidArgument(
+        field + ": Fargate does not offer " + std::to_string(mib) + " MiB with " +
+        std::to_string(mv / 1000) + (mv % 1000 ? "." + std::to_string(mv % 1000 / 10) : "") +
+        " vCPU; with it MEMORY is " + std::to_string(r.min_mib) + " to " +
+        std::to_string(r.max_mib) + " MiB in steps of " + std::to_string(r.step_mib) +
+        (r.milli_vcpu == 250 ? " (512, 1024 or 2048)" : ""));
+  }
+  return Status::InvalidArgument(field +
+                                 ": Fargate VCPU must be one of 0.25, 0.5, 1, 2, 4, 8, 16 (got " +
+                                 std::to_string(static_cast<double>(mv) / 1000.0) + ")");
+}
+
+bool ConsumesAttempt(FailureCategory category) {
+  return category != FailureCategory::kPreempted && category != FailureCategory::kNotStarted;
+}
+
+int32_t AttemptsConsumed(const Job& job) {
+  int32_t n = 0;
+  for (const Attempt& a : job.attempts) n += ConsumesAttempt(a.failure_category) ? 1 : 0;
+  return n;
 }
 
 std::string NodeRange::TargetNodes() const {

@@ -42,9 +42,14 @@ enum class FailureCategory {
   kTerminated,      // TerminateJob
   kInfrastructure,  // lote could not start or run the node (launch error, unsupported field)
   kCapacity,        // the job can never fit the queue's compute environments
-  kHang,            // no progress for too long (reserved)
+  kHang,            // no progress for too long
   kPreempted,       // taken away for higher-priority work (reserved)
+  kNotStarted,      // lote lost the node before its command ever ran (server restart)
 };
+// PREEMPTED and NOT_STARTED attempts are retried without counting against
+// retryStrategy.attempts: the job's own command did not fail.
+bool ConsumesAttempt(FailureCategory category);
+
 // "USER_ERROR", ...; "" for kNone.
 std::string_view FailureCategoryName(FailureCategory category);
 Result<FailureCategory> ParseFailureCategory(std::string_view name);
@@ -67,6 +72,11 @@ struct EvaluateOnExit {
   std::string on_reason;
   std::string on_exit_code;
   RetryAction action = RetryAction::kRetry;
+  // The action as given ("retry", "Exit"): AWS takes it in any case and
+  // returns it as given. Empty: rendered as RETRY / EXIT.
+  std::string action_text;
+  // action_text, or RETRY / EXIT.
+  std::string ActionText() const;
   friend bool operator==(const EvaluateOnExit&, const EvaluateOnExit&) = default;
 };
 
@@ -89,6 +99,17 @@ struct ResourceRequirement {
   friend bool operator==(const ResourceRequirement&, const ResourceRequirement&) = default;
 };
 
+// The largest resource amount (and legacy vcpus/memory) AWS accepts: its Integer range.
+inline constexpr int64_t kMaxResourceValue = 2147483647;
+
+// The one rule for a resourceRequirement value, used by RegisterJobDefinition,
+// containerOverrides and nodePropertyOverrides alike (docs/jobs.md): VCPU a
+// decimal number (digits, optionally '.' and digits) > 0; MEMORY a whole number
+// >= 1; GPU a whole number >= 0; none above kMaxResourceValue. No sign, exponent
+// or spaces. InvalidArgument naming `field`, the value and the rule.
+Status ValidateResourceValue(const std::string& type, const std::string& value,
+                             const std::string& field);
+
 // A container after overrides and `Ref::` substitution (ContainerProperties shape).
 struct ContainerSpec {
   std::string image;
@@ -103,7 +124,9 @@ struct ContainerSpec {
   Json linux_parameters = Json::object();  // devices, sharedMemorySize, ...
   Json other = Json::object();             // every other ContainerProperties key, verbatim
 
-  // Effective amounts: resourceRequirements win over the legacy fields.
+  // Effective amounts: resourceRequirements win over the legacy fields. Values
+  // outside 0..kMaxResourceValue (only in jobs stored before submit checked them)
+  // are clamped into it, so that such a job never fits rather than overflows.
   int64_t MilliVcpu() const;
   int64_t MemoryMib() const;
   int32_t Gpus() const;
@@ -141,6 +164,9 @@ struct NodeAttempt {
   std::string log_stream_name;
   std::optional<int32_t> exit_code;
   std::string reason;  // "USER_ERROR: Essential container in task exited", ...
+  // lote's own notices about this node (limits not enforced, emulated fields):
+  // shown by DescribeJobs as container.loteNotices, never in the job's log.
+  std::vector<std::string> notices;
   int64_t started_at = 0;
   int64_t stopped_at = 0;
   friend bool operator==(const NodeAttempt&, const NodeAttempt&) = default;
@@ -223,6 +249,17 @@ struct Job {
 
 // Json for the store (lossless; not the API shape: see job_render.h).
 Json ContainerToJson(const ContainerSpec& container);  // ContainerProperties shape
+// Fargate's resource rules (the service model's ResourceRequirement): VCPU one
+// of 0.25, 0.5, 1, 2, 4, 8, 16 with MEMORY one of the values allowed for it
+// (0.25: 512-2048, 0.5: 1024-4096, 1: 2048-8192, 2: 4096-16384, 4:
+// 8192-30720, in 1024 steps; 8: 16384-61440 in 4096 steps; 16: 32768-122880
+// in 8192 steps), no GPU, no legacy vcpus/memory. InvalidArgument naming
+// `field` and the allowed values.
+Status ValidateFargateResources(const ContainerSpec& c, const std::string& field);
+
+// The attempts of `job` that count against retryStrategy.attempts.
+int32_t AttemptsConsumed(const Job& job);
+
 Result<ContainerSpec> ContainerFromJson(const Json& json);
 Json JobToJson(const Job& job);
 Result<Job> JobFromJson(const Json& json);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace lote::control {
 namespace {
 
@@ -36,7 +38,7 @@ Job SampleMultiNodeJob() {
   job.node_properties = np;
   job.depends_on = {{"dep-1", DependencyType::kNone}};
   job.wait_for = {"dep-1"};
-  job.retry_strategy = {3, {{"", "USER_ERROR*", "", RetryAction::kRetry}}, true};
+  job.retry_strategy = {3, {{"", "USER_ERROR*", "", RetryAction::kRetry, "retry"}}, true};
   job.timeout_seconds = 3600;
   job.tags = {{"team", "ml"}};
   job.share_identifier = "lab";
@@ -185,6 +187,70 @@ TEST(JobModel, NodeJobViews) {
   job.attempts.clear();
   job.status = JobStatus::kRunnable;
   EXPECT_EQ(NodeJob(job, 3)->status, JobStatus::kRunnable);
+}
+
+TEST(ResourceValue, AcceptsWhatAwsAcceptsAndNamesTheRuleOtherwise) {
+  for (const char* v : {"1", "0.25", "96", "2147483647", "0002", "1.000"})
+    EXPECT_TRUE(ValidateResourceValue("VCPU", v, "f").ok()) << v;
+  for (const char* v : {"4", "500000", "2147483647"})
+    EXPECT_TRUE(ValidateResourceValue("MEMORY", v, "f").ok()) << v;
+  for (const char* v : {"0", "1", "8", "2147483647"})
+    EXPECT_TRUE(ValidateResourceValue("GPU", v, "f").ok()) << v;
+  struct Bad {
+    const char* type;
+    const char* value;
+    const char* want;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"GPU", "2147483648", "is above 2147483647"},
+           {"GPU", "4294967296", "is above 2147483647"},
+           {"GPU", "9223372036854775808", "is above 2147483647"},
+           {"MEMORY", "1e30", "is not a non-negative number"},
+           {"VCPU", "1e30", "is not a non-negative number"},
+           {"VCPU", "2147483648", "is above"},
+           {"VCPU", "2147483647.5", "is above"},
+           {"VCPU", "00000000000000000000003", ""},
+           {"VCPU", "0", "must be greater than 0"},
+           {"VCPU", "0.000", "must be greater than 0"},
+           {"MEMORY", "0", "must be greater than 0"},
+           {"MEMORY", "1.5", "must be a whole number"},
+           {"GPU", "-1", "is not a non-negative number"},
+           {"VCPU", "-1", "is not a non-negative number"},
+           {"VCPU", "nan", "is not a non-negative number"},
+           {"VCPU", "inf", "is not a non-negative number"},
+           {"VCPU", " 1", "is not a non-negative number"},
+           {"VCPU", "1.", "is not a non-negative number"},
+           {"VCPU", ".5", "is not a non-negative number"},
+           {"VCPU", "1.2.3", "is not a non-negative number"},
+           {"VCPU", "", "is not a non-negative number"},
+           {"GPU", "0x10", "is not a non-negative number"},
+           {"DISK", "1", "unknown type 'DISK'"},
+       }) {
+    Status s = ValidateResourceValue(b.type, b.value, "containerOverrides.resourceRequirements");
+    if (std::string(b.want).empty()) {  // leading zeros are fine
+      EXPECT_TRUE(s.ok()) << b.value;
+      continue;
+    }
+    ASSERT_FALSE(s.ok()) << b.type << " " << b.value;
+    EXPECT_TRUE(s.IsInvalidArgument());
+    EXPECT_NE(s.message().find(b.want), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().rfind("containerOverrides.resourceRequirements", 0), 0u) << s.message();
+  }
+}
+
+// A job stored before submit checked its values never overflows: its amounts
+// are clamped, so that it simply never fits.
+TEST(ResourceValue, StoredOutOfRangeValuesAreClamped) {
+  ContainerSpec c;
+  c.resource_requirements = {{"VCPU", "1e30"}, {"MEMORY", "1e300"}, {"GPU", "2147483648"}};
+  EXPECT_EQ(c.MilliVcpu(), kMaxResourceValue * 1000);
+  EXPECT_EQ(c.MemoryMib(), kMaxResourceValue);
+  EXPECT_EQ(c.Gpus(), kMaxResourceValue);
+  c.resource_requirements = {{"GPU", "-5"}, {"MEMORY", "nan"}};
+  c.vcpus = int64_t{1} << 62;
+  EXPECT_EQ(c.Gpus(), 0);
+  EXPECT_EQ(c.MemoryMib(), 0);
+  EXPECT_EQ(c.MilliVcpu(), kMaxResourceValue * 1000);
 }
 
 }  // namespace

@@ -31,6 +31,18 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   if (!n->log_stream_name.empty()) c["logStreamName"] = n->log_stream_name;
   if (!n->private_ipv4.empty())
     c["networkInterfaces"] = Json::array({{{"privateIpv4Address", n->private_ipv4}}});
+  if (!n->notices.empty()) c["loteNotices"] = n->notices;  // lote extra
+  return c;
+}
+
+// A container as DescribeJobs shows it: AWS returns these lists empty when
+// they are unset (never absent), and clients index them without a check.
+Json RenderedContainer(const ContainerSpec& spec) {
+  Json c = ContainerToJson(spec);
+  for (const char* key : {"command", "environment", "volumes", "mountPoints", "ulimits", "secrets",
+                          "resourceRequirements"}) {
+    if (!c.contains(key) || c[key].is_null()) c[key] = Json::array();
+  }
   return c;
 }
 
@@ -39,7 +51,7 @@ Json RetryStrategyJson(const RetryStrategy& r) {
   if (!r.evaluate_on_exit.empty()) {
     Json rules = Json::array();
     for (const EvaluateOnExit& e : r.evaluate_on_exit) {
-      Json rule = {{"action", e.action == RetryAction::kRetry ? "RETRY" : "EXIT"}};
+      Json rule = {{"action", e.ActionText()}};
       if (!e.on_status_reason.empty()) rule["onStatusReason"] = e.on_status_reason;
       if (!e.on_reason.empty()) rule["onReason"] = e.on_reason;
       if (!e.on_exit_code.empty()) rule["onExitCode"] = e.on_exit_code;
@@ -118,10 +130,8 @@ Json DescribeJobJson(const Job& job) {
   if (job.scheduling_priority) j["schedulingPriority"] = *job.scheduling_priority;
   if (job.retry_strategy.specified) j["retryStrategy"] = RetryStrategyJson(job.retry_strategy);
   if (job.timeout_seconds) j["timeout"] = {{"attemptDurationSeconds", *job.timeout_seconds}};
-  if (!job.tags.empty()) {
-    j["tags"] = Json::object();
-    for (const auto& [k, v] : job.tags) j["tags"][k] = v;
-  }
+  j["tags"] = Json::object();  // AWS: {} when the job has none
+  for (const auto& [k, v] : job.tags) j["tags"][k] = v;
 
   Json attempts = Json::array();
   for (const Attempt& a : job.attempts) {
@@ -140,7 +150,7 @@ Json DescribeJobJson(const Job& job) {
   // The container: a single-node job's, an array child's, or a node view's.
   const bool node_view = job.node_index >= 0;
   if (job.container && (!job.IsMultiNode() || node_view)) {
-    Json c = ContainerToJson(*job.container);
+    Json c = RenderedContainer(*job.container);
     if (!job.attempts.empty()) {
       Json outcome = AttemptContainerJson(job.attempts.back(), job.MainNode());
       // An open attempt's node has no exit code yet; only report what is known.
@@ -151,7 +161,8 @@ Json DescribeJobJson(const Job& job) {
   if (job.node_properties) {
     Json ranges = Json::array();
     for (const NodeRange& r : job.node_properties->ranges) {
-      Json range = {{"targetNodes", r.TargetNodes()}, {"container", ContainerToJson(r.container)}};
+      Json range = {{"targetNodes", r.TargetNodes()},
+                    {"container", RenderedContainer(r.container)}};
       if (!r.instance_types.empty()) range["instanceTypes"] = r.instance_types;
       ranges.push_back(range);
     }

@@ -46,7 +46,8 @@ const std::set<std::string> kJobDetailKeys = {"jobArn",
 const std::set<std::string> kAttemptDetailKeys = {
     "container", "startedAt", "stoppedAt", "statusReason", "taskProperties", "failureCategory"};
 const std::set<std::string> kAttemptContainerKeys = {
-    "containerInstanceArn", "taskArn", "exitCode", "reason", "logStreamName", "networkInterfaces"};
+    "containerInstanceArn", "taskArn",           "exitCode",   "reason",
+    "logStreamName",        "networkInterfaces", "loteNotices"};  // lote extra
 const std::set<std::string> kContainerDetailKeys = {"image",
                                                     "vcpus",
                                                     "memory",
@@ -76,7 +77,8 @@ const std::set<std::string> kContainerDetailKeys = {"image",
                                                     "ephemeralStorage",
                                                     "runtimePlatform",
                                                     "repositoryCredentials",
-                                                    "enableExecuteCommand"};
+                                                    "enableExecuteCommand",
+                                                    "loteNotices"};  // lote extra
 const std::set<std::string> kJobSummaryKeys = {
     "jobArn",          "jobId",          "jobName",         "capacityUsage",
     "createdAt",       "scheduledAt",    "shareIdentifier", "status",
@@ -146,7 +148,7 @@ std::vector<ScheduledNode> Placement(int32_t nodes) {
 
 TEST(DescribeJobJson, SucceededContainerJob) {
   Job job = BaseJob();
-  job.retry_strategy = {2, {{"", "", "3", RetryAction::kExit}}, true};
+  job.retry_strategy = {2, {{"", "", "3", RetryAction::kExit, ""}}, true};
   job.timeout_seconds = 120;
   job.tags = {{"team", "ml"}};
   job.parameters = {{"p", "v"}};
@@ -565,6 +567,28 @@ TEST(NodeLaunchSpec, MultiNodeChild) {
                                       "resourceRequirements", "ulimits", "user"}));
   EXPECT_TRUE(NodeLaunchSpec(job, 2).status().IsNotFound());
   EXPECT_TRUE(NodeLaunchSpec(BaseJob(), 0).status().IsFailedPrecondition());
+}
+
+// Unset optional fields render as AWS returns them: empty lists and maps,
+// never absent (clients index them without a check).
+TEST(DescribeJobJson, UnsetOptionalFieldsAreEmptyNotAbsent) {
+  Job job = BaseJob();
+  job.tags.clear();
+  job.parameters.clear();
+  job.depends_on.clear();
+  job.container->environment.clear();
+  const Json j = DescribeJobJson(job);
+  EXPECT_EQ(j["tags"], Json::object());
+  EXPECT_EQ(j["parameters"], Json::object());
+  EXPECT_EQ(j["dependsOn"], Json::array());
+  EXPECT_EQ(j["attempts"], Json::array());
+  for (const char* key : {"command", "environment", "volumes", "mountPoints", "ulimits", "secrets",
+                          "resourceRequirements"}) {
+    ASSERT_TRUE(j["container"].contains(key)) << key;
+    EXPECT_TRUE(j["container"][key].is_array()) << key;
+  }
+  EXPECT_EQ(j["container"]["volumes"], Json::array());
+  ExpectJobDetailShape(j);
 }
 
 }  // namespace

@@ -76,13 +76,17 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
     }
   }
   job.failure_category = category;
-  const int32_t made = static_cast<int32_t>(job.attempts.size());
+  const int32_t number = static_cast<int32_t>(job.attempts.size());
+  const int32_t made = AttemptsConsumed(job);
   AttemptOutcome outcome{a.status_reason, a.reason, exit_code};
   if (ShouldRetry(job.retry_strategy, made, category, outcome)) {
     job.status = JobStatus::kRunnable;
-    job.status_reason = "attempt " + std::to_string(made) + " of " +
-                        std::to_string(job.retry_strategy.attempts) + " failed (" + a.reason +
-                        "); retrying";
+    job.status_reason = ConsumesAttempt(category)
+                            ? "attempt " + std::to_string(made) + " of " +
+                                  std::to_string(job.retry_strategy.attempts) + " failed (" +
+                                  a.reason + "); retrying"
+                            : "attempt " + std::to_string(number) + " did not count (" + a.reason +
+                                  "); running it again";
     return job;
   }
   Finish(job, JobStatus::kFailed, at, status_reason);
@@ -142,6 +146,7 @@ Result<Job> ApplyNodeStarted(Job job, const JobEvent& e) {
   node->started_at = e.at_ms;
   node->task_arn = e.task_arn;
   node->log_stream_name = e.log_stream_name;
+  node->notices = e.notices;
   if (e.node_index == job.MainNode()) {
     a.started_at = e.at_ms;
     job.status = JobStatus::kRunning;
@@ -320,7 +325,8 @@ JobEvent JobEvent::Scheduled(std::string compute_environment, std::vector<Schedu
 }
 
 JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
-                               std::string log_stream_name, int64_t at_ms) {
+                               std::string log_stream_name, int64_t at_ms,
+                               std::vector<std::string> notices) {
   JobEvent e;
   e.type = JobEventType::kNodeStarted;
   e.at_ms = at_ms;
@@ -328,6 +334,7 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   e.node_index = node_index;
   e.task_arn = std::move(task_arn);
   e.log_stream_name = std::move(log_stream_name);
+  e.notices = std::move(notices);
   return e;
 }
 
@@ -437,6 +444,7 @@ Json EventToJson(const JobEvent& e) {
       j["nodeIndex"] = e.node_index;
       j["taskArn"] = e.task_arn;
       j["logStreamName"] = e.log_stream_name;
+      if (!e.notices.empty()) j["notices"] = e.notices;
       break;
     case JobEventType::kNodeExited:
       j["attempt"] = e.attempt;
@@ -502,6 +510,7 @@ Result<JobEvent> EventFromJson(const Json& j) {
     e.node_index = j.value("nodeIndex", -1);
     e.task_arn = j.value("taskArn", "");
     e.log_stream_name = j.value("logStreamName", "");
+    e.notices = j.value("notices", std::vector<std::string>{});
     e.exit_code = j.value("exitCode", 0);
     e.signal = j.value("signal", 0);
     ASSIGN_OR_RETURN(e.category, ParseFailureCategory(j.value("category", "")));

@@ -72,6 +72,7 @@ struct JobEvent {
   int32_t node_index = -1;           // kNodeStarted, kNodeExited, kAttemptFailed (-1 = none)
   std::string task_arn;              // kNodeStarted
   std::string log_stream_name;       // kNodeStarted
+  std::vector<std::string> notices;  // kNodeStarted: lote's notices about the node
   int32_t exit_code = 0;             // kNodeExited
   int32_t signal = 0;                // kNodeExited: killed by this signal (exit code 128 + signal)
   FailureCategory category = FailureCategory::kNone;  // kAttemptFailed
@@ -88,7 +89,8 @@ struct JobEvent {
   static JobEvent Scheduled(std::string compute_environment, std::vector<ScheduledNode> nodes,
                             int64_t at_ms);
   static JobEvent NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
-                              std::string log_stream_name, int64_t at_ms);
+                              std::string log_stream_name, int64_t at_ms,
+                              std::vector<std::string> notices = {});
   static JobEvent NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code, int32_t signal,
                              int64_t at_ms);
   static JobEvent AttemptFailed(int32_t attempt, FailureCategory category, std::string reason,

@@ -330,26 +330,26 @@ TEST(JobState, EvaluateOnExitDecidesRetry) {
   };
   std::vector<Case> cases = {
       {"no rules: retry", {}, 3, JobStatus::kRunnable},
-      {"exit on code", {{"", "", "3", RetryAction::kExit}}, 3, JobStatus::kFailed},
+      {"exit on code", {{"", "", "3", RetryAction::kExit, ""}}, 3, JobStatus::kFailed},
       {"exit on other code: none matches, retry",
-       {{"", "", "4", RetryAction::kExit}},
+       {{"", "", "4", RetryAction::kExit, ""}},
        3,
        JobStatus::kRunnable},
-      {"exit on code prefix", {{"", "", "1*", RetryAction::kExit}}, 137, JobStatus::kFailed},
+      {"exit on code prefix", {{"", "", "1*", RetryAction::kExit, ""}}, 137, JobStatus::kFailed},
       {"retry on category then exit all",
-       {{"", "USER_ERROR:*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}},
+       {{"", "USER_ERROR:*", "", RetryAction::kRetry, ""}, {"", "*", "", RetryAction::kExit, ""}},
        3,
        JobStatus::kRunnable},
       {"retry on node lost only",
-       {{"", "NODE_LOST*", "", RetryAction::kRetry}, {"", "*", "", RetryAction::kExit}},
+       {{"", "NODE_LOST*", "", RetryAction::kRetry, ""}, {"", "*", "", RetryAction::kExit, ""}},
        3,
        JobStatus::kFailed},
       {"status reason exact",
-       {{kEssentialContainerExited, "", "", RetryAction::kExit}},
+       {{kEssentialContainerExited, "", "", RetryAction::kExit, ""}},
        3,
        JobStatus::kFailed},
       {"all conditions must match",
-       {{kEssentialContainerExited, "", "4", RetryAction::kExit}},
+       {{kEssentialContainerExited, "", "4", RetryAction::kExit, ""}},
        3,
        JobStatus::kRunnable},
   };
@@ -582,7 +582,7 @@ TEST(ShouldRetry, Table) {
                       1};
   AttemptOutcome lost{"gone", "NODE_LOST: gone", std::nullopt};
   RetryStrategy three{3, {}, true};
-  RetryStrategy exit_on_code{3, {{"", "", "*", RetryAction::kExit}}, true};
+  RetryStrategy exit_on_code{3, {{"", "", "*", RetryAction::kExit, ""}}, true};
   struct Case {
     std::string name;
     RetryStrategy strategy;
@@ -724,7 +724,8 @@ TEST(JobState, RandomEventSequencesReplayToTheSameJob) {
   for (int32_t run = 0; run < 300; ++run) {
     const int32_t nodes = 1 + pick(3);
     Job job = nodes == 1 ? PlainJob(1 + pick(3)) : GangJob(nodes, 1 + pick(3));
-    if (pick(2) == 0) job.retry_strategy.evaluate_on_exit = {{"", "", "4*", RetryAction::kExit}};
+    if (pick(2) == 0)
+      job.retry_strategy.evaluate_on_exit = {{"", "", "4*", RetryAction::kExit, ""}};
     job.timeout_seconds = 60;
     History h(job);
     for (int32_t step = 0; step < 40; ++step) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <utility>
@@ -97,20 +99,7 @@ Status ValidateEnvironmentNames(const std::vector<EnvVar>& env, const std::strin
 Status ValidateContainer(const ContainerSpec& c, const std::string& field,
                          const std::string& definition) {
   for (const ResourceRequirement& r : c.resource_requirements) {
-    if (r.type != "VCPU" && r.type != "MEMORY" && r.type != "GPU") {
-      return Invalid(field + ".resourceRequirements: unknown type '" + r.type +
-                     "': use VCPU, MEMORY or GPU");
-    }
-    char* end = nullptr;
-    double v = std::strtod(r.value.c_str(), &end);
-    if (r.value.empty() || end != r.value.c_str() + r.value.size() || !std::isfinite(v) || v < 0) {
-      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
-                     "' is not a non-negative number");
-    }
-    if ((r.type == "MEMORY" || r.type == "GPU") && v != std::floor(v)) {
-      return Invalid(field + ".resourceRequirements: " + r.type + " value '" + r.value +
-                     "' must be a whole number");
-    }
+    RETURN_IF_ERROR(ValidateResourceValue(r.type, r.value, field + ".resourceRequirements"));
   }
   if (c.MilliVcpu() <= 0) {
     return Invalid(
@@ -182,8 +171,9 @@ Result<ContainerSpec> ApplyContainerOverrides(ContainerSpec c, const Json& overr
         }
       }
     } else if (key == "vcpus" || key == "memory") {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-        return Invalid(f + " must be a positive integer");
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > kMaxResourceValue)
+        return Invalid(f + " must be a positive integer of at most " +
+                       std::to_string(kMaxResourceValue));
       const char* type = key == "vcpus" ? "VCPU" : "MEMORY";
       bool in_requirements =
           std::any_of(c.resource_requirements.begin(), c.resource_requirements.end(),
@@ -433,7 +423,172 @@ std::string JobArn(const std::string& queue_arn, const std::string& id) {
   return arn.ToString();
 }
 
+// A Kubernetes quantity of cpu ("2", "500m", "0.5") as a VCPU value string.
+Result<std::string> CpuQuantity(const std::string& q, const std::string& field) {
+  std::string text = q;
+  double scale = 1.0;
+  if (!text.empty() && text.back() == 'm') {
+    text.pop_back();
+    scale = 0.001;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0 ||
+      v * scale > static_cast<double>(kMaxResourceValue)) {
+    return Invalid(field + " cpu '" + q + "' is not a Kubernetes cpu quantity (e.g. 2, 0.5, 500m)");
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", v * scale);
+  std::string out = buf;
+  while (out.back() == '0') out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out;
+}
+
+// A Kubernetes quantity of memory ("2048Mi", "2Gi", "2G", "1000000") in MiB, rounded up.
+Result<std::string> MemoryQuantity(const std::string& q, const std::string& field) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
+      {"k", 1e3},     {"M", 1e6},        {"G", 1e9},           {"T", 1e12}};
+  std::string text = q;
+  double bytes_per = 1.0;
+  for (const auto& [suffix, factor] : kUnits) {
+    const std::string s = suffix;
+    if (text.size() > s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) {
+      text.resize(text.size() - s.size());
+      bytes_per = factor;
+      break;
+    }
+  }
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const double mib = std::ceil(v * bytes_per / 1048576.0);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0 ||
+      mib > static_cast<double>(kMaxResourceValue)) {
+    return Invalid(field + " memory '" + q +
+                   "' is not a Kubernetes memory quantity (e.g. 2048Mi, 2Gi, 2G)");
+  }
+  return std::to_string(static_cast<int64_t>(mib));
+}
+
 }  // namespace
+
+Result<Json> EksPodContainer(const Json& pod_properties, const Json& override,
+                             const std::string& field) {
+  if (!pod_properties.is_object()) return Invalid(field + " must be an object");
+  const Json containers = pod_properties.value("containers", Json::array());
+  if (!containers.is_array() || containers.empty()) {
+    return Invalid(field + ".containers must list the pod's container");
+  }
+  if (containers.size() > 1) {
+    return Invalid(field + ".containers lists " + std::to_string(containers.size()) +
+                   " containers: lote runs single-container pods only (one process per node); "
+                   "put the work in one container");
+  }
+  const Json init = pod_properties.value("initContainers", Json::array());
+  if (!init.is_array() || !init.empty()) {
+    return Invalid(field +
+                   ".initContainers: lote runs single-container pods only; run the init step at "
+                   "the start of the container's command");
+  }
+  Json pod = containers[0];
+  if (!pod.is_object()) return Invalid(field + ".containers[0] must be an object");
+  if (!override.is_null()) {
+    if (!override.is_object())
+      return Invalid("eksPropertiesOverride.podProperties must be an object");
+    const Json oc = override.value("containers", Json::array());
+    if (!oc.is_array() || oc.size() > 1) {
+      return Invalid(
+          "eksPropertiesOverride.podProperties.containers overrides the pod's single container: "
+          "give at most one");
+    }
+    if (!oc.empty()) {
+      if (!oc[0].is_object()) {
+        return Invalid("eksPropertiesOverride.podProperties.containers[0] must be an object");
+      }
+      for (auto it = oc[0].begin(); it != oc[0].end(); ++it) {
+        if (it.key() == "name" || it.value().is_null()) continue;
+        if (it.key() == "env" && it.value().is_array()) {  // merged by name
+          Json env = pod.value("env", Json::array());
+          for (const Json& e : it.value()) {
+            bool replaced = false;
+            for (Json& have : env) {
+              if (have.is_object() && e.is_object() &&
+                  have.value("name", "") == e.value("name", "")) {
+                have = e;
+                replaced = true;
+              }
+            }
+            if (!replaced) env.push_back(e);
+          }
+          pod["env"] = env;
+        } else {
+          pod[it.key()] = it.value();
+        }
+      }
+    }
+  }
+  const std::string f = field + ".containers[0]";
+  Json c = Json::object();
+  if (!pod.contains("image") || !pod["image"].is_string() ||
+      pod["image"].get<std::string>().empty())
+    return Invalid(f + ".image is required: name the container image");
+  c["image"] = pod["image"];
+  Json command = Json::array();
+  for (const char* key : {"command", "args"}) {
+    const Json list = pod.value(key, Json::array());
+    if (!list.is_array()) return Invalid(f + "." + key + " must be a list of strings");
+    for (const Json& a : list) {
+      if (!a.is_string()) return Invalid(f + "." + key + " must be a list of strings");
+      command.push_back(a);
+    }
+  }
+  c["command"] = command;
+  Json env = Json::array();
+  const Json pod_env = pod.value("env", Json::array());
+  if (!pod_env.is_array()) return Invalid(f + ".env must be a list of {name, value}");
+  for (const Json& e : pod_env) {
+    if (!e.is_object() || !e.value("name", Json()).is_string() ||
+        !e.value("value", Json("")).is_string()) {
+      return Invalid(f + ".env: every entry needs a string name and value");
+    }
+    env.push_back({{"name", e["name"]}, {"value", e.value("value", "")}});
+  }
+  c["environment"] = env;
+  const Json resources = pod.value("resources", Json::object());
+  if (!resources.is_object()) return Invalid(f + ".resources must be an object");
+  Json requirements = Json::array();
+  for (const auto& [key, type] : std::vector<std::pair<std::string, std::string>>{
+           {"cpu", "VCPU"}, {"memory", "MEMORY"}, {"nvidia.com/gpu", "GPU"}}) {
+    std::string quantity;
+    for (const char* kind : {"limits", "requests"}) {
+      const Json m = resources.value(kind, Json::object());
+      if (!m.is_object()) return Invalid(f + ".resources." + kind + " must be a map");
+      if (quantity.empty() && m.contains(key)) {
+        if (!m[key].is_string())
+          return Invalid(f + ".resources." + kind + "." + key + " must be a string");
+        quantity = m[key].get<std::string>();
+      }
+    }
+    if (quantity.empty()) continue;
+    std::string value = quantity;
+    if (type == "VCPU") {
+      ASSIGN_OR_RETURN(value, CpuQuantity(quantity, f + ".resources"));
+    } else if (type == "MEMORY") {
+      ASSIGN_OR_RETURN(value, MemoryQuantity(quantity, f + ".resources"));
+    }
+    RETURN_IF_ERROR(ValidateResourceValue(type, value, f + ".resources"));
+    requirements.push_back({{"type", type}, {"value", value}});
+  }
+  c["resourceRequirements"] = requirements;
+  const Json security = pod.value("securityContext", Json::object());
+  if (security.is_object() && security.contains("runAsUser")) {
+    if (!security["runAsUser"].is_number_integer() || security["runAsUser"].get<int64_t>() < 0)
+      return Invalid(f + ".securityContext.runAsUser must be a non-negative integer (a uid)");
+    c["user"] = std::to_string(security["runAsUser"].get<int64_t>());
+  }
+  return c;
+}
 
 std::vector<std::string> SubstituteParameters(
     const std::vector<std::string>& command, const std::map<std::string, std::string>& parameters) {
@@ -484,8 +639,9 @@ Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& fi
     const std::string f = field + ".evaluateOnExit[" + std::to_string(i) + "]";
     if (!rule.is_object()) return Invalid(f + " must be an object");
     EvaluateOnExit e;
-    ASSIGN_OR_RETURN(std::string action, OptionalString(rule, "action", f + ".action"));
-    action = Upper(action);
+    ASSIGN_OR_RETURN(std::string given, OptionalString(rule, "action", f + ".action"));
+    const std::string action = Upper(given);
+    if (given != action) e.action_text = given;  // AWS returns it as given
     if (action == "RETRY") {
       e.action = RetryAction::kRetry;
     } else if (action == "EXIT") {
@@ -529,7 +685,7 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
     return Invalid(
         "jobDefinition is required: name the job definition (name, name:revision or ARN)");
   for (const char* unsupported :
-       {"eksPropertiesOverride", "ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
+       {"ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
     if (request.contains(unsupported) && !request[unsupported].is_null()) {
       return Invalid(std::string(unsupported) +
                      " is not supported by lote: use containerOverrides or nodeOverrides");
@@ -591,13 +747,33 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
       return Invalid("nodeOverrides applies only to multi-node jobs, and job definition " +
                      def_label + " is of type container: use containerOverrides");
     }
-    ASSIGN_OR_RETURN(ContainerSpec c, ParseDefinitionContainer(
-                                          def.value("containerProperties", Json::object()),
-                                          "job definition " + def_label + " containerProperties"));
+    Json properties = def.value("containerProperties", Json::object());
+    const Json eks_override = request.value("eksPropertiesOverride", Json());
+    if (def.contains("eksProperties") && def["eksProperties"].is_object()) {
+      // An EKS pod runs as the process of its single container.
+      if (!eks_override.is_null() && !eks_override.is_object())
+        return Invalid("eksPropertiesOverride must be an object");
+      const Json pod_override =
+          eks_override.is_object() ? eks_override.value("podProperties", Json()) : Json();
+      ASSIGN_OR_RETURN(
+          properties,
+          EksPodContainer(def["eksProperties"].value("podProperties", Json()), pod_override,
+                          "job definition " + def_label + " eksProperties.podProperties"));
+    } else if (!eks_override.is_null()) {
+      return Invalid(
+          "eksPropertiesOverride applies only to job definitions with eksProperties, "
+          "and " +
+          def_label + " has none: use containerOverrides");
+    }
+    ASSIGN_OR_RETURN(ContainerSpec c,
+                     ParseDefinitionContainer(
+                         properties, "job definition " + def_label + " containerProperties"));
     ASSIGN_OR_RETURN(c, ApplyContainerOverrides(std::move(c), container_overrides,
                                                 "containerOverrides", def_label));
     c.command = SubstituteParameters(c.command, job.parameters);
     RETURN_IF_ERROR(ValidateContainer(c, "containerOverrides", def_label));
+    if (job.platform_capability == "FARGATE")
+      RETURN_IF_ERROR(ValidateFargateResources(c, "containerOverrides (a Fargate job)"));
     job.container = std::move(c);
   } else if (type == "multinode") {
     if (!container_overrides.is_null()) {
@@ -721,8 +897,21 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
                        "' is not valid: use N_TO_N or SEQUENTIAL (or omit it)");
       }
       if (dep.type != DependencyType::kNone && array_size == 0) {
-        return Invalid(f + ".type " + dep_type +
-                       " applies only to array jobs: set arrayProperties.size or drop the type");
+        // AWS accepts a type on a plain job's dependency and ignores it: the
+        // job waits for the whole job named by jobId (rendered as given).
+        if (dep_id.empty()) {
+          return Invalid(f + ".type " + dep_type +
+                         " without a jobId applies only to array jobs: set arrayProperties.size, "
+                         "or name the job to wait for in jobId");
+        }
+        std::optional<Job> found = ctx.find_job ? ctx.find_job(dep_id) : std::nullopt;
+        if (!found) {
+          return Invalid(f + ".jobId: job " + dep_id +
+                         " does not exist; submit it first or remove the dependency");
+        }
+        plain.push_back(dep_id);
+        job.depends_on.push_back(dep);
+        continue;
       }
       if (dep.type == DependencyType::kSequential) {
         if (!dep_id.empty()) {

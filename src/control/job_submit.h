@@ -43,6 +43,16 @@ struct SubmittedJobs {
 // jobDefinition already resolved by the caller into the context).
 Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& context);
 
+// An eksProperties job definition's pod as the containerProperties lote runs
+// (its single container: image, command followed by args, env, resources
+// limits or else requests: cpu "1"/"500m"/"0.5", memory "2048Mi"/"2Gi"/"2G"/
+// bytes, "nvidia.com/gpu"; securityContext.runAsUser as user), with
+// `override` (eksPropertiesOverride.podProperties) applied first. A pod with
+// no container, more than one, or initContainers is InvalidArgument naming
+// `field`: lote runs one process per node.
+Result<Json> EksPodContainer(const Json& pod_properties, const Json& override,
+                             const std::string& field);
+
 // Parses and validates a RetryStrategy Json (`field` names it in messages).
 Result<RetryStrategy> ParseRetryStrategy(const Json& json, const std::string& field);
 

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "control/job_render.h"
+
 namespace lote::control {
 namespace {
 
@@ -133,6 +135,17 @@ TEST(PrepareSubmit, RequestOverridesDefinitionRetryTimeoutPriority) {
   ASSERT_EQ(r->job.retry_strategy.evaluate_on_exit.size(), 2u);
   EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].action, RetryAction::kExit);
   EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].on_exit_code, "13*");
+  // The action is taken in any case and returned as given (AWS), also after
+  // the store's round trip.
+  EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[0].ActionText(), "exit");
+  EXPECT_EQ(r->job.retry_strategy.evaluate_on_exit[1].ActionText(), "RETRY");
+  Result<Job> stored = JobFromJson(JobToJson(r->job));
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->retry_strategy.evaluate_on_exit[0].action, RetryAction::kExit);
+  EXPECT_EQ(*stored, r->job);
+  const Json described = DescribeJobJson(r->job);
+  EXPECT_EQ(described["retryStrategy"]["evaluateOnExit"][0]["action"], "exit");
+  EXPECT_EQ(described["retryStrategy"]["evaluateOnExit"][1]["action"], "RETRY");
   EXPECT_EQ(r->job.timeout_seconds, 60);
   EXPECT_EQ(r->job.scheduling_priority, 9999);
   EXPECT_FALSE(r->job.propagate_tags);
@@ -194,6 +207,98 @@ TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   }
   EXPECT_EQ(r->array_children[1].depends_on.back().type, DependencyType::kSequential);
   EXPECT_EQ(r->array_children[1].depends_on[1].type, DependencyType::kNToN);
+}
+
+// An eksProperties definition's single-container pod runs as that container:
+// command then args, env, resources (limits, else requests) in Batch terms;
+// eksPropertiesOverride replaces fields of the container (env merged by name).
+TEST(PrepareSubmit, EksPodRunsAsItsSingleContainer) {
+  Fixture f;
+  Json def = Json::parse(R"({
+    "jobDefinitionName": "pod", "revision": 1, "status": "ACTIVE", "type": "container",
+    "jobDefinitionArn": "arn:aws:batch:us-east-1:123456789012:job-definition/pod:1",
+    "eksProperties": {"podProperties": {"hostNetwork": true, "containers": [{
+      "name": "main", "image": "busybox", "command": ["sh", "-c"], "args": ["echo $A"],
+      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+      "resources": {"limits": {"cpu": "500m", "memory": "1Gi"},
+                    "requests": {"cpu": "2", "memory": "100Mi"}},
+      "securityContext": {"runAsUser": 65534}}]}}})");
+  Result<SubmittedJobs> r = PrepareSubmit(BaseRequest(), f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ContainerSpec& c = *r->job.container;
+  EXPECT_EQ(c.image, "busybox");
+  EXPECT_EQ(c.command, (std::vector<std::string>{"sh", "-c", "echo $A"}));
+  EXPECT_EQ(c.MilliVcpu(), 500);  // limits win over requests
+  EXPECT_EQ(c.MemoryMib(), 1024);
+  EXPECT_EQ(c.user, "65534");
+  ASSERT_EQ(c.environment.size(), 2u);
+
+  Json req = BaseRequest();
+  req["eksPropertiesOverride"] = Json::parse(R"({"podProperties": {"containers": [{
+      "command": ["printenv"], "args": [],
+      "env": [{"name": "A", "value": "9"}, {"name": "C", "value": "3"}],
+      "resources": {"limits": {"cpu": "1", "memory": "2048Mi"}}}]}})");
+  r = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.container->command, std::vector<std::string>{"printenv"});
+  EXPECT_EQ(r->job.container->MilliVcpu(), 1000);
+  EXPECT_EQ(r->job.container->MemoryMib(), 2048);
+  ASSERT_EQ(r->job.container->environment.size(), 3u);
+  EXPECT_EQ(r->job.container->environment[0].value, "9");
+
+  for (const char* bad : {R"({"cpu": "lots"})", R"({"memory": "1Qi"})", R"({"cpu": "-1"})"}) {
+    Json d = def;
+    d["eksProperties"]["podProperties"]["containers"][0]["resources"] = {
+        {"limits", Json::parse(bad)}};
+    EXPECT_FALSE(PrepareSubmit(BaseRequest(), f.Context(d)).ok()) << bad;
+  }
+  Json two = def;
+  two["eksProperties"]["podProperties"]["containers"].push_back(
+      two["eksProperties"]["podProperties"]["containers"][0]);
+  Result<SubmittedJobs> refused = PrepareSubmit(BaseRequest(), f.Context(two));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("single-container pods"), std::string::npos)
+      << refused.status().message();
+  Json plain = BaseRequest();
+  plain["eksPropertiesOverride"] = Json::object();
+  EXPECT_FALSE(PrepareSubmit(plain, f.Context(ContainerDefinition())).ok());
+}
+
+// A Fargate job's resources after overrides follow Fargate's pairs.
+TEST(PrepareSubmit, FargateJobsKeepFargatePairsThroughOverrides) {
+  Fixture f;
+  Json def = ContainerDefinition();
+  def["platformCapabilities"] = {"FARGATE"};  // VCPU 2, MEMORY 2048: not a Fargate pair
+  Result<SubmittedJobs> bad = PrepareSubmit(BaseRequest(), f.Context(def));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("Fargate does not offer 2048 MiB with 2 vCPU"),
+            std::string::npos)
+      << bad.status().message();
+  Json req = BaseRequest();
+  req["containerOverrides"] = Json::parse(R"({"resourceRequirements": [
+      {"type": "MEMORY", "value": "4096"}]})");
+  Result<SubmittedJobs> good = PrepareSubmit(req, f.Context(def));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->job.platform_capability, "FARGATE");
+  EXPECT_EQ(DescribeJobJson(good->job)["platformCapabilities"], Json::array({"FARGATE"}));
+}
+
+// AWS accepts SEQUENTIAL or N_TO_N with a jobId on a job that is not an
+// array job; the type then has no effect: the job waits for the whole job.
+TEST(PrepareSubmit, TypedDependencyOfAPlainJobWaitsForTheWholeJob) {
+  Fixture f;
+  f.AddArray("arr3", 3);
+  f.AddPlain("setup");
+  Json req = BaseRequest();
+  req["dependsOn"] = Json::parse(
+      R"([{"jobId": "arr3", "type": "N_TO_N"}, {"jobId": "setup", "type": "SEQUENTIAL"}])");
+  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(ContainerDefinition()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.wait_for, (std::vector<std::string>{"arr3", "setup"}));
+  ASSERT_EQ(r->job.depends_on.size(), 2u);
+  EXPECT_EQ(r->job.depends_on[0].type, DependencyType::kNToN);  // rendered as given
+  EXPECT_EQ(r->job.depends_on[1].type, DependencyType::kSequential);
+  EXPECT_TRUE(r->array_children.empty());
 }
 
 TEST(PrepareSubmit, MultiNodeWithNumNodesAndRangeOverrides) {
@@ -329,7 +434,7 @@ TEST(PrepareSubmit, ValidationErrors) {
        "jobDefinition is required"},
       {"inactive definition", [](J&, J& d, bool&) { d["status"] = "INACTIVE"; }, "is INACTIVE"},
       {"eks override", [](J& r, J&, bool&) { r["eksPropertiesOverride"] = J::object(); },
-       "eksPropertiesOverride is not supported"},
+       "eksPropertiesOverride applies only to job definitions with eksProperties"},
       {"parameters not strings",
        [](J& r, J&, bool&) {
          r["parameters"] = {{"n", 3}};
@@ -526,9 +631,12 @@ TEST(PrepareSubmit, ValidationErrors) {
          r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"ALL"}])");
        },
        "use N_TO_N or SEQUENTIAL"},
-      {"n_to_n on plain job",
-       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"arr3","type":"N_TO_N"}])"); },
+      {"n_to_n on plain job without id",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"type":"N_TO_N"}])"); },
        "applies only to array jobs"},
+      {"typed dependency on plain job, unknown id",
+       [](J& r, J&, bool&) { r["dependsOn"] = J::parse(R"([{"jobId":"nope","type":"N_TO_N"}])"); },
+       "job nope does not exist"},
       {"n_to_n on non-array dep",
        [](J& r, J&, bool&) {
          r["arrayProperties"] = {{"size", 3}};

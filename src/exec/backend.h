@@ -145,6 +145,16 @@ struct NodeEvent {
   int32_t signal = 0;      // kSignaled only
   // A Terminate request for this node's attempt was being carried out when it ended.
   bool terminated = false;
+  // kLost only: the node provably never ran its command (Recover found no
+  // folder for it, or a free lock and no supervisor record: the tombstone it
+  // leaves stops a late supervisor from starting). The control plane may run
+  // the attempt again without counting it.
+  bool never_started = false;
+  // kStartFailed only: the command itself cannot run (argv[0] is not found in
+  // the job's PATH, or exec refused it: not executable, not a program). The
+  // job's own error (USER_ERROR), unlike a working directory, user or limit
+  // the host could not set up (INFRASTRUCTURE). See docs/executor.md.
+  bool bad_command = false;
   // Human-readable, e.g. "exited with code 3", "killed by signal 9 (SIGKILL)",
   // "supervisor of node 2 vanished without recording an outcome".
   std::string reason;
@@ -164,6 +174,7 @@ struct RecoverReport {
   // NodeEvents are returned by the next Wait.
   std::vector<NodeKey> finished;
   std::vector<NodeKey> lost;
+  std::vector<NodeKey> never_started;  // the lost nodes whose command provably never ran
   // Running nodes the caller did not list: a node must never run unknown to the
   // control plane, so they were terminated (no event is delivered for them).
   std::vector<NodeKey> orphans_terminated;

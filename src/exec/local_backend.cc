@@ -149,6 +149,23 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   }
   if (options.clock == nullptr) options.clock = SystemClock::Default();
   RETURN_IF_ERROR(MakeDirs(options.home + "/jobs"));
+  // Nobody lists another job's folders. A root server runs jobs as other
+  // users, who must pass through home and jobs/ to their own working
+  // directory (0700, theirs): 0711, search without read; otherwise 0700. The
+  // home itself is only ever opened from 0700 to 0711 (a home shared with
+  // other files, e.g. /tmp, is left as it is).
+  const bool root = ::geteuid() == 0;
+  const std::string jobs_dir = options.home + "/jobs";
+  if (::chmod(jobs_dir.c_str(), root ? 0711 : 0700) != 0) {
+    return Status::Internal("local executor: cannot set the mode of " + jobs_dir + ": " +
+                            ErrnoText());
+  }
+  struct stat home_st;
+  if (root && ::stat(options.home.c_str(), &home_st) == 0 && (home_st.st_mode & 07777) == 0700 &&
+      ::chmod(options.home.c_str(), 0711) != 0) {
+    return Status::Internal("local executor: cannot let jobs pass through " + options.home + ": " +
+                            ErrnoText());
+  }
   CgroupSupport cg;
   if (options.use_cgroups) {
     cg = DetectCgroupV2(options.cgroup_parent);
@@ -257,10 +274,9 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   shim.node = spec.node;
   shim.default_grace_ms = options_.default_grace_ms;
   LaunchResult result;
-  auto warn = [&](const std::string& text) {
-    result.warnings.push_back(text);
-    shim.notices.push_back("warning: " + text);
-  };
+  // Returned to the caller (the server log, DescribeJobs), never written into
+  // the node's output: that holds only what the command prints.
+  auto warn = [&](const std::string& text) { result.warnings.push_back(text); };
 
   // Fields this backend cannot honour.
   if (!spec.unsupported_fields.empty()) {
@@ -385,10 +401,10 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   // mkdir each rather than a stat of every component.
   const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
   const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
-  if (!MakeDir(job_dir, 0755).ok() || !MakeDir(attempt_dir, 0755).ok()) {
+  if (!MakeDir(job_dir, 0711).ok() || !MakeDir(attempt_dir, 0711).ok()) {
     RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
   }
-  if (::mkdir(paths.dir.c_str(), 0755) != 0) {
+  if (::mkdir(paths.dir.c_str(), 0711) != 0) {
     if (errno == EEXIST) {
       return Status::AlreadyExists(who + " was already launched (" + paths.dir +
                                    " exists); a retry must use a new attempt number");
@@ -511,7 +527,7 @@ std::vector<NodeKey> LocalBackend::Running() const {
 }
 
 NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
-                                    const std::string& why) {
+                                    const std::string& why, bool never_started) {
   std::string reason = why;
   auto cmd = ReadProcessRecord(paths.command());
   if (cmd.ok() && IdentityAlive(cmd->id)) {
@@ -527,6 +543,7 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
   }
   StatusRecord st;
   st.outcome = NodeOutcome::kLost;
+  st.never_started = never_started && !cmd.ok();
   st.reason = reason;
   st.started_at_ms = cmd.ok() ? cmd->started_at_ms : 0;
   st.stopped_at_ms = options_.clock->NowMillis();
@@ -677,9 +694,12 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
     return;
   }
   if (!FileExists(paths.dir)) {
-    pending_.push_back(DeclareLost(
-        key, paths, "node " + key.ToString() + " has no folder on this host (" + paths.dir + ")"));
+    pending_.push_back(DeclareLost(key, paths,
+                                   "node " + key.ToString() + " has no folder on this host (" +
+                                       paths.dir + "): it was never launched",
+                                   /*never_started=*/true));
     report->lost.push_back(key);
+    report->never_started.push_back(key);
     return;
   }
   for (int round = 0; round < 2; ++round) {
@@ -687,6 +707,7 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
     if (st.ok()) {
       pending_.push_back(EventFromStatus(key, *st));
       (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
+      if (st->never_started) report->never_started.push_back(key);
       return;
     }
     int lock_fd = TryNodeLock(paths);
@@ -701,7 +722,12 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
                             ? "supervisor (pid " + std::to_string(shim->id.pid) + ") of node " +
                                   key.ToString() + " is gone and recorded no outcome"
                             : "node " + key.ToString() + " never started a supervisor";
-      pending_.push_back(DeclareLost(key, paths, why));
+      // No supervisor record with the lock free: no supervisor ever got as
+      // far as starting the command (it writes its record first), and the
+      // tombstone stops one that is still on its way.
+      NodeEvent lost = DeclareLost(key, paths, why, /*never_started=*/!shim.ok());
+      if (lost.never_started) report->never_started.push_back(key);
+      pending_.push_back(std::move(lost));
       ::close(lock_fd);
       report->lost.push_back(key);
       return;

@@ -99,7 +99,8 @@ class LocalBackend final : public Backend {
   // The node's supervisor has ended (or was never seen): its event.
   NodeEvent CollectEnded(const Node& node);
   // With the node lock free: kill an orphaned command, write a lost tombstone.
-  NodeEvent DeclareLost(const NodeKey& key, const NodePaths& paths, const std::string& why);
+  NodeEvent DeclareLost(const NodeKey& key, const NodePaths& paths, const std::string& why,
+                        bool never_started = false);
   // Recover one node the control plane expects to be running.
   void RecoverExpected(const NodeKey& key, RecoverReport* report);
   void RecoverUnknown(const NodeKey& key, const NodePaths& paths, RecoverReport* report);

@@ -184,6 +184,8 @@ Json ToJson(const StatusRecord& r) {
               {"exit_code", r.exit_code},
               {"signal", r.signal},
               {"terminated", r.terminated},
+              {"never_started", r.never_started},
+              {"bad_command", r.bad_command},
               {"reason", r.reason},
               {"started_at_ms", r.started_at_ms},
               {"stopped_at_ms", r.stopped_at_ms}};
@@ -195,6 +197,8 @@ Result<StatusRecord> StatusRecordFromJson(const Json& j) {
     r.exit_code = j.value("exit_code", -1);
     r.signal = j.value("signal", 0);
     r.terminated = j.value("terminated", false);
+    r.never_started = j.value("never_started", false);
+    r.bad_command = j.value("bad_command", false);
     r.reason = j.value("reason", std::string());
     r.started_at_ms = j.value("started_at_ms", int64_t{0});
     r.stopped_at_ms = j.value("stopped_at_ms", int64_t{0});
@@ -254,6 +258,8 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.exit_code = s.exit_code;
   e.signal = s.signal;
   e.terminated = s.terminated;
+  e.never_started = s.never_started;
+  e.bad_command = s.bad_command;
   e.reason = s.reason;
   e.started_at_ms = s.started_at_ms;
   e.stopped_at_ms = s.stopped_at_ms;

@@ -94,6 +94,8 @@ struct StatusRecord {
   int32_t exit_code = -1;
   int32_t signal = 0;
   bool terminated = false;
+  bool never_started = false;  // kLost: the command provably never ran (NodeEvent)
+  bool bad_command = false;    // kStartFailed: the command itself cannot run (NodeEvent)
   std::string reason;
   int64_t started_at_ms = 0;
   int64_t stopped_at_ms = 0;

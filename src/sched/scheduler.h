@@ -84,17 +84,28 @@ struct ShareUsageUpdate {
   int64_t history_as_of_ms = 0;
 };
 
+// A job the pass set aside because ValidateJob refused it (an amount out of
+// range, no nodes, an unknown queue): fail it (it can never be placed as it
+// is) with this message. The rest of the pass goes on without it.
+struct Rejected {
+  std::string job_id;
+  std::string message;
+};
+
 struct Decisions {
   std::vector<Placement> placements;  // in dispatch order
   std::vector<Launch> launches;
   std::vector<Removal> removals;
-  std::vector<CeTarget> targets;  // one per compute environment, snapshot order
+  std::vector<CeTarget> targets;  // one per managed compute environment, snapshot order
   std::vector<Wait> waiting;      // every job neither placed nor failed
   std::vector<NeverFits> never_fits;
+  std::vector<Rejected> rejected;  // malformed jobs, left out of the pass
   std::vector<ShareUsageUpdate> share_usage;
 };
 
-// Decides one scheduling pass. InvalidArgument when Validate(snapshot) fails.
+// Decides one scheduling pass. InvalidArgument when ValidateEnvironments fails;
+// a job that ValidateJob refuses (or a second job with the same id) is listed
+// in Decisions::rejected and never stops the pass for the others.
 Result<Decisions> Decide(const Snapshot& snapshot, int64_t now_ms);
 
 }  // namespace lote::sched

@@ -922,3 +922,73 @@ TEST(SchedulerTest, InvalidSnapshotIsAnError) {
 
 }  // namespace
 }  // namespace lote::sched
+
+namespace lote::sched {
+namespace {
+
+// A malformed job is set aside with its reason; the pass goes on for the rest.
+TEST(SchedulerTest, MalformedJobsAreRejectedOneByOne) {
+  Snapshot s;
+  s.compute_environments.push_back(MakeCe("ce-a", Cpu(8, 16000), 64, 1));
+  s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
+  s.jobs.push_back(MakeJob("neg-gpu", "q", 0, Resources{1000, 100, -2147483647 - 1}));
+  s.jobs.push_back(MakeJob("neg-mem", "q", 1, Resources{1000, -5, 0}));
+  s.jobs.push_back(MakeJob("zero-cpu", "q", 2, Resources{0, 100, 0}));
+  s.jobs.push_back(MakeJob("huge", "q", 3, Resources{int64_t{1} << 62, int64_t{1} << 62, 0}));
+  s.jobs.push_back(MakeJob("many", "q", 4, Cpu(1, 10), 1 << 30));
+  s.jobs.push_back(MakeJob("no-queue", "gone", 5, Cpu(1, 10)));
+  Job empty = MakeJob("no-nodes", "q", 6, Cpu(1, 10));
+  empty.nodes.clear();
+  s.jobs.push_back(empty);
+  s.jobs.push_back(MakeJob("good", "q", 7, Cpu(2, 1000)));
+  s.jobs.push_back(MakeJob("good", "q", 8, Cpu(2, 1000)));  // the same id again
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_EQ(PlacedIds(d), std::vector<std::string>{"good"});
+  std::map<std::string, std::string> rejected;
+  for (const Rejected& r : d.rejected) rejected[r.job_id] = r.message;
+  EXPECT_EQ(rejected.size(), 8u);
+  for (const char* id : {"neg-gpu", "neg-mem", "zero-cpu", "huge", "many", "no-queue", "no-nodes"})
+    EXPECT_NE(rejected[id].find(std::string("job \"") + id + "\""), std::string::npos) << id;
+  EXPECT_NE(rejected["good"].find("appears twice"), std::string::npos);
+  EXPECT_NE(rejected["huge"].find("at most"), std::string::npos);
+  for (const Wait& w : d.waiting) EXPECT_EQ(rejected.count(w.job_id), 0u) << w.job_id;
+}
+
+}  // namespace
+}  // namespace lote::sched
+
+namespace lote::sched {
+namespace {
+
+// A queue whose only environment is UNMANAGED keeps its jobs RUNNABLE (AWS:
+// capacity may appear), and one still CREATING is called CREATING, not INVALID.
+TEST(SchedulerTest, UnmanagedOrCreatingEnvironmentsKeepJobsWaiting) {
+  Snapshot s;
+  ComputeEnvironment u;
+  u.name = "ce-u";
+  u.unmanaged = true;
+  s.compute_environments.push_back(u);
+  ComputeEnvironment creating = MakeCe("ce-c", Cpu(8, 16000), 64, 0);
+  creating.valid = false;
+  creating.status = "CREATING";
+  s.compute_environments.push_back(creating);
+  s.queues.push_back(MakeQueue("qu", 1, {"ce-u"}));
+  s.queues.push_back(MakeQueue("qc", 1, {"ce-c"}));
+  s.jobs.push_back(MakeJob("big", "qu", 0, Cpu(512, 1 << 30)));
+  s.jobs.push_back(MakeJob("small", "qc", 1, Cpu(1, 100)));
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_TRUE(d.never_fits.empty());
+  EXPECT_TRUE(d.placements.empty());
+  EXPECT_TRUE(d.launches.empty());
+  ASSERT_NE(FindWait(d, "big"), nullptr);
+  EXPECT_EQ(FindWait(d, "big")->reason, WaitReason::kNoUsableEnvironment);
+  EXPECT_NE(FindWait(d, "big")->message.find("ce-u is UNMANAGED"), std::string::npos)
+      << FindWait(d, "big")->message;
+  ASSERT_NE(FindWait(d, "small"), nullptr);
+  EXPECT_NE(FindWait(d, "small")->message.find("ce-c is CREATING"), std::string::npos)
+      << FindWait(d, "small")->message;
+  for (const CeTarget& t : d.targets) EXPECT_NE(t.compute_environment, "ce-u");
+}
+
+}  // namespace
+}  // namespace lote::sched

@@ -42,7 +42,7 @@ Status ValidateShape(const Resources& r, const std::string& where) {
 
 }  // namespace
 
-Status Validate(const Snapshot& s) {
+Status ValidateEnvironments(const Snapshot& s) {
   std::unordered_set<std::string_view> ce_names;
   std::unordered_set<std::string_view> instance_ids;
   for (const ComputeEnvironment& ce : s.compute_environments) {
@@ -51,7 +51,8 @@ Status Validate(const Snapshot& s) {
     if (!ce_names.insert(ce.name).second) {
       return Bad(where + " appears twice in the snapshot: list each once");
     }
-    RETURN_IF_ERROR(ValidateShape(ce.instance_type.shape, where + "'s instance type"));
+    if (!ce.unmanaged)
+      RETURN_IF_ERROR(ValidateShape(ce.instance_type.shape, where + "'s instance type"));
     if (ce.min_vcpus < 0 || ce.max_vcpus < ce.min_vcpus) {
       return Bad(where + " needs 0 <= minvCpus <= maxvCpus (got " + std::to_string(ce.min_vcpus) +
                  " and " + std::to_string(ce.max_vcpus) + ")");
@@ -122,26 +123,49 @@ Status Validate(const Snapshot& s) {
       }
     }
   }
+  if (s.config.idle_timeout_ms < 0) return Bad("config.idle_timeout_ms must be >= 0");
+  return Status::Ok();
+}
+
+Status ValidateJob(const Job& j, const Snapshot& s) {
+  auto where = [&j] { return "job \"" + j.id + "\""; };
+  if (j.id.empty()) return Bad("a job has an empty id");
+  bool known_queue = false;
+  for (const JobQueue& q : s.queues) known_queue |= q.name == j.queue;
+  if (!known_queue) {
+    return Bad(where() + " is in job queue \"" + j.queue +
+               "\", which is not in the snapshot: add the queue");
+  }
+  if (j.nodes.empty()) return Bad(where() + " has no node ranges: give it at least one node");
+  int64_t nodes = 0;
+  for (const NodeRange& r : j.nodes) {
+    if (r.count < 1) return Bad(where() + " has a node range with count < 1");
+    nodes += r.count;
+    if (r.each.milli_vcpu <= 0 || r.each.memory_mib < 0 || r.each.accelerators < 0) {
+      return Bad(where() + " asks for " + Describe(r.each) +
+                 " per node; it needs milli_vcpu > 0 and no negative amounts");
+    }
+    if (!r.each.FitsIn(kMaxNodeRequest)) {
+      return Bad(where() + " asks for " + Describe(r.each) + " per node; at most " +
+                 Describe(kMaxNodeRequest) + " per node can be scheduled");
+    }
+  }
+  if (nodes > kMaxJobNodes) {
+    return Bad(where() + " has " + std::to_string(nodes) + " nodes; at most " +
+               std::to_string(kMaxJobNodes) + " can be scheduled");
+  }
+  return Status::Ok();
+}
+
+Status Validate(const Snapshot& s) {
+  RETURN_IF_ERROR(ValidateEnvironments(s));
   std::unordered_set<std::string_view> job_ids;
   job_ids.reserve(s.jobs.size());
   for (const Job& j : s.jobs) {
-    auto where = [&j] { return "job \"" + j.id + "\""; };
-    if (j.id.empty()) return Bad("a job has an empty id");
-    if (!job_ids.insert(j.id).second) return Bad(where() + " appears twice in the snapshot");
-    if (queue_names.count(j.queue) == 0) {
-      return Bad(where() + " is in job queue \"" + j.queue +
-                 "\", which is not in the snapshot: add the queue");
-    }
-    if (j.nodes.empty()) return Bad(where() + " has no node ranges: give it at least one node");
-    for (const NodeRange& r : j.nodes) {
-      if (r.count < 1) return Bad(where() + " has a node range with count < 1");
-      if (r.each.milli_vcpu <= 0 || r.each.memory_mib < 0 || r.each.accelerators < 0) {
-        return Bad(where() + " asks for " + Describe(r.each) +
-                   " per node; it needs milli_vcpu > 0 and no negative amounts");
-      }
-    }
+    RETURN_IF_ERROR(ValidateJob(j, s));
+    if (!job_ids.insert(j.id).second)
+      return Bad("job \"" + j.id + "\" appears twice in the snapshot");
   }
-  if (s.config.idle_timeout_ms < 0) return Bad("config.idle_timeout_ms must be >= 0");
   return Status::Ok();
 }
 

@@ -48,7 +48,12 @@ struct InstanceType {
 struct ComputeEnvironment {
   std::string name;
   State state = State::kEnabled;
-  bool valid = true;            // AWS status VALID; otherwise nothing is placed or scaled
+  bool valid = true;             // AWS status VALID; otherwise nothing is placed or scaled
+  std::string status = "VALID";  // AWS status word for messages (CREATING, UPDATING, INVALID)
+  // lote launches nothing here (AWS UNMANAGED: capacity comes from outside,
+  // e.g. a Slurm backend). It has no instance type; jobs may wait for it but
+  // never fail as never fitting because of it.
+  bool unmanaged = false;
   InstanceType instance_type;   // the shape of every instance this CE launches
   std::string placement_group;  // gangs never span compute environments
   int64_t min_vcpus = 0;        // whole vCPUs, as AWS
@@ -123,7 +128,19 @@ struct Snapshot {
   SchedulerConfig config;
 };
 
+// The most one node may ask for, and the most nodes one job may have: far
+// above any real instance (and above anything AWS accepts: 2^31-1 vCPUs,
+// MiB or GPUs), low enough that sums over many jobs stay exact.
+inline constexpr Resources kMaxNodeRequest{int64_t{1} << 42, int64_t{1} << 42, 2147483647};
+inline constexpr int64_t kMaxJobNodes = int64_t{1} << 20;
+
 // OK, or InvalidArgument naming the first malformed object and how to fix it.
 Status Validate(const Snapshot& snapshot);
+// The part of Validate that a pass cannot run without: compute environments,
+// instances, queues and config.
+Status ValidateEnvironments(const Snapshot& snapshot);
+// The part of Validate about one job (its queue must be in `snapshot`; ids
+// are not compared). A pass sets such a job aside (Decisions::rejected).
+Status ValidateJob(const Job& job, const Snapshot& snapshot);
 
 }  // namespace lote::sched

@@ -101,6 +101,17 @@ void JobLogs::ReleaseAttempt(const std::string& job_id, int32_t attempt) {
   if (!reported_.count(key)) trackers_.erase(key);
 }
 
+bool JobLogs::AttemptPending(const std::string& job_id, int32_t attempt) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = followers_.lower_bound(NodeLogKey{job_id, attempt, INT32_MIN});
+  return it != followers_.end() && it->first.job_id == job_id && it->first.attempt == attempt;
+}
+
+void JobLogs::OnStored(std::function<void()> callback) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_stored_ = std::move(callback);
+}
+
 bool JobLogs::Pending(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = followers_.lower_bound(NodeLogKey{job_id, INT32_MIN, INT32_MIN});
@@ -198,10 +209,15 @@ bool JobLogs::PollAll() {
     if (*polled) done.push_back(key);
   }
   if (!done.empty() || !given_up.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const NodeLogKey& key : done) followers_.erase(key);
-    for (const NodeLogKey& key : given_up) followers_.erase(key);
-    idle_cv_.notify_all();
+    std::function<void()> on_stored;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const NodeLogKey& key : done) followers_.erase(key);
+      for (const NodeLogKey& key : given_up) followers_.erase(key);
+      idle_cv_.notify_all();
+      on_stored = on_stored_;
+    }
+    if (on_stored) on_stored();
     busy = true;
   }
   return busy;

@@ -17,6 +17,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,13 @@ class JobLogs {
   Result<int64_t> StoredOffset(const std::string& stream) const;
   // True while some node of the job is followed (output not entirely stored).
   bool Pending(const std::string& job_id) const;
+  // True while some node of this attempt is followed: its progress may still
+  // change (the last LOTE_PROGRESS line may not be stored yet).
+  bool AttemptPending(const std::string& job_id, int32_t attempt) const;
+  // `callback` runs on the pump thread, with no lock held, each time the
+  // output of completed nodes has been entirely stored (the job loop wakes
+  // up to persist the attempt's final progress). Set it before any Follow.
+  void OnStored(std::function<void()> callback);
   // The last `n` stored lines of a stream (for a hang report).
   std::vector<std::string> LastLines(const std::string& stream, size_t n) const;
 
@@ -104,6 +112,7 @@ class JobLogs {
   std::map<AttemptKey, std::set<int32_t>> ended_;  // nodes Complete'd, per attempt
   bool stopping_ = false;
   bool changed_ = false;  // a Follow/Complete since the last pass
+  std::function<void()> on_stored_;
   std::thread pump_;
 };
 

@@ -1,12 +1,15 @@
 #include "server/jobs_service.h"
 
+#include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -33,8 +36,10 @@ using control::JobStatus;
 // reported in emulation mode).
 const std::set<std::string>& SupportedFields() {
   static const std::set<std::string> fields = {
-      "image", "command", "environment",  "resourceRequirements", "vcpus",           "memory",
-      "user",  "ulimits", "instanceType", "jobRoleArn",           "executionRoleArn"};
+      "image", "command", "environment", "resourceRequirements", "vcpus", "memory", "user",
+      "ulimits", "instanceType", "jobRoleArn", "executionRoleArn",
+      // Fargate settings: recorded and returned, nothing to do on this host.
+      "networkConfiguration", "fargatePlatformConfiguration", "runtimePlatform"};
   return fields;
 }
 
@@ -59,8 +64,13 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   backend_options.home = context.home;
   backend_options.shim_command = options.shim_command;
   ASSIGN_OR_RETURN(service->backend_, exec::LocalBackend::Create(backend_options));
-  if (context.log_store != nullptr)
+  if (context.log_store != nullptr) {
     service->job_logs_ = std::make_unique<JobLogs>(context.log_store);
+    service->job_logs_->OnStored([svc = service.get()] { svc->Wake(); });
+  }
+  // Jobs may run as other users, who can pass through the home (the backend
+  // makes it 0711 then): everything in it but jobs/ is the server's alone.
+  RETURN_IF_ERROR(MakeHomePrivate(context.home));
   RETURN_IF_ERROR(service->Load());
   RETURN_IF_ERROR(service->RecoverNodes());
   service->ResumeLogs();
@@ -74,8 +84,10 @@ JobsService::~JobsService() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  pass_done_.notify_all();
   if (backend_) backend_->Wake();
   if (loop_.joinable()) loop_.join();
+  job_logs_.reset();  // its pump calls Wake(): stop it while mu_ and backend_ exist
 }
 
 Status JobsService::Load() {
@@ -130,6 +142,23 @@ Status JobsService::RecoverNodes() {
     }
   }
   ASSIGN_OR_RETURN(exec::RecoverReport report, backend_->Recover(expected));
+  // An attempt none of whose nodes ever ran its command (the server stopped
+  // while it was STARTING) fails as NOT_STARTED, which does not count against
+  // retryStrategy.attempts: the job runs again as if it had not been tried.
+  {
+    std::map<exec::AttemptKey, size_t> never;
+    for (const exec::NodeKey& key : report.never_started) ++never[key.attempt];
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [attempt, count] : never) {
+      auto it = jobs_.find(attempt.job_id);
+      if (it == jobs_.end() || it->second.CurrentAttempt() == nullptr) continue;
+      const control::Attempt& open = *it->second.CurrentAttempt();
+      bool untouched = count == open.nodes.size();
+      for (const control::NodeAttempt& node : open.nodes)
+        untouched = untouched && node.status == control::JobStatus::kStarting;
+      if (untouched) unstarted_attempts_.insert(attempt);
+    }
+  }
   if (!expected.empty()) {
     spdlog::info("jobs: recovered {} running node(s): {} adopted, {} finished, {} lost",
                  expected.size(), report.adopted.size(), report.finished.size(),
@@ -167,6 +196,11 @@ void JobsService::ResumeLogs() {
         job_logs_->Follow(key, output, node.log_stream_name, node.started_at);
         job_logs_->Complete(key);
         ++caught_up;
+        // Its final progress may be in the part not stored yet.
+        const exec::AttemptKey closed{id, number};
+        if (!open && std::find(closed_attempts_.begin(), closed_attempts_.end(), closed) ==
+                         closed_attempts_.end())
+          closed_attempts_.push_back(closed);
       }
     }
   }
@@ -529,8 +563,8 @@ Result<Json> JobsService::TerminateOrCancel(const Json& request, bool terminate)
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!jobs_.count(id))
-      return Status::InvalidArgument("job " + id + " does not exist: check the jobId");
+    // AWS answers 200 {} for an id it does not know (nothing to stop).
+    if (!jobs_.count(id)) return Json::object();
     ASSIGN_OR_RETURN(Job job, RequestStopLocked(id, terminate, reason, clock_->NowMillis()));
     (void)job;
     ticket = FlushLocked();
@@ -559,7 +593,24 @@ void JobsService::Loop() {
     }
     // Node events in hand are always recorded, also when stopping.
     Pass(std::move(events).value());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      passes_done_ = std::max(passes_done_, passes_begun_);
+    }
+    pass_done_.notify_all();
   }
+}
+
+bool JobsService::WaitForPass(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = passes_begun_ + 1;
+  dirty_ = true;
+  lock.unlock();
+  backend_->Wake();
+  lock.lock();
+  return pass_done_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return passes_done_ >= target || stopping_;
+  }) && passes_done_ >= target;
 }
 
 std::string JobsService::NewInstanceIdLocked() {
@@ -579,6 +630,12 @@ void JobsService::PersistClosedAttemptsLocked(int64_t now) {
   std::vector<exec::AttemptKey> closed;
   closed.swap(closed_attempts_);
   for (const exec::AttemptKey& key : closed) {
+    // The final progress is the one of the attempt's last line: wait until
+    // every line is stored (JobLogs::OnStored wakes the loop).
+    if (job_logs_->AttemptPending(key.job_id, key.attempt)) {
+      closed_attempts_.push_back(key);
+      continue;
+    }
     std::optional<Json> progress = job_logs_->Progress(key.job_id, key.attempt, now);
     if (progress && jobs_.count(key.job_id)) {
       Result<Job> r = ApplyLocked(key.job_id, JobEvent::Progress(std::move(*progress), now));
@@ -615,6 +672,7 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++passes_begun_;
     const int64_t now = clock_->NowMillis();
     auto apply = [&](const std::string& id, const JobEvent& e) {
       Result<Job> r = ApplyLocked(id, e);
@@ -638,13 +696,14 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
                                          ev.signal, at));
           break;
         case exec::NodeOutcome::kLost:
-          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kNodeLost, ev.reason,
-                                            ev.node.node_index, at));
+        case exec::NodeOutcome::kStartFailed: {
+          const control::FailureCategory category =
+              FailureCategoryOf(ev, unstarted_attempts_.count(ev.node.attempt) > 0);
+          if (category == control::FailureCategory::kNotStarted)
+            spdlog::info("jobs: attempt {} of {} never started; running it again", attempt, id);
+          apply(id, JobEvent::AttemptFailed(attempt, category, ev.reason, ev.node.node_index, at));
           break;
-        case exec::NodeOutcome::kStartFailed:
-          apply(id, JobEvent::AttemptFailed(attempt, control::FailureCategory::kInfrastructure,
-                                            ev.reason, ev.node.node_index, at));
-          break;
+        }
       }
     }
     // 2. Timeouts.
@@ -719,6 +778,13 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
         for (const sched::NeverFits& nf : decisions->never_fits)
           apply(nf.job_id, JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
                                                    nf.message, -1, now));
+        // A malformed request fails its own job, never the pass.
+        for (const sched::Rejected& r : decisions->rejected) {
+          spdlog::warn("jobs: {} cannot be scheduled: {}", r.job_id, r.message);
+          apply(r.job_id,
+                JobEvent::AttemptFailed(0, control::FailureCategory::kCapacity,
+                                        "the job cannot be scheduled: " + r.message, -1, now));
+        }
         for (const sched::Wait& w : decisions->waiting) {
           auto it = jobs_.find(w.job_id);
           if (it != jobs_.end() && it->second.status_reason != w.message)
@@ -728,17 +794,25 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
           auto it = instances_.find(iid);
           return it == instances_.end() ? std::string() : it->second.private_ip;
         };
+        // A placement that cannot be recorded fails its own job (with the
+        // reason), never the pass, and never leaves the job silently RUNNABLE.
+        auto placement_failed = [&](const std::string& id, const Status& why) {
+          spdlog::error("jobs: placement of {}: {}", id, why.ToString());
+          apply(id,
+                JobEvent::AttemptFailed(0, control::FailureCategory::kInfrastructure,
+                                        "lote could not place the job: " + why.message(), -1, now));
+        };
         for (const sched::Placement& p : decisions->placements) {
           Result<JobEvent> e = control::ScheduledEvent(p, launched_ids, ip_of, now);
           if (!e.ok()) {
-            spdlog::error("jobs: placement of {}: {}", p.job_id, e.status().ToString());
+            placement_failed(p.job_id, e.status());
             continue;
           }
           Result<Job> r = ApplyLocked(p.job_id, *e);
           if (r.ok()) {
             launches.push_back(p.job_id);
           } else {
-            spdlog::error("jobs: placement of {}: {}", p.job_id, r.status().ToString());
+            placement_failed(p.job_id, r.status());
           }
         }
       }
@@ -785,6 +859,7 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
       const int64_t now = clock_->NowMillis();
       Status failed;
       std::string output_path;
+      std::vector<std::string> notices;
       Result<control::NodeLaunch> launch = control::NodeLaunchSpec(job, node.node_index);
       if (!launch.ok()) {
         failed = launch.status();
@@ -821,12 +896,17 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
             failed = r.status();
           } else {
             output_path = r->output_path;
+            // lote's notices go to the server log and DescribeJobs, never into
+            // the job's stream (which holds only the command's output, as AWS).
+            for (const std::string& w : r->warnings)
+              spdlog::info("jobs: {} attempt {} node {}: {}", job.id, number, node.node_index, w);
+            notices = std::move(r->warnings);
           }
         }
       }
       if (!failed.ok()) {
         events.push_back(JobEvent::AttemptFailed(
-            number, control::FailureCategory::kInfrastructure,
+            number, LaunchFailureCategory(failed),
             "could not start node " + std::to_string(node.node_index) + ": " + failed.message(),
             node.node_index, now));
         break;
@@ -834,7 +914,8 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
       const std::string task_id = logs::NewTaskId();  // 32 hex digits, as ECS
       const std::string stream = control::DefaultLogStreamName(job.definition_name, task_id);
       events.push_back(JobEvent::NodeStarted(number, node.node_index,
-                                             control_->MakeArn("task/" + task_id), stream, now));
+                                             control_->MakeArn("task/" + task_id), stream, now,
+                                             std::move(notices)));
       if (job_logs_)
         job_logs_->Follow(NodeLogKey{job.id, number, node.node_index}, output_path, stream, now);
     }
@@ -859,6 +940,50 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
   if (!ticket.ok()) spdlog::error("jobs: store commit failed: {}", ticket.status().ToString());
   for (const exec::AttemptKey& key : terminate)
     (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
+}
+
+control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted) {
+  using control::FailureCategory;
+  switch (event.outcome) {
+    case exec::NodeOutcome::kExited:
+      return event.exit_code == 0 ? FailureCategory::kNone : FailureCategory::kUserError;
+    case exec::NodeOutcome::kSignaled:
+      return FailureCategory::kUserError;
+    case exec::NodeOutcome::kLost:
+      return event.never_started && unstarted ? FailureCategory::kNotStarted
+                                              : FailureCategory::kNodeLost;
+    case exec::NodeOutcome::kStartFailed:
+      return event.bad_command ? FailureCategory::kUserError : FailureCategory::kInfrastructure;
+  }
+  return FailureCategory::kInfrastructure;
+}
+
+control::FailureCategory LaunchFailureCategory(const Status& status) {
+  return status.IsInvalidArgument() ? control::FailureCategory::kUserError
+                                    : control::FailureCategory::kInfrastructure;
+}
+
+Status MakeHomePrivate(const std::string& home) {
+  DIR* dir = ::opendir(home.c_str());
+  if (dir == nullptr) return Status::Internal("cannot list " + home + ": " + std::strerror(errno));
+  Status result;
+  // Only the server's own entries: a home may be shared with other files.
+  static const std::set<std::string> kOwn = {"lote.db",         "lote.db-wal", "lote.db-shm",
+                                             "lote.db-journal", "logs",        "credentials",
+                                             "server.json"};
+  while (struct dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (!kOwn.count(name)) continue;
+    const std::string path = home + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    const mode_t want = S_ISDIR(st.st_mode) ? 0700 : 0600;
+    if ((st.st_mode & 07777) != want && ::chmod(path.c_str(), want) != 0 && result.ok()) {
+      result = Status::Internal("cannot make " + path + " private: " + std::strerror(errno));
+    }
+  }
+  ::closedir(dir);
+  return result;
 }
 
 ServerExtension JobsExtension(JobsServiceOptions options) {

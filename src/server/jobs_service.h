@@ -23,6 +23,7 @@
 // Thread safety: the API handlers may run on any thread; state is guarded by mu_.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -70,6 +71,11 @@ class JobsService {
   Result<Json> TerminateJob(const Json& request);
   // The first 100 RUNNABLE jobs of a queue, in scheduling order.
   Result<Json> GetJobQueueSnapshot(const Json& request);
+  // Returns true once the loop has run a whole pass that began after this
+  // call (so every event, and the clock as read before the call, has been
+  // acted on: a test asserts "not yet" after it, never after a sleep); false
+  // when the service stops first or `timeout_ms` (real time) passes.
+  bool WaitForPass(int64_t timeout_ms = 60'000);
   // TagResource / UntagResource / ListTagsForResource on a job ARN.
   Result<Json> ChangeJobTags(const Json& request, bool untag);
   Result<Json> ListJobTags(const Json& request);
@@ -127,13 +133,35 @@ class JobsService {
   std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
   std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down (loop thread)
   std::vector<exec::AttemptKey> closed_attempts_;  // for PersistClosedAttemptsLocked
+  // Attempts found at recovery of which no node ever ran (RecoverNodes).
+  std::set<exec::AttemptKey> unstarted_attempts_;
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
   store::WriteBatch batch_;  // pending rows (under mu_)
   bool dirty_ = true;
   bool stopping_ = false;
+  uint64_t passes_begun_ = 0;  // passes that have read the clock (under mu_)
+  uint64_t passes_done_ = 0;   // passes that have finished (under mu_)
+  std::condition_variable pass_done_;
   std::thread loop_;
 };
+
+// The failure category of a node's end, by the table in docs/executor.md
+// ("Failure categories"): kNone for a clean exit (kExited 0). `unstarted`
+// says the node's whole attempt provably never ran (recovery), which makes a
+// never-started loss NOT_STARTED rather than NODE_LOST.
+control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted = false);
+// The category of a Launch that failed: USER_ERROR when the job's own spec is
+// wrong (InvalidArgument: unknown user, bad ulimit, no command), else
+// INFRASTRUCTURE (the host cannot honour it, or a host fault).
+control::FailureCategory LaunchFailureCategory(const Status& status);
+
+// Makes the server's own entries in `home` private: the log store folder
+// `logs` 0700; lote.db (-wal, -shm, -journal), credentials, server.json 0600.
+// The jobs of a root server run as other users and pass through the home
+// (0711) to their working directories; they must reach nothing else there.
+// Other entries of the home are left as they are.
+Status MakeHomePrivate(const std::string& home);
 
 // The ServerExtension that starts a JobsService. $LOTE_EXEC_SHIM, when set and
 // options.shim_command is empty, names the supervisor binary to use.

@@ -1,7 +1,12 @@
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -81,6 +86,27 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
 };
+
+// The database holds every job's environment (secrets included): only the
+// server's user may read it. SQLite gives the -wal and -shm files the
+// database file's mode, so the file is made 0600 before SQLite opens it, and
+// files left by an older server are narrowed to 0600.
+Status MakePrivate(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return Status::Ok();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::Unavailable("cannot open database " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    if (::chmod(file.c_str(), 0600) != 0 && errno != ENOENT) {
+      return Status::Unavailable("cannot make " + file +
+                                 " private (mode 0600): " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
 
 Result<sqlite3*> OpenConnection(const std::string& path, bool durable) {
   sqlite3* db = nullptr;
@@ -174,6 +200,7 @@ void WriteBatch::PutAttempt(AttemptRow row) { ops_.emplace_back(std::move(row));
 void WriteBatch::AppendJobEvent(JobEvent event) { ops_.emplace_back(std::move(event)); }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
+  RETURN_IF_ERROR(MakePrivate(path));
   ASSIGN_OR_RETURN(sqlite3 * writer, OpenConnection(path, options.durable));
   Result<int32_t> version = Migrate(writer);
   if (!version.ok()) {

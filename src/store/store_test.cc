@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -39,6 +40,30 @@ TEST_F(StoreTest, FreshDatabaseIsAtLatestSchemaVersion) {
   auto snap = (*store)->Load();
   ASSERT_TRUE(snap.ok());
   EXPECT_TRUE(snap->resources.empty());
+}
+
+// The database holds job environments (secrets): it and its -wal and -shm
+// files are the server user's alone (0600), also when an older server left
+// them readable.
+TEST_F(StoreTest, DatabaseFilesArePrivate) {
+  auto mode_of = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    WriteBatch b;
+    b.PutResource(Queue("q1", R"({"a":1})"));
+    ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+    for (const char* suffix : {"", "-wal", "-shm"})
+      EXPECT_EQ(mode_of(path_ + suffix), 0600) << suffix;
+  }
+  ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  for (const char* suffix : {"", "-wal", "-shm"})
+    EXPECT_EQ(mode_of(path_ + suffix), 0600) << suffix;
 }
 
 TEST_F(StoreTest, CommittedWritesSurviveReopen) {

@@ -423,6 +423,126 @@ else:
         self.batch.terminate_job(jobId=running, reason="test")
         self.wait_status(running)
 
+    def test_one_bad_job_cannot_stop_the_others(self):
+        # Random resource values through containerOverrides: each is a ClientException at
+        # submit or a job that fails on its own (CAPACITY); a well-formed job still runs.
+        import random
+        rng = random.Random(13)
+        values = ["2147483648", "4294967296", "9223372036854775808", "1e30", "2147483647",
+                  "-1", "0", "0.5", "1.5", "nan", "", "0x10", "64", "1"]
+        accepted, refused = [], 0
+        for i in range(300):
+            reqs = [{"type": rng.choice(["VCPU", "MEMORY", "GPU"]), "value": rng.choice(values)}
+                    for _ in range(rng.randint(1, 3))]
+            try:
+                accepted.append(self.batch.submit_job(
+                    jobName="r%d" % i, jobQueue="q", jobDefinition="sh",
+                    containerOverrides={"resourceRequirements": reqs})["jobId"])
+            except self.batch.exceptions.ClientException:
+                refused += 1
+        self.assertGreater(refused, 100)
+        good = self.submit("good", "echo fine")
+        self.assertEqual(self.wait_status(good)["status"], "SUCCEEDED")
+        for job_id in accepted:
+            job = self.wait_status(job_id)
+            if job["status"] == "FAILED":  # boto3 drops lote's extra keys: read the reason
+                self.assertTrue(job["statusReason"].startswith("CAPACITY: "), job)
+
+    def test_aws_fidelity(self):
+        # Stopping an unknown job is 200 {} (AWS).
+        self.assertNotIn("jobId", self.batch.cancel_job(jobId="no-such-job", reason="x"))
+        self.batch.terminate_job(jobId="no-such-job", reason="x")
+        # A typed dependency of a plain job waits for the whole job.
+        first = self.submit("first", "true")
+        after = self.submit("after", "true", dependsOn=[{"jobId": first, "type": "N_TO_N"}])
+        self.assertEqual(self.wait_status(after)["status"], "SUCCEEDED")
+        job = self.describe(after)
+        self.assertEqual(job["dependsOn"], [{"jobId": first, "type": "N_TO_N"}])
+        # Unset optional fields are empty, not absent; lote's notices are not in the stream.
+        self.assertEqual(job["tags"], {})
+        self.assertEqual(job["container"]["volumes"], [])
+        self.assertEqual(job["container"]["mountPoints"], [])
+        out = self.submit("lines", "echo one; echo two")
+        job = self.wait_status(out)
+        logs = self.server.client("logs")
+        deadline = time.time() + 30
+        while True:
+            events = logs.get_log_events(logGroupName="/aws/batch/job",
+                                         logStreamName=job["container"]["logStreamName"],
+                                         startFromHead=True)["events"]
+            if len(events) >= 2 or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual([e["message"] for e in events], ["one", "two"])
+        # A queue whose only environment is UNMANAGED keeps its job RUNNABLE, with a reason.
+        self.batch.create_compute_environment(computeEnvironmentName="um", type="UNMANAGED")
+        deadline = time.time() + 30
+        while self.batch.describe_compute_environments(
+                computeEnvironments=["um"])["computeEnvironments"][0]["status"] != "VALID":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.1)
+        self.batch.create_job_queue(jobQueueName="q-um", priority=1,
+                                    computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "um"}])
+        held = self.batch.submit_job(jobName="held", jobQueue="q-um", jobDefinition="sh")["jobId"]
+        deadline = time.time() + 30
+        while not self.describe(held).get("statusReason"):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.1)
+        job = self.describe(held)
+        self.assertEqual(job["status"], "RUNNABLE", job)
+        self.assertIn("UNMANAGED", job["statusReason"])
+        self.batch.cancel_job(jobId=held, reason="done")
+        # Fargate: the environment, a FARGATE definition with a Fargate pair, a job that runs.
+        self.batch.create_compute_environment(
+            computeEnvironmentName="fg", type="MANAGED", tags={"lote:emulation": "true"},
+            computeResources={"type": "FARGATE", "maxvCpus": 16, "subnets": ["s"],
+                              "securityGroupIds": ["sg"]})
+        deadline = time.time() + 30
+        while self.batch.describe_compute_environments(
+                computeEnvironments=["fg"])["computeEnvironments"][0]["status"] != "VALID":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.1)
+        self.batch.create_job_queue(jobQueueName="q-fg", priority=1,
+                                    computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "fg"}])
+        self.batch.register_job_definition(
+            jobDefinitionName="fgd", type="container", platformCapabilities=["FARGATE"],
+            containerProperties={
+                "image": "host", "command": ["true"],
+                "networkConfiguration": {"assignPublicIp": "ENABLED"},
+                "fargatePlatformConfiguration": {"platformVersion": "LATEST"},
+                "resourceRequirements": [{"type": "VCPU", "value": "0.25"},
+                                         {"type": "MEMORY", "value": "512"}]})
+        fj = self.batch.submit_job(jobName="fj", jobQueue="q-fg", jobDefinition="fgd")["jobId"]
+        job = self.wait_status(fj)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(job["platformCapabilities"], ["FARGATE"])
+        with self.assertRaises(self.batch.exceptions.ClientException):
+            self.batch.submit_job(jobName="fbad", jobQueue="q-fg", jobDefinition="fgd",
+                                  containerOverrides={"resourceRequirements": [
+                                      {"type": "MEMORY", "value": "4096"}]})
+        # EKS: a single-container pod runs as its container.
+        self.batch.register_job_definition(
+            jobDefinitionName="pod", type="container",
+            eksProperties={"podProperties": {"containers": [{
+                "name": "main", "image": "host", "command": ["sh", "-c"],
+                "args": ["echo pod $P"], "env": [{"name": "P", "value": "ok"}],
+                "resources": {"limits": {"cpu": "1", "memory": "256Mi"}}}]}})
+        pj = self.batch.submit_job(jobName="pj", jobQueue="q", jobDefinition="pod")["jobId"]
+        job = self.wait_status(pj)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        with self.assertRaises(self.batch.exceptions.ClientException) as ctx:
+            self.batch.register_job_definition(
+                jobDefinitionName="pod2", type="container",
+                eksProperties={"podProperties": {"containers": [
+                    {"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}})
+        self.assertIn("single-container", str(ctx.exception))
+        # evaluateOnExit action in any case, returned as given.
+        rj = self.submit("rule", "exit 3", retryStrategy={
+            "attempts": 2, "evaluateOnExit": [{"onExitCode": "3", "action": "exit"}]})
+        job = self.wait_status(rj)
+        self.assertEqual(len(job["attempts"]), 1)
+        self.assertEqual(job["retryStrategy"]["evaluateOnExit"][0]["action"], "exit")
+
     def test_describe_limits(self):
         with self.assertRaises(Exception) as ctx:
             self.batch.describe_jobs(jobs=["x%d" % i for i in range(101)])
