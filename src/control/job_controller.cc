@@ -14,15 +14,16 @@ std::string QueueNameOfArn(const std::string& arn) {
   return slash == std::string::npos ? arn : arn.substr(slash + 1);
 }
 
-// A whole number of seconds in 1..kMaxProgressTimeoutSeconds, or nullopt.
-std::optional<int64_t> ParseTimeoutSeconds(const std::string& text) {
+// A whole number of seconds in 1..max, or nullopt.
+std::optional<int64_t> ParseTimeoutSeconds(const std::string& text,
+                                           int64_t max = kMaxProgressTimeoutSeconds) {
   if (text.empty() || text.size() > 10) return std::nullopt;
   int64_t value = 0;
   for (char c : text) {
     if (c < '0' || c > '9') return std::nullopt;
     value = value * 10 + (c - '0');
   }
-  if (value < 1 || value > kMaxProgressTimeoutSeconds) return std::nullopt;
+  if (value < 1 || value > max) return std::nullopt;
   return value;
 }
 
@@ -204,6 +205,28 @@ Status ValidateProgressTimeout(const Job& job) {
           "': give a whole number of seconds from 1 to " +
           std::to_string(kMaxProgressTimeoutSeconds) +
           " (how long a running node may go without a LOTE_PROGRESS line)");
+    }
+  }
+  return Status();
+}
+
+std::optional<int64_t> TerminationGraceSeconds(const Job& job) {
+  for (const auto* map : {&job.parameters, &job.tags}) {
+    if (auto it = map->find(kTerminationGraceKey); it != map->end())
+      return ParseTimeoutSeconds(it->second, kMaxTerminationGraceSeconds);
+  }
+  return std::nullopt;
+}
+
+Status ValidateTerminationGrace(const Job& job) {
+  for (const auto* map : {&job.parameters, &job.tags}) {
+    auto it = map->find(kTerminationGraceKey);
+    if (it != map->end() && !ParseTimeoutSeconds(it->second, kMaxTerminationGraceSeconds)) {
+      return Status::InvalidArgument(
+          std::string(kTerminationGraceKey) + " is '" + it->second +
+          "': give a whole number of seconds from 1 to " +
+          std::to_string(kMaxTerminationGraceSeconds) +
+          " (how long a terminated node has between SIGTERM and SIGKILL)");
     }
   }
   return Status();

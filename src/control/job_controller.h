@@ -60,6 +60,15 @@ inline constexpr int64_t kMaxProgressTimeoutSeconds = 30LL * 24 * 3600;
 
 // The job's hang timeout in seconds; nullopt when it has none (or an invalid one).
 std::optional<int64_t> ProgressTimeoutSeconds(const Job& job);
+
+// `lote:terminationGraceSeconds` (parameter or tag): how long a node of this job may
+// take between SIGTERM and SIGKILL when it is terminated, e.g. for `lote train` to
+// write its checkpoint (cooperative preemption). Whole seconds, 1..3600.
+inline constexpr const char* kTerminationGraceKey = "lote:terminationGraceSeconds";
+inline constexpr int64_t kMaxTerminationGraceSeconds = 3600;
+std::optional<int64_t> TerminationGraceSeconds(const Job& job);
+// InvalidArgument naming the key when its value is not 1..kMaxTerminationGraceSeconds.
+Status ValidateTerminationGrace(const Job& job);
 // InvalidArgument naming the key when its value is not 1..kMaxProgressTimeoutSeconds.
 Status ValidateProgressTimeout(const Job& job);
 

@@ -43,9 +43,13 @@ enum class FailureCategory {
   kInfrastructure,  // lote could not start or run the node (launch error, unsupported field)
   kCapacity,        // the job can never fit the queue's compute environments
   kHang,            // no progress for too long
-  kPreempted,       // taken away for higher-priority work (reserved)
+  kPreempted,       // stopped cooperatively: exited kPreemptedExitCode after a checkpoint
   kNotStarted,      // lote lost the node before its command ever ran (server restart)
 };
+// The exit code with which a node says "I was asked to stop (SIGTERM), saved my state,
+// and can be resumed" (`lote train` with --checkpoint-uri; EX_TEMPFAIL). Such an
+// attempt fails with category PREEMPTED.
+inline constexpr int kPreemptedExitCode = 75;
 // PREEMPTED and NOT_STARTED attempts are retried without counting against
 // retryStrategy.attempts: the job's own command did not fail.
 bool ConsumesAttempt(FailureCategory category);

@@ -163,8 +163,13 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   if (IsFinal(node->status)) return job;  // duplicate
   const int32_t code = e.signal > 0 ? 128 + e.signal : e.exit_code;
   if (code != 0) {
-    return FailAttempt(std::move(job), FailureCategory::kUserError, kEssentialContainerExited,
-                       e.node_index, code, e.at_ms);
+    // kPreemptedExitCode: the node stopped on SIGTERM after saving its state; the
+    // attempt is retried without counting against retryStrategy.attempts.
+    const FailureCategory category = e.signal == 0 && code == kPreemptedExitCode
+                                         ? FailureCategory::kPreempted
+                                         : FailureCategory::kUserError;
+    return FailAttempt(std::move(job), category, kEssentialContainerExited, e.node_index, code,
+                       e.at_ms);
   }
   node->status = JobStatus::kSucceeded;
   node->exit_code = 0;

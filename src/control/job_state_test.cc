@@ -307,6 +307,23 @@ TEST(JobState, UserErrorRetriedThenSucceeds) {
   h.ExpectReplayEqual();
 }
 
+TEST(JobState, PreemptedExitIsRetriedWithoutConsumingAnAttempt) {
+  // attempts=1: a user error would end the job; a preemption (exit 75) does not.
+  History h = JobIn(JobStatus::kRunning, PlainJob(1));
+  const Job& preempted = h.Add(JobEvent::NodeExited(1, 0, kPreemptedExitCode, 0, 200));
+  EXPECT_EQ(preempted.status, JobStatus::kRunnable);
+  EXPECT_EQ(preempted.attempts[0].failure_category, FailureCategory::kPreempted);
+  EXPECT_EQ(preempted.attempts[0].nodes[0].exit_code, kPreemptedExitCode);
+  h.Add(JobEvent::Scheduled("ce", Placement(1), 210));
+  h.Add(JobEvent::NodeStarted(2, 0, "", "", 220));
+  const Job& done = h.Add(JobEvent::NodeExited(2, 0, 0, 0, 230));
+  EXPECT_EQ(done.status, JobStatus::kSucceeded);
+  // The same job with an ordinary failure (exit 3) ends at once.
+  History u = JobIn(JobStatus::kRunning, PlainJob(1));
+  EXPECT_EQ(u.Add(JobEvent::NodeExited(1, 0, 3, 0, 200)).status, JobStatus::kFailed);
+  h.ExpectReplayEqual();
+}
+
 TEST(JobState, RetriesExhausted) {
   History h = JobIn(JobStatus::kRunning, PlainJob(2));
   h.Add(JobEvent::NodeExited(1, 0, 1, 0, 200));

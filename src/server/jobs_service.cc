@@ -338,6 +338,7 @@ Result<Json> JobsService::SubmitJob(const Json& request) {
     };
     ASSIGN_OR_RETURN(control::SubmittedJobs submitted, control::PrepareSubmit(request, ctx));
     RETURN_IF_ERROR(control::ValidateProgressTimeout(submitted.job));
+    RETURN_IF_ERROR(control::ValidateTerminationGrace(submitted.job));
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)
@@ -829,7 +830,7 @@ void JobsService::Pass(std::vector<exec::NodeEvent> node_events) {
     return;
   }
   for (const exec::AttemptKey& key : terminate) {
-    Status s = backend_->Terminate(key, options_.terminate_grace_ms);
+    Status s = backend_->Terminate(key, GraceMs(key));
     if (!s.ok() && s.code() != StatusCode::kNotFound)
       spdlog::warn("jobs: terminate {}/{}: {}", key.job_id, key.attempt, s.ToString());
   }
@@ -939,14 +940,25 @@ void JobsService::LaunchPlaced(const std::vector<std::string>& job_ids) {
   // placement after a crash; the next pass's commit comes after this one.
   if (!ticket.ok()) spdlog::error("jobs: store commit failed: {}", ticket.status().ToString());
   for (const exec::AttemptKey& key : terminate)
-    (void)backend_->Terminate(key, options_.terminate_grace_ms);  // NotFound: already gone
+    (void)backend_->Terminate(key, GraceMs(key));  // NotFound: already gone
+}
+
+int64_t JobsService::GraceMs(const exec::AttemptKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(key.job_id);
+  if (it != jobs_.end()) {
+    if (std::optional<int64_t> s = control::TerminationGraceSeconds(it->second)) return *s * 1000;
+  }
+  return options_.terminate_grace_ms;
 }
 
 control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted) {
   using control::FailureCategory;
   switch (event.outcome) {
     case exec::NodeOutcome::kExited:
-      return event.exit_code == 0 ? FailureCategory::kNone : FailureCategory::kUserError;
+      if (event.exit_code == 0) return FailureCategory::kNone;
+      return event.exit_code == control::kPreemptedExitCode ? FailureCategory::kPreempted
+                                                            : FailureCategory::kUserError;
     case exec::NodeOutcome::kSignaled:
       return FailureCategory::kUserError;
     case exec::NodeOutcome::kLost:

@@ -131,7 +131,9 @@ class JobsService {
   control::InstanceTable instances_;
   int32_t next_instance_index_ = 0;
   std::map<std::string, sched::ShareUsageUpdate> share_history_;  // queue + "/" + share
-  std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down (loop thread)
+  std::vector<exec::AttemptKey> to_terminate_;  // attempts to tear down (loop thread)
+  // The job's lote:terminationGraceSeconds, else options_.terminate_grace_ms (locks mu_).
+  int64_t GraceMs(const exec::AttemptKey& key);
   std::vector<exec::AttemptKey> closed_attempts_;  // for PersistClosedAttemptsLocked
   // Attempts found at recovery of which no node ever ran (RecoverNodes).
   std::set<exec::AttemptKey> unstarted_attempts_;

@@ -157,6 +157,95 @@ class TrainJobTest(unittest.TestCase):
         self.assertEqual(resumed["final_loss"], ref["final_loss"])
         self.assertEqual(resumed["losses"], ref["losses"][resumed["first_step"] - 1:])
 
+    def test_sigterm_preempts_and_the_retry_resumes_without_consuming_an_attempt(self):
+        """SIGTERM to one node's launcher (a spot-style reclaim): all ranks stop after the
+        same step and checkpoint, the nodes exit 75, the attempt is PREEMPTED and run
+        again although retryStrategy allows one attempt, and the retry ends with the
+        uninterrupted run's losses."""
+        b = self.batch
+        self.ensure_queue()
+        ckpt = os.path.join(self.dir, "ckpt_preempt")
+        out = os.path.join(self.dir, "preempt_out")
+        steps = 40
+        common = ["--config", self.tiny_config(), "--data", self.data, "--tensor-parallel-size",
+                  "2", "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                  "--max-steps", str(steps), "--logging-interval", "1", "--threads", "1",
+                  "--peak-gflops", "10"]
+        command = [LOTE, "train", *common, "--nproc-per-node", "1", "--checkpoint-uri",
+                   "file://" + ckpt, "--checkpoint-freq", "1000", "--output", out]
+        b.register_job_definition(
+            jobDefinitionName="llama-preempt", type="multinode",
+            retryStrategy={"attempts": 1},
+            parameters={"lote:terminationGraceSeconds": "120"},
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host", "command": command,
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "512"}]}}]})
+        job_id = b.submit_job(jobName="preempt", jobQueue="train-q",
+                              jobDefinition="llama-preempt")["jobId"]
+
+        def progressed():
+            p = self.raw_job(job_id).get("progress") or {}
+            return p.get("step", 0) >= 3
+        self.wait(progressed, 300, "step 3")
+        launcher = self.wait(lambda: self.find_launcher(job_id, node=1), 30, "node 1's launcher")
+        os.kill(launcher, signal.SIGTERM)
+
+        def ended():
+            j = b.describe_jobs(jobs=[job_id])["jobs"][0]
+            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
+        job = self.wait(ended, 600, "the preempted job")
+        raw = self.raw_job(job_id)
+        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
+                              capture_output=True, text=True, env=self.server.env()).stdout
+        self.assertEqual(job["status"], "SUCCEEDED", (raw["attempts"], logs[-3000:]))
+        self.assertEqual(len(job["attempts"]), 2, job["attempts"])
+        self.assertEqual(raw["attempts"][0].get("failureCategory"), "PREEMPTED", raw["attempts"][0])
+        self.assertEqual(job["attempts"][0]["container"]["exitCode"], 75)
+        self.assertIn("preempted: stopped after step", logs)
+        self.assertIn("resumed from file://%s/%s/step_" % (ckpt, job_id), logs)
+        with open(os.path.join(out, "metrics.json")) as f:
+            resumed = json.load(f)
+        ref_out = os.path.join(self.dir, "uninterrupted_preempt")
+        subprocess.run([LOTE, "train", *common, "--nproc-per-node", "4", "--output", ref_out],
+                       check=True, capture_output=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        with open(os.path.join(ref_out, "metrics.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(resumed["losses"], ref["losses"][resumed["first_step"] - 1:])
+
+    @staticmethod
+    def find_launcher(job_id, node):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if (("AWS_BATCH_JOB_ID=%s#%d" % (job_id, node)).encode() in env and
+                    b"train" in argv and b"--nproc-per-node" in argv and
+                    not any(e.startswith(b"LOTE_TRAIN_RANK=") for e in env)):
+                return int(pid)
+        return None
+
+    def raw_job(self, job_id):
+        raw = {}
+
+        def keep(http_response, **kwargs):
+            raw["body"] = http_response.content
+        self.batch.meta.events.register("after-call.batch.DescribeJobs", keep)
+        try:
+            self.batch.describe_jobs(jobs=[job_id])
+        finally:
+            self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
+        return json.loads(raw["body"])["jobs"][0]
+
     def ensure_queue(self):
         b = self.batch
         if not b.describe_job_queues(jobQueues=["train-q"])["jobQueues"]:
