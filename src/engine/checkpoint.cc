@@ -110,9 +110,18 @@ Status CheckpointWriter::Wait() {
 }
 
 Status CheckpointWriter::Save(TrainState state) {
+  ASSIGN_OR_RETURN(TrainState * buffer, Snapshot());
+  *buffer = std::move(state);
+  return Start();
+}
+
+Result<TrainState*> CheckpointWriter::Snapshot() {
   RETURN_IF_ERROR(Wait());  // at most one checkpoint in flight
-  auto snapshot = std::make_shared<TrainState>(std::move(state));
-  worker_ = std::thread([this, snapshot] { result_ = Upload(*snapshot); });
+  return &buffer_;
+}
+
+Status CheckpointWriter::Start() {
+  worker_ = std::thread([this] { result_ = Upload(buffer_); });
   return Status::Ok();
 }
 

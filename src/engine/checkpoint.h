@@ -69,6 +69,11 @@ class CheckpointWriter {
   // Takes the snapshot `state` (the caller's copy of host memory) and starts
   // uploading step_<state.step>/.
   Status Save(TrainState state);
+  // The same without allocating: waits for the upload in flight, then returns the
+  // writer's own snapshot buffer, whose vectors keep their memory from one checkpoint
+  // to the next (filling it is a copy, not fresh pages); Start() uploads it.
+  Result<TrainState*> Snapshot();
+  Status Start();
   // Waits for the upload in flight; returns its result.
   Status Wait();
   // The checkpoint folder of a step (for messages).
@@ -87,7 +92,8 @@ class CheckpointWriter {
   std::string spool_;                      // local folder for files before upload
   std::optional<std::string> local_root_;  // file:// job root: shards are written in place
   std::thread worker_;
-  Status result_;  // of the last finished upload (read after joining worker_)
+  TrainState buffer_;  // the snapshot; written by the caller between Snapshot and Start
+  Status result_;      // of the last finished upload (read after joining worker_)
 };
 
 // The newest complete checkpoint (manifest present) under <uri>/<job id>/, as its
