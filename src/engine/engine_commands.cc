@@ -163,7 +163,9 @@ Status Dump(const DumpOptions& o) {
 }
 
 void RegisterTrain(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train a Llama model on a lote dataset (CPU engine; its own launcher for many ranks and nodes)");
+  auto* sub = app.add_subcommand("train",
+                                 "Train a Llama model on a lote dataset (CPU engine; its own "
+                                 "launcher for many ranks and nodes)");
   auto opts = std::make_shared<TrainOptions>();
   sub->add_option("--config", opts->config_path, "Hugging Face Llama config.json")->required();
   sub->add_option("--data", opts->data_dir, "dataset directory written by `lote data prepare`");
