@@ -79,4 +79,10 @@ std::string HomeDir() {
   return home && *home ? home : "/root";
 }
 
+DirGuard::~DirGuard() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace lote

@@ -20,4 +20,19 @@ Status SyncPath(const std::string& path);
 // "$HOME" or "/root".
 std::string HomeDir();
 
+// Removes a folder and everything in it when destroyed, unless Release()d (staging
+// folders that must not outlive a failed step). An empty path is nothing to remove.
+class DirGuard {
+ public:
+  explicit DirGuard(std::string path = "") : path_(std::move(path)) {}
+  ~DirGuard();
+  DirGuard(const DirGuard&) = delete;
+  DirGuard& operator=(const DirGuard&) = delete;
+  void Reset(std::string path) { path_ = std::move(path); }
+  void Release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace lote

@@ -24,22 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
 
-// Removes a folder on scope exit unless released.
-class DirGuard {
- public:
-  explicit DirGuard(std::string path) : path_(std::move(path)) {}
-  ~DirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void Release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 // Work handed from the reader to the tokenizer threads, and their results
 // handed, in order, to the packer.
 class Pipeline {

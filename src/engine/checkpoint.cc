@@ -328,13 +328,7 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
 
   const std::string dir = SpoolDir(fmt::format("load{}", place.rank));
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{dir};
+  DirGuard cleanup(dir);
 
   if (old_tp == place.tp && old_dp == place.dp) {
     // Same layout: this rank's own shards only.

@@ -488,16 +488,10 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
   ASSIGN_OR_RETURN(objstore::Uri parsed, objstore::ParseUri(chosen->uri));
   const bool local = parsed.scheme == "file";
   const std::string staging = options.output_dir + "/.lote-export-" + HexEncode(RandomBytes(6));
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
-    }
-  } cleanup;
+  DirGuard cleanup;
   if (!local) {
     RETURN_IF_ERROR(MakeDirs(staging));
-    cleanup.dir = staging;
+    cleanup.Reset(staging);
   }
 
   std::vector<std::unique_ptr<SafetensorsReader>> readers;

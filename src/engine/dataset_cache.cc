@@ -73,22 +73,6 @@ class FileLock {
   int fd_;
 };
 
-// Removes a folder on destruction unless released.
-class DirGuard {
- public:
-  explicit DirGuard(std::string path) : path_(std::move(path)) {}
-  ~DirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void Release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 // A folder name made of the dataset's last prefix segment: [A-Za-z0-9._-], at
 // most 48 characters, never starting with '.'.
 std::string ReadableName(const objstore::Uri& uri) {

@@ -224,6 +224,15 @@ class TrainJobTest(unittest.TestCase):
 
     @staticmethod
     def find_launcher(job_id, node):
+        return TrainJobTest.find_process(job_id, node, rank=False)
+
+    @staticmethod
+    def find_rank(job_id, node):
+        return TrainJobTest.find_process(job_id, node, rank=True)
+
+    @staticmethod
+    def find_process(job_id, node, rank):
+        """A rank process (LOTE_TRAIN_RANK set) or the launcher of a job's node."""
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -234,9 +243,10 @@ class TrainJobTest(unittest.TestCase):
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if (("AWS_BATCH_JOB_ID=%s#%d" % (job_id, node)).encode() in env and
-                    b"train" in argv and b"--nproc-per-node" in argv and
-                    not any(e.startswith(b"LOTE_TRAIN_RANK=") for e in env)):
+            if ("AWS_BATCH_JOB_ID=%s#%d" % (job_id, node)).encode() not in env:
+                continue
+            is_rank = any(e.startswith(b"LOTE_TRAIN_RANK=") for e in env)
+            if is_rank == rank and b"train" in argv and b"--nproc-per-node" in argv:
                 return int(pid)
         return None
 
@@ -273,33 +283,8 @@ class TrainJobTest(unittest.TestCase):
         return os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                             "..", "examples", "llama2", "tiny_config.json"))
 
-    @staticmethod
-    def find_rank(job_id, node):
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open("/proc/%s/environ" % pid, "rb") as f:
-                    env = f.read().split(b"\0")
-            except OSError:
-                continue
-            if (("AWS_BATCH_JOB_ID=%s#%d" % (job_id, node)).encode() in env and
-                    any(e.startswith(b"LOTE_TRAIN_RANK=") for e in env)):
-                return int(pid)
-        return None
-
     def server_progress(self, job_id):
-        # botocore drops keys outside the service model (lote's `progress`); keep the body.
-        raw = {}
-
-        def keep(http_response, **kwargs):
-            raw["body"] = http_response.content
-        self.batch.meta.events.register("after-call.batch.DescribeJobs", keep)
-        try:
-            self.batch.describe_jobs(jobs=[job_id])
-        finally:
-            self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
-        p = json.loads(raw["body"])["jobs"][0].get("progress")
+        p = self.raw_job(job_id).get("progress")
         return p if p and p.get("step") == STEPS else None
 
 
