@@ -26,6 +26,7 @@
 #include "engine/llama_model.h"
 #include "engine/param_layout.h"
 #include "engine/weights_io.h"
+#include "objstore/moto_for_tests.h"
 #include "objstore/s3_store.h"
 
 namespace lote::engine {
@@ -485,60 +486,18 @@ TEST(HfShardedWeightsTest, ErrorsNameTheTensorAndFile) {
 
 // ---- s3:// against moto_server -------------------------------------------------
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 constexpr const char* kBucket = "lote-ckpt";
 
 class S3CheckpointTest : public ::testing::Test {
  protected:
-  static objstore::S3Config Config() {
-    objstore::S3Config cfg;
-    cfg.endpoint = "http://127.0.0.1:" + std::to_string(port_);
-    cfg.region = "us-east-1";
-    cfg.credentials = {"testing", "testing", ""};
-    cfg.initial_backoff_ms = 10;
-    return cfg;
-  }
+  static objstore::S3Config Config() { return moto_->config(); }
   static void SetUpTestSuite() {
-    port_ = FreePort();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      std::freopen("/dev/null", "w", stdout);
-      std::freopen("/dev/null", "w", stderr);
-      const std::string port = std::to_string(port_);
-      ::execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", port.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-    objstore::S3Config cfg = Config();
-    cfg.max_attempts = 1;
-    for (int i = 0; i < 300 && !ready_; ++i) {
-      auto s = objstore::S3Store::Open(kBucket, "", cfg);
-      if (s.ok() && (*s)->CreateBucket().ok()) {
-        ready_ = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    moto_ = new objstore::testing::MotoServer();
+    ready_ = moto_->ready() && moto_->CreateBucket(kBucket);
   }
   static void TearDownTestSuite() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
+    delete moto_;
+    moto_ = nullptr;
   }
   void SetUp() override { ASSERT_TRUE(ready_) << "moto_server did not start"; }
 
@@ -550,12 +509,10 @@ class S3CheckpointTest : public ::testing::Test {
     };
   }
 
-  static int port_;
-  static pid_t pid_;
+  static objstore::testing::MotoServer* moto_;
   static bool ready_;
 };
-int S3CheckpointTest::port_ = 0;
-pid_t S3CheckpointTest::pid_ = -1;
+objstore::testing::MotoServer* S3CheckpointTest::moto_ = nullptr;
 bool S3CheckpointTest::ready_ = false;
 
 TEST_F(S3CheckpointTest, ListsAndExportsFromS3) {

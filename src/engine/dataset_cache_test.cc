@@ -25,6 +25,7 @@
 #include "common/files.h"
 #include "data/indexed_dataset.h"
 #include "engine/indexed_dataset.h"
+#include "objstore/moto_for_tests.h"
 #include "objstore/s3_store.h"
 
 namespace lote::engine {
@@ -127,26 +128,8 @@ TEST(DatasetCacheTest, LocalFoldersAreUsedInPlace) {
 
 // ---- s3:// against moto_server ----------------------------------------------
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 objstore::S3Config TestConfig(const std::string& endpoint) {
-  objstore::S3Config cfg;
-  cfg.endpoint = endpoint;
-  cfg.region = "us-east-1";
-  cfg.credentials = {"testing", "testing", ""};
-  cfg.initial_backoff_ms = 10;
-  return cfg;
+  return objstore::testing::MotoConfig(endpoint);
 }
 
 constexpr const char* kBucket = "lote-dcache";
@@ -218,37 +201,14 @@ class RecordingStore final : public objstore::ObjectStore {
 class S3DatasetCacheTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    port_ = FreePort();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      std::freopen("/dev/null", "w", stdout);
-      std::freopen("/dev/null", "w", stderr);
-      const std::string port = std::to_string(port_);
-      ::execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", port.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-    // Ready when the bucket can be made (the server answers).
-    objstore::S3Config cfg = TestConfig(Endpoint());
-    cfg.max_attempts = 1;
-    for (int i = 0; i < 300 && !ready_; ++i) {
-      auto s = objstore::S3Store::Open(kBucket, "", cfg);
-      if (s.ok() && (*s)->CreateBucket().ok()) {
-        ready_ = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    moto_ = new objstore::testing::MotoServer();
+    ready_ = moto_->ready() && moto_->CreateBucket(kBucket);
   }
   static void TearDownTestSuite() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
+    delete moto_;
+    moto_ = nullptr;
   }
-  static std::string Endpoint() { return "http://127.0.0.1:" + std::to_string(port_); }
+  static std::string Endpoint() { return moto_->endpoint(); }
 
   void SetUp() override { ASSERT_TRUE(ready_) << "moto_server did not start"; }
 
@@ -284,15 +244,13 @@ class S3DatasetCacheTest : public ::testing::Test {
     return log_;
   }
 
-  static int port_;
-  static pid_t pid_;
+  static objstore::testing::MotoServer* moto_;
   static bool ready_;
   Requests requests_;
   std::mutex log_mu_;
   std::string log_;  // protected by log_mu_
 };
-int S3DatasetCacheTest::port_ = 0;
-pid_t S3DatasetCacheTest::pid_ = -1;
+objstore::testing::MotoServer* S3DatasetCacheTest::moto_ = nullptr;
 bool S3DatasetCacheTest::ready_ = false;
 
 bool SameFiles(const std::string& a, const std::string& b) {

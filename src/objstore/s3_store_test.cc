@@ -24,6 +24,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "objstore/moto_for_tests.h"
 
 namespace lote::objstore {
 namespace {
@@ -59,45 +60,7 @@ std::string RunCommand(const std::string& cmd, int* rc) {
   return out;
 }
 
-// Starts moto_server in its own process group; stops it in the destructor.
-class MotoServer {
- public:
-  MotoServer() {
-    port_ = FreePort();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      std::freopen("/dev/null", "w", stdout);
-      std::freopen("/dev/null", "w", stderr);
-      std::string port = std::to_string(port_);
-      ::execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", port.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-    for (int i = 0; i < 300; ++i) {
-      httplib::Client cli("127.0.0.1", port_);
-      if (auto r = cli.Get("/moto-api/")) {
-        ready_ = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  ~MotoServer() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
-  bool ready() const { return ready_; }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int port_ = 0;
-  pid_t pid_ = -1;
-  bool ready_ = false;
-};
+using testing::MotoServer;
 
 class TempDir {
  public:

@@ -80,8 +80,7 @@ class TrainJobTest(unittest.TestCase):
             j = b.describe_jobs(jobs=[job_id])["jobs"][0]
             return j if j["status"] in ("SUCCEEDED", "FAILED") else None
         job = self.wait(ended, 600, "the training job")
-        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
-                              capture_output=True, text=True, env=self.server.env()).stdout
+        logs = self.job_logs(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", (job.get("statusReason"), logs[-4000:]))
 
         with open(os.path.join(out, "metrics.json")) as f:
@@ -99,24 +98,17 @@ class TrainJobTest(unittest.TestCase):
         self.assertEqual([n["node"] for n in progress["nodes"]], [0], progress)
         # The main node's stream holds the progress lines; a child node's holds none.
         self.assertIn("LOTE_PROGRESS", logs)
-        child = subprocess.run([LOTE, "logs", job_id, "--node", "1", "--endpoint",
-                                self.server.endpoint], capture_output=True, text=True,
-                               env=self.server.env()).stdout
+        child = self.job_logs(job_id, "--node", "1")
         self.assertNotIn("LOTE_PROGRESS", child)
 
     def test_killed_node_retry_resumes_from_the_checkpoint(self):
         """One node's rank is SIGKILLed after a checkpoint completed: the attempt is torn
         down, the retry (AWS_BATCH_JOB_ATTEMPT=2) resumes from the newest complete
         checkpoint, and the final loss equals an uninterrupted run's exactly."""
-        b = self.batch
         self.ensure_queue()
         ckpt = os.path.join(self.dir, "ckpt")
         out = os.path.join(self.dir, "resumed_out")
-        steps = 160  # far more than the steps run before the fault, on any machine
-        common = ["--config", self.tiny_config(), "--data", self.data, "--tensor-parallel-size",
-                  "2", "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
-                  "--max-steps", str(steps), "--logging-interval", "20", "--threads", "1",
-                  "--peak-gflops", "10"]
+        common = self.tiny_train_args(logging=20)
         command = [LOTE, "train", *common, "--nproc-per-node", "1", "--checkpoint-uri",
                    "file://" + ckpt, "--checkpoint-freq", "4", "--keep-checkpoints", "2",
                    "--output", out]
@@ -126,27 +118,12 @@ class TrainJobTest(unittest.TestCase):
             return os.path.isdir(d) and any(
                 n.startswith("step_") and int(n[5:]) >= 8 and
                 os.path.exists(os.path.join(d, n, "manifest.json")) for n in os.listdir(d))
-        b.register_job_definition(
-            jobDefinitionName="llama-ckpt", type="multinode",
-            retryStrategy={"attempts": 2},
-            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
-                "targetNodes": "0:", "container": {
-                    "image": "host", "command": command,
-                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
-                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                             {"type": "MEMORY", "value": "512"}]}}]})
-        job_id = b.submit_job(jobName="ckpt", jobQueue="train-q",
-                              jobDefinition="llama-ckpt")["jobId"]
+        job_id = self.submit_training("llama-ckpt", command, attempts=2)
         self.wait(checkpointed, 300, "a checkpoint of step 8 or later")
         victim = self.wait(lambda: self.find_rank(job_id, node=2), 30, "node 2's rank")
         os.kill(victim, signal.SIGKILL)
-
-        def ended():
-            j = b.describe_jobs(jobs=[job_id])["jobs"][0]
-            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
-        job = self.wait(ended, 600, "the retried job")
-        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
-                              capture_output=True, text=True, env=self.server.env()).stdout
+        job = self.wait_ended(job_id, "the retried job")
+        logs = self.job_logs(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", (job.get("statusReason"), logs[-4000:]))
         self.assertEqual(len(job["attempts"]), 2, job["attempts"])
         self.assertIn("resumed from file://%s/%s/step_" % (ckpt, job_id), logs)
@@ -154,12 +131,7 @@ class TrainJobTest(unittest.TestCase):
             resumed = json.load(f)
         self.assertGreater(resumed["first_step"], 8)
 
-        ref_out = os.path.join(self.dir, "uninterrupted")
-        subprocess.run([LOTE, "train", *common, "--nproc-per-node", "4", "--output", ref_out],
-                       check=True, capture_output=True, timeout=600,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
-        with open(os.path.join(ref_out, "metrics.json")) as f:
-            ref = json.load(f)
+        ref = self.uninterrupted(common, "uninterrupted")
         self.assertEqual(resumed["final_loss"], ref["final_loss"])
         self.assertEqual(resumed["losses"], ref["losses"][resumed["first_step"] - 1:])
 
@@ -168,29 +140,14 @@ class TrainJobTest(unittest.TestCase):
         same step and checkpoint, the nodes exit 75, the attempt is PREEMPTED and run
         again although retryStrategy allows one attempt, and the retry ends with the
         uninterrupted run's losses."""
-        b = self.batch
         self.ensure_queue()
         ckpt = os.path.join(self.dir, "ckpt_preempt")
         out = os.path.join(self.dir, "preempt_out")
-        steps = 160  # far more than the steps run before the fault, on any machine
-        common = ["--config", self.tiny_config(), "--data", self.data, "--tensor-parallel-size",
-                  "2", "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
-                  "--max-steps", str(steps), "--logging-interval", "1", "--threads", "1",
-                  "--peak-gflops", "10"]
+        common = self.tiny_train_args(logging=1)
         command = [LOTE, "train", *common, "--nproc-per-node", "1", "--checkpoint-uri",
                    "file://" + ckpt, "--checkpoint-freq", "1000", "--output", out]
-        b.register_job_definition(
-            jobDefinitionName="llama-preempt", type="multinode",
-            retryStrategy={"attempts": 1},
-            parameters={"lote:terminationGraceSeconds": "120"},
-            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
-                "targetNodes": "0:", "container": {
-                    "image": "host", "command": command,
-                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
-                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                             {"type": "MEMORY", "value": "512"}]}}]})
-        job_id = b.submit_job(jobName="preempt", jobQueue="train-q",
-                              jobDefinition="llama-preempt")["jobId"]
+        job_id = self.submit_training("llama-preempt", command, attempts=1,
+                                      parameters={"lote:terminationGraceSeconds": "120"})
 
         def progressed():
             p = self.raw_job(job_id).get("progress") or {}
@@ -198,14 +155,9 @@ class TrainJobTest(unittest.TestCase):
         self.wait(progressed, 300, "step 3")
         launcher = self.wait(lambda: self.find_launcher(job_id, node=1), 30, "node 1's launcher")
         os.kill(launcher, signal.SIGTERM)
-
-        def ended():
-            j = b.describe_jobs(jobs=[job_id])["jobs"][0]
-            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
-        job = self.wait(ended, 600, "the preempted job")
+        job = self.wait_ended(job_id, "the preempted job")
         raw = self.raw_job(job_id)
-        logs = subprocess.run([LOTE, "logs", job_id, "--endpoint", self.server.endpoint],
-                              capture_output=True, text=True, env=self.server.env()).stdout
+        logs = self.job_logs(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", (raw["attempts"], logs[-3000:]))
         self.assertEqual(len(job["attempts"]), 2, job["attempts"])
         self.assertEqual(raw["attempts"][0].get("failureCategory"), "PREEMPTED", raw["attempts"][0])
@@ -214,12 +166,7 @@ class TrainJobTest(unittest.TestCase):
         self.assertIn("resumed from file://%s/%s/step_" % (ckpt, job_id), logs)
         with open(os.path.join(out, "metrics.json")) as f:
             resumed = json.load(f)
-        ref_out = os.path.join(self.dir, "uninterrupted_preempt")
-        subprocess.run([LOTE, "train", *common, "--nproc-per-node", "4", "--output", ref_out],
-                       check=True, capture_output=True, timeout=600,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
-        with open(os.path.join(ref_out, "metrics.json")) as f:
-            ref = json.load(f)
+        ref = self.uninterrupted(common, "uninterrupted_preempt")
         self.assertEqual(resumed["losses"], ref["losses"][resumed["first_step"] - 1:])
 
     @staticmethod
@@ -261,6 +208,46 @@ class TrainJobTest(unittest.TestCase):
         finally:
             self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
         return json.loads(raw["body"])["jobs"][0]
+
+    def job_logs(self, job_id, *extra):
+        return subprocess.run([LOTE, "logs", job_id, *extra, "--endpoint", self.server.endpoint],
+                              capture_output=True, text=True, env=self.server.env()).stdout
+
+    def tiny_train_args(self, logging):
+        # 160 steps: far more than run before a test's fault lands, on any machine.
+        return ["--config", self.tiny_config(), "--data", self.data, "--tensor-parallel-size",
+                "2", "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                "--max-steps", "160", "--logging-interval", str(logging), "--threads", "1",
+                "--peak-gflops", "10"]
+
+    def submit_training(self, name, command, attempts, parameters=None):
+        """A 4-node job definition running `command` on every node, and one job of it."""
+        self.batch.register_job_definition(
+            jobDefinitionName=name, type="multinode", retryStrategy={"attempts": attempts},
+            parameters=parameters or {},
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host", "command": command,
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "512"}]}}]})
+        return self.batch.submit_job(jobName=name, jobQueue="train-q",
+                                     jobDefinition=name)["jobId"]
+
+    def wait_ended(self, job_id, what):
+        def ended():
+            j = self.batch.describe_jobs(jobs=[job_id])["jobs"][0]
+            return j if j["status"] in ("SUCCEEDED", "FAILED") else None
+        return self.wait(ended, 600, what)
+
+    def uninterrupted(self, common, name):
+        """metrics.json of the same training on one node with 4 ranks (same layout)."""
+        out = os.path.join(self.dir, name)
+        subprocess.run([LOTE, "train", *common, "--nproc-per-node", "4", "--output", out],
+                       check=True, capture_output=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        with open(os.path.join(out, "metrics.json")) as f:
+            return json.load(f)
 
     def ensure_queue(self):
         b = self.batch
