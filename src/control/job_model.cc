@@ -377,6 +377,11 @@ Status ValidateFargateResources(const ContainerSpec& c, const std::string& field
                                  std::to_string(static_cast<double>(mv) / 1000.0) + ")");
 }
 
+FailureCategory CategoryOfExit(int32_t code, bool signaled) {
+  return !signaled && code == kPreemptedExitCode ? FailureCategory::kPreempted
+                                                 : FailureCategory::kUserError;
+}
+
 bool ConsumesAttempt(FailureCategory category) {
   return category != FailureCategory::kPreempted && category != FailureCategory::kNotStarted;
 }

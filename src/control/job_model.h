@@ -53,6 +53,9 @@ inline constexpr int kPreemptedExitCode = 75;
 // PREEMPTED and NOT_STARTED attempts are retried without counting against
 // retryStrategy.attempts: the job's own command did not fail.
 bool ConsumesAttempt(FailureCategory category);
+// The category of a node whose command exited non-zero (code = 128 + n for signal n):
+// PREEMPTED for a plain kPreemptedExitCode, else USER_ERROR.
+FailureCategory CategoryOfExit(int32_t code, bool signaled);
 
 // "USER_ERROR", ...; "" for kNone.
 std::string_view FailureCategoryName(FailureCategory category);

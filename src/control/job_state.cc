@@ -163,11 +163,7 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   if (IsFinal(node->status)) return job;  // duplicate
   const int32_t code = e.signal > 0 ? 128 + e.signal : e.exit_code;
   if (code != 0) {
-    // kPreemptedExitCode: the node stopped on SIGTERM after saving its state; the
-    // attempt is retried without counting against retryStrategy.attempts.
-    const FailureCategory category = e.signal == 0 && code == kPreemptedExitCode
-                                         ? FailureCategory::kPreempted
-                                         : FailureCategory::kUserError;
+    const FailureCategory category = CategoryOfExit(code, e.signal > 0);
     return FailAttempt(std::move(job), category, kEssentialContainerExited, e.node_index, code,
                        e.at_ms);
   }

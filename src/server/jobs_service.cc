@@ -956,9 +956,8 @@ control::FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool un
   using control::FailureCategory;
   switch (event.outcome) {
     case exec::NodeOutcome::kExited:
-      if (event.exit_code == 0) return FailureCategory::kNone;
-      return event.exit_code == control::kPreemptedExitCode ? FailureCategory::kPreempted
-                                                            : FailureCategory::kUserError;
+      return event.exit_code == 0 ? FailureCategory::kNone
+                                  : control::CategoryOfExit(event.exit_code, false);
     case exec::NodeOutcome::kSignaled:
       return FailureCategory::kUserError;
     case exec::NodeOutcome::kLost:
