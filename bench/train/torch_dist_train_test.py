@@ -19,7 +19,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "engine"))
 import llama_reference as ref  # noqa: E402
 
-CONFIG = os.path.join(ROOT, "examples", "llama2", "tiny_config.json")
+CONFIG = os.path.join(ROOT, "examples", "llama2", "model", "tiny.json")
 NPROC, SEQ, MICRO, STEPS, SEED = 2, 32, 2, 3, 7
 
 

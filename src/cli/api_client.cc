@@ -143,6 +143,11 @@ Result<Json> ApiClient::Send(const std::string& method, const std::string& raw_p
   if (colon != std::string::npos) code = code.substr(0, colon);
   std::string text = code + ": " + message;
   if (res->status == 403) return Status::PermissionDenied(text);
+  // The server did not do the request and says to try again later.
+  if (res->status == 429 || code == "ThrottlingException" || code == "TooManyRequestsException") {
+    return Status::ResourceExhausted(text);
+  }
+  if (res->status == 503) return Status::Unavailable(text);
   if (res->status >= 500) return Status::Internal(text);
   if (code.find("NotFound") != std::string::npos) return Status::NotFound(text);
   return Status::InvalidArgument(text);

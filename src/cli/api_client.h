@@ -11,8 +11,11 @@
 //
 // Errors: an AWS error answer becomes a Status whose message starts with the
 // AWS code ("ClientException: ..."): 400 → InvalidArgument (NotFound for
-// *NotFound* codes), 403 → PermissionDenied, 5xx → Internal; a connection
+// *NotFound* codes), 403 → PermissionDenied, 429 and throttling codes →
+// ResourceExhausted, 503 → Unavailable, other 5xx → Internal; a connection
 // failure → Unavailable naming the endpoint.
+//
+// Commands use the typed BatchClient (batch_client.h) on top of this one.
 // Thread safety: one ApiClient per thread (it holds one keep-alive connection).
 #pragma once
 

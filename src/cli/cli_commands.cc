@@ -1,8 +1,7 @@
-// `lote queues`: lists job queues (a first client subcommand; the others
-// build on ApiClient the same way).
+// `lote queues`: lists job queues.
 #include <cstdio>
 
-#include "cli/api_client.h"
+#include "cli/batch_client.h"
 #include "lote/registry.h"
 
 namespace lote::cli {
@@ -17,34 +16,25 @@ lote::CommandRegistrar queues_command([](CLI::App& app) {
   sub->callback([endpoint] {
     ClientOptions options;
     options.endpoint = *endpoint;
-    auto client = ApiClient::Create(options);
-    if (!client.ok()) {
-      std::fprintf(stderr, "lote queues: %s\n", client.status().message().c_str());
+    auto client = BatchClient::Connect(options);
+    Result<std::vector<Json>> queues =
+        client.ok() ? (*client)->DescribeJobQueues() : Result<std::vector<Json>>(client.status());
+    if (!queues.ok()) {
+      std::fprintf(stderr, "lote queues: %s\n", queues.status().message().c_str());
       lote::SetExitCode(1);
       return;
     }
-    Json request = Json::object();
     std::printf("%-32s %-9s %-9s %8s  %s\n", "NAME", "STATE", "STATUS", "PRIORITY",
                 "COMPUTE ENVIRONMENTS");
-    for (;;) {
-      auto page = (*client)->Batch("POST", "/v1/describejobqueues", request);
-      if (!page.ok()) {
-        std::fprintf(stderr, "lote queues: %s\n", page.status().message().c_str());
-        lote::SetExitCode(1);
-        return;
+    for (const Json& q : *queues) {
+      std::string ces;
+      for (const Json& o : q.value("computeEnvironmentOrder", Json::array())) {
+        std::string arn = o.value("computeEnvironment", "");
+        ces += (ces.empty() ? "" : ",") + arn.substr(arn.rfind('/') + 1);
       }
-      for (const Json& q : (*page)["jobQueues"]) {
-        std::string ces;
-        for (const Json& o : q.value("computeEnvironmentOrder", Json::array())) {
-          std::string arn = o.value("computeEnvironment", "");
-          ces += (ces.empty() ? "" : ",") + arn.substr(arn.rfind('/') + 1);
-        }
-        std::printf("%-32s %-9s %-9s %8d  %s\n", q.value("jobQueueName", "").c_str(),
-                    q.value("state", "").c_str(), q.value("status", "").c_str(),
-                    q.value("priority", 0), ces.c_str());
-      }
-      if (!page->contains("nextToken")) break;
-      request["nextToken"] = (*page)["nextToken"];
+      std::printf("%-32s %-9s %-9s %8d  %s\n", q.value("jobQueueName", "").c_str(),
+                  q.value("state", "").c_str(), q.value("status", "").c_str(),
+                  q.value("priority", 0), ces.c_str());
     }
   });
 });

@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "cli/api_client.h"
+#include "cli/batch_client.h"
 #include "cli/durations.h"
 #include "cli/job_watch.h"
 #include "lote/registry.h"
@@ -38,10 +38,10 @@ void AddEndpointOption(CLI::App* sub, std::string* endpoint) {
                   "http://127.0.0.1:7480");
 }
 
-std::unique_ptr<ApiClient> Connect(const char* command, const std::string& endpoint) {
+std::unique_ptr<BatchClient> Connect(const char* command, const std::string& endpoint) {
   ClientOptions options;
   options.endpoint = endpoint;
-  auto client = ApiClient::Create(options);
+  auto client = BatchClient::Connect(options);
   if (!client.ok()) {
     std::fprintf(stderr, "lote %s: %s\n", command, client.status().message().c_str());
     return nullptr;
@@ -99,7 +99,7 @@ lote::CommandRegistrar logs_command([](CLI::App& app) {
         }
         options.since_ms = *since;
       }
-      std::unique_ptr<ApiClient> client = Connect("logs", args->endpoint);
+      std::unique_ptr<BatchClient> client = Connect("logs", args->endpoint);
       if (!client) {
         lote::SetExitCode(kExitError);
         return;
@@ -149,7 +149,7 @@ lote::CommandRegistrar wait_command([](CLI::App& app) {
         }
         timeout = *t;
       }
-      std::unique_ptr<ApiClient> client = Connect("wait", args->endpoint);
+      std::unique_ptr<BatchClient> client = Connect("wait", args->endpoint);
       if (!client) {
         lote::SetExitCode(kExitError);
         return;
@@ -182,7 +182,7 @@ lote::CommandRegistrar status_command([](CLI::App& app) {
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args] {
     Guarded("status", 1, [&] {
-      std::unique_ptr<ApiClient> client = Connect("status", args->endpoint);
+      std::unique_ptr<BatchClient> client = Connect("status", args->endpoint);
       if (!client) {
         lote::SetExitCode(1);
         return;

@@ -11,21 +11,6 @@
 namespace lote::cli {
 namespace {
 
-constexpr size_t kDescribeBatch = 100;  // DescribeJobs takes at most 100 ids
-
-Result<std::vector<Json>> DescribeJobs(ApiClient* client, const std::vector<std::string>& ids) {
-  std::vector<Json> out;
-  for (size_t i = 0; i < ids.size(); i += kDescribeBatch) {
-    Json request = {{"jobs", Json::array()}};
-    for (size_t k = i; k < std::min(ids.size(), i + kDescribeBatch); ++k) {
-      request["jobs"].push_back(ids[k]);
-    }
-    ASSIGN_OR_RETURN(Json page, client->Batch("POST", "/v1/describejobs", request));
-    for (Json& j : page.value("jobs", Json::array())) out.push_back(std::move(j));
-  }
-  return out;
-}
-
 JobOutcome OutcomeOf(const Json& job) {
   JobOutcome o;
   o.job_id = job.value("jobId", "");
@@ -45,30 +30,20 @@ Sleeper RealSleeper() {
   return [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
 }
 
-Result<Json> DescribeJob(ApiClient* client, const std::string& job_id) {
-  ASSIGN_OR_RETURN(std::vector<Json> jobs, DescribeJobs(client, {job_id}));
-  for (Json& j : jobs) {
-    if (j.value("jobId", "") == job_id) return std::move(j);
-  }
-  return Status::NotFound("no job with id '" + job_id + "' on " + client->endpoint() +
-                          ": check the id (`lote status` lists active jobs, `aws batch list-jobs "
-                          "--job-queue Q --job-status S` all of them)");
-}
-
-Result<JobLogPlan> ReadJobLogPlan(ApiClient* client, const std::string& job_id) {
-  ASSIGN_OR_RETURN(Json job, DescribeJob(client, job_id));
+Result<JobLogPlan> ReadJobLogPlan(BatchClient* client, const std::string& job_id) {
+  ASSIGN_OR_RETURN(Json job, client->DescribeJob(job_id));
   std::vector<Json> views;
   const Json nodes = job.value("nodeProperties", Json::object());
   if (nodes.is_object() && nodes.contains("numNodes") && !job.contains("nodeDetails")) {
     int64_t n = nodes.value("numNodes", int64_t{0});
     std::vector<std::string> ids;
     for (int64_t i = 0; i < n; ++i) ids.push_back(job_id + "#" + std::to_string(i));
-    ASSIGN_OR_RETURN(views, DescribeJobs(client, ids));
+    ASSIGN_OR_RETURN(views, client->DescribeJobs(ids));
   }
   return PlanJobLogs(job, views);
 }
 
-StreamPages::StreamPages(ApiClient* client, std::string stream,
+StreamPages::StreamPages(BatchClient* client, std::string stream,
                          std::optional<int64_t> start_time_ms)
     : client_(client), stream_(std::move(stream)), start_time_ms_(start_time_ms) {}
 
@@ -82,23 +57,20 @@ Result<std::vector<LogLine>> StreamPages::NextPage() {
                     {"startFromHead", true}};
     if (token_) request["nextToken"] = *token_;
     if (start_time_ms_) request["startTime"] = *start_time_ms_;
-    Result<Json> page = client_->JsonTarget("logs", "Logs_20140328.GetLogEvents", request);
+    Result<LogEventsPage> page = client_->GetLogEvents(request);
     if (!page.ok()) {
       if (page.status().IsNotFound()) return lines;  // not created yet: no output so far
       return page.status().WithContext("GetLogEvents on stream " + stream_);
     }
-    std::string next = page->value("nextForwardToken", "");
-    auto events = page->find("events");
-    if (events != page->end() && events->is_array()) {
-      lines.reserve(lines.size() + events->size());
-      for (Json& e : *events) {
-        if (!e.is_object()) continue;
-        LogLine line;
-        line.timestamp_ms = e.value("timestamp", int64_t{0});
-        auto m = e.find("message");
-        if (m != e.end() && m->is_string()) line.message = std::move(m->get_ref<std::string&>());
-        lines.push_back(std::move(line));
-      }
+    const std::string& next = page->next_forward_token;
+    lines.reserve(lines.size() + page->events.size());
+    for (Json& e : page->events) {
+      if (!e.is_object()) continue;
+      LogLine line;
+      line.timestamp_ms = e.value("timestamp", int64_t{0});
+      auto m = e.find("message");
+      if (m != e.end() && m->is_string()) line.message = std::move(m->get_ref<std::string&>());
+      lines.push_back(std::move(line));
     }
     bool stood_still = next.empty() || (token_ && next == *token_);
     if (!next.empty()) token_ = next;
@@ -106,7 +78,7 @@ Result<std::vector<LogLine>> StreamPages::NextPage() {
   }
 }
 
-Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
+Result<JobOutcome> RunLogs(BatchClient* client, const LogsOptions& options,
                            const std::function<void(std::string_view)>& write, const Clock* clock,
                            const Sleeper& sleep) {
   ASSIGN_OR_RETURN(JobLogPlan plan, ReadJobLogPlan(client, options.job_id));
@@ -173,13 +145,13 @@ Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
   return outcome;
 }
 
-Result<JobOutcome> WaitForJob(ApiClient* client, const std::string& job_id,
+Result<JobOutcome> WaitForJob(BatchClient* client, const std::string& job_id,
                               std::optional<int64_t> timeout_ms, const Clock* clock,
                               const Sleeper& sleep) {
   const int64_t deadline = timeout_ms ? clock->NowMillis() + *timeout_ms : INT64_MAX;
   int64_t delay = 50;
   for (;;) {
-    ASSIGN_OR_RETURN(Json job, DescribeJob(client, job_id));
+    ASSIGN_OR_RETURN(Json job, client->DescribeJob(job_id));
     JobOutcome outcome = OutcomeOf(job);
     if (IsFinal(outcome.status)) return outcome;
     int64_t now = clock->NowMillis();
@@ -202,19 +174,13 @@ std::string FormatOutcome(const JobOutcome& o) {
   return s;
 }
 
-Result<std::string> RenderStatus(ApiClient* client, const std::optional<std::string>& queue,
+Result<std::string> RenderStatus(BatchClient* client, const std::optional<std::string>& queue,
                                  int64_t now_ms) {
   std::vector<std::string> queues;
-  Json request = Json::object();
-  if (queue) request["jobQueues"] = Json::array({*queue});
-  for (;;) {
-    ASSIGN_OR_RETURN(Json page, client->Batch("POST", "/v1/describejobqueues", request));
-    for (const Json& q : page.value("jobQueues", Json::array())) {
-      queues.push_back(q.value("jobQueueName", ""));
-    }
-    if (!page.contains("nextToken") || page["nextToken"].is_null()) break;
-    request["nextToken"] = page["nextToken"];
-  }
+  std::vector<std::string> names;
+  if (queue) names.push_back(*queue);
+  ASSIGN_OR_RETURN(std::vector<Json> described_queues, client->DescribeJobQueues(names));
+  for (const Json& q : described_queues) queues.push_back(q.value("jobQueueName", ""));
   if (queue && queues.empty()) {
     return Status::NotFound("no job queue '" + *queue + "' (`lote queues` lists them)");
   }
@@ -224,22 +190,16 @@ Result<std::string> RenderStatus(ApiClient* client, const std::optional<std::str
   for (const std::string& q : queues) {
     std::vector<Json> summaries;
     for (const char* status : kActive) {
-      Json list = {{"jobQueue", q}, {"jobStatus", status}};
-      for (;;) {
-        ASSIGN_OR_RETURN(Json page, client->Batch("POST", "/v1/listjobs", list));
-        std::vector<Json> found;
-        for (Json& j : page.value("jobSummaryList", Json::array())) found.push_back(std::move(j));
-        std::stable_sort(found.begin(), found.end(), [](const Json& a, const Json& b) {
-          return a.value("createdAt", int64_t{0}) < b.value("createdAt", int64_t{0});
-        });
-        for (Json& j : found) summaries.push_back(std::move(j));
-        if (!page.contains("nextToken") || page["nextToken"].is_null()) break;
-        list["nextToken"] = page["nextToken"];
-      }
+      ASSIGN_OR_RETURN(std::vector<Json> found,
+                       client->ListJobs({{"jobQueue", q}, {"jobStatus", status}}));
+      std::stable_sort(found.begin(), found.end(), [](const Json& a, const Json& b) {
+        return a.value("createdAt", int64_t{0}) < b.value("createdAt", int64_t{0});
+      });
+      for (Json& j : found) summaries.push_back(std::move(j));
     }
     std::vector<std::string> ids;
     for (const Json& s : summaries) ids.push_back(s.value("jobId", ""));
-    ASSIGN_OR_RETURN(std::vector<Json> described, DescribeJobs(client, ids));
+    ASSIGN_OR_RETURN(std::vector<Json> described, client->DescribeJobs(ids));
     std::map<std::string, Json> by_id;
     for (Json& j : described) {
       // Not in one expression: Json's operator= takes its argument by value,

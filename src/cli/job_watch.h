@@ -1,10 +1,10 @@
 // The server-facing side of `lote logs`, `lote wait` and `lote status`:
-// DescribeJobs / ListJobs / GetLogEvents calls through an ApiClient, driving
+// DescribeJobs / ListJobs / GetLogEvents calls through the BatchClient, driving
 // the pure parts in job_logs.h and status_table.h.
 //
 // Errors are Status values: NotFound for an unknown job id (the message says
 // how to find the right one), InvalidArgument for options the job cannot
-// honour, Unavailable/Internal from the client. Not thread-safe (one ApiClient).
+// honour, Unavailable/Internal from the client. Not thread-safe (one BatchClient).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/api_client.h"
+#include "cli/batch_client.h"
 #include "cli/job_logs.h"
 #include "common/clock.h"
 #include "common/json.h"
@@ -38,23 +38,20 @@ struct JobOutcome {
 using Sleeper = std::function<void(int64_t millis)>;
 Sleeper RealSleeper();
 
-// The DescribeJobs entry of one job; NotFound when the server has no such job.
-Result<Json> DescribeJob(ApiClient* client, const std::string& job_id);
-
 // The job's log plan: DescribeJobs of the job and, for a multi-node parent,
 // of its node views JOBID#0..JOBID#(n-1).
-Result<JobLogPlan> ReadJobLogPlan(ApiClient* client, const std::string& job_id);
+Result<JobLogPlan> ReadJobLogPlan(BatchClient* client, const std::string& job_id);
 
 // One stream's lines through GetLogEvents (startFromHead, paging with
 // nextForwardToken; the token coming back unchanged means "nothing more for
 // now"). A stream that does not exist yet reads as empty.
 class StreamPages : public PageSource {
  public:
-  StreamPages(ApiClient* client, std::string stream, std::optional<int64_t> start_time_ms);
+  StreamPages(BatchClient* client, std::string stream, std::optional<int64_t> start_time_ms);
   Result<std::vector<LogLine>> NextPage() override;
 
  private:
-  ApiClient* client_;
+  BatchClient* client_;
   std::string stream_;
   std::optional<int64_t> start_time_ms_;
   std::optional<std::string> token_;
@@ -83,13 +80,13 @@ inline constexpr int64_t kMaxStoreLagMs = 120'000;
 // the streams are read until then; for other servers, a job that ended less
 // than kSettleMs ago is read until a round finds nothing new. Returns the
 // job's status as it was at the end.
-Result<JobOutcome> RunLogs(ApiClient* client, const LogsOptions& options,
+Result<JobOutcome> RunLogs(BatchClient* client, const LogsOptions& options,
                            const std::function<void(std::string_view)>& write, const Clock* clock,
                            const Sleeper& sleep);
 
 // Blocks until the job is SUCCEEDED or FAILED; DeadlineExceeded (naming the
 // status it is still in) once `timeout_ms` has passed.
-Result<JobOutcome> WaitForJob(ApiClient* client, const std::string& job_id,
+Result<JobOutcome> WaitForJob(BatchClient* client, const std::string& job_id,
                               std::optional<int64_t> timeout_ms, const Clock* clock,
                               const Sleeper& sleep);
 
@@ -98,7 +95,7 @@ std::string FormatOutcome(const JobOutcome& outcome);
 
 // The `lote status` table for every queue, or only `queue` (NotFound if it
 // does not exist).
-Result<std::string> RenderStatus(ApiClient* client, const std::optional<std::string>& queue,
+Result<std::string> RenderStatus(BatchClient* client, const std::optional<std::string>& queue,
                                  int64_t now_ms);
 
 }  // namespace lote::cli

@@ -143,6 +143,17 @@ Json DescribeJobJson(const Job& job) {
     if (a.failure_category != FailureCategory::kNone) {
       attempt["failureCategory"] = FailureCategoryName(a.failure_category);
     }
+    // lote extra: when the attempt was placed (STARTING) and each node's own
+    // times, for timelines (`lote report`, the console).
+    Json timeline = {{"scheduledAt", a.scheduled_at}, {"nodes", Json::array()}};
+    for (const NodeAttempt& n : a.nodes) {
+      Json node = {{"nodeIndex", n.node_index}};
+      if (n.started_at > 0) node["startedAt"] = n.started_at;
+      if (n.stopped_at > 0) node["stoppedAt"] = n.stopped_at;
+      if (n.exit_code) node["exitCode"] = *n.exit_code;
+      timeline["nodes"].push_back(node);
+    }
+    attempt["loteTimeline"] = timeline;
     attempts.push_back(attempt);
   }
   j["attempts"] = attempts;

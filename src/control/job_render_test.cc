@@ -44,7 +44,9 @@ const std::set<std::string> kJobDetailKeys = {"jobArn",
                                               "progress",
                                               "failureCategory"};  // lote extras
 const std::set<std::string> kAttemptDetailKeys = {
-    "container", "startedAt", "stoppedAt", "statusReason", "taskProperties", "failureCategory"};
+    "container",      "startedAt",       "stoppedAt",   "statusReason",
+    "taskProperties", "failureCategory", "loteTimeline"};  // lote extras: failureCategory,
+                                                           // loteTimeline
 const std::set<std::string> kAttemptContainerKeys = {
     "containerInstanceArn", "taskArn",           "exitCode",   "reason",
     "logStreamName",        "networkInterfaces", "loteNotices"};  // lote extra

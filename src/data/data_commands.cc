@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/json.h"
+#include "common/recipe_config.h"
 #include "data/indexed_dataset.h"
 #include "data/prepare.h"
 #include "lote/registry.h"
@@ -101,9 +103,79 @@ struct PrepareArgs {
   PrepareOptions options;
   std::string format = "auto";
   std::string tokenizer_impl = "auto";
+  std::string config_file;
+  bool block_size_given = false;
 };
 
+// Without --input/--tokenizer/--output, the example folder's config.txt says:
+// CORPUS (one or more paths), TOKENIZER, TOKENIZED_DATASET_URI and SEQ_LEN
+// (blocks of SEQ_LEN + 1 tokens: inputs and shifted targets).
+Status FillFromConfig(PrepareArgs* args) {
+  ASSIGN_OR_RETURN(RecipeConfig config, LoadRecipeConfig(args->config_file));
+  PrepareOptions& o = args->options;
+  if (o.inputs.empty()) {
+    ASSIGN_OR_RETURN(std::string corpus, config.Require("CORPUS"));
+    size_t pos = 0;
+    while (pos < corpus.size()) {
+      size_t sp = corpus.find(' ', pos);
+      std::string one = corpus.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
+      if (!one.empty()) o.inputs.push_back(config.ResolvePath(one));
+      pos = sp == std::string::npos ? corpus.size() : sp + 1;
+    }
+  }
+  if (o.tokenizer_path.empty()) {
+    ASSIGN_OR_RETURN(std::string tokenizer, config.Require("TOKENIZER"));
+    o.tokenizer_path = config.ResolvePath(tokenizer);
+  }
+  if (o.output_uri.empty()) {
+    ASSIGN_OR_RETURN(o.output_uri, config.Require("TOKENIZED_DATASET_URI"));
+  }
+  if (!args->block_size_given && config.Get("SEQ_LEN")) {
+    ASSIGN_OR_RETURN(int64_t seq_len, config.RequireInt("SEQ_LEN"));
+    o.block_size = seq_len + 1;
+  }
+  return Status::Ok();
+}
+
+// True when the output already holds the dataset these options would write
+// (same tokenizer, block size and input files): the workflow may run again.
+Result<bool> AlreadyPrepared(const PrepareOptions& o) {
+  ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(o.output_uri));
+  ASSIGN_OR_RETURN(bool exists, store->Exists("manifest.json"));
+  if (!exists) return false;
+  ASSIGN_OR_RETURN(std::string text, store->GetBytes("manifest.json"));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  ASSIGN_OR_RETURN(DatasetManifest m, DatasetManifest::FromJson(j));
+  ASSIGN_OR_RETURN(auto tokenizer, HashFile(o.tokenizer_path));
+  if (m.tokenizer_sha256 != tokenizer.first || m.block_size != o.block_size ||
+      m.sources.size() != o.inputs.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < o.inputs.size(); ++i) {
+    Result<std::pair<std::string, uint64_t>> h = HashFile(o.inputs[i]);
+    if (!h.ok() || h->first != m.sources[i].sha256) return false;
+  }
+  return true;
+}
+
 int RunPrepare(PrepareArgs& args) {
+  const bool from_config = args.options.inputs.empty() || args.options.tokenizer_path.empty() ||
+                           args.options.output_uri.empty();
+  if (from_config) {
+    if (Status st = FillFromConfig(&args); !st.ok()) {
+      std::fprintf(stderr,
+                   "lote data prepare: %s\n(without a config.txt, pass --input, --tokenizer and "
+                   "--output)\n",
+                   st.message().c_str());
+      return 1;
+    }
+    Result<bool> done = AlreadyPrepared(args.options);
+    if (done.ok() && *done) {
+      std::printf("%s already holds this dataset (same corpus, tokenizer and block size): kept\n",
+                  args.options.output_uri.c_str());
+      return 0;
+    }
+  }
   if (args.format == "text")
     args.options.corpus.format = CorpusFormat::kText;
   else if (args.format == "jsonl")
@@ -180,19 +252,22 @@ CommandRegistrar reg([](CLI::App& app) {
       "manifest.json).\n"
       "Each document gets BOS first and no EOS; all are concatenated and cut into --block-size\n"
       "blocks, the remainder dropped. The output appears complete or not at all.");
-  prepare
-      ->add_option("--input", args->options.inputs,
-                   "Input files, folders, or s3:// objects/prefixes (text: one document per line; "
-                   "JSON Lines; .gz allowed)")
-      ->required();
-  prepare->add_option("--tokenizer", args->options.tokenizer_path, "SentencePiece tokenizer.model")
-      ->required();
-  prepare->add_option("--block-size", args->options.block_size, "Tokens per packed sequence")
-      ->default_val(4096);
-  prepare
-      ->add_option("--output", args->options.output_uri,
-                   "Output folder, file:// or s3://bucket/prefix (must not hold a dataset)")
-      ->required();
+  prepare->add_option(
+      "--input", args->options.inputs,
+      "Input files, folders, or s3:// objects/prefixes (text: one document per line; "
+      "JSON Lines; .gz allowed); default: CORPUS of ./config.txt");
+  prepare->add_option("--tokenizer", args->options.tokenizer_path,
+                      "SentencePiece tokenizer.model; default: TOKENIZER of ./config.txt");
+  auto* block = prepare->add_option("--block-size", args->options.block_size,
+                                    "Tokens per packed sequence (default 4096; from config.txt: "
+                                    "SEQ_LEN + 1)");
+  block->default_val(4096);
+  prepare->add_option("--output", args->options.output_uri,
+                      "Output folder, file:// or s3://bucket/prefix (must not hold a dataset); "
+                      "default: TOKENIZED_DATASET_URI of ./config.txt");
+  prepare->add_option("--config-file", args->config_file,
+                      "The recipe's config.txt to read what is not given (default ./config.txt); "
+                      "run from it again, an identical dataset already there is kept");
   prepare->add_option("--threads", args->options.threads, "Tokenization threads (0 = all cores)")
       ->default_val(0);
   prepare
@@ -208,7 +283,10 @@ CommandRegistrar reg([](CLI::App& app) {
                    "auto: lote's fast exact encoder when the model allows it; lote; sentencepiece")
       ->check(CLI::IsMember({"auto", "lote", "sentencepiece"}))
       ->default_val("auto");
-  prepare->callback([args] { SetExitCode(RunPrepare(*args)); });
+  prepare->callback([args, block] {
+    args->block_size_given = block->count() > 0;
+    SetExitCode(RunPrepare(*args));
+  });
 
   auto uri = std::make_shared<std::string>();
   auto count = std::make_shared<int>(16);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "common/recipe_config.h"
 #include "engine/checkpoint_tools.h"
 #include "lote/registry.h"
 
@@ -33,6 +34,11 @@ int List(const std::string& arg, const std::string& base_flag, bool json) {
   if (base.empty()) {
     const char* env = std::getenv("CHECKPOINT_SAVE_URI");
     if (env != nullptr) base = env;
+  }
+  if (base.empty() && arg.find('/') == std::string::npos) {
+    // In an example folder: the recipe's config.txt says where checkpoints go.
+    Result<RecipeConfig> config = RecipeConfig::Load(kConfigFileName);
+    if (config.ok()) base = config->GetOr("CHECKPOINT_SAVE_URI", "");
   }
   const std::string uri = ResolveJobUri(arg, base);
   auto list = ListCheckpoints(uri);
@@ -76,7 +82,8 @@ void Register(CLI::App& app) {
                    "folder, or a job id (with --checkpoint-uri)")
       ->required();
   list->add_option("--checkpoint-uri", la->base,
-                   "base URI holding <job id>/ folders (default: $CHECKPOINT_SAVE_URI); "
+                   "base URI holding <job id>/ folders (default: $CHECKPOINT_SAVE_URI, else "
+                   "CHECKPOINT_SAVE_URI of ./config.txt); "
                    "used when the target is a job id (no '/')");
   list->add_flag("--json", la->json, "print JSON instead of a table");
   list->callback([la] { SetExitCode(List(la->target, la->base, la->json)); });

@@ -215,7 +215,15 @@ void RegisterTrain(CLI::App& app) {
       ->capture_default_str();
   sub->add_option(
       "--resume", opts->resume,
-      "latest | none | a step_<N> URI (default: latest when AWS_BATCH_JOB_ATTEMPT > 1)");
+      "latest | none | a step_<N> URI | a job's checkpoint folder URI (its latest complete "
+      "one) (default: latest when AWS_BATCH_JOB_ATTEMPT > 1)");
+  sub->add_option("--compile-cache", opts->compile_cache,
+                  "URI of the compile cache (the recipe's NEURON_COMPILE_CACHE_URI): reuse the "
+                  "plan recorded for this model, layout and shape, else record it");
+  sub->add_option("--precompile", opts->precompile,
+                  "true: a 2-step dry run that checks everything and records the plan in "
+                  "--compile-cache (no checkpoints, no output)")
+      ->capture_default_str();
   sub->add_option("--job-id", opts->job_id,
                   "checkpoint folder name (default: AWS_BATCH_JOB_ID without #node, else local)");
   auto launch = std::make_shared<LaunchOptions>();
@@ -231,8 +239,9 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--master-addr", launch->master_addr,
                   "the main node's address (default: AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS, "
                   "on the main node LOTE_PRIVATE_IPV4_ADDRESS, else 127.0.0.1)");
-  sub->add_option("--master-port", launch->master_port, "the rendezvous store's port")
-      ->capture_default_str();
+  sub->add_option("--master-port", launch->master_port,
+                  "the rendezvous store's port (default 29500; under AWS Batch 29500 + a hash of "
+                  "the job id and attempt, so jobs sharing a host do not collide)");
   sub->add_option("--node-addr", launch->node_addr,
                   "this node's address for the ranks' connections (default: "
                   "LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node)");

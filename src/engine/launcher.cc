@@ -536,6 +536,14 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
       o.job_id += " attempt " + Env("AWS_BATCH_JOB_ATTEMPT");
     }
   }
+  if (o.master_port == 0) {
+    o.master_port = kDefaultMasterPort;
+    if (!o.job_id.empty()) {
+      uint64_t h = 1469598103934665603ULL;  // FNV-1a
+      for (unsigned char c : o.job_id) h = (h ^ c) * 1099511628211ULL;
+      o.master_port += static_cast<int>(h % kDerivedPorts);
+    }
+  }
   if (o.master_port <= 0 || o.master_port > 65535) {
     return Status::InvalidArgument(fmt::format("--master-port {} is not a port", o.master_port));
   }

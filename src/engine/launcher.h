@@ -17,13 +17,19 @@
 
 namespace lote::engine {
 
+inline constexpr int kDefaultMasterPort = 29500;
+inline constexpr int kDerivedPorts = 16384;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 0;           // 0: AWS_BATCH_JOB_NUM_NODES, else 1
   int node_rank = -1;       // -1: AWS_BATCH_JOB_NODE_INDEX, else 0
   int main_node = -1;       // -1: AWS_BATCH_JOB_MAIN_NODE_INDEX, else 0
   std::string master_addr;  // "": see ResolveLaunch
-  int master_port = 29500;
+  // 0: 29500, or under AWS Batch 29500 + a hash of the job id and attempt modulo
+  // kDerivedPorts, so jobs whose nodes share a host (lote's local executor, or two
+  // lote servers on one machine) do not meet at each other's store.
+  int master_port = 0;
   std::string node_addr;  // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
   int rdzv_timeout_s = 900;
   std::string

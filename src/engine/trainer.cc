@@ -16,7 +16,9 @@
 #include "common/json.h"
 #include "engine/adamw.h"
 #include "engine/checkpoint.h"
+#include "engine/checkpoint_tools.h"
 #include "engine/communicator.h"
+#include "engine/compile_cache.h"
 #include "engine/cpu_kernels.h"
 #include "engine/indexed_dataset.h"
 #include "engine/llama_config.h"
@@ -138,7 +140,31 @@ Result<int64_t> CheckLayout(const TrainOptions& o, int world) {
   return o.global_batch_size / (o.batch_size * dp);
 }
 
-Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dist) {
+// A precompile run (the recipe's DO_PRE_COMPILATION job): at most 2 steps, no
+// checkpoint, resume or output; it exists to check everything and record the plan.
+TrainOptions PrecompileOptions(TrainOptions o) {
+  if (!o.precompile) return o;
+  o.max_steps = std::min<int64_t>(o.max_steps, 2);
+  o.warmup_steps = std::min(o.warmup_steps, o.max_steps);
+  o.logging_interval = 1;
+  o.eval_interval = 0;
+  o.checkpoint_uri.clear();
+  o.resume = "none";
+  o.output_dir.clear();
+  return o;
+}
+
+Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContext* dist) {
+  if (options.precompile && options.compile_cache.empty()) {
+    return Status::InvalidArgument("--precompile true needs --compile-cache URI to record into");
+  }
+  const TrainOptions o = PrecompileOptions(options);
+  if (o.precompile) {
+    fmt::print(out,
+               "precompile: {} steps to check the config, data, layout and memory plan, and "
+               "record the plan in {}\n",
+               o.max_steps, o.compile_cache);
+  }
   const DistContext single;
   const DistContext& d = dist != nullptr ? *dist : single;
   std::unique_ptr<Communicator> solo_tp, solo_dp, solo_world;
@@ -270,6 +296,25 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
                    job_id);
       }
     }
+    int64_t named_step = 0;
+    if (resume != "latest" && !IsStepFolder(resume, &named_step)) {
+      // A job's folder of checkpoints (e.g. another job's): its latest complete one.
+      std::string folder = resume;
+      while (!folder.empty() && folder.back() == '/') folder.pop_back();
+      const size_t slash = folder.rfind('/');
+      if (slash == std::string::npos) {
+        return Status::InvalidArgument("--resume " + resume +
+                                       ": expected latest, none, a step_<N> URI or a job's "
+                                       "checkpoint folder URI");
+      }
+      Result<std::string> latest =
+          LatestCheckpoint(folder.substr(0, slash), folder.substr(slash + 1));
+      if (!latest.ok()) {
+        return Status::NotFound("--resume " + resume + ": no complete checkpoint there (" +
+                                latest.status().message() + ")");
+      }
+      step_uri = *latest;
+    }
     if (!step_uri.empty()) {
       ASSIGN_OR_RETURN(TrainState st,
                        LoadCheckpoint(step_uri, config, place, shard.begin, shard.end));
@@ -325,7 +370,27 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   Json checkpoint_blocks = Json::array();  // per checkpoint
   int64_t checkpoints = 0;
 
-  double peak = o.peak_gflops > 0 ? o.peak_gflops : MeasureGemmPeakGflops();
+  // The compile cache: a plan recorded for this shape gives the GEMM peak
+  // without measuring it again (every rank reads the same entry).
+  const Json shape = CompileShape(config, tp, dp, B, T, threads);
+  std::optional<CompilePlan> cached;
+  if (!o.compile_cache.empty() && !o.precompile) {
+    ASSIGN_OR_RETURN(cached, LookupCompilePlan(o.compile_cache, shape));
+    if (cached) {
+      fmt::print(out,
+                 "compile cache: found the plan recorded by job {} at {} ({}): GEMM peak {:.1f} "
+                 "GFLOP/s, not measured again\n",
+                 cached->recorded_by, cached->uri, cached->created_at, cached->gemm_peak_gflops);
+    } else {
+      fmt::print(out,
+                 "compile cache: no plan for this model, layout and shape under {} (a "
+                 "DO_PRE_COMPILATION run records one): measuring now\n",
+                 o.compile_cache);
+    }
+  }
+  double peak = o.peak_gflops > 0 ? o.peak_gflops
+                : cached          ? cached->gemm_peak_gflops
+                                  : MeasureGemmPeakGflops();
   {
     double p = peak;  // every rank uses rank 0's measurement
     if (d.world > 1) {
@@ -337,6 +402,15 @@ Status RunTraining(const TrainOptions& o, std::FILE* out, const DistContext* dis
   }
   fmt::print(out, "GEMM peak {:.1f} GFLOP/s per rank (MFU denominator: x {} ranks)\n", peak,
              d.world);
+  if (!o.compile_cache.empty() && !cached && d.rank == 0) {
+    CompilePlan record;
+    record.shape = shape;
+    record.gemm_peak_gflops = peak;
+    record.memory_plan = MemoryPlanJson(plan);
+    record.recorded_by = job_id;
+    ASSIGN_OR_RETURN(std::string at, RecordCompilePlan(o.compile_cache, record));
+    fmt::print(out, "compile cache: recorded the plan (GEMM peak, memory plan) at {}\n", at);
+  }
   const double flops_per_token = config.TrainFlopsPerToken(T);
   const int64_t tokens_per_step = B * T * accum * dp;
   const double job_peak = peak * 1e9 * d.world;

@@ -42,6 +42,10 @@ struct TrainOptions {
   int keep_checkpoints = 0;       // 0 = keep all
   std::string resume;  // "" = latest when AWS_BATCH_JOB_ATTEMPT > 1; "latest", "none", URI
   std::string job_id;  // "" = AWS_BATCH_JOB_ID without "#node", else "local"
+  // Compile cache (compile_cache.h): "" = none. A precompile run trains at most
+  // 2 steps, writes no checkpoint or output, and records the plan there.
+  std::string compile_cache;
+  bool precompile = false;
   double lr = 3e-4;
   double weight_decay = 0.01;
   double grad_clip = 1.0;

@@ -58,7 +58,7 @@ class TrainJobTest(unittest.TestCase):
         self.ensure_queue()
         out = os.path.join(self.dir, "out")
         config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                              "examples", "llama2", "tiny_config.json")
+                              "examples", "llama2", "model", "tiny.json")
         command = [LOTE, "train", "--config", os.path.abspath(config), "--data", self.data,
                    "--nproc-per-node", "1", "--tensor-parallel-size", "2",
                    "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
@@ -268,7 +268,7 @@ class TrainJobTest(unittest.TestCase):
     @staticmethod
     def tiny_config():
         return os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                            "..", "examples", "llama2", "tiny_config.json"))
+                                            "..", "examples", "llama2", "model", "tiny.json"))
 
     def server_progress(self, job_id):
         p = self.raw_job(job_id).get("progress")
