@@ -245,8 +245,9 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("matplotlib is missing: apt-get install python3-matplotlib")
+except ImportError as e:
+    sys.exit("matplotlib is missing for %s (%s): apt-get install python3-matplotlib"
+             % (sys.executable, e))
 rows = list(csv.DictReader(sys.stdin))
 title, out = sys.argv[1], sys.argv[2]
 def series(key):
@@ -284,7 +285,9 @@ fig.savefig(out)
     // Debian's python3 first: python3-matplotlib installs for it, while a
     // python3 earlier on PATH (a virtualenv, pyenv) may not have it.
     if (access("/usr/bin/python3", X_OK) == 0) {
-      execl("/usr/bin/python3", "python3", "-c", kScript, title.c_str(), png.c_str(), nullptr);
+      // argv[0] absolute: python derives its prefix (and sys.path) from it.
+      execl("/usr/bin/python3", "/usr/bin/python3", "-c", kScript, title.c_str(), png.c_str(),
+            nullptr);
     }
     execlp("python3", "python3", "-c", kScript, title.c_str(), png.c_str(), nullptr);
     _exit(127);
