@@ -76,6 +76,10 @@ TEST(RecipeConfigTest, TemplatesExpandBracedNamesOnlyAndNameTheUndefinedOnes) {
       "templates/ce.json", *c);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(*out, "{\"name\": \"demo-ce\",\n \"cmd\": \"echo $AWS_BATCH_JOB_NODE_INDEX 4\"}");
+  // The recipe's NEURON_COMPILE_CACHE_URI, or lote's COMPILE_CACHE_URI.
+  auto either = RenderTemplate("${LOTE_RECIPE_TEST_UNSET:-${CE_NAME}}", "t.json", *c);
+  ASSERT_TRUE(either.ok()) << either.status().ToString();
+  EXPECT_EQ(*either, "demo-ce");
   auto bad = RenderTemplate("{\n\"a\": \"${LOTE_RECIPE_TEST_UNSET}\"\n}", "templates/jd.json", *c);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("templates/jd.json:2: ${LOTE_RECIPE_TEST_UNSET}"),
