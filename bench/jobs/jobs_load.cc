@@ -19,15 +19,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_client.h"
+#include "cli/batch_client.h"
 
 namespace {
 
@@ -65,24 +68,25 @@ struct Options {
   int paced_ms = 50;
 };
 
-// Polls `describe` until the resource named `name` in `list_key` is VALID.
-Status WaitValid(lote::cli::ApiClient& c, const std::string& path, const std::string& list_key,
-                 const std::string& names_key, const std::string& name) {
+using lote::cli::BatchClient;
+
+// Polls `describe` until the resource is VALID.
+Status WaitValid(const std::string& name,
+                 const std::function<Result<std::optional<Json>>()>& describe) {
   for (int i = 0; i < 600; ++i) {
-    Result<Json> r = c.Batch("POST", path, Json{{names_key, Json::array({name})}});
-    if (!r.ok()) return r.status();
-    for (const Json& item : (*r).value(list_key, Json::array())) {
-      const std::string status = item.value("status", "");
+    ASSIGN_OR_RETURN(std::optional<Json> item, describe());
+    if (item) {
+      const std::string status = item->value("status", "");
       if (status == "VALID") return Status();
       if (status == "INVALID")
-        return Status::FailedPrecondition(name + " is INVALID: " + item.value("statusReason", ""));
+        return Status::FailedPrecondition(name + " is INVALID: " + item->value("statusReason", ""));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Status::DeadlineExceeded(name + " did not become VALID within 30 s");
 }
 
-Status Setup(const Options& o, lote::cli::ApiClient& c) {
+Status Setup(const Options& o, BatchClient& c) {
   Json resources = {{"type", "EC2"},
                     {"minvCpus", 0},
                     {"maxvCpus", o.max_vcpus > 0 ? o.max_vcpus : int64_t{2} * o.jobs},
@@ -90,21 +94,21 @@ Status Setup(const Options& o, lote::cli::ApiClient& c) {
                     {"subnets", Json::array({o.subnet})}};
   if (!o.security_group.empty()) resources["securityGroupIds"] = Json::array({o.security_group});
   if (!o.instance_role.empty()) resources["instanceRole"] = o.instance_role;
-  Json ce = {{"computeEnvironmentName", o.prefix + "-ce"},
+  const std::string ce_name = o.prefix + "-ce", queue_name = o.prefix + "-q";
+  Json ce = {{"computeEnvironmentName", ce_name},
              {"type", "MANAGED"},
              {"state", "ENABLED"},
              {"computeResources", resources}};
   if (!o.service_role.empty()) ce["serviceRole"] = o.service_role;
-  RETURN_IF_ERROR(c.Batch("POST", "/v1/createcomputeenvironment", ce).status());
-  RETURN_IF_ERROR(WaitValid(c, "/v1/describecomputeenvironments", "computeEnvironments",
-                            "computeEnvironments", o.prefix + "-ce"));
-  Json queue = {{"jobQueueName", o.prefix + "-q"},
+  RETURN_IF_ERROR(c.CreateComputeEnvironment(ce).status());
+  RETURN_IF_ERROR(WaitValid(ce_name, [&] { return c.DescribeComputeEnvironment(ce_name); }));
+  Json queue = {{"jobQueueName", queue_name},
                 {"state", "ENABLED"},
                 {"priority", 1},
                 {"computeEnvironmentOrder",
-                 Json::array({Json{{"order", 1}, {"computeEnvironment", o.prefix + "-ce"}}})}};
-  RETURN_IF_ERROR(c.Batch("POST", "/v1/createjobqueue", queue).status());
-  RETURN_IF_ERROR(WaitValid(c, "/v1/describejobqueues", "jobQueues", "jobQueues", o.prefix + "-q"));
+                 Json::array({Json{{"order", 1}, {"computeEnvironment", ce_name}}})}};
+  RETURN_IF_ERROR(c.CreateJobQueue(queue).status());
+  RETURN_IF_ERROR(WaitValid(queue_name, [&] { return c.DescribeJobQueue(queue_name); }));
   Json definition = {
       {"jobDefinitionName", o.prefix + "-true"},
       {"type", "container"},
@@ -113,27 +117,18 @@ Status Setup(const Options& o, lote::cli::ApiClient& c) {
         {"command", Json::array({"true"})},
         {"resourceRequirements", Json::array({Json{{"type", "VCPU"}, {"value", "1"}},
                                               Json{{"type", "MEMORY"}, {"value", "64"}}})}}}};
-  return c.Batch("POST", "/v1/registerjobdefinition", definition).status();
+  return c.RegisterJobDefinition(definition).status();
 }
 
 // Every job of the queue in `status` (all pages).
-Result<std::vector<Json>> ListAll(lote::cli::ApiClient& c, const std::string& queue,
+Result<std::vector<Json>> ListAll(BatchClient& c, const std::string& queue,
                                   const std::string& status) {
-  std::vector<Json> out;
-  std::string token;
-  while (true) {
-    Json req = {{"jobQueue", queue}, {"jobStatus", status}, {"maxResults", 1000}};
-    if (!token.empty()) req["nextToken"] = token;
-    ASSIGN_OR_RETURN(Json page, c.Batch("POST", "/v1/listjobs", req));
-    for (Json& j : page["jobSummaryList"]) out.push_back(std::move(j));
-    token = page.value("nextToken", "");
-    if (token.empty()) return out;
-  }
+  return c.ListJobs({{"jobQueue", queue}, {"jobStatus", status}, {"maxResults", 1000}});
 }
 
 // Polls ListJobs until every job of `ids` is SUCCEEDED (their summaries);
 // fails at the first FAILED job of the queue (its summary put in `out`).
-Result<std::vector<Json>> WaitAllSucceeded(const Options& o, lote::cli::ApiClient& c,
+Result<std::vector<Json>> WaitAllSucceeded(const Options& o, BatchClient& c,
                                            const std::vector<std::string>& ids, Json* out) {
   const std::string queue = o.prefix + "-q";
   std::set<std::string> wanted(ids.begin(), ids.end());
@@ -193,10 +188,15 @@ int main(int argc, char** argv) {
     return 1;
   };
 
-  Result<std::unique_ptr<lote::cli::ApiClient>> control = lote::bench::Connect(o.target);
-  if (!control.ok()) return fail("connect", control.status());
+  // The control connection: the typed client, without retries (a throttled
+  // request is a measurement, not something to hide).
+  Result<std::unique_ptr<lote::cli::ApiClient>> api = lote::bench::Connect(o.target);
+  if (!api.ok()) return fail("connect", api.status());
+  lote::cli::RetryPolicy no_retries;
+  no_retries.attempts = 1;
+  auto control = std::make_unique<BatchClient>(std::move(*api), no_retries);
   if (o.setup) {
-    if (Status s = Setup(o, **control); !s.ok()) return fail("setup", s);
+    if (Status s = Setup(o, *control); !s.ok()) return fail("setup", s);
   }
 
   // Warm up (moto_server loads its Batch code on first use), then submit.
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
     Json req = {{"jobName", "warmup" + std::to_string(i)},
                 {"jobQueue", queue},
                 {"jobDefinition", o.prefix + "-true"}};
-    if (Result<Json> r = (*control)->Batch("POST", "/v1/submitjob", req); !r.ok())
+    if (Result<Json> r = control->SubmitJob(req); !r.ok())
       return fail("warm-up SubmitJob", r.status());
   }
   std::vector<std::string> ids(static_cast<size_t>(o.jobs));
@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
   std::mutex mu;
   const int64_t first_submit_ms = WallMs();
   const auto t0 = std::chrono::steady_clock::now();
+  // The timed submissions: the raw transport, one keep-alive connection per client.
   Status run = lote::bench::RunOnClients(o.target, o.clients, [&](int t, lote::cli::ApiClient& c) {
     for (int i = next++; i < o.jobs; i = next++) {
       Json req = {{"jobName", "j" + std::to_string(i)},
@@ -247,15 +248,15 @@ int main(int argc, char** argv) {
   if (o.wait_seconds <= 0) {
     // What became of the jobs (moto_server: it tries Docker).
     std::this_thread::sleep_for(std::chrono::duration<double>(o.sample_after));
-    Json sample_ids = Json::array();
+    std::vector<std::string> sample_ids;
     for (const std::string& id : ids) {
       if (!id.empty() && sample_ids.size() < 100) sample_ids.push_back(id);
     }
-    Result<Json> d = (*control)->Batch("POST", "/v1/describejobs", Json{{"jobs", sample_ids}});
+    Result<std::vector<Json>> d = control->DescribeJobs(sample_ids);
     if (!d.ok()) return fail("describe sample", d.status());
     std::map<std::string, int> statuses;
     std::string reason;
-    for (const Json& j : (*d).value("jobs", Json::array())) {
+    for (const Json& j : *d) {
       statuses[j.value("status", "?")]++;
       if (reason.empty()) reason = j.value("statusReason", "");
     }
@@ -268,7 +269,7 @@ int main(int argc, char** argv) {
   }
 
   // Wait until every timed job succeeded (or one failed).
-  Result<std::vector<Json>> done_or = WaitAllSucceeded(o, **control, ids, &out);
+  Result<std::vector<Json>> done_or = WaitAllSucceeded(o, *control, ids, &out);
   if (!done_or.ok()) return fail("wait", done_or.status());
   const std::vector<Json>& done = *done_or;
   std::vector<double> to_running, to_succeeded, running_to_succeeded;
@@ -302,12 +303,12 @@ int main(int argc, char** argv) {
       Json req = {{"jobName", "paced" + std::to_string(i)},
                   {"jobQueue", queue},
                   {"jobDefinition", o.prefix + "-true"}};
-      Result<Json> r = (*control)->Batch("POST", "/v1/submitjob", req);
+      Result<Json> r = control->SubmitJob(req);
       if (!r.ok()) return fail("paced SubmitJob", r.status());
       paced.push_back((*r).value("jobId", ""));
       std::this_thread::sleep_for(std::chrono::milliseconds(o.paced_ms));
     }
-    Result<std::vector<Json>> paced_done = WaitAllSucceeded(o, **control, paced, &out);
+    Result<std::vector<Json>> paced_done = WaitAllSucceeded(o, *control, paced, &out);
     if (!paced_done.ok()) return fail("wait (paced)", paced_done.status());
     std::vector<double> p_running, p_succeeded;
     for (const Json& j : *paced_done) {
