@@ -402,7 +402,9 @@ Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContex
   }
   fmt::print(out, "GEMM peak {:.1f} GFLOP/s per rank (MFU denominator: x {} ranks)\n", peak,
              d.world);
-  if (!o.compile_cache.empty() && !cached && d.rank == 0) {
+  // Rank 0 records the plan: a main run that found none at once (a failure to
+  // write is only a warning), a precompile run once its steps have succeeded.
+  auto record_plan = [&]() -> Status {
     CompilePlan record;
     record.shape = shape;
     record.gemm_peak_gflops = peak;
@@ -410,6 +412,12 @@ Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContex
     record.recorded_by = job_id;
     ASSIGN_OR_RETURN(std::string at, RecordCompilePlan(o.compile_cache, record));
     fmt::print(out, "compile cache: recorded the plan (GEMM peak, memory plan) at {}\n", at);
+    return Status::Ok();
+  };
+  if (!o.compile_cache.empty() && !cached && !o.precompile && d.rank == 0) {
+    if (Status st = record_plan(); !st.ok()) {
+      fmt::print(out, "warning: compile cache: {} (training goes on)\n", st.message());
+    }
   }
   const double flops_per_token = config.TrainFlopsPerToken(T);
   const int64_t tokens_per_step = B * T * accum * dp;
@@ -592,6 +600,7 @@ Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContex
                {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
                {"val_losses", val_losses},
                {"sampler", sampler->state().ToJson()}};
+  if (o.precompile && d.rank == 0) RETURN_IF_ERROR(record_plan());
   fmt::print(out,
              "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
              "{:.0f} tokens/s average, {:.1f}% of the time in collectives (rank 0)\n",
