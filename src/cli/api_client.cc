@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/recipe_config.h"
 
 namespace lote::cli {
 
@@ -22,6 +23,11 @@ std::string Env(const char* name) {
 
 std::string ResolveEndpoint(const std::string& flag) {
   if (!flag.empty()) return flag;
+  // In an example folder, the recipe's config.txt may name the server.
+  if (Result<RecipeConfig> config = RecipeConfig::Load(kConfigFileName); config.ok()) {
+    std::string v = config->GetOr("LOTE_ENDPOINT", "");
+    if (!v.empty()) return v;
+  }
   for (const char* var : {"LOTE_ENDPOINT", "AWS_ENDPOINT_URL_BATCH"}) {
     std::string v = Env(var);
     if (!v.empty()) return v;

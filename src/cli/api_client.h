@@ -2,7 +2,8 @@
 // signs every request with SigV4 and speaks both protocols of the server
 // (AWS Batch rest-json and json 1.1 X-Amz-Target services such as Logs).
 //
-// Finding the server: --endpoint, else $LOTE_ENDPOINT, else
+// Finding the server: --endpoint, else LOTE_ENDPOINT of ./config.txt (in an
+// example folder, when set), else $LOTE_ENDPOINT, else
 // $AWS_ENDPOINT_URL_BATCH, else http://127.0.0.1:7480. Credentials follow the
 // standard AWS chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN),
 // else the shared credentials file ($AWS_SHARED_CREDENTIALS_FILE or

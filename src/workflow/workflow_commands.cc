@@ -33,7 +33,8 @@ int Fail(const char* command, const Status& st) {
   return 1;
 }
 
-// --endpoint, else the config's LOTE_ENDPOINT, else the usual resolution.
+// --endpoint, else the config's LOTE_ENDPOINT, else the usual resolution
+// (cli::ResolveEndpoint); the region from the config unless the environment sets one.
 Result<std::unique_ptr<cli::BatchClient>> Connect(const std::string& endpoint,
                                                   const RecipeConfig* config) {
   cli::ClientOptions options;

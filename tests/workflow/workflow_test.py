@@ -202,6 +202,22 @@ class WorkflowTest(unittest.TestCase):
             b.describe_job_definitions(jobDefinitionName="wf-job", status="ACTIVE")["jobDefinitions"],
             [])
 
+    def test_config_txt_names_the_server(self):
+        ex = os.path.join(self.dir, "endpoint")
+        copy_example(ex, "LOTE_ENDPOINT=%s\n" % self.server.endpoint, prefix="ep")
+        saved = self.env["LOTE_ENDPOINT"]
+        self.env["LOTE_ENDPOINT"] = "http://127.0.0.1:1"  # not a server
+        try:
+            self.lote(ex, "setup")
+            self.assertIn("job queue ep-queue is VALID", self.lote(ex, "resources", "create").stdout)
+            self.assertIn("ep-queue", self.lote(ex, "status").stdout)
+            away = self.lote(self.dir, "status", ok=False)
+            self.assertNotEqual(away.returncode, 0)
+            self.assertIn("cannot reach the lote server at http://127.0.0.1:1", away.stderr)
+            self.lote(ex, "resources", "cleanup")
+        finally:
+            self.env["LOTE_ENDPOINT"] = saved
+
     def test_generic_submit_needs_no_json(self):
         ex = os.path.join(self.dir, "generic")
         copy_example(ex, prefix="gen")
