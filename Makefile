@@ -2,19 +2,25 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build test demo bench clean
+.PHONY: deps configure build build-binaries test demo bench clean
 
 deps:
 	bash scripts/install-deps.sh
 
-build: deps
+configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# What the demo runs: the lote binary and its supervisor shim (no tests, no benchmarks).
+build-binaries: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target lote lote-exec-shim
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-demo: build
+demo: build-binaries
 	bash scripts/demo.sh $(BUILD_DIR)/lote
 
 bench: build
