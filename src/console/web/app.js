@@ -226,7 +226,7 @@ async function pageJobs(params) {
     table.replaceChildren(
       h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Job id'), h('th', {}, 'Status'), h('th', {}, 'Kind'),
         h('th', {}, 'Created'), h('th', {}, 'Reason')),
-      rows.map((j) => h('tr', { 'data-job-id': j.jobId },
+      ...rows.map((j) => h('tr', { 'data-job-id': j.jobId },
         h('td', {}, jobLink(j.jobId, j.jobName)), h('td', {}, h('code', {}, j.jobId)), h('td', {}, statusBadge(j.status)),
         h('td', {}, j.arrayProperties ? 'array of ' + j.arrayProperties.size
           : j.nodeProperties ? j.nodeProperties.numNodes + ' nodes' : 'single'),
@@ -496,6 +496,15 @@ async function pageLogs(jobId, params) {
 const METRICS = [['loss', 'Loss'], ['val_loss', 'Validation loss'], ['lr', 'Learning rate'],
   ['grad_norm', 'Grad norm'], ['tokens_per_s', 'Tokens/s'], ['mfu', 'MFU']];
 
+// Axis and legend numbers: small values (a learning rate) keep their digits.
+function fmtNum(v) {
+  if (v === null || v === undefined) return '--';
+  const a = Math.abs(v);
+  if (a === 0) return '0';
+  if (a < 0.01 || a >= 1e6) return v.toExponential(2);
+  return String(+v.toPrecision(4));
+}
+
 // One curve over every attempt: a later attempt replaces the steps it re-ran
 // (a resumed attempt continues the curve from its checkpoint).
 function mergeAttempts(attempts, key) {
@@ -535,9 +544,10 @@ async function pageTraining(jobId) {
           holder.append(h('p', { class: 'muted' }, 'Charts are unavailable: lote was built without uPlot (scripts/fetch-console-js.sh).'));
           c = charts[key] = { holder, plot: null };
         } else {
-          const plot = new uPlot({ width: 420, height: 220, scales: { x: { time: false } },
-            series: [{ label: 'step' }, { label: title, stroke: '#2f6fde', width: 1.5, points: { show: data[0].length < 60 } }],
-            axes: [{ label: 'step' }, {}] }, data, holder);
+          const plot = new uPlot({ width: Math.max(320, holder.clientWidth - 14), height: 220, scales: { x: { time: false } },
+            series: [{ label: 'step' }, { label: title, stroke: '#2f6fde', width: 1.5, points: { show: data[0].length < 60 },
+              value: (u, v) => fmtNum(v) }],
+            axes: [{ label: 'step' }, { size: 64, values: (u, splits) => splits.map(fmtNum) }] }, data, holder);
           c = charts[key] = { holder, plot };
         }
       } else if (c.plot) {
