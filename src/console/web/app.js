@@ -236,7 +236,7 @@ async function pageJobs(params) {
     next.disabled = !r.nextToken;
     pageInfo.textContent = 'page ' + (page + 1) + ' · ' + rows.length + ' jobs';
     table.setAttribute('data-render-ms', String(Math.round(performance.now() - t0)));
-    document.body.setAttribute('data-jobs-rendered', String(Date.now()));
+    document.body.setAttribute('data-jobs-rendered', String(performance.now()));
   }
   await load();
   every(5000, () => (page === 0 ? load() : Promise.resolve()));
@@ -557,7 +557,7 @@ async function pageTraining(jobId) {
       c.holder.setAttribute('data-last-step', data[0].length ? String(data[0][data[0].length - 1]) : '');
     }
     grid.setAttribute('data-render-ms', String(Math.round(performance.now() - t0)));
-    document.body.setAttribute('data-charts-rendered', String(Date.now()));
+    document.body.setAttribute('data-charts-rendered', String(performance.now()));
   };
   await render();
   followJob(jobId, render);
