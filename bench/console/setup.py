@@ -1,8 +1,10 @@
 """bench/console setup: queues and jobs through boto3.
 
 setup.py ENDPOINT CREDENTIALS STEPS          -> prints {"queue", "trainJob", "liveJob"}
-setup.py --wait ENDPOINT CREDENTIALS STEPS J -> waits until trainJob SUCCEEDED with every
-                                                step in its progress, liveJob RUNNING
+setup.py --wait ENDPOINT CREDENTIALS N J     -> submits N / 1000 array jobs of 1000 to cb-q
+                                                (RUNNABLE), waits until they are all in
+                                                place, trainJob SUCCEEDED, liveJob RUNNING
+setup.py --stop ENDPOINT CREDENTIALS 0 J     -> terminates liveJob
 """
 import json
 import sys
@@ -47,11 +49,25 @@ def queue(b, name, state):
 
 
 def main():
+    if sys.argv[1] == "--stop":
+        b = client(sys.argv[2], sys.argv[3])
+        b.terminate_job(jobId=json.loads(sys.argv[5])["liveJob"], reason="bench done")
+        return
     if sys.argv[1] == "--wait":
         b = client(sys.argv[2], sys.argv[3])
-        steps, spec = int(sys.argv[4]), json.loads(sys.argv[5])
+        n, spec = int(sys.argv[4]), json.loads(sys.argv[5])
+        t0 = time.time()
+        parents = [b.submit_job(jobName="cb-%03d" % i, jobQueue="cb-q", jobDefinition="cb-true",
+                                arrayProperties={"size": 1000})["jobId"]
+                   for i in range(max(1, n // 1000))]
+        def placed():
+            js = b.describe_jobs(jobs=parents[-100:])["jobs"]
+            return all(j["status"] not in ("SUBMITTED",) for j in js)
+        wait(placed, 600, "the array jobs")
+        print("%d jobs in the store (%d array jobs of 1000) in %.0f s" % (len(parents) * 1001, len(parents),
+                                                                           time.time() - t0))
         wait(lambda: b.describe_jobs(jobs=[spec["trainJob"]])["jobs"][0]["status"] == "SUCCEEDED",
-             600, "the %d-step job" % steps)
+             600, "the many-step job")
         wait(lambda: b.describe_jobs(jobs=[spec["liveJob"]])["jobs"][0]["status"] == "RUNNING",
              120, "the live job")
         return
