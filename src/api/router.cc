@@ -211,8 +211,8 @@ HttpResponse ApiRouter::Handle(const HttpRequest& request) const {
 
 HttpResponse ApiRouter::HandleAuthenticated(const HttpRequest& request,
                                             const std::string& principal) const {
-  spdlog::debug("{} {} {} as {}", request.method, request.raw_path,
-                request.Header("x-amz-target"), principal);
+  spdlog::debug("{} {} {} as {}", request.method, request.raw_path, request.Header("x-amz-target"),
+                principal);
   return HandleChecked(request, /*verify=*/false);
 }
 

@@ -62,11 +62,13 @@ lote::CommandRegistrar console_command([](CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
       "console", "Print a one-time sign-in URL for the web console of a local lote server");
-  sub->add_option("--home", args->home, "State folder of the server; default $LOTE_HOME or ~/.lote");
+  sub->add_option("--home", args->home,
+                  "State folder of the server; default $LOTE_HOME or ~/.lote");
   sub->add_option("--url", args->url, "The console's URL (default: from HOME/console.json)");
   sub->add_option("--minutes", args->minutes, "How long the link may be used (once)")
       ->capture_default_str();
-  sub->callback([args] { lote::SetExitCode(PrintSignInUrl(args->home, args->url, args->minutes)); });
+  sub->callback(
+      [args] { lote::SetExitCode(PrintSignInUrl(args->home, args->url, args->minutes)); });
 });
 
 }  // namespace

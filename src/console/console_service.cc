@@ -23,10 +23,14 @@ constexpr int kCountPage = 1000;  // overview counts beyond this show as "1000+"
 // The operations the console may call, and whether each changes something.
 const std::map<std::string, bool>& BatchOperations() {
   static const std::map<std::string, bool> ops = {
-      {"DescribeJobs", false},     {"ListJobs", false},
-      {"DescribeJobQueues", false}, {"DescribeComputeEnvironments", false},
-      {"DescribeJobDefinitions", false}, {"GetJobQueueSnapshot", false},
-      {"CancelJob", true},         {"TerminateJob", true},
+      {"DescribeJobs", false},
+      {"ListJobs", false},
+      {"DescribeJobQueues", false},
+      {"DescribeComputeEnvironments", false},
+      {"DescribeJobDefinitions", false},
+      {"GetJobQueueSnapshot", false},
+      {"CancelJob", true},
+      {"TerminateJob", true},
   };
   return ops;
 }
@@ -119,11 +123,7 @@ int MaskContainer(Json& container) {
 ConsoleService::ConsoleService(const api::ApiRouter* router, SessionManager* sessions,
                                const logs::ProgressHistory* history, const Clock* clock,
                                ConsoleOptions options)
-    : router_(router),
-      sessions_(sessions),
-      history_(history),
-      clock_(clock),
-      options_(options) {}
+    : router_(router), sessions_(sessions), history_(history), clock_(clock), options_(options) {}
 
 int ConsoleService::MaskEnvironment(Json& answer) {
   int masked = 0;
@@ -156,8 +156,9 @@ api::HttpResponse ConsoleService::InternalError(const api::HttpRequest& request,
 
 std::string ConsoleService::SessionCookie(const Session& session) const {
   const int64_t max_age = std::max<int64_t>(0, (session.expires_ms - clock_->NowMillis()) / 1000);
-  std::string c = std::string(kCookie) + "=" + session.id + "; Path=/console; Max-Age=" +
-                  std::to_string(max_age) + "; HttpOnly; SameSite=Strict";
+  std::string c = std::string(kCookie) + "=" + session.id +
+                  "; Path=/console; Max-Age=" + std::to_string(max_age) +
+                  "; HttpOnly; SameSite=Strict";
   if (options_.secure_cookie) c += "; Secure";
   return c;
 }
@@ -172,7 +173,8 @@ api::HttpResponse ConsoleService::Handle(const api::HttpRequest& request) const 
     r = SignInLink(request);
   } else if (path.rfind("/console/api/", 0) == 0) {
     r = Api(request, path.substr(std::string("/console/api/").size()));
-  } else if (path.rfind("/console/", 0) == 0 && (request.method == "GET" || request.method == "HEAD")) {
+  } else if (path.rfind("/console/", 0) == 0 &&
+             (request.method == "GET" || request.method == "HEAD")) {
     std::string name = path.substr(std::string("/console/").size());
     if (name.empty()) name = "index.html";
     const Asset* asset = FindAsset(name);
@@ -242,7 +244,8 @@ api::HttpResponse ConsoleService::Api(const api::HttpRequest& request,
   if (post) {
     const std::string type = request.Header("content-type");
     if (type.rfind("application/json", 0) != 0)
-      return Error(415, "UnsupportedMediaType", "console API calls send Content-Type application/json");
+      return Error(415, "UnsupportedMediaType",
+                   "console API calls send Content-Type application/json");
   } else if (request.method != "GET") {
     return Error(405, "MethodNotAllowed", "console API calls are GET or POST");
   }
@@ -263,12 +266,15 @@ api::HttpResponse ConsoleService::Api(const api::HttpRequest& request,
   if (path == "signout" && post) {
     sessions_->SignOut(session->id);
     api::HttpResponse r = JsonAnswer(200, Json::object());
-    r.headers.emplace_back("Set-Cookie", std::string(kCookie) +
-                                             "=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict");
+    r.headers.emplace_back(
+        "Set-Cookie",
+        std::string(kCookie) + "=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict");
     return r;
   }
-  if (path.rfind("batch/", 0) == 0 && post) return Operation(request, *session, "batch", path.substr(6));
-  if (path.rfind("logs/", 0) == 0 && post) return Operation(request, *session, "logs", path.substr(5));
+  if (path.rfind("batch/", 0) == 0 && post)
+    return Operation(request, *session, "batch", path.substr(6));
+  if (path.rfind("logs/", 0) == 0 && post)
+    return Operation(request, *session, "logs", path.substr(5));
   if (path == "progress" && !post) return Progress(request, *session);
   if (path == "wait" && !post) return Wait(request, *session);
   if (path == "download" && !post) return Download(request, *session);
@@ -303,8 +309,8 @@ Result<Json> ConsoleService::Call(const std::string& service, const std::string&
   return parsed;
 }
 
-api::HttpResponse ConsoleService::Operation(const api::HttpRequest& request,
-                                            const Session& session, const std::string& service,
+api::HttpResponse ConsoleService::Operation(const api::HttpRequest& request, const Session& session,
+                                            const std::string& service,
                                             const std::string& op) const {
   bool mutation = false;
   if (service == "batch") {
@@ -350,7 +356,8 @@ api::HttpResponse ConsoleService::Progress(const api::HttpRequest& request,
                                            const Session& session) const {
   const auto query = Query(request.raw_query);
   auto id = query.find("jobId");
-  if (id == query.end() || id->second.empty()) return Error(400, "InvalidRequest", "jobId is required");
+  if (id == query.end() || id->second.empty())
+    return Error(400, "InvalidRequest", "jobId is required");
   Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {id->second}}}, session);
   if (!described.ok()) return Error(400, "ClientException", described.status().message());
   if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + id->second);
@@ -425,7 +432,8 @@ api::HttpResponse ConsoleService::Wait(const api::HttpRequest& request,
                                        const Session& session) const {
   const auto query = Query(request.raw_query);
   auto id = query.find("jobId");
-  if (id == query.end() || id->second.empty()) return Error(400, "InvalidRequest", "jobId is required");
+  if (id == query.end() || id->second.empty())
+    return Error(400, "InvalidRequest", "jobId is required");
   auto v = query.find("v");
   const std::string since = v == query.end() ? "" : v->second;
   const auto deadline =
@@ -464,7 +472,8 @@ api::HttpResponse ConsoleService::Download(const api::HttpRequest& request,
   r.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
   std::string file = stream->second;
   std::replace(file.begin(), file.end(), '/', '_');
-  std::erase_if(file, [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 32; });
+  std::erase_if(file,
+                [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 32; });
   r.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + ".log\"");
   r.headers.emplace_back("Cache-Control", "no-store");
   r.body = std::move(text);
@@ -520,7 +529,8 @@ api::HttpResponse ConsoleService::Overview(const Session& session) const {
   std::sort(failures.begin(), failures.end(), [](const Json& a, const Json& b) {
     return a.value("stoppedAt", int64_t{0}) > b.value("stoppedAt", int64_t{0});
   });
-  for (size_t i = 0; i < failures.size() && i < 20; ++i) out["recentFailures"].push_back(failures[i]);
+  for (size_t i = 0; i < failures.size() && i < 20; ++i)
+    out["recentFailures"].push_back(failures[i]);
   return JsonAnswer(200, out);
 }
 

@@ -36,9 +36,9 @@
 namespace lote::console {
 
 struct ConsoleOptions {
-  int64_t wait_ms = 20'000;      // longest long poll
-  int64_t wait_poll_ms = 250;    // how often a long poll looks for a change
-  bool secure_cookie = false;    // add "Secure" (when served over TLS by a proxy)
+  int64_t wait_ms = 20'000;    // longest long poll
+  int64_t wait_poll_ms = 250;  // how often a long poll looks for a change
+  bool secure_cookie = false;  // add "Secure" (when served over TLS by a proxy)
 };
 
 class ConsoleService : public api::HttpHandler {

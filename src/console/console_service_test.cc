@@ -22,11 +22,11 @@ class ConsoleServiceTest : public ::testing::Test {
     router_.RegisterRestOperation(
         {"DescribeJobs", "POST", "/v1/describejobs", {}, [](const Json& r) -> Result<Json> {
            if (!r.contains("jobs")) return Status::InvalidArgument("jobs is required");
-           return Json{{"jobs",
-                        {{{"jobId", "j1"},
-                          {"status", "RUNNING"},
-                          {"container",
-                           {{"environment", {{{"name", "TOKEN"}, {"value", "hunter2"}}}}}}}}}};
+           return Json{
+               {"jobs",
+                {{{"jobId", "j1"},
+                  {"status", "RUNNING"},
+                  {"container", {{"environment", {{{"name", "TOKEN"}, {"value", "hunter2"}}}}}}}}}};
          }});
     router_.RegisterRestOperation(
         {"TerminateJob", "POST", "/v1/terminatejob", {}, [this](const Json& r) -> Result<Json> {
@@ -51,9 +51,9 @@ class ConsoleServiceTest : public ::testing::Test {
   }
   // Signs in; returns the cookie header value and sets csrf_.
   std::string SignIn() {
-    api::HttpResponse r = console_.Handle(
-        Request("POST", "/console/api/signin",
-                R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secret"})"));
+    api::HttpResponse r =
+        console_.Handle(Request("POST", "/console/api/signin",
+                                R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secret"})"));
     EXPECT_EQ(r.status, 200) << r.body;
     csrf_ = Json::parse(r.body)["csrfToken"];
     const std::string cookie = Header(r, "Set-Cookie");
@@ -71,9 +71,9 @@ class ConsoleServiceTest : public ::testing::Test {
 };
 
 TEST_F(ConsoleServiceTest, TheCookieIsHttpOnlyStrictAndExpires) {
-  api::HttpResponse r = console_.Handle(
-      Request("POST", "/console/api/signin",
-              R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secret"})"));
+  api::HttpResponse r =
+      console_.Handle(Request("POST", "/console/api/signin",
+                              R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secret"})"));
   ASSERT_EQ(r.status, 200);
   const std::string cookie = Header(r, "Set-Cookie");
   EXPECT_NE(cookie.find("HttpOnly"), std::string::npos);
@@ -83,9 +83,9 @@ TEST_F(ConsoleServiceTest, TheCookieIsHttpOnlyStrictAndExpires) {
 }
 
 TEST_F(ConsoleServiceTest, NothingWithoutASessionAndAWrongSecretIsRefused) {
-  api::HttpResponse denied = console_.Handle(
-      Request("POST", "/console/api/signin",
-              R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secreT"})"));
+  api::HttpResponse denied =
+      console_.Handle(Request("POST", "/console/api/signin",
+                              R"({"accessKeyId":"AKIDLOTE","secretAccessKey":"secret-secreT"})"));
   EXPECT_EQ(denied.status, 401);
   EXPECT_EQ(Header(denied, "Set-Cookie"), "");
   EXPECT_EQ(console_.Handle(Request("GET", "/console/api/session")).status, 401);
@@ -101,8 +101,8 @@ TEST_F(ConsoleServiceTest, NothingWithoutASessionAndAWrongSecretIsRefused) {
 
 TEST_F(ConsoleServiceTest, MutationsNeedTheCsrfToken) {
   const std::string cookie = SignIn();
-  api::HttpRequest terminate = Request("POST", "/console/api/batch/TerminateJob",
-                                       R"({"jobId":"j1","reason":"test"})");
+  api::HttpRequest terminate =
+      Request("POST", "/console/api/batch/TerminateJob", R"({"jobId":"j1","reason":"test"})");
   terminate.headers.emplace_back("Cookie", cookie);
   EXPECT_EQ(console_.Handle(terminate).status, 403);
   terminate.headers.emplace_back("X-CSRF-Token", "not-it");

@@ -74,16 +74,16 @@ TEST_F(SessionsTest, OneTimeTokenWorksOnceAndOnlyUnaltered) {
                    .SignInWithToken(SessionManager::MakeSignInToken("AKIDLOTE", "other", expires,
                                                                     "fedcba9876543210"))
                    .ok());
-  const std::string later = SessionManager::MakeSignInToken("AKIDLOTE", "s3cret-s3cret", expires,
-                                                            "aaaaaaaaaaaaaaaa");
+  const std::string later =
+      SessionManager::MakeSignInToken("AKIDLOTE", "s3cret-s3cret", expires, "aaaaaaaaaaaaaaaa");
   clock_.AdvanceMillis(60'000);
   EXPECT_FALSE(sessions_.SignInWithToken(later).ok());
-  EXPECT_FALSE(sessions_
-                   .SignInWithToken(SessionManager::MakeSignInToken(
-                       "AKIDLOTE", "s3cret-s3cret",
-                       clock_.NowMillis() + SessionManager::kMaxTokenLifetimeMs + 1,
-                       "bbbbbbbbbbbbbbbb"))
-                   .ok());
+  EXPECT_FALSE(
+      sessions_
+          .SignInWithToken(SessionManager::MakeSignInToken(
+              "AKIDLOTE", "s3cret-s3cret",
+              clock_.NowMillis() + SessionManager::kMaxTokenLifetimeMs + 1, "bbbbbbbbbbbbbbbb"))
+          .ok());
 }
 
 TEST_F(SessionsTest, AtMostMaxSessionsAreKept) {

@@ -21,8 +21,7 @@ void ProgressHistory::Apply(Series& series, const Json& event) const {
   if (n < 0 || stride < 1) return;
   if (stride > series.stride) {
     series.stride = stride;
-    std::erase_if(series.points,
-                  [stride](const ProgressPoint& p) { return p.n % stride != 0; });
+    std::erase_if(series.points, [stride](const ProgressPoint& p) { return p.n % stride != 0; });
   }
   series.next_n = std::max(series.next_n, n + 1);
   series.last_step = std::max(series.last_step, step);
@@ -100,7 +99,8 @@ Status ProgressHistory::Record(const std::string& job_id, int32_t attempt, int32
   if (step_it == report.values.end() || !step_it->is_number_integer()) return Status::Ok();
   const int64_t step = step_it->get<int64_t>();
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Series * series, SyncLocked({job_id, attempt}, /*create=*/true, /*refresh=*/false));
+  ASSIGN_OR_RETURN(Series * series,
+                   SyncLocked({job_id, attempt}, /*create=*/true, /*refresh=*/false));
   Json values = report.values;
   values.erase("step");
   int64_t n = 0;
@@ -116,21 +116,17 @@ Status ProgressHistory::Record(const std::string& job_id, int32_t attempt, int32
     if (series->points.size() + 1 > max_points_) {
       const int64_t stride = series->stride * 2;
       series->stride = stride;
-      std::erase_if(series->points,
-                    [stride](const ProgressPoint& p) { return p.n % stride != 0; });
+      std::erase_if(series->points, [stride](const ProgressPoint& p) { return p.n % stride != 0; });
       if (n % stride != 0) return Status::Ok();
     }
   }
-  Json event = {{"n", n},
-                {"s", series->stride},
-                {"step", step},
-                {"t", report.timestamp_ms},
-                {"node", node},
-                {"v", std::move(values)}};
+  Json event = {{"n", n},       {"s", series->stride},   {"step", step}, {"t", report.timestamp_ms},
+                {"node", node}, {"v", std::move(values)}};
   const std::string message = event.dump(-1, ' ', false, Json::error_handler_t::replace);
   const InputEvent input{report.timestamp_ms, message, -1};
-  RETURN_IF_ERROR(store_->Append(std::string(kProgressHistoryGroup), StreamName(job_id, attempt),
-                                 std::span<const InputEvent>(&input, 1))
+  RETURN_IF_ERROR(store_
+                      ->Append(std::string(kProgressHistoryGroup), StreamName(job_id, attempt),
+                               std::span<const InputEvent>(&input, 1))
                       .status());
   // Read back through the same replay as every reader (keeps them in step).
   RETURN_IF_ERROR(SyncLocked({job_id, attempt}, /*create=*/false).status());

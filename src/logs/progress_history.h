@@ -79,7 +79,7 @@ class ProgressHistory {
     uint64_t position = 0;  // next stream sequence to replay
     int64_t stride = 1;
     std::vector<ProgressPoint> points;
-    int64_t next_n = 0;            // number of the next report (writer)
+    int64_t next_n = 0;             // number of the next report (writer)
     int64_t last_step = INT64_MIN;  // highest step seen (writer)
     bool last_kept = false;         // the report of last_step was kept
     uint64_t last_used = 0;

@@ -28,7 +28,8 @@ class ProgressHistoryTest : public ::testing::Test {
 TEST_F(ProgressHistoryTest, KeepsEveryReportOfAShortRunAndMergesSameStep) {
   ProgressHistory h(store_.get());
   EXPECT_TRUE(h.Points("job", 1).status().IsNotFound());
-  for (int64_t step = 10; step <= 50; step += 10) ASSERT_TRUE(h.Record("job", 1, 0, Report(step, 1.0 / step)).ok());
+  for (int64_t step = 10; step <= 50; step += 10)
+    ASSERT_TRUE(h.Record("job", 1, 0, Report(step, 1.0 / step)).ok());
   // Validation loss printed after the training line of step 50.
   ASSERT_TRUE(h.Record("job", 1, 0, {2000, Json{{"step", 50}, {"val_loss", 0.5}}}).ok());
   // No step: ignored; a replayed older step: ignored.
@@ -59,7 +60,8 @@ TEST_F(ProgressHistoryTest, AMillionStepRunStaysSmallAndSpansTheWholeRun) {
   EXPECT_GT(points->back().step, kSteps - kSteps / 100);
   // Evenly spread: every gap is the same stride.
   const int64_t gap = (*points)[1].step - (*points)[0].step;
-  for (size_t i = 1; i < points->size(); ++i) EXPECT_EQ((*points)[i].step - (*points)[i - 1].step, gap);
+  for (size_t i = 1; i < points->size(); ++i)
+    EXPECT_EQ((*points)[i].step - (*points)[i - 1].step, gap);
   Result<uint64_t> stored = h.StoredEvents("big", 1);
   ASSERT_TRUE(stored.ok());
   EXPECT_LT(*stored, kMax * 8);  // ~ max * (1 + log2(1e6 / 256) / 2)
@@ -69,12 +71,14 @@ TEST_F(ProgressHistoryTest, SurvivesARestartAndAReaderSeesTheWritersPoints) {
   {
     ProgressHistory writer(store_.get(), 8);
     ProgressHistory reader(store_.get(), 8);
-    for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(writer.Record("j", 2, 3, Report(step, 2.0)).ok());
+    for (int64_t step = 1; step <= 5; ++step)
+      ASSERT_TRUE(writer.Record("j", 2, 3, Report(step, 2.0)).ok());
     Result<std::vector<ProgressPoint>> seen = reader.Points("j", 2);
     ASSERT_TRUE(seen.ok());
     EXPECT_EQ(seen->size(), 5u);
     EXPECT_EQ(seen->back().node, 3);
-    for (int64_t step = 6; step <= 40; ++step) ASSERT_TRUE(writer.Record("j", 2, 3, Report(step, 2.0)).ok());
+    for (int64_t step = 6; step <= 40; ++step)
+      ASSERT_TRUE(writer.Record("j", 2, 3, Report(step, 2.0)).ok());
     Result<std::vector<ProgressPoint>> w = writer.Points("j", 2);
     Result<std::vector<ProgressPoint>> r = reader.Points("j", 2);
     ASSERT_TRUE(w.ok() && r.ok());

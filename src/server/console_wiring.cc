@@ -65,11 +65,11 @@ Result<std::shared_ptr<void>> WireConsole(ServerContext& context) {
   context.on_serving->push_back([w = wiring.get(), http, host, home = context.home]() -> Status {
     RETURN_IF_ERROR(w->http->Start(http).WithContext("starting the web console"));
     const std::string shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
-    const std::string url =
-        "http://" + shown + ":" + std::to_string(w->http->port()) + "/console/";
-    spdlog::info("lote console at {} (sign in with the key pair in {}/credentials, or `lote "
-                 "console`)",
-                 url, home);
+    const std::string url = "http://" + shown + ":" + std::to_string(w->http->port()) + "/console/";
+    spdlog::info(
+        "lote console at {} (sign in with the key pair in {}/credentials, or `lote "
+        "console`)",
+        url, home);
     return WriteFileAtomic(home + "/console.json", Json{{"url", url}}.dump(2) + "\n", 0600);
   });
   return std::shared_ptr<void>(wiring);
