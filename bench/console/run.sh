@@ -45,8 +45,15 @@ CONSOLE_URL=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['u
 
 # Queues, the waiting jobs, the 100,000-step job and the running job (boto3).
 SETUP=$(python3 "$HERE/setup.py" "$LOTE_URL" "$WORK/home/credentials" "$STEPS")
-python3 "$HERE/setup.py" --wait "$LOTE_URL" "$WORK/home/credentials" "$N" "$SETUP"
+python3 "$HERE/setup.py" --wait-jobs "$LOTE_URL" "$WORK/home/credentials" 0 "$SETUP"
 
-SPEC=$(python3 -c "import json,sys; s=json.loads(sys.argv[1]); s.update(url=sys.argv[2], keyId=sys.argv[3], secret=sys.argv[4], pid=int(sys.argv[5]), seconds=int(sys.argv[6]), jobs=int(sys.argv[7])); print(json.dumps(s))" \
-  "$SETUP" "$CONSOLE_URL" "$KEY" "$SECRET" "$LOTE_PID" "${SECONDS_:-30}" "$N")
-NODE_PATH="$NODE_MODULES" node "$HERE/console_bench.cjs" "$SPEC"
+spec() {
+  python3 -c "import json,sys; s=json.loads(sys.argv[1]); s.update(url=sys.argv[2], keyId=sys.argv[3], secret=sys.argv[4], pid=int(sys.argv[5]), seconds=int(sys.argv[6]), jobs=int(sys.argv[7]), phase=sys.argv[8], steps=int(sys.argv[9])); print(json.dumps(s))" \
+    "$SETUP" "$CONSOLE_URL" "$KEY" "$SECRET" "$LOTE_PID" "${SECONDS_:-30}" "$N" "$1" "$STEPS"
+}
+# Server load first, on a store without the waiting jobs (their scheduling
+# passes would dominate the server's CPU), then the charts and the list.
+NODE_PATH="$NODE_MODULES" node "$HERE/console_bench.cjs" "$(spec load)"
+NODE_PATH="$NODE_MODULES" node "$HERE/console_bench.cjs" "$(spec chart)"
+python3 "$HERE/setup.py" --fill "$LOTE_URL" "$WORK/home/credentials" "$N" "$SETUP"
+NODE_PATH="$NODE_MODULES" node "$HERE/console_bench.cjs" "$(spec list)"

@@ -1,9 +1,9 @@
 """bench/console setup: queues and jobs through boto3.
 
 setup.py ENDPOINT CREDENTIALS STEPS          -> prints {"queue", "trainJob", "liveJob"}
-setup.py --wait ENDPOINT CREDENTIALS N J     -> submits N / 1000 array jobs of 1000 to cb-q
-                                                (RUNNABLE), waits until they are all in
-                                                place, trainJob SUCCEEDED, liveJob RUNNING
+setup.py --wait-jobs ENDPOINT CREDENTIALS 0 J -> waits until trainJob SUCCEEDED, liveJob RUNNING
+setup.py --fill ENDPOINT CREDENTIALS N J      -> submits N / 1000 array jobs of 1000 to cb-q
+                                                 (they stay RUNNABLE)
 setup.py --stop ENDPOINT CREDENTIALS 0 J     -> terminates liveJob
 """
 import json
@@ -53,9 +53,9 @@ def main():
         b = client(sys.argv[2], sys.argv[3])
         b.terminate_job(jobId=json.loads(sys.argv[5])["liveJob"], reason="bench done")
         return
-    if sys.argv[1] == "--wait":
+    if sys.argv[1] == "--fill":
         b = client(sys.argv[2], sys.argv[3])
-        n, spec = int(sys.argv[4]), json.loads(sys.argv[5])
+        n = int(sys.argv[4])
         t0 = time.time()
         parents = [b.submit_job(jobName="cb-%03d" % i, jobQueue="cb-q", jobDefinition="cb-true",
                                 arrayProperties={"size": 1000})["jobId"]
@@ -66,6 +66,10 @@ def main():
         wait(placed, 600, "the array jobs")
         print("%d jobs in the store (%d array jobs of 1000) in %.0f s" % (len(parents) * 1001, len(parents),
                                                                            time.time() - t0))
+        return
+    if sys.argv[1] == "--wait-jobs":
+        b = client(sys.argv[2], sys.argv[3])
+        spec = json.loads(sys.argv[5])
         wait(lambda: b.describe_jobs(jobs=[spec["trainJob"]])["jobs"][0]["status"] == "SUCCEEDED",
              600, "the many-step job")
         wait(lambda: b.describe_jobs(jobs=[spec["liveJob"]])["jobs"][0]["status"] == "RUNNING",

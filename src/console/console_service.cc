@@ -93,6 +93,13 @@ std::map<std::string, std::string> Query(const std::string& raw) {
   return out;
 }
 
+// The query parameter `name` of a request ("" when absent).
+std::string QueryParam(const api::HttpRequest& request, const std::string& name) {
+  const auto query = Query(request.raw_query);
+  auto it = query.find(name);
+  return it == query.end() ? "" : it->second;
+}
+
 void AddSecurityHeaders(api::HttpResponse& r) {
   r.headers.emplace_back("Content-Security-Policy",
                          "default-src 'self'; img-src 'self' data:; style-src 'self' "
@@ -194,11 +201,7 @@ api::HttpResponse ConsoleService::Handle(const api::HttpRequest& request) const 
 }
 
 api::HttpResponse ConsoleService::SignInLink(const api::HttpRequest& request) const {
-  const auto query = Query(request.raw_query);
-  auto token = query.find("token");
-  Result<Session> session = token == query.end()
-                                ? Result<Session>(Status::Unauthenticated("no token"))
-                                : sessions_->SignInWithToken(token->second);
+  Result<Session> session = sessions_->SignInWithToken(QueryParam(request, "token"));
   api::HttpResponse r;
   r.status = 303;
   if (!session.ok()) {
@@ -354,18 +357,16 @@ api::HttpResponse ConsoleService::Operation(const api::HttpRequest& request, con
 
 api::HttpResponse ConsoleService::Progress(const api::HttpRequest& request,
                                            const Session& session) const {
-  const auto query = Query(request.raw_query);
-  auto id = query.find("jobId");
-  if (id == query.end() || id->second.empty())
-    return Error(400, "InvalidRequest", "jobId is required");
-  Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {id->second}}}, session);
+  const std::string job_id = QueryParam(request, "jobId");
+  if (job_id.empty()) return Error(400, "InvalidRequest", "jobId is required");
+  Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {job_id}}}, session);
   if (!described.ok()) return Error(400, "ClientException", described.status().message());
-  if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + id->second);
+  if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + job_id);
   const Json& job = (*described)["jobs"][0];
   int32_t attempts = static_cast<int32_t>(job.value("attempts", Json::array()).size()) + 1;
-  Json out = {{"jobId", id->second}, {"attempts", Json::array()}};
+  Json out = {{"jobId", job_id}, {"attempts", Json::array()}};
   for (int32_t a = 1; a <= attempts; ++a) {
-    Result<std::vector<logs::ProgressPoint>> points = history_->Points(id->second, a);
+    Result<std::vector<logs::ProgressPoint>> points = history_->Points(job_id, a);
     if (!points.ok()) continue;
     // Columns: one array per key, aligned with `step` (null where absent).
     Json steps = Json::array(), times = Json::array();
@@ -430,33 +431,28 @@ std::string ConsoleService::JobDigest(const std::string& job_id, const Session& 
 
 api::HttpResponse ConsoleService::Wait(const api::HttpRequest& request,
                                        const Session& session) const {
-  const auto query = Query(request.raw_query);
-  auto id = query.find("jobId");
-  if (id == query.end() || id->second.empty())
-    return Error(400, "InvalidRequest", "jobId is required");
-  auto v = query.find("v");
-  const std::string since = v == query.end() ? "" : v->second;
+  const std::string job_id = QueryParam(request, "jobId");
+  if (job_id.empty()) return Error(400, "InvalidRequest", "jobId is required");
+  const std::string since = QueryParam(request, "v");
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.wait_ms);
-  std::string digest = JobDigest(id->second, session);
+  std::string digest = JobDigest(job_id, session);
   while (digest == since && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.wait_poll_ms));
-    digest = JobDigest(id->second, session);
+    digest = JobDigest(job_id, session);
   }
   return JsonAnswer(200, Json{{"v", digest}, {"changed", digest != since}});
 }
 
 api::HttpResponse ConsoleService::Download(const api::HttpRequest& request,
                                            const Session& session) const {
-  const auto query = Query(request.raw_query);
-  auto stream = query.find("stream");
-  if (stream == query.end() || stream->second.empty())
-    return Error(400, "InvalidRequest", "stream is required");
+  const std::string stream = QueryParam(request, "stream");
+  if (stream.empty()) return Error(400, "InvalidRequest", "stream is required");
   std::string text;
   std::string token;
   for (int pages = 0; pages < 10'000; ++pages) {
     Json body = {{"logGroupName", kBatchJobGroup},
-                 {"logStreamName", stream->second},
+                 {"logStreamName", stream},
                  {"startFromHead", true}};
     if (!token.empty()) body["nextToken"] = token;
     Result<Json> page = Call("logs", "GetLogEvents", body, session);
@@ -470,7 +466,7 @@ api::HttpResponse ConsoleService::Download(const api::HttpRequest& request,
   api::HttpResponse r;
   r.status = 200;
   r.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
-  std::string file = stream->second;
+  std::string file = stream;
   std::replace(file.begin(), file.end(), '/', '_');
   std::erase_if(file,
                 [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 32; });

@@ -86,14 +86,7 @@ class ConsoleTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def wait(self, pred, timeout, what):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.2)
-        raise AssertionError("timed out waiting for %s; server stderr:\n%s" % (
-            what, self.server.stderr()[-3000:]))
+        return self.server.wait_for(pred, timeout, what)
 
     def make_queue(self, queue, ce, state):
         b = self.batch
@@ -160,6 +153,26 @@ class ConsoleTest(unittest.TestCase):
             {"Content-Type": "application/json", "Cookie": cookie})
         self.assertEqual(status, 403, body)
         self.assertEqual(b.describe_jobs(jobs=[train_id])["jobs"][0]["isTerminated"], False)
+        # `lote console` prints a one-time link: it signs in once.
+        link = subprocess.run([ARGS.lote, "console", "--home", self.server.home], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        self.assertTrue(link.startswith(self.url + "signin?token="), link)
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+        opener = urllib.request.build_opener(NoRedirect)
+        answers = []
+        for _ in range(2):
+            try:
+                opener.open(link, timeout=30)
+            except urllib.error.HTTPError as e:
+                answers.append((e.code, e.headers.get("Location"), e.headers.get("Set-Cookie")))
+        self.assertEqual(answers[0][:2], (303, "/console/"), answers)
+        self.assertIn("HttpOnly", answers[0][2])
+        self.assertEqual(answers[1], (303, "/console/#signin-refused", None), answers)
+        link_cookie = answers[0][2].split(";")[0]
+        self.assertEqual(http("GET", self.url + "api/session", None, {"Cookie": link_cookie})[0], 200)
         # The environment is masked unless revealed.
         csrf = json.loads(http("GET", self.url + "api/session", None, {"Cookie": cookie})[1])[
             "csrfToken"]
