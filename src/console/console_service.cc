@@ -451,9 +451,8 @@ api::HttpResponse ConsoleService::Download(const api::HttpRequest& request,
   std::string text;
   std::string token;
   for (int pages = 0; pages < 10'000; ++pages) {
-    Json body = {{"logGroupName", kBatchJobGroup},
-                 {"logStreamName", stream},
-                 {"startFromHead", true}};
+    Json body = {
+        {"logGroupName", kBatchJobGroup}, {"logStreamName", stream}, {"startFromHead", true}};
     if (!token.empty()) body["nextToken"] = token;
     Result<Json> page = Call("logs", "GetLogEvents", body, session);
     if (!page.ok()) return Error(400, "ClientException", page.status().message());

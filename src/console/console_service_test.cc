@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "api/auth.h"
+#include "logs/test_util.h"
 
 namespace lote::console {
 namespace {
@@ -151,6 +152,49 @@ TEST_F(ConsoleServiceTest, EnvironmentValuesAreMaskedUnlessRevealed) {
   api::HttpResponse revealed = console_.Handle(describe);
   ASSERT_EQ(revealed.status, 200);
   EXPECT_NE(revealed.body.find("hunter2"), std::string::npos);
+}
+
+// The progress history of every attempt, as columns aligned with `step`.
+TEST(ConsoleProgressTest, EveryAttemptAsColumns) {
+  logs::testing::TempDir dir;
+  logs::LogStoreOptions options;
+  options.root = dir.path();
+  Result<std::unique_ptr<logs::LogStore>> store = logs::LogStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  logs::ProgressHistory history(store->get());
+  ASSERT_TRUE(history.Record("j1", 1, 0, {1, Json{{"step", 1}, {"loss", 3.0}}}).ok());
+  ASSERT_TRUE(history.Record("j1", 1, 0, {2, Json{{"step", 2}, {"loss", 2.5}}}).ok());
+  ASSERT_TRUE(history.Record("j1", 2, 0, {3, Json{{"step", 2}, {"loss", 2.4}}}).ok());
+  ASSERT_TRUE(
+      history.Record("j1", 2, 0, {4, Json{{"step", 3}, {"loss", 2.0}, {"val_loss", 2.2}}}).ok());
+  FakeClock clock;
+  api::ApiRouter router(nullptr);
+  router.RegisterRestOperation(
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, [](const Json&) -> Result<Json> {
+         return Json{
+             {"jobs", {{{"jobId", "j1"}, {"status", "RUNNING"}, {"attempts", {Json::object()}}}}}};
+       }});
+  SessionManager sessions(&clock);
+  sessions.AddKey("AKID", "secret");
+  ConsoleService console(&router, &sessions, &history, &clock);
+  Result<Session> session = sessions.SignIn("AKID", "secret");
+  ASSERT_TRUE(session.ok());
+  api::HttpRequest r;
+  r.method = "GET";
+  r.raw_path = "/console/api/progress";
+  r.raw_query = "jobId=j1";
+  r.headers.emplace_back("Cookie", "lote_console=" + session->id);
+  api::HttpResponse answer = console.Handle(r);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  Json j = Json::parse(answer.body);
+  ASSERT_EQ(j["attempts"].size(), 2u);
+  EXPECT_EQ(j["attempts"][0]["step"], Json::array({1, 2}));
+  EXPECT_EQ(j["attempts"][1]["attempt"], 2);
+  EXPECT_EQ(j["attempts"][1]["step"], Json::array({2, 3}));
+  EXPECT_EQ(j["attempts"][1]["series"]["loss"], Json::array({2.4, 2.0}));
+  EXPECT_EQ(j["attempts"][1]["series"]["val_loss"], Json::array({nullptr, 2.2}));
+  r.raw_query = "";
+  EXPECT_EQ(console.Handle(r).status, 400);
 }
 
 }  // namespace

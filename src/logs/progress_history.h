@@ -55,7 +55,7 @@ class ProgressHistory {
  public:
   static constexpr size_t kDefaultMaxPoints = 2048;
   // Attempts whose series stay cached in memory (least recently used go).
-  static constexpr size_t kCachedAttempts = 512;
+  static constexpr size_t kCachedAttempts = 64;
 
   // `store` must outlive the history. max_points >= 2.
   explicit ProgressHistory(LogStore* store, size_t max_points = kDefaultMaxPoints);

@@ -505,21 +505,6 @@ function fmtNum(v) {
   return String(+v.toPrecision(4));
 }
 
-// One curve over every attempt: a later attempt replaces the steps it re-ran
-// (a resumed attempt continues the curve from its checkpoint).
-function mergeAttempts(attempts, key) {
-  const xs = [], ys = [];
-  attempts.forEach((a, i) => {
-    const nextStart = i + 1 < attempts.length && attempts[i + 1].step.length ? attempts[i + 1].step[0] : Infinity;
-    const col = a.series[key];
-    if (!col) return;
-    a.step.forEach((s, j) => {
-      if (s < nextStart && col[j] !== null && col[j] !== undefined) { xs.push(s); ys.push(col[j]); }
-    });
-  });
-  return [xs, ys];
-}
-
 async function pageTraining(jobId) {
   document.title = 'Training ' + jobId + ' · lote';
   const grid = h('div', { class: 'charts', id: 'charts' });
