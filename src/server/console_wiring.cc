@@ -62,8 +62,16 @@ Result<std::shared_ptr<void>> WireConsole(ServerContext& context) {
   // Serve once the router is complete (every extension registered).
   if (context.on_serving == nullptr)
     return Status::Internal("the console needs ServerContext::on_serving");
-  context.on_serving->push_back([w = wiring.get(), http, host, home = context.home]() -> Status {
-    RETURN_IF_ERROR(w->http->Start(http).WithContext("starting the web console"));
+  context.on_serving->push_back([w = wiring.get(), http, host, home = context.home,
+                                 flexible = context.console_listen_derived]() -> Status {
+    Status started = w->http->Start(http);
+    if (!started.ok() && flexible && http.port != 0) {
+      spdlog::warn("console: {}; using any free port instead", started.message());
+      api::HttpServerOptions any = http;
+      any.port = 0;
+      started = w->http->Start(any);
+    }
+    RETURN_IF_ERROR(started.WithContext("starting the web console"));
     const std::string shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
     const std::string url = "http://" + shown + ":" + std::to_string(w->http->port()) + "/console/";
     spdlog::info(

@@ -71,9 +71,11 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     } else if (console_listen == "off") {
       console_listen.clear();
     }
-    ServerContext context{
-        options.home,        clock,          s->store_.get(), s->control_.get(), s->router_.get(),
-        s->log_store_.get(), console_listen, &s->on_serving_};
+    ServerContext context{options.home,     clock,
+                          s->store_.get(),  s->control_.get(),
+                          s->router_.get(), s->log_store_.get(),
+                          console_listen,   options.console_listen == "auto",
+                          &s->on_serving_};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {

@@ -43,6 +43,8 @@ struct ServerContext {
   // Where the web console listens ("HOST:PORT"; empty: no console), from
   // ServerOptions::console_listen.
   std::string console_listen{};
+  // console_listen was derived ("auto"): if its port is taken, any free port will do.
+  bool console_listen_derived = false;
   // Steps to run once every extension has registered and the API listener
   // serves (e.g. opening another listener whose handlers use the router);
   // Start fails with the first error.
