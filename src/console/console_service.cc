@@ -12,6 +12,7 @@
 #include "common/crypto.h"
 #include "common/sigv4.h"
 #include "console/assets.h"
+#include "objstore/objstore.h"
 
 namespace lote::console {
 namespace {
@@ -282,6 +283,7 @@ api::HttpResponse ConsoleService::Api(const api::HttpRequest& request,
   if (path == "wait" && !post) return Wait(request, *session);
   if (path == "download" && !post) return Download(request, *session);
   if (path == "overview" && !post) return Overview(*session);
+  if (path == "checkpoints" && !post) return Checkpoints(request, *session);
   return Error(404, "NotFound", "no console API call " + request.method + " " + path);
 }
 
@@ -473,6 +475,96 @@ api::HttpResponse ConsoleService::Download(const api::HttpRequest& request,
   r.headers.emplace_back("Cache-Control", "no-store");
   r.body = std::move(text);
   return r;
+}
+
+namespace {
+
+// The checkpoint base URI a job names: `--checkpoint-uri URI` (or `=URI`) in a
+// command, else the environment variable CHECKPOINT_SAVE_URI; "" if none.
+std::string CheckpointBase(const Json& job) {
+  auto member = [](const Json& j, const char* key) -> const Json* {
+    if (!j.is_object()) return nullptr;
+    auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  };
+  std::vector<const Json*> containers;
+  if (const Json* c = member(job, "container")) containers.push_back(c);
+  if (const Json* np = member(job, "nodeProperties"))
+    if (const Json* ranges = member(*np, "nodeRangeProperties"); ranges && ranges->is_array())
+      for (const Json& r : *ranges)
+        if (const Json* c = member(r, "container")) containers.push_back(c);
+  std::string from_env;
+  for (const Json* c : containers) {
+    const Json* command = member(*c, "command");
+    if (command && command->is_array()) {
+      for (size_t i = 0; i < command->size(); ++i) {
+        if (!(*command)[i].is_string()) continue;
+        const std::string arg = (*command)[i].get<std::string>();
+        if (arg == "--checkpoint-uri" && i + 1 < command->size() && (*command)[i + 1].is_string())
+          return (*command)[i + 1].get<std::string>();
+        if (arg.rfind("--checkpoint-uri=", 0) == 0) return arg.substr(17);
+      }
+    }
+    const Json* env = member(*c, "environment");
+    if (env && env->is_array())
+      for (const Json& e : *env) {
+        const Json* name = member(e, "name");
+        const Json* value = member(e, "value");
+        if (name && value && name->is_string() && value->is_string() &&
+            name->get<std::string>() == "CHECKPOINT_SAVE_URI")
+          from_env = value->get<std::string>();
+      }
+  }
+  return from_env;
+}
+
+}  // namespace
+
+api::HttpResponse ConsoleService::Checkpoints(const api::HttpRequest& request,
+                                              const Session& session) const {
+  const std::string job_id = QueryParam(request, "jobId");
+  if (job_id.empty()) return Error(400, "InvalidRequest", "jobId is required");
+  Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {job_id}}}, session);
+  if (!described.ok()) return Error(400, "ClientException", described.status().message());
+  if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + job_id);
+  std::string base = CheckpointBase((*described)["jobs"][0]);
+  Json out = {{"jobId", job_id}, {"checkpoints", Json::array()}};
+  if (base.empty()) return JsonAnswer(200, out);
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  const std::string parent = job_id.substr(0, job_id.find('#'));
+  out["uri"] = base + "/" + parent + "/";
+  Result<std::unique_ptr<objstore::ObjectStore>> store = objstore::OpenObjectStore(base);
+  if (!store.ok()) {
+    out["error"] = store.status().message();
+    return JsonAnswer(200, out);
+  }
+  Result<std::vector<objstore::ObjectInfo>> objects = (*store)->List(parent + "/");
+  if (!objects.ok()) {
+    out["error"] = objects.status().message();
+    return JsonAnswer(200, out);
+  }
+  struct Folder {
+    uint64_t bytes = 0;
+    int64_t objects = 0;
+    bool manifest = false;
+  };
+  std::map<int64_t, Folder> steps;
+  for (const objstore::ObjectInfo& o : *objects) {
+    // "<job>/step_<N>/<file>"
+    const std::string rest = o.key.substr(parent.size() + 1);
+    const size_t slash = rest.find('/');
+    if (rest.rfind("step_", 0) != 0 || slash == std::string::npos || slash == 5) continue;
+    const std::string digits = rest.substr(5, slash - 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15) continue;
+    Folder& f = steps[std::stoll(digits)];
+    f.bytes += o.size;
+    ++f.objects;
+    if (rest.substr(slash + 1) == "manifest.json") f.manifest = true;
+  }
+  for (const auto& [step, f] : steps)
+    out["checkpoints"].push_back(
+        Json{{"step", step}, {"complete", f.manifest}, {"bytes", f.bytes}, {"objects", f.objects}});
+  return JsonAnswer(200, out);
 }
 
 api::HttpResponse ConsoleService::Overview(const Session& session) const {

@@ -16,6 +16,9 @@
 // - Environment values in DescribeJobs / DescribeJobDefinitions answers are
 //   masked, unless the request says "reveal": true; each reveal is logged
 //   with the principal and the job ids.
+// - GET /console/api/checkpoints: the job's checkpoints (`step_<N>/` folders
+//   under the --checkpoint-uri of its command, or CHECKPOINT_SAVE_URI), listed
+//   in the object store; complete when the folder has its manifest.json.
 // - GET /console/api/progress: the job's progress history (every attempt);
 //   GET /console/api/wait: long poll, answers when the job's state, progress
 //   or log streams change, or after `wait_ms`.
@@ -69,6 +72,7 @@ class ConsoleService : public api::HttpHandler {
   api::HttpResponse Wait(const api::HttpRequest& request, const Session& session) const;
   api::HttpResponse Download(const api::HttpRequest& request, const Session& session) const;
   api::HttpResponse Overview(const Session& session) const;
+  api::HttpResponse Checkpoints(const api::HttpRequest& request, const Session& session) const;
 
   // Calls a Batch ("/v1/<op>") or Logs (X-Amz-Target) operation in-process.
   api::HttpResponse CallRaw(const std::string& service, const std::string& op, const Json& body,

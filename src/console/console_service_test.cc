@@ -197,5 +197,52 @@ TEST(ConsoleProgressTest, EveryAttemptAsColumns) {
   EXPECT_EQ(console.Handle(r).status, 400);
 }
 
+// Checkpoints: the step folders under the job's --checkpoint-uri.
+TEST(ConsoleCheckpointsTest, ListsStepFoldersAndTheirManifests) {
+  logs::testing::TempDir dir;
+  const std::string base = "file://" + dir.path() + "/ckpt";
+  for (const char* rel :
+       {"j1/step_4/manifest.json", "j1/step_4/model-tp0.safetensors",
+        "j1/step_8/model-tp0.safetensors", "j1/notes.txt", "j2/step_1/manifest.json"}) {
+    std::filesystem::create_directories(
+        std::filesystem::path(dir.path() + "/ckpt/" + std::string(rel)).parent_path());
+    std::FILE* f = std::fopen((dir.path() + "/ckpt/" + std::string(rel)).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("12345", f);
+    std::fclose(f);
+  }
+  FakeClock clock;
+  api::ApiRouter router(nullptr);
+  router.RegisterRestOperation(
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, [base](const Json&) -> Result<Json> {
+         return Json{
+             {"jobs",
+              {{{"jobId", "j1"},
+                {"container", {{"command", {"lote", "train", "--checkpoint-uri", base + "/"}}}}}}}};
+       }});
+  SessionManager sessions(&clock);
+  sessions.AddKey("AKID", "secret");
+  logs::ProgressHistory history(nullptr);
+  ConsoleService console(&router, &sessions, &history, &clock);
+  Result<Session> session = sessions.SignIn("AKID", "secret");
+  ASSERT_TRUE(session.ok());
+  api::HttpRequest r;
+  r.method = "GET";
+  r.raw_path = "/console/api/checkpoints";
+  r.raw_query = "jobId=j1";
+  r.headers.emplace_back("Cookie", "lote_console=" + session->id);
+  api::HttpResponse answer = console.Handle(r);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  Json j = Json::parse(answer.body);
+  EXPECT_EQ(j["uri"], base + "/j1/");
+  ASSERT_EQ(j["checkpoints"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["checkpoints"][0]["step"], 4);
+  EXPECT_EQ(j["checkpoints"][0]["complete"], true);
+  EXPECT_EQ(j["checkpoints"][0]["objects"], 2);
+  EXPECT_EQ(j["checkpoints"][0]["bytes"], 10);
+  EXPECT_EQ(j["checkpoints"][1]["step"], 8);
+  EXPECT_EQ(j["checkpoints"][1]["complete"], false);
+}
+
 }  // namespace
 }  // namespace lote::console

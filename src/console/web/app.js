@@ -394,7 +394,7 @@ async function pageJob(jobId) {
           h('td', {}, statusBadge(n.status)), h('td', {}, fmtTime(n.startedAt)), h('td', {}, fmtTime(n.stoppedAt)),
           h('td', { class: 'muted' }, n.statusReason || '')))));
     }
-    parts.push(h('h2', {}, 'Checkpoints'), checkpointsOf(job));
+    parts.push(h('h2', {}, 'Checkpoints'), await checkpointsOf(job));
     box.replaceChildren(...parts);
     document.body.setAttribute('data-job-status', job.status);
   };
@@ -402,22 +402,18 @@ async function pageJob(jobId) {
   followJob(jobId, render);
 }
 
-// Checkpoints named in the job's command (--checkpoint-uri) with the steps
-// its progress reported; the files themselves are in the object store.
-function checkpointsOf(job) {
-  const cmds = [];
-  if (job.container) cmds.push(job.container.command || []);
-  for (const r of (job.nodeProperties && job.nodeProperties.nodeRangeProperties) || []) cmds.push(r.container.command || []);
-  for (const c of cmds) {
-    const i = c.indexOf('--checkpoint-uri');
-    if (i >= 0 && c[i + 1]) {
-      const uri = c[i + 1].replace(/\/$/, '') + '/' + job.jobId + '/';
-      const saved = job.progress && job.progress.nodes && job.progress.nodes[0] && job.progress.nodes[0].checkpoint_step;
-      return h('p', { id: 'checkpoints' }, h('code', {}, uri + 'step_<N>/'), saved ? ' · last saved at step ' + saved : '',
-        h('span', { class: 'muted' }, ' (list them with `lote checkpoint list ' + uri + '`)'));
-    }
-  }
-  return h('p', { class: 'muted', id: 'checkpoints' }, 'The job names no checkpoint location (--checkpoint-uri).');
+// The job's checkpoints (step folders under its --checkpoint-uri or
+// CHECKPOINT_SAVE_URI, listed in the object store by the server).
+async function checkpointsOf(job) {
+  const c = await get('checkpoints?jobId=' + encodeURIComponent(job.jobId));
+  if (!c.uri) return h('p', { class: 'muted', id: 'checkpoints' }, 'The job names no checkpoint location (--checkpoint-uri or CHECKPOINT_SAVE_URI).');
+  if (c.error) return h('p', { class: 'error', id: 'checkpoints' }, c.uri + ': ' + c.error);
+  if (!c.checkpoints.length) return h('p', { class: 'muted', id: 'checkpoints' }, 'None yet under ', h('code', {}, c.uri));
+  return h('div', { id: 'checkpoints' }, h('p', { class: 'muted' }, h('code', {}, c.uri)),
+    h('table', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'State'), h('th', {}, 'Objects'), h('th', {}, 'Size')),
+      ...c.checkpoints.map((k) => h('tr', {}, h('td', { class: 'num' }, k.step),
+        h('td', {}, k.complete ? 'complete' : 'incomplete (no manifest.json)'), h('td', { class: 'num' }, k.objects),
+        h('td', { class: 'num' }, (k.bytes / 1048576).toFixed(1) + ' MiB')))));
 }
 
 // --- Logs ----------------------------------------------------------------------
