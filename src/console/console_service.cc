@@ -357,14 +357,22 @@ api::HttpResponse ConsoleService::Operation(const api::HttpRequest& request, con
   return r;
 }
 
-api::HttpResponse ConsoleService::Progress(const api::HttpRequest& request,
-                                           const Session& session) const {
-  const std::string job_id = QueryParam(request, "jobId");
+std::optional<api::HttpResponse> ConsoleService::DescribeJob(const std::string& job_id,
+                                                             const Session& session,
+                                                             Json* job) const {
   if (job_id.empty()) return Error(400, "InvalidRequest", "jobId is required");
   Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {job_id}}}, session);
   if (!described.ok()) return Error(400, "ClientException", described.status().message());
   if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + job_id);
-  const Json& job = (*described)["jobs"][0];
+  *job = (*described)["jobs"][0];
+  return std::nullopt;
+}
+
+api::HttpResponse ConsoleService::Progress(const api::HttpRequest& request,
+                                           const Session& session) const {
+  const std::string job_id = QueryParam(request, "jobId");
+  Json job;
+  if (std::optional<api::HttpResponse> error = DescribeJob(job_id, session, &job)) return *error;
   int32_t attempts = static_cast<int32_t>(job.value("attempts", Json::array()).size()) + 1;
   Json out = {{"jobId", job_id}, {"attempts", Json::array()}};
   for (int32_t a = 1; a <= attempts; ++a) {
@@ -523,11 +531,9 @@ std::string CheckpointBase(const Json& job) {
 api::HttpResponse ConsoleService::Checkpoints(const api::HttpRequest& request,
                                               const Session& session) const {
   const std::string job_id = QueryParam(request, "jobId");
-  if (job_id.empty()) return Error(400, "InvalidRequest", "jobId is required");
-  Result<Json> described = Call("batch", "DescribeJobs", Json{{"jobs", {job_id}}}, session);
-  if (!described.ok()) return Error(400, "ClientException", described.status().message());
-  if ((*described)["jobs"].empty()) return Error(404, "NotFound", "no job " + job_id);
-  std::string base = CheckpointBase((*described)["jobs"][0]);
+  Json job;
+  if (std::optional<api::HttpResponse> error = DescribeJob(job_id, session, &job)) return *error;
+  std::string base = CheckpointBase(job);
   Json out = {{"jobId", job_id}, {"checkpoints", Json::array()}};
   if (base.empty()) return JsonAnswer(200, out);
   while (!base.empty() && base.back() == '/') base.pop_back();

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/http_types.h"
@@ -79,6 +80,9 @@ class ConsoleService : public api::HttpHandler {
                             const Session& session) const;
   Result<Json> Call(const std::string& service, const std::string& op, const Json& body,
                     const Session& session) const;
+  // The job (DescribeJobs) into *job, or the answer for a missing id or job.
+  std::optional<api::HttpResponse> DescribeJob(const std::string& job_id, const Session& session,
+                                               Json* job) const;
   // A digest of what the job's pages show (state, progress, log positions).
   std::string JobDigest(const std::string& job_id, const Session& session) const;
   std::string SessionCookie(const Session& session) const;

@@ -154,6 +154,28 @@ TEST_F(ConsoleServiceTest, EnvironmentValuesAreMaskedUnlessRevealed) {
   EXPECT_NE(revealed.body.find("hunter2"), std::string::npos);
 }
 
+// GET `path`?`query` on a console whose DescribeJobs answers `job`, signed in.
+api::HttpResponse GetWithJob(const Json& job, logs::ProgressHistory* history,
+                             const std::string& path, const std::string& query) {
+  FakeClock clock;
+  api::ApiRouter router(nullptr);
+  router.RegisterRestOperation(
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, [job](const Json&) -> Result<Json> {
+         return Json{{"jobs", {job}}};
+       }});
+  SessionManager sessions(&clock);
+  sessions.AddKey("AKID", "secret");
+  ConsoleService console(&router, &sessions, history, &clock);
+  Result<Session> session = sessions.SignIn("AKID", "secret");
+  EXPECT_TRUE(session.ok());
+  api::HttpRequest r;
+  r.method = "GET";
+  r.raw_path = path;
+  r.raw_query = query;
+  r.headers.emplace_back("Cookie", "lote_console=" + session->id);
+  return console.Handle(r);
+}
+
 // The progress history of every attempt, as columns aligned with `step`.
 TEST(ConsoleProgressTest, EveryAttemptAsColumns) {
   logs::testing::TempDir dir;
@@ -167,24 +189,8 @@ TEST(ConsoleProgressTest, EveryAttemptAsColumns) {
   ASSERT_TRUE(history.Record("j1", 2, 0, {3, Json{{"step", 2}, {"loss", 2.4}}}).ok());
   ASSERT_TRUE(
       history.Record("j1", 2, 0, {4, Json{{"step", 3}, {"loss", 2.0}, {"val_loss", 2.2}}}).ok());
-  FakeClock clock;
-  api::ApiRouter router(nullptr);
-  router.RegisterRestOperation(
-      {"DescribeJobs", "POST", "/v1/describejobs", {}, [](const Json&) -> Result<Json> {
-         return Json{
-             {"jobs", {{{"jobId", "j1"}, {"status", "RUNNING"}, {"attempts", {Json::object()}}}}}};
-       }});
-  SessionManager sessions(&clock);
-  sessions.AddKey("AKID", "secret");
-  ConsoleService console(&router, &sessions, &history, &clock);
-  Result<Session> session = sessions.SignIn("AKID", "secret");
-  ASSERT_TRUE(session.ok());
-  api::HttpRequest r;
-  r.method = "GET";
-  r.raw_path = "/console/api/progress";
-  r.raw_query = "jobId=j1";
-  r.headers.emplace_back("Cookie", "lote_console=" + session->id);
-  api::HttpResponse answer = console.Handle(r);
+  const Json job = {{"jobId", "j1"}, {"status", "RUNNING"}, {"attempts", {Json::object()}}};
+  api::HttpResponse answer = GetWithJob(job, &history, "/console/api/progress", "jobId=j1");
   ASSERT_EQ(answer.status, 200) << answer.body;
   Json j = Json::parse(answer.body);
   ASSERT_EQ(j["attempts"].size(), 2u);
@@ -193,8 +199,7 @@ TEST(ConsoleProgressTest, EveryAttemptAsColumns) {
   EXPECT_EQ(j["attempts"][1]["step"], Json::array({2, 3}));
   EXPECT_EQ(j["attempts"][1]["series"]["loss"], Json::array({2.4, 2.0}));
   EXPECT_EQ(j["attempts"][1]["series"]["val_loss"], Json::array({nullptr, 2.2}));
-  r.raw_query = "";
-  EXPECT_EQ(console.Handle(r).status, 400);
+  EXPECT_EQ(GetWithJob(job, &history, "/console/api/progress", "").status, 400);
 }
 
 // Checkpoints: the step folders under the job's --checkpoint-uri.
@@ -211,27 +216,11 @@ TEST(ConsoleCheckpointsTest, ListsStepFoldersAndTheirManifests) {
     std::fputs("12345", f);
     std::fclose(f);
   }
-  FakeClock clock;
-  api::ApiRouter router(nullptr);
-  router.RegisterRestOperation(
-      {"DescribeJobs", "POST", "/v1/describejobs", {}, [base](const Json&) -> Result<Json> {
-         return Json{
-             {"jobs",
-              {{{"jobId", "j1"},
-                {"container", {{"command", {"lote", "train", "--checkpoint-uri", base + "/"}}}}}}}};
-       }});
-  SessionManager sessions(&clock);
-  sessions.AddKey("AKID", "secret");
+  const Json job = {
+      {"jobId", "j1"},
+      {"container", {{"command", {"lote", "train", "--checkpoint-uri", base + "/"}}}}};
   logs::ProgressHistory history(nullptr);
-  ConsoleService console(&router, &sessions, &history, &clock);
-  Result<Session> session = sessions.SignIn("AKID", "secret");
-  ASSERT_TRUE(session.ok());
-  api::HttpRequest r;
-  r.method = "GET";
-  r.raw_path = "/console/api/checkpoints";
-  r.raw_query = "jobId=j1";
-  r.headers.emplace_back("Cookie", "lote_console=" + session->id);
-  api::HttpResponse answer = console.Handle(r);
+  api::HttpResponse answer = GetWithJob(job, &history, "/console/api/checkpoints", "jobId=j1");
   ASSERT_EQ(answer.status, 200) << answer.body;
   Json j = Json::parse(answer.body);
   EXPECT_EQ(j["uri"], base + "/j1/");
