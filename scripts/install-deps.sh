@@ -44,3 +44,5 @@ fi
 "$ROOT/scripts/fetch-testdata.sh" "$DATA_DIR"
 # The AWS SDK for JavaScript v3 clients the API tests drive (pinned).
 "$ROOT/scripts/fetch-js-sdk.sh" "${LOTE_JS_SDK:-$ROOT/.cache/js-sdk}"
+# The web console's front-end packages and its test driver (pinned).
+"$ROOT/scripts/fetch-console-js.sh" "${LOTE_CONSOLE_JS:-$ROOT/.cache/console-js}"

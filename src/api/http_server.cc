@@ -59,7 +59,7 @@ constexpr int64_t kRefuseWaitMillis = 2'000;
 
 class HttpServer::Impl {
  public:
-  Impl(const ApiRouter* router, const HttpServerOptions& options)
+  Impl(const HttpHandler* router, const HttpServerOptions& options)
       : router_(router),
         options_(options),
         clock_(options.clock ? options.clock : SystemClock::Default()),
@@ -73,7 +73,7 @@ class HttpServer::Impl {
 
   // Everything a Connection needs from the server. The counters outlive io_:
   // destroying io_ destroys the connections it still holds.
-  const ApiRouter* router_;
+  const HttpHandler* router_;
   const HttpServerOptions options_;
   const Clock* clock_;
   std::atomic<int> open_{0};
@@ -338,7 +338,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       out += k + ": " + v + "\r\n";
     }
-    if (!has_id) out += "x-amzn-RequestId: " + server_->router_->NewRequestId() + "\r\n";
+    if (!has_id) out += "x-amzn-RequestId: " + ApiRouter::NewRequestId() + "\r\n";
     if (!has_type) out += "Content-Type: application/json\r\n";
     out += "Date: " + HttpDate(server_->clock_->NowMillis()) + "\r\n";
     // A HEAD answer announces the length of the body it does not carry.
@@ -493,7 +493,7 @@ void HttpServer::Impl::Stop() {
   io_threads_.clear();
 }
 
-HttpServer::HttpServer(const ApiRouter* router) : router_(router) {}
+HttpServer::HttpServer(const HttpHandler* handler) : router_(handler) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

@@ -55,7 +55,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  explicit HttpServer(const ApiRouter* router);
+  // `handler` (an ApiRouter, or the web console) must outlive the server.
+  explicit HttpServer(const HttpHandler* handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -71,7 +72,7 @@ class HttpServer {
   class Impl;
 
  private:
-  const ApiRouter* router_;
+  const HttpHandler* router_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };

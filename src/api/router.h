@@ -67,7 +67,7 @@ struct JsonService {
   const ValueRules* value_rules = nullptr;
 };
 
-class ApiRouter {
+class ApiRouter : public HttpHandler {
  public:
   // auth may be null: no authentication (--insecure-no-auth).
   explicit ApiRouter(const Authenticator* auth);
@@ -79,9 +79,13 @@ class ApiRouter {
   // same prefix.
   void RegisterJsonService(JsonService service);
 
-  HttpResponse Handle(const HttpRequest& request) const;
+  HttpResponse Handle(const HttpRequest& request) const override;
+  // Handle for a request its caller has authenticated by other means (a web
+  // console session acting for `principal`): everything but the SigV4 check
+  // is the same (routing, limits, validation, handlers, error shapes).
+  HttpResponse HandleAuthenticated(const HttpRequest& request, const std::string& principal) const;
   // True when the operation the request addresses was registered nonblocking.
-  bool IsNonblocking(const HttpRequest& request) const;
+  bool IsNonblocking(const HttpRequest& request) const override;
 
   // The answer to a failure below the operations (the HTTP layer: too large,
   // malformed, timed out, refused), AWS-shaped for the service the request
@@ -89,9 +93,9 @@ class ApiRouter {
   // `status` picks the code through that service's error mapper and
   // `http_status` is the HTTP status sent.
   HttpResponse TransportError(const HttpRequest& request, int http_status,
-                              const Status& status) const;
+                              const Status& status) const override;
   // A 500 for a handler that threw (a bug): logged with the request id.
-  HttpResponse InternalError(const HttpRequest& request, const std::string& what) const;
+  HttpResponse InternalError(const HttpRequest& request, const std::string& what) const override;
   static std::string NewRequestId();
 
   // Largest request body (bytes) an operation accepts ("Batch.SubmitJob",
@@ -106,14 +110,16 @@ class ApiRouter {
   std::vector<std::string> OperationNames() const;
 
  private:
-  HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id) const;
+  HttpResponse HandleChecked(const HttpRequest& request, bool verify) const;
+  HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id,
+                          bool verify) const;
   // The operation at method + decoded path (path parameter into *name/*value),
   // or null; *path_known tells a wrong method from an unknown path.
   const RestOperation* FindRest(const std::string& method, const std::string& path,
                                 std::string* param_name, std::string* param_value,
                                 bool* path_known) const;
   HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target,
-                                const std::string& request_id) const;
+                                const std::string& request_id, bool verify) const;
   size_t BodyLimit(const std::string& operation) const;
 
   const Authenticator* auth_;

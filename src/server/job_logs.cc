@@ -19,7 +19,7 @@ constexpr std::chrono::milliseconds kIdlePoll{20};
 
 }  // namespace
 
-JobLogs::JobLogs(logs::LogStore* store) : store_(store) {
+JobLogs::JobLogs(logs::LogStore* store) : store_(store), history_(store) {
   pump_ = std::thread([this] { Pump(); });
 }
 
@@ -187,6 +187,9 @@ bool JobLogs::PollAll() {
       }
       options.on_progress = [this, tracker, key](const logs::ProgressReport& report) {
         tracker->Report(key.node, report);
+        if (Status st = history_.Record(key.job_id, key.attempt, key.node, report); !st.ok())
+          spdlog::debug("progress history of {} attempt {}: {}", key.job_id, key.attempt,
+                        st.ToString());
         std::lock_guard<std::mutex> lock(mu_);
         reported_.insert({key.job_id, key.attempt});
       };

@@ -5,8 +5,8 @@
 // stream name DescribeJobs reports), and Complete when the node's process has
 // ended. One pump thread follows every file with a logs::LogIngestor: new
 // bytes become events, `LOTE_PROGRESS {json}` lines also update the attempt's
-// logs::ProgressTracker. After Complete the rest of the file is stored and the
-// node is dropped.
+// logs::ProgressTracker and the attempt's logs::ProgressHistory. After Complete the rest of the
+// file is stored and the node is dropped.
 //
 // Exactly once across restarts: the ingestor resumes from the offset stored
 // with the stream's last event, so the next server's Follow/Complete of the
@@ -32,6 +32,7 @@
 #include "logs/ingestor.h"
 #include "logs/log_store.h"
 #include "logs/progress.h"
+#include "logs/progress_history.h"
 
 namespace lote::server {
 
@@ -101,6 +102,8 @@ class JobLogs {
   bool PollAll();
 
   logs::LogStore* store_;
+  // Every report, downsampled, in the store's /lote/progress (console charts).
+  logs::ProgressHistory history_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // wakes the pump

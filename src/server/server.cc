@@ -64,9 +64,18 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
+    std::string console_listen = options.console_listen;
+    if (console_listen == "auto") {
+      console_listen =
+          options.host + ":" + std::to_string(options.port == 0 ? 0 : options.port + 1);
+    } else if (console_listen == "off") {
+      console_listen.clear();
+    }
     ServerContext context{options.home,     clock,
                           s->store_.get(),  s->control_.get(),
-                          s->router_.get(), s->log_store_.get()};
+                          s->router_.get(), s->log_store_.get(),
+                          console_listen,   options.console_listen == "auto",
+                          &s->on_serving_};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
@@ -105,6 +114,12 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                {"account_id", options.account_id},
                {"pid", static_cast<int64_t>(getpid())}};
   RETURN_IF_ERROR(WriteFileAtomic(options.home + "/server.json", info.dump(2) + "\n", 0600));
+  for (const std::function<Status()>& step : s->on_serving_) {
+    if (Status st = step(); !st.ok()) {
+      s->Stop();
+      return st;
+    }
+  }
   s->reconciler_ = std::thread([srv = s.get()] { srv->ReconcileLoop(); });
   return s;
 }

@@ -40,6 +40,15 @@ struct ServerContext {
   control::ControlPlane* control;
   api::ApiRouter* router;     // register operations here (before serving starts)
   logs::LogStore* log_store;  // $home/logs: CloudWatch Logs groups, job output
+  // Where the web console listens ("HOST:PORT"; empty: no console), from
+  // ServerOptions::console_listen.
+  std::string console_listen{};
+  // console_listen was derived ("auto"): if its port is taken, any free port will do.
+  bool console_listen_derived = false;
+  // Steps to run once every extension has registered and the API listener
+  // serves (e.g. opening another listener whose handlers use the router);
+  // Start fails with the first error.
+  std::vector<std::function<Status()>>* on_serving = nullptr;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -76,6 +85,9 @@ struct ServerOptions {
   int64_t http_header_timeout_ms = 10'000;
   int64_t http_body_timeout_ms = 60'000;
   int64_t reconcile_interval_ms = 200;
+  // The web console's "HOST:PORT"; "auto": the API's host and port + 1 (any
+  // free port when the API's is 0); "off": no console.
+  std::string console_listen = "auto";
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };
@@ -108,6 +120,7 @@ class LoteServer {
   std::unique_ptr<api::ApiRouter> router_;
   std::unique_ptr<api::HttpServer> http_;
   std::vector<std::shared_ptr<void>> extension_handles_;  // destroyed in reverse in Stop()
+  std::vector<std::function<Status()>> on_serving_;       // ServerContext::on_serving
   int port_ = 0;
 
   std::mutex mu_;

@@ -79,6 +79,9 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--account-id", args->options.account_id, "AWS account id used in ARNs")
       ->capture_default_str();
+  sub->add_option("--console-listen", args->options.console_listen,
+                  "HOST:PORT of the web console (auto: the API's port + 1; off: none)")
+      ->capture_default_str();
   sub->add_flag("--insecure-no-auth", args->options.insecure_no_auth,
                 "Accept requests without a valid SigV4 signature (dangerous)");
   sub->add_option("--http-threads", args->options.http_threads,

@@ -99,3 +99,15 @@ class LoteServer:
             aws_access_key_id=key or k, aws_secret_access_key=secret or s,
             config=botocore.config.Config(retries={"max_attempts": retries, "mode": "standard"},
                                           max_pool_connections=16))
+
+    def wait_for(self, pred, timeout, what):
+        """pred()'s first truthy value, polled every 0.2 s; AssertionError (with the
+        server's stderr) after `timeout` seconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.2)
+        raise AssertionError("timed out waiting for %s; server stderr:\n%s" % (
+            what, self.stderr()[-3000:]))

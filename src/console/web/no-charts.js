@@ -1,0 +1,1 @@
+window.uPlot = undefined;  // built without uPlot: run scripts/fetch-console-js.sh
