@@ -240,8 +240,9 @@ void RegisterTrain(CLI::App& app) {
                   "the main node's address (default: AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS, "
                   "on the main node LOTE_PRIVATE_IPV4_ADDRESS, else 127.0.0.1)");
   sub->add_option("--master-port", launch->master_port,
-                  "the rendezvous store's port (default 29500; under AWS Batch 29500 + a hash of "
-                  "the job id and attempt, so jobs sharing a host do not collide)");
+                  "the rendezvous store's port (default: one node, any free port; several, 29500, "
+                  "under AWS Batch 29500 + a hash of the job id and attempt, so jobs sharing a "
+                  "host do not collide)");
   sub->add_option("--node-addr", launch->node_addr,
                   "this node's address for the ranks' connections (default: "
                   "LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node)");

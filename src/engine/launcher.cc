@@ -232,7 +232,7 @@ Status Launcher::Rendezvous() {
   const milliseconds timeout = seconds(o_.rdzv_timeout_s);
   const auto deadline = SteadyClock::now() + timeout;
   const bool is_main = o_.node_rank == o_.main_node;
-  const std::string where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
+  std::string where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
   if (is_main) {
     StoreServer::Options so;
     so.host = o_.master_addr;
@@ -253,6 +253,10 @@ Status Launcher::Rendezvous() {
       }
       Say(fmt::format("node {}: {}; retrying", o_.node_rank, started.status().message()));
       std::this_thread::sleep_for(seconds(1));
+    }
+    if (o_.master_port == 0) {
+      o_.master_port = server_->port();
+      where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
     }
     Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
                     where));
@@ -536,7 +540,7 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
       o.job_id += " attempt " + Env("AWS_BATCH_JOB_ATTEMPT");
     }
   }
-  if (o.master_port == 0) {
+  if (o.master_port == 0 && o.nnodes > 1) {
     o.master_port = kDefaultMasterPort;
     if (!o.job_id.empty()) {
       uint64_t h = 1469598103934665603ULL;  // FNV-1a
@@ -544,7 +548,9 @@ Result<LaunchOptions> ResolveLaunch(LaunchOptions o) {
       o.master_port += static_cast<int>(h % kDerivedPorts);
     }
   }
-  if (o.master_port <= 0 || o.master_port > 65535) {
+  // One node: the store may take any free port (0), since only this launcher's own
+  // ranks connect to it; two runs on one host then never collide.
+  if (o.master_port < 0 || o.master_port > 65535 || (o.master_port == 0 && o.nnodes > 1)) {
     return Status::InvalidArgument(fmt::format("--master-port {} is not a port", o.master_port));
   }
   if (o.rdzv_timeout_s < 1) return Status::InvalidArgument("--rdzv-timeout must be >= 1 second");

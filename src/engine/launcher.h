@@ -26,9 +26,10 @@ struct LaunchOptions {
   int node_rank = -1;       // -1: AWS_BATCH_JOB_NODE_INDEX, else 0
   int main_node = -1;       // -1: AWS_BATCH_JOB_MAIN_NODE_INDEX, else 0
   std::string master_addr;  // "": see ResolveLaunch
-  // 0: 29500, or under AWS Batch 29500 + a hash of the job id and attempt modulo
-  // kDerivedPorts, so jobs whose nodes share a host (lote's local executor, or two
-  // lote servers on one machine) do not meet at each other's store.
+  // 0: with one node, any free port (only this launcher's ranks connect); with
+  // several, 29500, or under AWS Batch 29500 + a hash of the job id and attempt
+  // modulo kDerivedPorts, so jobs whose nodes share a host (lote's local executor,
+  // or two lote servers on one machine) do not meet at each other's store.
   int master_port = 0;
   std::string node_addr;  // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
   int rdzv_timeout_s = 900;
