@@ -41,10 +41,10 @@ sched::Resources ShapeOf(const InstanceType& type) {
   return sched::Resources{int64_t{type.vcpus} * 1000, type.memory_mib, type.accelerators};
 }
 
-Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
-                                               const SubmitOrder& submit_order,
-                                               InstanceTable* instances, ControlPlane* control,
-                                               const ShareHistory& share_history, int64_t now) {
+Result<sched::Snapshot> BuildSchedulerSnapshot(
+    const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
+    ControlPlane* control, const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity) {
   sched::Snapshot snap;
   // What running attempts hold on each instance.
   std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
@@ -81,6 +81,33 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
     out.min_vcpus = ce.min_vcpus;
     out.max_vcpus = ce.max_vcpus;
     out.desired_vcpus = ce.desired_vcpus;
+    if (auto cap = backend_capacity.find(ce.name); out.unmanaged && cap != backend_capacity.end() &&
+                                                   cap->second.nodes > 0 &&
+                                                   cap->second.milli_vcpu_per_node > 0) {
+      // The backend's machines, as fixed instances (see the header).
+      const exec::Capacity& c = cap->second;
+      const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
+      out.unmanaged = false;
+      out.instance_type = sched::InstanceType{"node", shape};
+      const int64_t vcpus = (c.milli_vcpu_per_node + 999) / 1000;
+      out.min_vcpus = out.max_vcpus = out.desired_vcpus = vcpus * c.nodes;
+      for (int32_t k = 0; k < c.nodes; ++k) {
+        const std::string iid = ce.name + "/node-" + std::to_string(k);
+        auto [it, added] = instances->try_emplace(iid);
+        if (added) it->second = VirtualInstance{iid, ce.name, shape, "", now};
+        it->second.shape = shape;
+      }
+      // Nodes the partition no longer has.
+      for (auto it = instances->begin(); it != instances->end();) {
+        const std::string prefix = ce.name + "/node-";
+        if (it->second.compute_environment == ce.name && it->first.rfind(prefix, 0) == 0 &&
+            std::stol(it->first.substr(prefix.size())) >= c.nodes && !held.count(it->first)) {
+          it = instances->erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     for (auto& [iid, inst] : *instances) {
       if (inst.compute_environment != ce.name) continue;
       sched::Instance si;
