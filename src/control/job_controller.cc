@@ -88,7 +88,8 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
       const exec::Capacity& c = cap->second;
       const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
       out.unmanaged = false;
-      out.instance_type = sched::InstanceType{"node", shape};
+      out.instance_type =
+          sched::InstanceType{c.description.empty() ? "node" : c.description, shape};
       const int64_t vcpus = (c.milli_vcpu_per_node + 999) / 1000;
       out.min_vcpus = out.max_vcpus = out.desired_vcpus = vcpus * c.nodes;
       for (int32_t k = 0; k < c.nodes; ++k) {

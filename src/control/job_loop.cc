@@ -697,7 +697,14 @@ void JobLoop::Schedule(int64_t now, std::vector<std::string>* launches) {
     Result<exec::Backend*> backend = options_.backends->ForEnvironment(ce);
     if (!backend.ok()) continue;
     std::optional<exec::Capacity> c = (*backend)->GetCapacity();
-    if (c) capacity[ce.name] = *c;
+    if (c) {
+      capacity[ce.name] = *c;
+      control_->SetBackendCapacity(ce.name, Json{{"nodes", c->nodes},
+                                                 {"vcpusPerNode", c->milli_vcpu_per_node / 1000},
+                                                 {"memoryMiBPerNode", c->memory_mib_per_node},
+                                                 {"description", c->description},
+                                                 {"backend", (*backend)->Name()}});
+    }
   }
   Result<sched::Snapshot> snap = BuildSchedulerSnapshot(jobs_, submit_order_, &instances_, control_,
                                                         share_history_, now, capacity);

@@ -12,28 +12,64 @@
 #include <set>
 #include <utility>
 
+#include "exec/slurm_backend.h"
+
 namespace lote::server {
 
 // The backend of each compute environment: the local executor for all of
 // them (lote:backend=slurm environments get their own backend, see
 // ForEnvironment). A backend made after the start is watched at once.
-// The backend of each compute environment: the local executor for all.
+// The backend of each compute environment: the local executor, or for an
+// UNMANAGED environment tagged lote:backend=slurm its own SlurmBackend (made
+// on first use, its events watched at once).
 class JobsService::Backends final : public control::BackendDirectory {
  public:
   Backends(JobsService* service, std::string home, std::unique_ptr<exec::LocalBackend> local)
       : service_(service), home_(std::move(home)), local_(std::move(local)) {}
 
   Result<exec::Backend*> ForEnvironment(const control::ComputeEnvironmentSpec& ce) override {
-    (void)ce;
-    return static_cast<exec::Backend*>(local_.get());
+    auto tag = [&](const char* key) {
+      auto it = ce.lote_tags.find(key);
+      return it == ce.lote_tags.end() ? std::string() : it->second;
+    };
+    const std::string kind = tag("lote:backend");
+    if (kind.empty() || kind == "local") return static_cast<exec::Backend*>(local_.get());
+    if (kind != "slurm")
+      return Status::InvalidArgument("compute environment " + ce.name + ": lote:backend=" + kind +
+                                     " is not a backend lote has (local, slurm)");
+    if (ce.managed)
+      return Status::InvalidArgument("compute environment " + ce.name +
+                                     ": lote:backend=slurm needs type UNMANAGED");
+    exec::Backend* made = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = slurm_.find(ce.name);
+      if (it != slurm_.end()) return static_cast<exec::Backend*>(it->second.get());
+      exec::SlurmBackendOptions o;
+      o.partition = tag("lote:slurm-partition");
+      o.slurm_conf = tag("lote:slurm-conf");
+      o.state_dir = home_ + "/slurm/" + ce.name;
+      ASSIGN_OR_RETURN(std::unique_ptr<exec::SlurmBackend> b, exec::SlurmBackend::Create(o));
+      made = b.get();
+      slurm_[ce.name] = std::move(b);
+    }
+    service_->WatchBackend(made);
+    return made;
   }
 
-  std::vector<exec::Backend*> All() override { return {local_.get()}; }
+  std::vector<exec::Backend*> All() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<exec::Backend*> all{local_.get()};
+    for (const auto& [name, b] : slurm_) all.push_back(b.get());
+    return all;
+  }
 
  private:
-  [[maybe_unused]] JobsService* service_;
+  JobsService* service_;
   const std::string home_;
   std::unique_ptr<exec::LocalBackend> local_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<exec::SlurmBackend>> slurm_;  // by environment name
 };
 
 JobsService::JobsService(ServerContext& context, JobsServiceOptions options)
