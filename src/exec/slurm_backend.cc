@@ -79,11 +79,22 @@ mapfile -d '' envs < "$dir/node-$k.env" || fail start_failed "cannot read the no
 if [ "$multi" = 1 ] && [ "$k" != "$main" ]; then
   envs+=("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=$LOTE_MAIN_ADDR")
 fi
-envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME")
+read -r -a addrs <<< "$LOTE_NODE_ADDRS"
+envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME"
+       "LOTE_PRIVATE_IPV4_ADDRESS=${addrs[$k]}")
 if [ -f "$dir/node-$k.ulimits" ]; then
-  while read -r flag soft hard; do
-    ulimit -H "-$flag" "$hard" 2>/dev/null || fail start_failed "ulimits: cannot set hard limit -$flag $hard on $SLURMD_NODENAME" 1
-    ulimit -S "-$flag" "$soft" 2>/dev/null || fail start_failed "ulimits: cannot set soft limit -$flag $soft on $SLURMD_NODENAME" 1
+  # <bash flag> <soft> <hard> <emulation 0|1> <AWS name>; in emulation a limit
+  # above what this node may grant is lowered to it (noted, not in the output).
+  while read -r flag soft hard emulate name; do
+    if ! ulimit -H "-$flag" "$hard" 2>/dev/null; then
+      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: hardLimit $hard is above what $SLURMD_NODENAME grants (no CAP_SYS_RESOURCE); lower it or mark the compute environment as emulation" 1
+      hard="$(ulimit -H "-$flag")"
+      echo "emulation: ulimits $name: using $hard on $SLURMD_NODENAME" >> "$dir/node-$k.notices"
+    fi
+    if ! ulimit -S "-$flag" "$soft" 2>/dev/null; then
+      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: cannot set softLimit $soft on $SLURMD_NODENAME" 1
+      ulimit -S "-$flag" "$hard" 2>/dev/null
+    fi
   done < "$dir/node-$k.ulimits"
 fi
 wd="$(cat "$dir/node-$k.workdir")"
@@ -326,7 +337,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
       int64_t unit;
       UlimitFlag(u.name, &flag, &unit);
       limits += std::string(1, flag) + " " + LimitText(u.soft_limit, unit) + " " +
-                LimitText(u.hard_limit, unit) + "\n";
+                LimitText(u.hard_limit, unit) + " " + (n.emulation ? "1" : "0") + " " + u.name +
+                "\n";
     }
     if (!limits.empty()) RETURN_IF_ERROR(WriteFileAtomic(base + ".ulimits", limits, 0644));
     const std::string work =
@@ -347,14 +359,15 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
       "#!/bin/bash\n# lote: job " + id + " attempt " + std::to_string(gang.attempt.attempt) + "\n" +
       "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
       "dir=" + Quote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n" +
-      // The main node's address, known only inside the allocation.
-      "main_host=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n "
-      "\"$((main + 1))p\")\n"
-      "addr=$(scontrol show node \"$main_host\" -o 2>/dev/null | tr ' ' '\\n' | "
-      "sed -n 's/^NodeAddr=//p')\n"
-      "[ -n \"$addr\" ] || addr=$(getent ahostsv4 \"$main_host\" | awk "
-      "'NR==1{print $1}')\n"
-      "export LOTE_MAIN_ADDR=\"$addr\"\n"
+      // Every node's address in node index order (SLURM_NODEID follows the
+      // node list), known only inside the allocation.
+      "addrs=()\n"
+      "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+      "  a=$(scontrol show node \"$h\" -o 2>/dev/null | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
+      "  [ -n \"$a\" ] || a=$(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\n"
+      "  addrs+=(\"$a\")\n"
+      "done\n"
+      "export LOTE_NODE_ADDRS=\"${addrs[*]}\" LOTE_MAIN_ADDR=\"${addrs[$main]}\"\n"
       "srun --export=ALL --kill-on-bad-exit=1 --nodes=" +
       std::to_string(n) + " --ntasks=" + std::to_string(n) +
       " --ntasks-per-node=1 --open-mode=append --output=\"$dir/node-%n.out\" "

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "control"))
 from lote_server import LoteServer  # noqa: E402
 
 LOTE = None
+DATA = None  # the test data folder (tokenizer.model, sotu.txt)
 FINAL = ("SUCCEEDED", "FAILED")
 
 
@@ -46,8 +47,10 @@ class SlurmCluster:
 def setup_resources(batch, conf):
     batch.create_compute_environment(
         computeEnvironmentName="slurm", type="UNMANAGED",
+        # Emulation as for the engine's local training test: this machine may
+        # lack CAP_SYS_RESOURCE for ulimits memlock -1 (then lowered, with a note).
         tags={"lote:backend": "slurm", "lote:slurm-partition": "train",
-              "lote:slurm-conf": conf})
+              "lote:slurm-conf": conf, "lote:emulation": "true"})
     deadline = time.time() + 30
     while batch.describe_compute_environments(
             computeEnvironments=["slurm"])["computeEnvironments"][0]["status"] != "VALID":
@@ -326,8 +329,8 @@ else:
 
     def test_a_job_pending_in_slurm_shows_runnable_with_slurms_reason(self):
         # Another Slurm user holds every CPU of the partition.
-        blocker = self.cluster.run("sbatch", "--parsable", "-p", "train", "-N", "4", "-n", "8", "-o", "/dev/null",
-                                   "--wrap", "sleep 300").stdout.strip().split(";")[0]
+        blocker = self.cluster.run("sbatch", "--parsable", "-p", "train", "-N", "4", "-n", "8",
+                                   "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip().split(";")[0]
         try:
             deadline = time.time() + 60
             while self.cluster.job_state(blocker) != "RUNNING":
@@ -350,6 +353,46 @@ else:
         self.assertEqual(job["status"], "SUCCEEDED", job)
         self.wait_logs(job, "finally ran")
 
+    def test_distributed_training_tp2_dp2_on_four_slurm_nodes(self):
+        """The engine's 4-node training (tiny model, TP 2 x DP 2) as a Slurm job: the
+        nodes meet through the AWS Batch variables the backend fills in."""
+        self.assertTrue(DATA and os.path.exists(os.path.join(DATA, "tokenizer.model")),
+                        "test data missing: run scripts/install-deps.sh (--data %s)" % DATA)
+        data = os.path.join(self.work, "sotu")
+        subprocess.run([LOTE, "data", "prepare", "--input", os.path.join(DATA, "sotu.txt"),
+                        "--tokenizer", os.path.join(DATA, "tokenizer.model"),
+                        "--block-size", "65", "--output", "file://" + data],
+                       check=True, capture_output=True)
+        out = os.path.join(self.work, "train-out")
+        config = os.path.join(HERE, "..", "..", "examples", "llama2", "tiny_config.json")
+        steps = 12
+        command = [LOTE, "train", "--config", os.path.abspath(config), "--data", data,
+                   "--nproc-per-node", "1", "--tensor-parallel-size", "2",
+                   "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                   "--max-steps", str(steps), "--logging-interval", "4", "--threads", "1",
+                   "--peak-gflops", "10", "--output", out]
+        self.batch.register_job_definition(
+            jobDefinitionName="llama-tiny", type="multinode",
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": "host", "command": command, "user": "root",
+                    "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "512"}]}}]})
+        job_id = self.batch.submit_job(jobName="tiny", jobQueue="sq",
+                                       jobDefinition="llama-tiny")["jobId"]
+        job = self.wait_status(job_id, timeout=600)
+        self.assertEqual(job["status"], "SUCCEEDED", job)
+        with open(os.path.join(out, "metrics.json")) as f:
+            metrics = json.load(f)
+        self.assertEqual(metrics["world_size"], 4)
+        self.assertEqual(metrics["tensor_parallel"], 2)
+        self.assertEqual(metrics["data_parallel"], 2)
+        self.assertEqual(len(metrics["losses"]), steps)
+        # The main node's stream holds the progress lines.
+        self.wait_logs(self.describe("%s#0" % job_id), "LOTE_PROGRESS")
+
     def test_capacity_comes_from_the_partition(self):
         # As the server sent it: botocore drops keys its model does not know.
         raw = {}
@@ -370,11 +413,13 @@ else:
 
 
 def main():
-    global LOTE
+    global LOTE, DATA
     parser = argparse.ArgumentParser()
     parser.add_argument("--lote", required=True)
+    parser.add_argument("--data", default=os.environ.get("LOTE_TEST_DATA", ""))
     args, rest = parser.parse_known_args()
     LOTE = os.path.abspath(args.lote)
+    DATA = args.data
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 
