@@ -81,11 +81,13 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
     out.min_vcpus = ce.min_vcpus;
     out.max_vcpus = ce.max_vcpus;
     out.desired_vcpus = ce.desired_vcpus;
+    bool backend_queues = false;
     if (auto cap = backend_capacity.find(ce.name); out.unmanaged && cap != backend_capacity.end() &&
                                                    cap->second.nodes > 0 &&
                                                    cap->second.milli_vcpu_per_node > 0) {
       // The backend's machines, as fixed instances (see the header).
       const exec::Capacity& c = cap->second;
+      backend_queues = true;
       const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
       out.unmanaged = false;
       out.instance_type =
@@ -125,6 +127,12 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
                                ? ~uint64_t{0}
                                : ((uint64_t{1} << inst.shape.accelerators) - 1);
       si.free_devices = all & ~used_devices;
+      if (backend_queues) {
+        // The backend queues what does not fit now (Slurm PENDING, shown
+        // RUNNABLE with its reason): its nodes are only a size limit here.
+        si.available = inst.shape;
+        si.free_devices = all;
+      }
       // Keep popcount(free_devices) == available.accelerators.
       while (__builtin_popcountll(si.free_devices) > si.available.accelerators)
         si.free_devices &= si.free_devices - 1;

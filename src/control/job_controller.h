@@ -50,7 +50,9 @@ sched::Resources ShapeOf(const InstanceType& type);
 // that owns its machines (Slurm), what it holds. Such an environment becomes
 // `nodes` fixed instances of that shape ("<ce>/node-<k>", kept in
 // `instances`, no private address: the backend knows it), which the
-// scheduler places on but never launches or removes (min = max vCPUs).
+// scheduler places on but never launches or removes (min = max vCPUs). Their
+// resources are never held: the backend queues what does not fit now, so they
+// only decide what can never fit.
 Result<sched::Snapshot> BuildSchedulerSnapshot(
     const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
     ControlPlane* control, const ShareHistory& share_history, int64_t now,

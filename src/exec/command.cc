@@ -25,11 +25,11 @@ int64_t SteadyMs() {
 }  // namespace
 
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                 const std::map<std::string, std::string>& env,
-                                 int64_t timeout_ms) {
+                                 const std::map<std::string, std::string>& env, int64_t timeout_ms,
+                                 bool inherit_env) {
   if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("RunCommand: no program");
   std::vector<std::string> env_text;
-  for (char** e = environ; *e != nullptr; ++e) {
+  for (char** e = environ; inherit_env && *e != nullptr; ++e) {
     std::string kv = *e;
     const std::string key = kv.substr(0, kv.find('='));
     if (!env.count(key)) env_text.push_back(std::move(kv));

@@ -18,11 +18,11 @@ struct CommandResult {
 };
 
 // Runs argv[0] (looked up in PATH) with this process's environment plus
-// `env`, stdin from /dev/null. Unavailable when it cannot be started;
-// DeadlineExceeded (and the program killed) after `timeout_ms`. A non-zero
-// exit is not an error: see exit_code.
+// `env` (only `env` when inherit_env is false), stdin from /dev/null. Unavailable when it cannot be
+// started; DeadlineExceeded (and the program killed) after `timeout_ms`. A non-zero exit is not an
+// error: see exit_code.
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                  const std::map<std::string, std::string>& env = {},
-                                 int64_t timeout_ms = 60'000);
+                                 int64_t timeout_ms = 60'000, bool inherit_env = true);
 
 }  // namespace lote::exec

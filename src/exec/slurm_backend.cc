@@ -80,8 +80,8 @@ if [ "$multi" = 1 ] && [ "$k" != "$main" ]; then
   envs+=("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=$LOTE_MAIN_ADDR")
 fi
 read -r -a addrs <<< "$LOTE_NODE_ADDRS"
-envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME"
-       "LOTE_PRIVATE_IPV4_ADDRESS=${addrs[$k]}")
+envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME")
+[ -n "${addrs[$k]:-}" ] && envs+=("LOTE_PRIVATE_IPV4_ADDRESS=${addrs[$k]}")
 if [ -f "$dir/node-$k.ulimits" ]; then
   # <bash flag> <soft> <hard> <emulation 0|1> <AWS name>; in emulation a limit
   # above what this node may grant is lowered to it (noted, not in the output).
@@ -125,6 +125,27 @@ int32_t CountNodes(const std::string& dir) {
   int32_t n = 0;
   while (FileExists(dir + "/node-" + std::to_string(n) + ".argv")) ++n;
   return n;
+}
+
+// A new file of the attempt's folder (made by this launch, read by Slurm's
+// nodes once): written plainly, no fsync (a power loss ends the job anyway).
+Status WriteNew(const std::string& path, std::string_view data, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::Internal("cannot write " + path + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::close(fd) != 0)
+    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  return Status();
 }
 
 }  // namespace
@@ -329,8 +350,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     std::map<std::string, std::string> vars = n.environment;
     vars.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     for (const auto& [k, v] : vars) env += k + "=" + v + '\0';
-    RETURN_IF_ERROR(WriteFileAtomic(base + ".argv", argv, 0600));
-    RETURN_IF_ERROR(WriteFileAtomic(base + ".env", env, 0600));
+    RETURN_IF_ERROR(WriteNew(base + ".argv", argv, 0600));
+    RETURN_IF_ERROR(WriteNew(base + ".env", env, 0600));
     std::string limits;
     for (const Ulimit& u : n.ulimits) {
       char flag;
@@ -340,10 +361,10 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
                 LimitText(u.hard_limit, unit) + " " + (n.emulation ? "1" : "0") + " " + u.name +
                 "\n";
     }
-    if (!limits.empty()) RETURN_IF_ERROR(WriteFileAtomic(base + ".ulimits", limits, 0644));
+    if (!limits.empty()) RETURN_IF_ERROR(WriteNew(base + ".ulimits", limits, 0644));
     const std::string work =
         n.working_dir.empty() ? dir + "/work-" + std::to_string(n.node.node_index) : n.working_dir;
-    RETURN_IF_ERROR(WriteFileAtomic(base + ".workdir", work + "\n", 0644));
+    RETURN_IF_ERROR(WriteNew(base + ".workdir", work + "\n", 0644));
     if (n.working_dir.empty()) {
       RETURN_IF_ERROR(MakeDirs(work, 0700));
       own(work);
@@ -353,31 +374,42 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     if (fd >= 0) ::close(fd);
     for (const char* f : {".argv", ".env", ".out"}) own(base + f);
   }
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/node.sh", kNodeScript, 0755));
+  RETURN_IF_ERROR(WriteNew(dir + "/node.sh", kNodeScript, 0755));
   const int32_t n = static_cast<int32_t>(gang.nodes.size());
+  const bool direct = n == 1 && !gang.multi_node;
   std::string script =
       "#!/bin/bash\n# lote: job " + id + " attempt " + std::to_string(gang.attempt.attempt) + "\n" +
       "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
-      "dir=" + Quote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n" +
-      // Every node's address in node index order (SLURM_NODEID follows the
-      // node list), known only inside the allocation.
-      "addrs=()\n"
-      "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
-      "  a=$(scontrol show node \"$h\" -o 2>/dev/null | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
-      "  [ -n \"$a\" ] || a=$(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\n"
-      "  addrs+=(\"$a\")\n"
-      "done\n"
-      "export LOTE_NODE_ADDRS=\"${addrs[*]}\" LOTE_MAIN_ADDR=\"${addrs[$main]}\"\n"
-      "srun --export=ALL --kill-on-bad-exit=1 --nodes=" +
-      std::to_string(n) + " --ntasks=" + std::to_string(n) +
-      " --ntasks-per-node=1 --open-mode=append --output=\"$dir/node-%n.out\" "
-      "/bin/bash \"$dir/node.sh\" \"$dir\" \"$main\" " +
-      (gang.multi_node ? "1" : "0") + "\nexit $?\n";
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/batch.sh", script, 0755));
+      "dir=" + Quote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n";
+  if (direct) {
+    // One node: the batch step runs the wrapper itself (no srun step, no
+    // address lookups: nothing to meet).
+    script +=
+        "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\n"
+        "exec /bin/bash \"$dir/node.sh\" \"$dir\" 0 0 >> \"$dir/node-0.out\" 2>&1\n";
+  } else {
+    script +=
+        // Every node's address in node index order (SLURM_NODEID follows the
+        // node list), known only inside the allocation.
+        "addrs=()\n"
+        "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+        "  a=$(scontrol show node \"$h\" -o 2>/dev/null | tr ' ' '\\n' | sed -n "
+        "'s/^NodeAddr=//p')\n"
+        "  [ -n \"$a\" ] || a=$(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\n"
+        "  addrs+=(\"$a\")\n"
+        "done\n"
+        "export LOTE_NODE_ADDRS=\"${addrs[*]}\" LOTE_MAIN_ADDR=\"${addrs[$main]}\"\n"
+        "srun --export=ALL --kill-on-bad-exit=1 --nodes=" +
+        std::to_string(n) + " --ntasks=" + std::to_string(n) +
+        " --ntasks-per-node=1 --open-mode=append --output=\"$dir/node-%n.out\" "
+        "/bin/bash \"$dir/node.sh\" \"$dir\" \"$main\" " +
+        (gang.multi_node ? "1" : "0") + "\nexit $?\n";
+  }
+  RETURN_IF_ERROR(WriteNew(dir + "/batch.sh", script, 0755));
   std::vector<std::string> argv = {
       "sbatch",
       "--parsable",
-      "--export=NONE",
+      "--export=ALL",
       "--partition=" + options_.partition,
       "--job-name=lote-" + id + "-" + std::to_string(gang.attempt.attempt),
       "--nodes=" + std::to_string(n),
@@ -390,7 +422,14 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     argv.push_back("--time=" + std::to_string(SlurmTimeMinutes(*gang.timeout_seconds)));
   if (uid) argv.push_back("--uid=" + std::to_string(*uid));
   argv.push_back(dir + "/batch.sh");
-  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, SlurmEnv(), 60'000));
+  // --export=ALL of a minimal environment: the batch script sees only these
+  // (and Slurm's own), never the server's; the command's is node-<k>.env.
+  // (--export=NONE or NIL would make slurmd build a login environment for
+  // every job: ~100 ms each.)
+  std::map<std::string, std::string> env = SlurmEnv();
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["LANG"] = "C";
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, env, 60'000, /*inherit_env=*/false));
   const std::string slurm_id = Trim(r.out.substr(0, r.out.find(';')));
   if (r.exit_code != 0 || slurm_id.empty() ||
       slurm_id.find_first_not_of("0123456789") != std::string::npos) {
@@ -398,7 +437,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     return Status::FailedPrecondition(who + ": Slurm refused the job (partition " +
                                       options_.partition + "): " + why);
   }
-  (void)WriteFileAtomic(dir + "/slurm_job_id", slurm_id + "\n", 0644);
+  (void)WriteFileAtomic(dir + "/slurm_job_id", slurm_id + "\n",
+                        0644);  // durable: Recover's fallback
   out.backend_ref = slurm_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -406,6 +446,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     t.attempt = gang.attempt;
     t.slurm_id = slurm_id;
     t.nodes = n;
+    t.direct = direct;
     tracked_[gang.attempt] = t;
     poll_now_ = true;
   }
@@ -417,6 +458,7 @@ Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
   const int64_t grace = std::max<int64_t>(0, grace_ms.value_or(options_.default_grace_ms));
   std::string id;
   bool running = false;
+  bool direct = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tracked_.find(attempt);
@@ -425,6 +467,7 @@ Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
                               std::to_string(attempt.attempt) + " is running");
     id = it->second.slurm_id;
     running = it->second.running_reported;
+    direct = it->second.direct;
     it->second.terminating = true;
     const int64_t kill_at = SteadyMs() + grace;
     if (it->second.kill_at_ms == 0 || kill_at < it->second.kill_at_ms)
@@ -434,7 +477,12 @@ Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
   if (running && grace > 0) {
     // SIGTERM to the steps' tasks (the wrappers pass it on); the batch shell
     // waits for them.
-    Result<CommandResult> r = RunCommand({"scancel", "--signal=TERM", id}, SlurmEnv(), 30'000);
+    // A single-node job's wrapper is the batch step (--batch); a gang's are
+    // the srun step's tasks (the batch shell waits for srun).
+    std::vector<std::string> argv = {"scancel", "--signal=TERM"};
+    if (direct) argv.push_back("--batch");
+    argv.push_back(id);
+    Result<CommandResult> r = RunCommand(argv, SlurmEnv(), 30'000);
     if (!r.ok() || r->exit_code != 0)
       spdlog::warn("slurm: scancel --signal=TERM {}: {}", id,
                    r.ok() ? Trim(r->err) : r.status().ToString());
@@ -498,6 +546,8 @@ Result<RecoverReport> SlurmBackend::Recover(const std::vector<RecoverItem>& expe
       t.attempt = attempt;
       t.slurm_id = ref;
       t.nodes = std::max<int32_t>(1, CountNodes(AttemptDir(attempt)));
+      Result<std::string> script = ReadFile(AttemptDir(attempt) + "/batch.sh");
+      t.direct = script.ok() && script->find("\nsrun ") == std::string::npos;
       tracked_[attempt] = t;
     }
     poll_now_ = true;

@@ -5,11 +5,11 @@
 // Each attempt is one Slurm batch job (sbatch) on the partition: one node per
 // lote node (--nodes=N --ntasks-per-node=1), whose batch script runs one srun
 // step with one task per node (--kill-on-bad-exit: one node's failure ends
-// the gang). Each task runs the node's own command with exactly the node's
-// environment (node index from SLURM_NODEID; the main node's address resolved
-// inside the allocation from the node list) under a small wrapper that applies
-// the ulimits, forwards SIGTERM and records the command's exit status.
-// Single-node jobs ask --cpus-per-task/--mem; attemptDurationSeconds becomes
+// the gang; a single-node job runs it as the batch step itself). Each task runs the node's own
+// command with exactly the node's environment (node index from SLURM_NODEID; the main node's
+// address resolved inside the allocation from the node list) under a small wrapper that applies the
+// ulimits, forwards SIGTERM and records the command's exit status. Single-node jobs ask
+// --cpus-per-task/--mem; attemptDurationSeconds becomes
 // --time. Array jobs are lote's children, each its own Slurm job.
 //
 // Files: <state_dir>/<job>/<attempt>/ holds the batch script, per node its
@@ -55,7 +55,7 @@ struct SlurmBackendOptions {
   // Per-attempt folders (see above). Required; created if missing.
   std::string state_dir;
   int64_t poll_min_ms = 100;
-  int64_t poll_max_ms = 2000;
+  int64_t poll_max_ms = 1000;
   int64_t capacity_refresh_ms = 30'000;
   int64_t default_grace_ms = 30'000;
   const Clock* clock = SystemClock::Default();
@@ -93,6 +93,7 @@ class SlurmBackend final : public Backend {
     std::string pending_reason;  // last reported
     int64_t kill_at_ms = 0;      // Terminate: SIGKILL (scancel) then; 0: none
     bool terminating = false;
+    bool direct = false;        // one node run as the batch step itself (no srun)
     int32_t missing_polls = 0;  // polls in which Slurm did not know the job
   };
   struct JobState {
