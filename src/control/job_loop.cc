@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "common/ids.h"
@@ -24,6 +26,9 @@
 
 namespace lote::control {
 namespace {
+
+// Gangs handed to their backends at once by one pass.
+constexpr size_t kParallelLaunches = 8;
 
 std::string RequiredString(const Json& request, const char* field) {
   if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
@@ -871,6 +876,17 @@ void JobLoop::TerminateAttempts(const std::vector<exec::AttemptKey>& keys) {
 void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   std::vector<std::pair<std::string, JobEvent>> all_events;
   std::vector<std::pair<std::string, exec::NodeEvent>> known;  // what LaunchGang reported
+  // 1. Each attempt's gang, built here; 2. handed to the backends, several at
+  // once (a remote backend's submission is a round trip); 3. the outcomes.
+  struct Handover {
+    std::string id;
+    int32_t number = 0;
+    int64_t now = 0;
+    exec::Backend* backend = nullptr;  // null: `launched` holds why not
+    exec::GangSpec gang;
+    Result<exec::GangLaunch> launched = exec::GangLaunch{};
+  };
+  std::vector<Handover> handovers;
   for (const std::string& id : job_ids) {
     Job job;
     {
@@ -932,8 +948,33 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         }
         gang.nodes.push_back(std::move(spec));
       }
-      launched = failed.ok() ? (*backend)->LaunchGang(gang) : Result<exec::GangLaunch>(failed);
+      if (failed.ok()) {
+        handovers.push_back(
+            Handover{id, number, now, *backend, std::move(gang), exec::GangLaunch{}});
+        continue;
+      }
+      launched = failed;
     }
+    handovers.push_back(Handover{id, number, now, nullptr, exec::GangSpec{}, std::move(launched)});
+  }
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < handovers.size(); i = next++)
+        if (handovers[i].backend != nullptr)
+          handovers[i].launched = handovers[i].backend->LaunchGang(handovers[i].gang);
+    };
+    std::vector<std::thread> helpers;
+    const size_t extra = std::min<size_t>(kParallelLaunches - 1, handovers.size() / 2);
+    for (size_t i = 0; i < extra; ++i) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+  }
+  for (Handover& h : handovers) {
+    const std::string& id = h.id;
+    const int32_t number = h.number;
+    const int64_t now = h.now;
+    Result<exec::GangLaunch>& launched = h.launched;
     if (!launched.ok()) {
       all_events.emplace_back(
           id, JobEvent::AttemptFailed(number, LaunchFailureCategory(launched.status()),
@@ -945,7 +986,7 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!launched->warnings.empty())
-        launch_warnings_[exec::AttemptKey{job.id, number}] = std::move(launched->warnings);
+        launch_warnings_[exec::AttemptKey{id, number}] = std::move(launched->warnings);
     }
     for (exec::NodeEvent& e : launched->events) known.emplace_back(id, std::move(e));
   }

@@ -437,8 +437,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     return Status::FailedPrecondition(who + ": Slurm refused the job (partition " +
                                       options_.partition + "): " + why);
   }
-  (void)WriteFileAtomic(dir + "/slurm_job_id", slurm_id + "\n",
-                        0644);  // durable: Recover's fallback
+  (void)WriteNew(dir + "/slurm_job_id", slurm_id + "\n", 0644);
   out.backend_ref = slurm_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -517,8 +516,24 @@ Result<RecoverReport> SlurmBackend::Recover(const std::vector<RecoverItem>& expe
   RecoverReport report;
   std::map<AttemptKey, std::string> refs;
   std::vector<NodeEvent> lost;
+  // The Slurm job of an attempt whose reference was never stored (the server
+  // stopped between sbatch and its commit): found by its unique job name.
+  auto by_name = [&](const AttemptKey& a) -> std::string {
+    Result<std::string> saved = ReadFile(AttemptDir(a) + "/slurm_job_id");
+    if (saved.ok() && !Trim(*saved).empty()) return Trim(*saved);
+    if (!FileExists(AttemptDir(a))) return "";
+    Result<CommandResult> r = RunCommand({"squeue", "-h", "--states=all", "-o", "%i", "-n",
+                                          "lote-" + a.job_id + "-" + std::to_string(a.attempt)},
+                                         SlurmEnv(), 30'000);
+    return r.ok() && r->exit_code == 0 ? Trim(r->out.substr(0, r->out.find('\n'))) : "";
+  };
+  std::map<AttemptKey, std::string> found;
   for (const RecoverItem& item : expected) {
-    if (item.backend_ref.empty() && !FileExists(AttemptDir(item.node.attempt) + "/slurm_job_id")) {
+    if (item.backend_ref.empty() && !found.count(item.node.attempt))
+      found[item.node.attempt] = by_name(item.node.attempt);
+  }
+  for (const RecoverItem& item : expected) {
+    if (item.backend_ref.empty() && found[item.node.attempt].empty()) {
       // Placed, never handed to Slurm: it never ran.
       NodeEvent e;
       e.node = item.node;
@@ -531,11 +546,7 @@ Result<RecoverReport> SlurmBackend::Recover(const std::vector<RecoverItem>& expe
       report.never_started.push_back(item.node);
       continue;
     }
-    std::string ref = item.backend_ref;
-    if (ref.empty()) {
-      Result<std::string> saved = ReadFile(AttemptDir(item.node.attempt) + "/slurm_job_id");
-      if (saved.ok()) ref = Trim(*saved);
-    }
+    const std::string ref = item.backend_ref.empty() ? found[item.node.attempt] : item.backend_ref;
     refs[item.node.attempt] = ref;
     report.adopted.push_back(item.node);
   }
