@@ -4,6 +4,7 @@ versus `sbatch` of the same N jobs directly, on the same local Slurm cluster
 seconds from the first submit until every job has ended, for each peer, and
 the ratio (lote's overhead). usage: bench.py --lote BIN [--jobs N] [--runs R]"""
 import argparse
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -18,14 +19,21 @@ from lote_server import LoteServer  # noqa: E402
 from test_slurm import SlurmCluster  # noqa: E402
 
 
+CLIENTS = 8  # both peers submit from this many threads
+
+
+def parallel(n, submit):
+    with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
+        return list(pool.map(submit, range(n)))
+
+
 def direct(cluster, n):
     t0 = time.time()
-    for _ in range(n):
-        cluster.run("sbatch", "--parsable", "-p", "train", "-c", "1", "-o", "/dev/null",
-                    "--wrap", "true")
+    parallel(n, lambda i: cluster.run("sbatch", "--parsable", "-p", "train", "-c", "1", "-o",
+                                      "/dev/null", "--wrap", "true"))
     submitted = time.time() - t0
     while cluster.run("squeue", "-h", "-o", "%i").stdout.strip():
-        time.sleep(0.05)
+        time.sleep(0.1)
     return time.time() - t0, submitted
 
 
@@ -49,19 +57,20 @@ def through_lote(lote, cluster, n):
                                                           {"type": "MEMORY", "value": "64"}]})
         time.sleep(1.0)  # the partition's capacity is known (first pass)
         t0 = time.time()
-        ids = [b.submit_job(jobName="t%d" % i, jobQueue="q", jobDefinition="true")["jobId"]
-               for i in range(n)]
+        ids = parallel(n, lambda i: b.submit_job(jobName="t%d" % i, jobQueue="q",
+                                                 jobDefinition="true")["jobId"])
         submitted = time.time() - t0
         pending = set(ids)
         failed = 0
         while pending:
-            batch = list(pending)[:100]
+            # 100 at a time; the next 100 only once these have all ended.
+            batch = sorted(pending)[:100]
             for j in b.describe_jobs(jobs=batch)["jobs"]:
                 if j["status"] in ("SUCCEEDED", "FAILED"):
                     pending.discard(j["jobId"])
                     failed += j["status"] == "FAILED"
-            if pending:
-                time.sleep(0.05)
+            if pending and pending.intersection(batch):
+                time.sleep(0.1)
         return time.time() - t0, submitted, failed
     finally:
         server.cleanup()
@@ -77,8 +86,9 @@ def main():
     cluster = SlurmCluster(nodes=4, cpus=a.cpus)
     try:
         sched = os.environ.get("LOTE_SLURM_SCHED_PARAMS", "batch_sched_delay=0")
-        print("cluster: 4 nodes x %d CPUs = %d slots, SchedulerParameters=%s; %d jobs `true`"
-              % (a.cpus, 4 * a.cpus, sched, a.jobs))
+        print("cluster: 4 nodes x %d CPUs = %d slots, SchedulerParameters=%s; %d jobs `true`, "
+              "submitted from %d threads by each peer" % (a.cpus, 4 * a.cpus, sched, a.jobs,
+                                                          CLIENTS))
         for run in range(a.runs):
             d, d_sub = direct(cluster, a.jobs)
             l, l_sub, failed = through_lote(os.path.abspath(a.lote), cluster, a.jobs)

@@ -383,7 +383,13 @@ else:
         job_id = self.batch.submit_job(jobName="tiny", jobQueue="sq",
                                        jobDefinition="llama-tiny")["jobId"]
         job = self.wait_status(job_id, timeout=600)
-        self.assertEqual(job["status"], "SUCCEEDED", job)
+        outputs = ""
+        for node in range(4):
+            path = os.path.join(self.server.home, "slurm", "slurm", job_id, "1",
+                                "node-%d.out" % node)
+            with open(path, errors="replace") as f:
+                outputs += "--- node %d\n%s" % (node, f.read()[-1500:])
+        self.assertEqual(job["status"], "SUCCEEDED", outputs)
         with open(os.path.join(out, "metrics.json")) as f:
             metrics = json.load(f)
         self.assertEqual(metrics["world_size"], 4)
