@@ -103,6 +103,7 @@ read -r wd < "$dir/node-$k.workdir"
 jobpath=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 for e in "${envs[@]}"; do case "$e" in PATH=*) jobpath="${e#PATH=}";; esac; done
 PATH="$jobpath" command -v -- "${argv[0]}" >/dev/null 2>&1 || fail bad_command "${argv[0]}: command not found in the job's PATH" 127
+now_ms; printf '%s\n' "$ms" > "$dir/node-$k.started"
 env -i "${envs[@]}" "${argv[@]}" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null' TERM INT
@@ -114,6 +115,10 @@ now_ms
 printf 'exit %s %d\n' "$ms" "$rc" > "$status"
 exit "$rc"
 )SH";
+
+// Slurm itself is asked at most this often while every job's nodes can
+// speak for themselves (started / status records).
+constexpr int64_t kSqueueEveryMs = 1000;
 
 const std::set<std::string>& TerminalStates() {
   static const std::set<std::string> s = {"COMPLETED",     "FAILED",      "CANCELLED", "TIMEOUT",
@@ -650,12 +655,58 @@ void SlurmBackend::PollOnce() {
     auto it = tracked_.find(t.attempt);
     if (it != tracked_.end()) it->second.kill_at_ms = 0;
   }
+  // What the nodes recorded themselves (a few stats per job) settles most
+  // jobs without asking Slurm: started, and every node's outcome.
+  std::vector<NodeEvent> events;
+  std::vector<AttemptKey> done;
+  std::set<AttemptKey> settled;
+  bool squeue_due = SteadyMs() - last_squeue_ms_ >= kSqueueEveryMs;
+  const int64_t now = options_.clock->NowMillis();
+  for (Tracked& t : jobs) {
+    const std::string dir = AttemptDir(t.attempt);
+    int64_t started = 0;
+    bool all_ended = t.nodes > 0;
+    for (int32_t k = 0; k < t.nodes; ++k) {
+      const std::string base = dir + "/node-" + std::to_string(k);
+      Result<std::string> st = ReadFile(base + ".started");
+      const int64_t ms = st.ok() ? std::atoll(st->c_str()) : 0;
+      if (ms > 0) started = started == 0 ? ms : std::min(started, ms);
+      // A whole record ends with its newline (the wrapper writes it in one go,
+      // but the file exists a moment before).
+      Result<std::string> status = all_ended ? ReadFile(base + ".status") : Result<std::string>("");
+      all_ended = all_ended && status.ok() && !status->empty() && status->back() == '\n';
+    }
+    if (!t.running_reported && started > 0) {
+      t.running_reported = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto live = tracked_.find(t.attempt);
+      if (live != tracked_.end()) live->second.running_reported = true;
+      for (int32_t k = 0; k < t.nodes; ++k) {
+        NodeEvent e;
+        e.node = NodeKey{t.attempt, k};
+        e.kind = NodeEventKind::kRunning;
+        e.at_ms = e.started_at_ms = std::min(started, now);
+        events.push_back(e);
+      }
+    }
+    if (all_ended) {
+      for (NodeEvent& e : EndedEvents(t, JobState{"RECORDED", "", started, 0}))
+        events.push_back(std::move(e));
+      settled.insert(t.attempt);
+      done.push_back(t.attempt);
+    } else if (t.terminating) {
+      squeue_due = true;  // its end comes from Slurm (nodes may record nothing)
+    }
+  }
   std::string ids;
   for (const Tracked& t : jobs)
-    if (!t.slurm_id.empty()) ids += (ids.empty() ? "" : ",") + t.slurm_id;
+    if (!t.slurm_id.empty() && !settled.count(t.attempt))
+      ids += (ids.empty() ? "" : ",") + t.slurm_id;
+  if (!squeue_due) ids.clear();
   std::map<std::string, JobState> states;
   bool known = false;  // squeue answered
   if (!ids.empty()) {
+    last_squeue_ms_ = SteadyMs();
     Result<CommandResult> r = RunCommand(
         {"squeue", "-h", "--states=all", "-o", "%i|%T|%r|%S|%e", "-j", ids}, SlurmEnv(), 30'000);
     if (r.ok() && r->exit_code == 0) {
@@ -675,11 +726,16 @@ void SlurmBackend::PollOnce() {
       spdlog::warn("slurm: squeue: {}", r.ok() ? Trim(r->err) : r.status().ToString());
     }
   }
-  if (!known && !ids.empty()) return;
-  std::vector<NodeEvent> events;
-  std::vector<AttemptKey> done;
-  const int64_t now = options_.clock->NowMillis();
+  if (ids.empty() || !known) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const AttemptKey& k : done) tracked_.erase(k);
+    }
+    Push(std::move(events));
+    return;
+  }
   for (const Tracked& t : jobs) {
+    if (settled.count(t.attempt)) continue;
     auto it = states.find(t.slurm_id);
     JobState s;
     if (it == states.end()) {

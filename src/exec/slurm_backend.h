@@ -125,6 +125,7 @@ class SlurmBackend final : public Backend {
   bool poll_now_ = false;                  // (mu_)
   bool stopping_ = false;                  // (mu_)
   bool waiting_ = false;                   // (mu_)
+  int64_t last_squeue_ms_ = 0;             // steady; the poller thread only
   std::thread poller_;
 };
 
