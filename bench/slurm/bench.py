@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "control"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "slurm"))
 from lote_server import LoteServer  # noqa: E402
-from test_slurm import SlurmCluster  # noqa: E402
+from test_slurm import SlurmCluster, create_slurm_queue  # noqa: E402
 
 
 CLIENTS = 8  # both peers submit from this many threads
@@ -41,15 +41,7 @@ def through_lote(lote, cluster, n):
     server = LoteServer(lote).start()
     try:
         b = server.client()
-        b.create_compute_environment(
-            computeEnvironmentName="slurm", type="UNMANAGED",
-            tags={"lote:backend": "slurm", "lote:slurm-partition": "train",
-                  "lote:slurm-conf": cluster.conf})
-        while b.describe_compute_environments(
-                computeEnvironments=["slurm"])["computeEnvironments"][0]["status"] != "VALID":
-            time.sleep(0.05)
-        b.create_job_queue(jobQueueName="q", priority=1,
-                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "slurm"}])
+        create_slurm_queue(b, cluster.conf, queue="q", emulation=False)
         b.register_job_definition(
             jobDefinitionName="true", type="container",
             containerProperties={"image": "host", "command": ["true"],

@@ -44,21 +44,27 @@ class SlurmCluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def setup_resources(batch, conf):
-    batch.create_compute_environment(
-        computeEnvironmentName="slurm", type="UNMANAGED",
-        # Emulation as for the engine's local training test: this machine may
-        # lack CAP_SYS_RESOURCE for ulimits memlock -1 (then lowered, with a note).
-        tags={"lote:backend": "slurm", "lote:slurm-partition": "train",
-              "lote:slurm-conf": conf, "lote:emulation": "true"})
+def create_slurm_queue(batch, conf, queue="sq", emulation=True):
+    """UNMANAGED environment `slurm` served by the cluster's partition `train`, and
+    job queue `queue` on it."""
+    tags = {"lote:backend": "slurm", "lote:slurm-partition": "train", "lote:slurm-conf": conf}
+    if emulation:
+        # As for the engine's local training test: this machine may lack
+        # CAP_SYS_RESOURCE for ulimits memlock -1 (then lowered, with a note).
+        tags["lote:emulation"] = "true"
+    batch.create_compute_environment(computeEnvironmentName="slurm", type="UNMANAGED", tags=tags)
     deadline = time.time() + 30
     while batch.describe_compute_environments(
             computeEnvironments=["slurm"])["computeEnvironments"][0]["status"] != "VALID":
         if time.time() > deadline:
             raise AssertionError("compute environment never became VALID")
-        time.sleep(0.1)
-    batch.create_job_queue(jobQueueName="sq", priority=1,
+        time.sleep(0.05)
+    batch.create_job_queue(jobQueueName=queue, priority=1,
                            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "slurm"}])
+
+
+def setup_resources(batch, conf):
+    create_slurm_queue(batch, conf)
     batch.register_job_definition(
         jobDefinitionName="sh", type="container",
         containerProperties={"image": "host", "command": ["true"],
@@ -371,6 +377,11 @@ else:
                    "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
                    "--max-steps", str(steps), "--logging-interval", "4", "--threads", "1",
                    "--peak-gflops", "10", "--output", out]
+        # Every node of this one-machine cluster is 127.0.0.1: a port of its own,
+        # so that no other training on the machine (default port) is met instead.
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            command += ["--master-port", str(sock.getsockname()[1])]
         self.batch.register_job_definition(
             jobDefinitionName="llama-tiny", type="multinode",
             nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
