@@ -209,8 +209,26 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
 }
 
 Result<Json> ControlPlane::DescribeComputeEnvironments(const Json& request) {
-  return DescribeByName(request, "computeEnvironments", "compute-environment",
-                        compute_environments_, "computeEnvironmentArn");
+  ASSIGN_OR_RETURN(Json out, DescribeByName(request, "computeEnvironments", "compute-environment",
+                                            compute_environments_, "computeEnvironmentArn"));
+  // Extra key: what the backend of an UNMANAGED environment reports it holds.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out.contains("computeEnvironments") && out["computeEnvironments"].is_array()) {
+    for (Json& ce : out["computeEnvironments"]) {
+      auto it = backend_capacity_.find(ce.value("computeEnvironmentName", ""));
+      if (it != backend_capacity_.end()) ce["loteCapacity"] = it->second;
+    }
+  }
+  return out;
+}
+
+void ControlPlane::SetBackendCapacity(const std::string& name, const Json& capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capacity.is_null()) {
+    backend_capacity_.erase(name);
+  } else {
+    backend_capacity_[name] = capacity;
+  }
 }
 
 Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {

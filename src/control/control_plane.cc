@@ -343,6 +343,8 @@ ComputeEnvironmentSpec ControlPlane::CeSpecLocked(const Json& doc) const {
   if (tags != tags_.end()) {
     auto e = tags->second.find(kEmulationTag);
     spec.emulation = e != tags->second.end() && e->second == "true";
+    for (const auto& [k, v] : tags->second)
+      if (k.rfind("lote:", 0) == 0) spec.lote_tags[k] = v;
   }
   return spec;
 }

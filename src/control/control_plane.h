@@ -65,6 +65,9 @@ struct ComputeEnvironmentSpec {
   std::string placement_group;
   bool emulation = false;  // tag lote:emulation=true
   bool fargate = false;    // computeResources.type FARGATE or FARGATE_SPOT
+  // Its tags whose key starts with "lote:" (lote:backend, lote:slurm-partition,
+  // lote:slurm-conf, lote:runtime, ...): which backend serves it.
+  std::map<std::string, std::string> lote_tags;
 };
 
 // A job queue as the scheduler sees it.
@@ -88,6 +91,10 @@ class ControlPlane {
   // --- AWS Batch operations (request and response shapes as in the model) ---
   Result<Json> CreateComputeEnvironment(const Json& request);
   Result<Json> DescribeComputeEnvironments(const Json& request);
+  // What the backend serving an UNMANAGED environment holds (null: unknown),
+  // shown by DescribeComputeEnvironments as the extra key loteCapacity. Kept in
+  // memory only: the backend reports it again after a restart.
+  void SetBackendCapacity(const std::string& name, const Json& capacity);
   Result<Json> UpdateComputeEnvironment(const Json& request);
   Result<Json> DeleteComputeEnvironment(const Json& request);
 
@@ -188,6 +195,7 @@ class ControlPlane {
   // All below protected by mu_. Documents are the AWS detail shapes (tags
   // excluded; they live in tags_).
   std::map<std::string, Json> compute_environments_;                // by name
+  std::map<std::string, Json> backend_capacity_;                    // by name (SetBackendCapacity)
   std::map<std::string, Json> job_queues_;                          // by name
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision

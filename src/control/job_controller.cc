@@ -41,10 +41,10 @@ sched::Resources ShapeOf(const InstanceType& type) {
   return sched::Resources{int64_t{type.vcpus} * 1000, type.memory_mib, type.accelerators};
 }
 
-Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
-                                               const SubmitOrder& submit_order,
-                                               InstanceTable* instances, ControlPlane* control,
-                                               const ShareHistory& share_history, int64_t now) {
+Result<sched::Snapshot> BuildSchedulerSnapshot(
+    const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
+    ControlPlane* control, const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity) {
   sched::Snapshot snap;
   // What running attempts hold on each instance.
   std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
@@ -81,6 +81,36 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
     out.min_vcpus = ce.min_vcpus;
     out.max_vcpus = ce.max_vcpus;
     out.desired_vcpus = ce.desired_vcpus;
+    bool backend_queues = false;
+    if (auto cap = backend_capacity.find(ce.name); out.unmanaged && cap != backend_capacity.end() &&
+                                                   cap->second.nodes > 0 &&
+                                                   cap->second.milli_vcpu_per_node > 0) {
+      // The backend's machines, as fixed instances (see the header).
+      const exec::Capacity& c = cap->second;
+      backend_queues = true;
+      const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
+      out.unmanaged = false;
+      out.instance_type =
+          sched::InstanceType{c.description.empty() ? "node" : c.description, shape};
+      const int64_t vcpus = (c.milli_vcpu_per_node + 999) / 1000;
+      out.min_vcpus = out.max_vcpus = out.desired_vcpus = vcpus * c.nodes;
+      for (int32_t k = 0; k < c.nodes; ++k) {
+        const std::string iid = ce.name + "/node-" + std::to_string(k);
+        auto [it, added] = instances->try_emplace(iid);
+        if (added) it->second = VirtualInstance{iid, ce.name, shape, "", now};
+        it->second.shape = shape;
+      }
+      // Nodes the partition no longer has.
+      for (auto it = instances->begin(); it != instances->end();) {
+        const std::string prefix = ce.name + "/node-";
+        if (it->second.compute_environment == ce.name && it->first.rfind(prefix, 0) == 0 &&
+            std::stol(it->first.substr(prefix.size())) >= c.nodes && !held.count(it->first)) {
+          it = instances->erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     for (auto& [iid, inst] : *instances) {
       if (inst.compute_environment != ce.name) continue;
       sched::Instance si;
@@ -97,6 +127,12 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
                                ? ~uint64_t{0}
                                : ((uint64_t{1} << inst.shape.accelerators) - 1);
       si.free_devices = all & ~used_devices;
+      if (backend_queues) {
+        // The backend queues what does not fit now (Slurm PENDING, shown
+        // RUNNABLE with its reason): its nodes are only a size limit here.
+        si.available = inst.shape;
+        si.free_devices = all;
+      }
       // Keep popcount(free_devices) == available.accelerators.
       while (__builtin_popcountll(si.free_devices) > si.available.accelerators)
         si.free_devices &= si.free_devices - 1;

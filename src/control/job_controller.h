@@ -2,7 +2,7 @@
 // functions of the jobs and the control plane's resources: the scheduler's
 // snapshot of the virtual instances and RUNNABLE jobs, array parents'
 // summaries, and hang detection's key and reason. The loop that calls them,
-// persists the events and drives the executor is src/server/jobs_service.
+// persists the events and drives the backends is job_loop.h.
 //
 // No I/O, no clock, no locks: the caller holds whatever guards its tables.
 #pragma once
@@ -18,6 +18,7 @@
 #include "control/control_plane.h"
 #include "control/job_model.h"
 #include "control/job_state.h"
+#include "exec/backend.h"
 #include "sched/scheduler.h"
 #include "sched/snapshot.h"
 
@@ -44,10 +45,18 @@ sched::Resources ShapeOf(const InstanceType& type);
 // instances (what their running nodes hold; idle_since_ms is updated in
 // `instances`), every queue with its fair-share policy and usage, and the
 // RUNNABLE jobs of known queues.
-Result<sched::Snapshot> BuildSchedulerSnapshot(const JobTable& jobs,
-                                               const SubmitOrder& submit_order,
-                                               InstanceTable* instances, ControlPlane* control,
-                                               const ShareHistory& share_history, int64_t now);
+//
+// `backend_capacity`: per UNMANAGED compute environment served by a backend
+// that owns its machines (Slurm), what it holds. Such an environment becomes
+// `nodes` fixed instances of that shape ("<ce>/node-<k>", kept in
+// `instances`, no private address: the backend knows it), which the
+// scheduler places on but never launches or removes (min = max vCPUs). Their
+// resources are never held: the backend queues what does not fit now, so they
+// only decide what can never fit.
+Result<sched::Snapshot> BuildSchedulerSnapshot(
+    const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
+    ControlPlane* control, const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity = {});
 
 // The ArrayChildrenUpdated event of an array parent whose children's status
 // counts changed; nullopt when nothing changed or a child is missing.

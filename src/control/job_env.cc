@@ -40,11 +40,8 @@ Result<std::vector<EnvVar>> JobEnvironment(const Job& job, int32_t node_index) {
     env.push_back({"AWS_BATCH_JOB_NODE_INDEX", std::to_string(node_index)});
     env.push_back({"AWS_BATCH_JOB_NUM_NODES", std::to_string(job.NumNodes())});
     env.push_back({"AWS_BATCH_JOB_MAIN_NODE_INDEX", std::to_string(main)});
-    if (node_index != main) {
-      const NodeAttempt* main_node = attempt->Node(main);
-      env.push_back({"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS",
-                     main_node ? main_node->private_ipv4 : ""});
-    }
+    // AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: only the backend knows
+    // where the main node runs; it sets it on the others (exec/backend.h).
   }
   return env;
 }
@@ -77,7 +74,7 @@ std::vector<std::string> ContainerFieldsSet(const ContainerSpec& c) {
   return fields;
 }
 
-Result<NodeLaunch> NodeLaunchSpec(const Job& job, int32_t node_index) {
+Result<NodeLaunch> MakeNodeLaunch(const Job& job, int32_t node_index) {
   ASSIGN_OR_RETURN(std::vector<EnvVar> env, JobEnvironment(job, node_index));
   const Attempt& attempt = *job.CurrentAttempt();
   const NodeAttempt& node = *attempt.Node(node_index);

@@ -23,7 +23,8 @@ namespace lote::control {
 //   AWS_BATCH_JOB_ARRAY_INDEX, AWS_BATCH_JOB_ARRAY_SIZE           array children only
 //   AWS_BATCH_JOB_NODE_INDEX, AWS_BATCH_JOB_NUM_NODES,
 //   AWS_BATCH_JOB_MAIN_NODE_INDEX                                 multi-node jobs only
-//   AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS                  multi-node child nodes only
+// AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS (multi-node child nodes) is not
+// here: the backend sets it when the nodes start (exec::kMainNodeAddressVar).
 // FailedPrecondition when the job has no open attempt (not STARTING/RUNNING);
 // NotFound when the node does not exist. User variables named AWS_BATCH* are
 // rejected at submit; any that reach here are dropped, never passed on.
@@ -55,7 +56,7 @@ struct NodeLaunch {
 };
 
 // The launch of `node_index` for the job's open attempt. Same errors as JobEnvironment.
-Result<NodeLaunch> NodeLaunchSpec(const Job& job, int32_t node_index);
+Result<NodeLaunch> MakeNodeLaunch(const Job& job, int32_t node_index);
 
 // The paths of the fields set in a container (see NodeLaunch::fields_set), sorted.
 std::vector<std::string> ContainerFieldsSet(const ContainerSpec& container);

@@ -149,6 +149,8 @@ Json AttemptToJson(const Attempt& a) {
           {"reason", a.reason},
           {"failureCategory", FailureCategoryName(a.failure_category)},
           {"failedNode", a.failed_node},
+          {"backendRef", a.backend_ref},
+          {"pendingReason", a.pending_reason},
           {"nodes", nodes}};
 }
 
@@ -162,6 +164,8 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(a.reason, GetString(j, "reason"));
   ASSIGN_OR_RETURN(int64_t failed_node, GetInt(j, "failedNode", -1));
   a.failed_node = static_cast<int32_t>(failed_node);
+  a.backend_ref = j.value("backendRef", "");
+  a.pending_reason = j.value("pendingReason", "");
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(a.failure_category, ParseFailureCategory(category));
   if (j.contains("nodes")) {
@@ -687,6 +691,20 @@ Result<Job> JobFromJson(const Json& j) {
 
 std::string ArrayChildId(std::string_view parent_id, int32_t index) {
   return std::string(parent_id) + ":" + std::to_string(index);
+}
+
+JobStatus ShownStatus(const Job& job) {
+  const Attempt* a = job.CurrentAttempt();
+  if (job.status == JobStatus::kStarting && a != nullptr && !a->pending_reason.empty())
+    return JobStatus::kRunnable;
+  return job.status;
+}
+
+const std::string& ShownStatusReason(const Job& job) {
+  const Attempt* a = job.CurrentAttempt();
+  if (job.status == JobStatus::kStarting && a != nullptr && !a->pending_reason.empty())
+    return a->pending_reason;
+  return job.status_reason;
 }
 
 std::string NodeJobId(std::string_view parent_id, int32_t node) {

@@ -188,7 +188,13 @@ struct Attempt {
   std::string status_reason;  // AWS text, e.g. "Essential container in task exited"
   std::string reason;  // with the category prefix: "USER_ERROR: Essential container in task exited"
   FailureCategory failure_category = FailureCategory::kNone;
-  int32_t failed_node = -1;        // the node that failed the attempt, if one did
+  int32_t failed_node = -1;  // the node that failed the attempt, if one did
+  // What the backend answered when the gang was handed to it (a Slurm job id,
+  // the local attempt folder): how a restarted server finds the nodes again.
+  std::string backend_ref;
+  // Set while the backend holds the attempt waiting (Slurm PENDING): its
+  // reason. The job is then shown RUNNABLE with this statusReason.
+  std::string pending_reason;
   std::vector<NodeAttempt> nodes;  // node_index order
   const NodeAttempt* Node(int32_t index) const;
   NodeAttempt* MutableNode(int32_t index);
@@ -273,6 +279,12 @@ Result<Job> JobFromJson(const Json& json);
 
 // "<parent>:<index>" and "<parent>#<node>".
 std::string ArrayChildId(std::string_view parent_id, int32_t index);
+// The status AWS clients see: RUNNABLE while the open attempt waits inside
+// its backend (Attempt::pending_reason, e.g. Slurm PENDING), else the status.
+JobStatus ShownStatus(const Job& job);
+// The statusReason shown with it (the backend's reason while it waits).
+const std::string& ShownStatusReason(const Job& job);
+
 std::string NodeJobId(std::string_view parent_id, int32_t node);
 // Splits "<parent>#<node>": the parent id and node index, or nullopt.
 std::optional<std::pair<std::string, int32_t>> ParseNodeJobId(std::string_view id);

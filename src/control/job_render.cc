@@ -106,7 +106,7 @@ Json DescribeJobJson(const Job& job) {
             {"jobName", job.name},
             {"jobId", job.id},
             {"jobQueue", job.queue_arn},
-            {"status", JobStatusName(job.status)},
+            {"status", JobStatusName(ShownStatus(job))},
             {"createdAt", job.created_at},
             {"jobDefinition", job.definition_arn},
             {"parameters", Json::object()},
@@ -123,7 +123,7 @@ Json DescribeJobJson(const Job& job) {
     if (d.type != DependencyType::kNone) dep["type"] = DependencyTypeName(d.type);
     j["dependsOn"].push_back(dep);
   }
-  if (!job.status_reason.empty()) j["statusReason"] = job.status_reason;
+  if (!ShownStatusReason(job).empty()) j["statusReason"] = ShownStatusReason(job);
   if (job.started_at > 0) j["startedAt"] = job.started_at;
   if (job.stopped_at > 0) j["stoppedAt"] = job.stopped_at;
   if (!job.share_identifier.empty()) j["shareIdentifier"] = job.share_identifier;
@@ -197,9 +197,9 @@ Json JobSummaryJson(const Job& job) {
             {"jobId", job.id},
             {"jobName", job.name},
             {"createdAt", job.created_at},
-            {"status", JobStatusName(job.status)},
+            {"status", JobStatusName(ShownStatus(job))},
             {"jobDefinition", job.definition_arn}};
-  if (!job.status_reason.empty()) j["statusReason"] = job.status_reason;
+  if (!ShownStatusReason(job).empty()) j["statusReason"] = ShownStatusReason(job);
   if (job.started_at > 0) j["startedAt"] = job.started_at;
   if (job.stopped_at > 0) j["stoppedAt"] = job.stopped_at;
   if (!job.share_identifier.empty()) j["shareIdentifier"] = job.share_identifier;
@@ -306,7 +306,7 @@ Result<ListJobsQuery> ParseListJobsRequest(const Json& request) {
 }
 
 bool MatchesListJobs(const ListJobsQuery& q, const Job& job) {
-  if (q.job_status && job.status != *q.job_status) return false;
+  if (q.job_status && ShownStatus(job) != *q.job_status) return false;
   if (!q.array_job_id.empty()) return job.IsArrayChild() && job.array_parent_id == q.array_job_id;
   if (!q.multi_node_job_id.empty())
     return job.node_index >= 0 && NodeParentId(job) == q.multi_node_job_id;

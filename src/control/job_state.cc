@@ -22,6 +22,8 @@ constexpr std::pair<JobEventType, std::string_view> kEventNames[] = {
     {JobEventType::kProgress, "Progress"},
     {JobEventType::kArrayChildrenUpdated, "ArrayChildrenUpdated"},
     {JobEventType::kTagsChanged, "TagsChanged"},
+    {JobEventType::kLaunched, "Launched"},
+    {JobEventType::kBackendPending, "BackendPending"},
 };
 
 Status NotApplicable(const Job& job, const JobEvent& event, std::string_view why = "") {
@@ -147,6 +149,7 @@ Result<Job> ApplyNodeStarted(Job job, const JobEvent& e) {
   node->task_arn = e.task_arn;
   node->log_stream_name = e.log_stream_name;
   node->notices = e.notices;
+  a.pending_reason.clear();
   if (e.node_index == job.MainNode()) {
     a.started_at = e.at_ms;
     job.status = JobStatus::kRunning;
@@ -221,8 +224,10 @@ Result<Job> ApplyCancelOrTerminate(Job job, const JobEvent& e) {
     Finish(job, JobStatus::kFailed, e.at_ms, e.reason);
     return job;
   }
-  if (!terminate) return job;  // CancelJob does not stop STARTING or RUNNING jobs (AWS)
-  job.is_terminated = true;
+  // CancelJob does not stop STARTING or RUNNING jobs (AWS), but it does stop
+  // one that its backend still holds waiting (shown RUNNABLE, ShownStatus).
+  if (!terminate && ShownStatus(job) != JobStatus::kRunnable) return job;
+  (terminate ? job.is_terminated : job.is_cancelled) = true;
   job = FailAttempt(std::move(job), FailureCategory::kTerminated, e.reason, -1, std::nullopt,
                     e.at_ms);
   return job;
@@ -336,6 +341,24 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   e.task_arn = std::move(task_arn);
   e.log_stream_name = std::move(log_stream_name);
   e.notices = std::move(notices);
+  return e;
+}
+
+JobEvent JobEvent::Launched(int32_t attempt, std::string backend_ref, int64_t at_ms) {
+  JobEvent e;
+  e.type = JobEventType::kLaunched;
+  e.at_ms = at_ms;
+  e.attempt = attempt;
+  e.backend_ref = std::move(backend_ref);
+  return e;
+}
+
+JobEvent JobEvent::BackendPending(int32_t attempt, std::string reason, int64_t at_ms) {
+  JobEvent e;
+  e.type = JobEventType::kBackendPending;
+  e.at_ms = at_ms;
+  e.attempt = attempt;
+  e.reason = std::move(reason);
   return e;
 }
 
@@ -462,6 +485,14 @@ Json EventToJson(const JobEvent& e) {
     case JobEventType::kTimedOut:
       j["attempt"] = e.attempt;
       break;
+    case JobEventType::kLaunched:
+      j["attempt"] = e.attempt;
+      j["backendRef"] = e.backend_ref;
+      break;
+    case JobEventType::kBackendPending:
+      j["attempt"] = e.attempt;
+      j["reason"] = e.reason;
+      break;
     case JobEventType::kProgress:
       j["progress"] = e.progress;
       break;
@@ -523,6 +554,7 @@ Result<JobEvent> EventFromJson(const Json& j) {
     for (auto it = tags_set.begin(); it != tags_set.end(); ++it)
       e.tags_set[it.key()] = it.value().get<std::string>();
     e.tags_removed = j.value("tagsRemoved", std::vector<std::string>{});
+    e.backend_ref = j.value("backendRef", "");
   } catch (const Json::exception& ex) {
     return Status::InvalidArgument(std::string("malformed job event: ") + ex.what());
   }
@@ -579,6 +611,18 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
       return next;
     case JobEventType::kArrayChildrenUpdated:
       return ApplyArrayChildren(std::move(next), e);
+    case JobEventType::kLaunched:
+      if (!IsCurrentAttempt(job, e.attempt)) return next;  // stale
+      next.attempts.back().backend_ref = e.backend_ref;
+      return next;
+    case JobEventType::kBackendPending: {
+      if (!IsCurrentAttempt(job, e.attempt)) return next;  // stale
+      Attempt& a = next.attempts.back();
+      for (const NodeAttempt& n : a.nodes)
+        if (n.status != JobStatus::kStarting) return next;  // it runs already
+      a.pending_reason = e.reason;
+      return next;
+    }
     case JobEventType::kTagsChanged: {
       // Any state, as AWS (tags of finished jobs can change too).
       for (const auto& [k, v] : e.tags_set) next.tags[k] = v;

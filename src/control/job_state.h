@@ -47,6 +47,8 @@ enum class JobEventType {
   kProgress,              // a LOTE_PROGRESS line
   kArrayChildrenUpdated,  // array parents: the children's status counts changed
   kTagsChanged,           // TagResource / UntagResource on the job's ARN
+  kLaunched,              // the attempt's gang was handed to its backend (backend_ref)
+  kBackendPending,        // the backend holds the attempt waiting (reason: the backend's)
 };
 std::string_view JobEventTypeName(JobEventType type);
 
@@ -80,6 +82,7 @@ struct JobEvent {
   std::map<std::string, int32_t> child_counts;        // kArrayChildrenUpdated: count per status
   std::map<std::string, std::string> tags_set;        // kTagsChanged: added or replaced
   std::vector<std::string> tags_removed;              // kTagsChanged: keys removed
+  std::string backend_ref;                            // kLaunched
 
   static JobEvent Submitted(const Job& job, int64_t at_ms);
   static JobEvent DependenciesPending(int64_t at_ms);
@@ -102,6 +105,8 @@ struct JobEvent {
   static JobEvent ArrayChildrenUpdated(std::map<std::string, int32_t> counts, int64_t at_ms);
   static JobEvent TagsChanged(std::map<std::string, std::string> set,
                               std::vector<std::string> removed, int64_t at_ms);
+  static JobEvent Launched(int32_t attempt, std::string backend_ref, int64_t at_ms);
+  static JobEvent BackendPending(int32_t attempt, std::string reason, int64_t at_ms);
 
   friend bool operator==(const JobEvent&, const JobEvent&) = default;
 };

@@ -1,39 +1,56 @@
 // exec::Backend: the one interface the control plane uses to run the nodes of a
-// job attempt on some compute (local processes today, Slurm later).
+// job attempt on some compute: local processes (local_backend.h) or a remote
+// scheduler such as Slurm (slurm_backend.h). One compute environment is served
+// by exactly one backend; a job queue may mix environments of several kinds.
 //
 // The control plane decides WHAT runs (scheduling, retries, gang teardown); a
 // backend only runs what it is told and reports what happened:
-//   Launch(spec)          start one node of one attempt
-//   Terminate(attempt)    SIGTERM every process group of the attempt, then SIGKILL
-//                         after the grace period
-//   Wait(timeout)         the terminal events (exited / killed by signal / lost /
-//                         could not start) of the nodes it runs
-//   Recover(expected)     after a server restart: re-adopt the nodes the store says
-//                         are running, or report them lost
+//   LaunchGang(gang)      hand every node of one attempt over as one unit; the
+//                         answer carries a backend reference (local pids, a
+//                         Slurm job id) that the control plane stores with the
+//                         attempt
+//   Terminate(attempt)    stop every node of the attempt (SIGTERM, then SIGKILL
+//                         after the grace period)
+//   Wait(timeout)         events of the nodes it runs: pending (with the
+//                         backend's reason), running, and the terminal ones
+//                         (exited / killed by signal / lost / could not start),
+//                         each with the backend's own timestamp
+//   Recover(expected)     after a server restart: re-attach to the nodes the
+//                         store says are running, by their stored reference, or
+//                         report them lost
+//   OutputPath(node)      the file that holds the node's stdout+stderr, readable
+//                         by the server while the node runs (log streams)
+//   capabilities()        which container fields it honours
+//   Capacity()            what it can hold, when it is not lote's to launch
 //
 // Contract shared by every implementation:
 // - Thread safety: all methods may be called from any thread concurrently, except
-//   that at most one thread may be inside Wait at a time (the control plane's
-//   event loop); Wake() may be called from any thread to make that Wait return.
-// - Ownership: the backend owns the processes it starts or adopts and every file
-//   under the node's folder except the command's own output, which it only
-//   creates; the caller owns the Backend object. Destroying the Backend does NOT
-//   stop running nodes: they keep running and a new instance adopts them (the
-//   server may stop or crash at any time).
+//   that at most one thread may be inside Wait at a time; Wake() may be called
+//   from any thread to make that Wait return.
+// - Ownership: the backend owns what it starts or adopts; the caller owns the
+//   Backend object. Destroying the Backend does NOT stop running nodes: they keep
+//   running and a new instance re-attaches to them (the server may stop or crash
+//   at any time).
 // - Exactly one terminal NodeEvent is delivered per node launched or recovered by
-//   this instance; a node is never started twice (a second Launch of the same
+//   this instance; a node is never started twice (a second launch of the same
 //   NodeKey fails with AlreadyExists, even across restarts).
-// - Failure: errors are values. Launch fails with InvalidArgument for a bad spec,
-//   FailedPrecondition naming the field for something this backend cannot honour
-//   (unless the spec is in emulation mode), AlreadyExists for a node that was
-//   launched before, Internal/Unavailable for a host fault (nothing is left
-//   running in that case). Once Launch returns OK every outcome of the node,
+// - Environment: the backend sets AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS on
+//   every node of a multi-node gang but the main one (kMainNodeAddressVar): only
+//   the backend knows where the main node runs (lote's virtual address locally,
+//   the allocation's first node under Slurm).
+// - Failure: errors are values. LaunchGang fails with InvalidArgument for a bad
+//   spec, FailedPrecondition naming the field for something this backend cannot
+//   honour (unless the spec is in emulation mode), AlreadyExists for an attempt
+//   launched before, Internal/Unavailable for a host fault; nothing of the gang
+//   is left running then (nodes already started are terminated and report their
+//   end through Wait). Once LaunchGang returns OK every outcome of every node,
 //   including a command that cannot be executed, arrives as a NodeEvent.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,12 +80,8 @@ struct NodeKey {
   std::string ToString() const;
 };
 
-// The NodeKey of an AWS job id: "<id>#<node>" (a node of a multi-node job) ->
-// {id, attempt, node}; "<id>:<index>" (array child) and "<id>" -> node 0.
-// InvalidArgument for an empty id or a bad node number.
-Result<NodeKey> NodeKeyFromJobId(const std::string& job_id, int32_t attempt);
-// The AWS job id of a node: "<id>#<node>" for multi-node jobs, else the id.
-std::string JobIdOfNode(const NodeKey& key, bool multi_node);
+// The variable a backend fills in on the child nodes of a multi-node gang.
+inline constexpr char kMainNodeAddressVar[] = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS";
 
 // A resource limit as AWS's `ulimits` entries: name is one of core, cpu, data,
 // fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime,
@@ -82,50 +95,58 @@ struct Ulimit {
 
 // Everything needed to start one node. The control plane fills it from the job,
 // its definition and overrides; the backend adds nothing to `environment` except
-// PATH/HOME/USER/LOGNAME when absent and LOTE_PRIVATE_IPV4_ADDRESS (see below).
-struct NodeLaunchSpec {
+// PATH/HOME/USER/LOGNAME when absent, the main node's address (see above) and
+// LOTE_PRIVATE_IPV4_ADDRESS where it knows the node's own address.
+struct NodeSpec {
   NodeKey node;
   // argv, already Ref::-substituted. argv[0] is looked up in the PATH of
   // `environment` when it has no '/'.
   std::vector<std::string> command;
-  // The complete environment of the command; build the AWS_BATCH_* part with
-  // BuildBatchEnvironment (batch_env.h). Nothing is inherited from the server.
+  // The complete environment of the command (control::JobEnvironment). Nothing
+  // is inherited from the server.
   std::map<std::string, std::string> environment;
   // Absolute working directory, created if missing (owned by `user`).
-  // Empty: <node folder>/work.
+  // Empty: the backend's default (local: <node folder>/work).
   std::string working_dir;
   // User name or numeric uid to run as. Empty: the server's own user. Another
   // user needs a root server (else FailedPrecondition, or skipped in emulation).
   std::string user;
   std::vector<Ulimit> ulimits;
-  // Limits of the virtual instance share this node has (0 = none). Enforced with
-  // cgroup v2 when the host delegates the memory and cpu controllers; otherwise
-  // the node runs unlimited and a warning says so (in LaunchResult::warnings and
-  // once at the top of the node's output).
+  // What the node asks for (0 = nothing said). Local: limits of the virtual
+  // instance share, enforced with cgroup v2 when the host delegates them
+  // (otherwise a warning says so). Slurm: --cpus-per-task / --mem.
   int64_t vcpu_milli = 0;
   int64_t memory_mib = 0;
-  // The virtual instance's private IPv4 address (InstancePrivateIp in
-  // batch_env.h); exported to the command as LOTE_PRIVATE_IPV4_ADDRESS.
+  // Local backend: the virtual instance's private IPv4 address (InstancePrivateIp
+  // in batch_env.h), exported as LOTE_PRIVATE_IPV4_ADDRESS. Empty under Slurm.
   std::string private_ip;
-  // Where stdout+stderr are appended (raw bytes, in order). Empty:
-  // <node folder>/output.log.
+  // Local backend: where stdout+stderr are appended. Empty: <node folder>/output.log.
   std::string output_path;
   // Fields of the job this backend cannot honour that are set (e.g.
-  // "linuxParameters.devices", "privileged"): Launch fails naming them, unless
-  // `emulation` is set, then each is logged as skipped into the node's output.
+  // "linuxParameters.devices", "privileged"; see Capabilities): the launch fails
+  // naming them, unless `emulation` is set, then each is reported as skipped.
   std::vector<std::string> unsupported_fields;
   // The compute environment is marked as emulation: approximate what cannot be
   // honoured (unsupported fields, ulimits above the host's hard limit, running
-  // as another user without root) and say so in the output and in warnings.
+  // as another user without root) and say so in warnings.
   bool emulation = false;
 };
 
-struct LaunchResult {
-  std::string node_dir;     // the node's folder (layout in docs/executor.md)
-  std::string output_path;  // where its output goes
-  // Things that are not as asked (cgroup limits not enforced, emulated fields),
-  // each also written once at the top of the node's output.
-  std::vector<std::string> warnings;
+// One attempt's nodes, handed over together.
+struct GangSpec {
+  AttemptKey attempt;
+  bool multi_node = false;  // a multi-node parallel job (even with one node)
+  int32_t main_node_index = 0;
+  // attemptDurationSeconds, for backends that must be told a time limit (Slurm
+  // --time); the control plane enforces the timeout itself as well.
+  std::optional<int64_t> timeout_seconds;
+  std::vector<NodeSpec> nodes;  // node index order, every node of the attempt
+};
+
+enum class NodeEventKind {
+  kPending,  // handed over, waiting inside the backend (reason: the backend's)
+  kRunning,  // the node's command runs (at_ms: since when)
+  kEnded,    // terminal: outcome, exit code or signal
 };
 
 enum class NodeOutcome {
@@ -137,9 +158,14 @@ enum class NodeOutcome {
 
 std::string_view NodeOutcomeName(NodeOutcome outcome);
 
-// The terminal event of one node.
+// An event of one node.
 struct NodeEvent {
   NodeKey node;
+  NodeEventKind kind = NodeEventKind::kEnded;
+  // The backend's timestamp of what happened (kPending: when seen; kRunning:
+  // start; kEnded: end).
+  int64_t at_ms = 0;
+  // kEnded only below.
   NodeOutcome outcome = NodeOutcome::kLost;
   int32_t exit_code = -1;  // kExited only
   int32_t signal = 0;      // kSignaled only
@@ -156,16 +182,46 @@ struct NodeEvent {
   // the host could not set up (INFRASTRUCTURE). See docs/executor.md.
   bool bad_command = false;
   // Human-readable, e.g. "exited with code 3", "killed by signal 9 (SIGKILL)",
-  // "supervisor of node 2 vanished without recording an outcome".
+  // "supervisor of node 2 vanished without recording an outcome"; kPending: the
+  // backend's reason for waiting (Slurm: "Resources", "Priority", ...).
   std::string reason;
   int64_t started_at_ms = 0;  // 0 when the command never started
   int64_t stopped_at_ms = 0;
 };
 
-// The exit code AWS would report for the node's container: the exit status,
-// 128 + signal when killed by a signal (as Docker does), -1 when lost or never
-// started.
-int32_t ContainerExitCode(const NodeEvent& event);
+// What LaunchGang did.
+struct GangLaunch {
+  // Stored with the attempt, given back to Recover after a restart.
+  std::string backend_ref;
+  // Per node: things that are not as asked (limits not enforced, emulated
+  // fields), for the server log and DescribeJobs, never the job's output.
+  std::map<int32_t, std::vector<std::string>> warnings;
+  // Events the backend already knows of (the local backend: every node runs).
+  std::vector<NodeEvent> events;
+};
+
+// Which container fields of a job the backend honours; any other field that is
+// set is passed as NodeSpec::unsupported_fields.
+struct Capabilities {
+  std::set<std::string> container_fields;
+  bool accelerators = false;  // resourceRequirements GPU handed to the node
+};
+
+// What a backend that owns its machines (Slurm) can hold: `nodes` nodes of one
+// shape. The scheduler then places on those nodes and launches none.
+struct Capacity {
+  int32_t nodes = 0;
+  int64_t milli_vcpu_per_node = 0;
+  int64_t memory_mib_per_node = 0;
+  std::string description;  // e.g. "partition train: 4 nodes (b[1-4]) x 2 CPUs, 1000 MiB"
+  bool operator==(const Capacity&) const = default;
+};
+
+// A node the store says is running, and what LaunchGang answered for its attempt.
+struct RecoverItem {
+  NodeKey node;
+  std::string backend_ref;
+};
 
 // What Recover found.
 struct RecoverReport {
@@ -184,26 +240,35 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual Result<LaunchResult> Launch(const NodeLaunchSpec& spec) = 0;
+  // "local", "slurm:<partition>", for messages.
+  virtual std::string Name() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  // nullopt: lote launches the environment's instances itself (local).
+  virtual std::optional<Capacity> GetCapacity() = 0;
 
-  // Sends SIGTERM to every process group of every running node of `attempt`,
-  // then SIGKILL after `grace_ms` (nullopt: the backend's default, 30 s). Returns
-  // at once; each node's end arrives as a NodeEvent with terminated = true.
-  // Calling it again with a shorter grace shortens the wait. NotFound when no
-  // node of the attempt is running here.
+  virtual Result<GangLaunch> LaunchGang(const GangSpec& gang) = 0;
+
+  // Stops every running node of `attempt`: SIGTERM, then SIGKILL after
+  // `grace_ms` (nullopt: the backend's default). Returns at once; each node's
+  // end arrives as a NodeEvent with terminated = true. Calling it again with a
+  // shorter grace shortens the wait. NotFound when no node of the attempt runs here.
   virtual Status Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) = 0;
 
-  // Blocks up to timeout_ms (0: poll) for terminal events; returns those ready,
-  // possibly none. Only one thread may wait at a time.
+  // Blocks up to timeout_ms (0: poll) for events; returns those ready, possibly
+  // none. Only one thread may wait at a time.
   virtual Result<std::vector<NodeEvent>> Wait(int64_t timeout_ms) = 0;
 
   // Makes a Wait in progress return early (safe from any thread).
   virtual void Wake() = 0;
 
-  // After a restart: `expected` are the nodes the store says are running. Each is
-  // adopted (its supervisor verified by pid + process start time), or its
-  // recorded outcome or loss is queued for Wait. Call once, before Launch.
-  virtual Result<RecoverReport> Recover(const std::vector<NodeKey>& expected) = 0;
+  // After a restart: `expected` are the nodes the store says are running, with
+  // their attempt's stored reference. Each is adopted, or its recorded outcome
+  // or loss is queued for Wait. Call once, before LaunchGang.
+  virtual Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) = 0;
+
+  // The file holding the node's stdout+stderr (raw bytes, appended), for the
+  // server to store into the node's log stream. NotFound for an unknown node.
+  virtual Result<std::string> OutputPath(const NodeKey& node) const = 0;
 
   // Nodes launched or adopted by this instance whose terminal event has not yet
   // been returned by Wait.

@@ -246,7 +246,7 @@ LocalBackend::Node LocalBackend::UnwatchLocked(std::map<NodeKey, Node>::iterator
   return node;
 }
 
-Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
+Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, spec.node));
   const std::string who = "node " + spec.node.ToString();
   if (spec.command.empty() || spec.command[0].empty()) {
@@ -487,6 +487,69 @@ Result<LaunchResult> LocalBackend::Launch(const NodeLaunchSpec& spec) {
   return result;
 }
 
+const Capabilities& LocalBackend::capabilities() const {
+  static const Capabilities caps{
+      {"image", "command", "environment", "resourceRequirements", "vcpus", "memory", "user",
+       "ulimits", "instanceType", "jobRoleArn", "executionRoleArn",
+       // Fargate settings: recorded and returned, nothing to do on this host.
+       "networkConfiguration", "fargatePlatformConfiguration", "runtimePlatform"},
+      /*accelerators=*/false};
+  return caps;
+}
+
+Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
+  if (gang.nodes.empty())
+    return Status::InvalidArgument("job " + gang.attempt.job_id + ": a gang needs a node");
+  const NodeSpec* main = nullptr;
+  for (const NodeSpec& n : gang.nodes)
+    if (n.node.node_index == gang.main_node_index) main = &n;
+  if (gang.multi_node && main == nullptr)
+    return Status::InvalidArgument("job " + gang.attempt.job_id + ": the main node " +
+                                   std::to_string(gang.main_node_index) + " is not in the gang");
+  GangLaunch out;
+  ASSIGN_OR_RETURN(NodePaths first, NodePathsFor(options_.home, gang.nodes.front().node));
+  out.backend_ref = first.dir.substr(0, first.dir.rfind('/'));
+  for (const NodeSpec& node : gang.nodes) {
+    if (node.node.attempt != gang.attempt)
+      return Status::InvalidArgument("node " + node.node.ToString() + " is not of attempt " +
+                                     gang.attempt.job_id + "/" +
+                                     std::to_string(gang.attempt.attempt));
+    NodeSpec spec = node;
+    if (gang.multi_node && node.node.node_index != gang.main_node_index)
+      spec.environment[kMainNodeAddressVar] = main->private_ip;
+    Result<LaunchResult> r = LaunchNode(spec);
+    if (!r.ok()) {
+      // Gang: nothing of it may go on running.
+      (void)Terminate(gang.attempt, 0);
+      return r.status();
+    }
+    if (!r->warnings.empty()) out.warnings[node.node.node_index] = std::move(r->warnings);
+    NodeEvent running;
+    running.node = node.node;
+    running.kind = NodeEventKind::kRunning;
+    running.at_ms = options_.clock->NowMillis();
+    running.started_at_ms = running.at_ms;
+    out.events.push_back(std::move(running));
+  }
+  return out;
+}
+
+Result<RecoverReport> LocalBackend::Recover(const std::vector<RecoverItem>& expected) {
+  std::vector<NodeKey> keys;
+  keys.reserve(expected.size());
+  for (const RecoverItem& item : expected) keys.push_back(item.node);
+  return RecoverNodes(keys);
+}
+
+Result<std::string> LocalBackend::OutputPath(const NodeKey& node) const {
+  ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, node));
+  Result<ShimSpec> spec = ReadShimSpec(paths.spec());
+  if (spec.ok() && !spec->output_path.empty()) return spec->output_path;
+  if (!FileExists(paths.dir))
+    return Status::NotFound("node " + node.ToString() + " was never launched here");
+  return paths.default_output();
+}
+
 void LocalBackend::SignalNode(const Node& node, int64_t grace_ms) {
   TerminateRequest req{grace_ms, options_.clock->NowMillis()};
   (void)WriteJsonRecord(node.paths.terminate(), ToJson(req));
@@ -573,6 +636,7 @@ NodeEvent LocalBackend::CollectEnded(const Node& node) {
     e.reason = "supervisor (pid " + std::to_string(node.shim.pid) +
                ") ended without an outcome and the node lock is held by another process";
     e.stopped_at_ms = options_.clock->NowMillis();
+    e.at_ms = e.stopped_at_ms;
     return e;
   }
   st = ReadStatusRecord(node.paths.status());
@@ -771,7 +835,7 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
   }
 }
 
-Result<RecoverReport> LocalBackend::Recover(const std::vector<NodeKey>& expected) {
+Result<RecoverReport> LocalBackend::RecoverNodes(const std::vector<NodeKey>& expected) {
   std::lock_guard<std::mutex> lock(mu_);
   RecoverReport report;
   std::set<NodeKey> wanted(expected.begin(), expected.end());

@@ -49,7 +49,14 @@ struct LocalBackendOptions {
   int64_t default_grace_ms = 30'000;
   // Stamps events and records (started/stopped/requested_at); waiting itself
   // always uses real time.
-  Clock* clock = SystemClock::Default();
+  const Clock* clock = SystemClock::Default();
+};
+
+struct LaunchResult {
+  std::string node_dir;     // the node's folder (layout in docs/executor.md)
+  std::string output_path;  // where its output goes
+  // Things that are not as asked (cgroup limits not enforced, emulated fields).
+  std::vector<std::string> warnings;
 };
 
 class LocalBackend final : public Backend {
@@ -60,12 +67,31 @@ class LocalBackend final : public Backend {
   LocalBackend(const LocalBackend&) = delete;
   LocalBackend& operator=(const LocalBackend&) = delete;
 
-  Result<LaunchResult> Launch(const NodeLaunchSpec& spec) override;
+  std::string Name() const override { return "local"; }
+  // image, command, environment, resourceRequirements, vcpus, memory, user,
+  // ulimits, instanceType, the role ARNs and Fargate settings (recorded only).
+  const Capabilities& capabilities() const override;
+  std::optional<Capacity> GetCapacity() override { return std::nullopt; }
+  // Launches the nodes in order (LaunchNode); the main node's address on the
+  // others is the main node's private_ip. If one fails, the nodes already
+  // started are terminated at once (their ends arrive through Wait) and its
+  // error is returned. backend_ref: the attempt's folder; events: every node
+  // kRunning.
+  Result<GangLaunch> LaunchGang(const GangSpec& gang) override;
   Status Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) override;
   Result<std::vector<NodeEvent>> Wait(int64_t timeout_ms) override;
   void Wake() override;
-  Result<RecoverReport> Recover(const std::vector<NodeKey>& expected) override;
+  // The nodes are found by their folders (the reference names the attempt's).
+  Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) override;
+  // <node folder>/output.log, or the output_path it was launched with.
+  Result<std::string> OutputPath(const NodeKey& node) const override;
   std::vector<NodeKey> Running() const override;
+
+  // One node (LaunchGang's step; tests drive nodes one at a time). No kRunning
+  // event is queued for it: it runs when this returns OK.
+  Result<LaunchResult> LaunchNode(const NodeSpec& spec);
+  // Recover by node keys alone.
+  Result<RecoverReport> RecoverNodes(const std::vector<NodeKey>& expected);
 
   // Whether node memory/vCPU limits are enforced on this host, and why not.
   const CgroupSupport& cgroup_support() const { return cgroups_; }

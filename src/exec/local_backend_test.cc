@@ -70,9 +70,9 @@ class LocalBackendTest : public ::testing::Test {
     return b.ok() ? std::move(*b) : nullptr;
   }
 
-  static NodeLaunchSpec Spec(const std::string& job, std::vector<std::string> command,
-                             int32_t node = 0, int32_t attempt = 1) {
-    NodeLaunchSpec s;
+  static NodeSpec Spec(const std::string& job, std::vector<std::string> command, int32_t node = 0,
+                       int32_t attempt = 1) {
+    NodeSpec s;
     s.node = NodeKey{AttemptKey{job, attempt}, node};
     s.command = std::move(command);
     return s;
@@ -124,8 +124,8 @@ class LocalBackendTest : public ::testing::Test {
 };
 
 TEST_F(LocalBackendTest, ExitCodesAreRecorded) {
-  auto ok = backend_->Launch(Spec("job-ok", {"sh", "-c", "exit 0"}));
-  auto three = backend_->Launch(Spec("job-three", {"sh", "-c", "exit 3"}));
+  auto ok = backend_->LaunchNode(Spec("job-ok", {"sh", "-c", "exit 0"}));
+  auto three = backend_->LaunchNode(Spec("job-three", {"sh", "-c", "exit 3"}));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   ASSERT_TRUE(three.ok()) << three.status().ToString();
   NodeEvent e0 = WaitFor(backend_.get(), NodeKey{AttemptKey{"job-ok", 1}, 0});
@@ -145,19 +145,13 @@ TEST_F(LocalBackendTest, ExitCodesAreRecorded) {
 
 TEST_F(LocalBackendTest, ChildSeesExactlyTheJobEnvironment) {
   ::setenv("LOTE_EXEC_TEST_LEAK", "1", 1);  // the server's environment must not leak
-  BatchJobContext ctx;
-  ctx.job_id = "arr";
-  ctx.attempt = 2;
-  ctx.job_queue_name = "queue-a";
-  ctx.compute_environment_name = "ce-a";
-  ctx.array = ArrayContext{7, 10};
-  auto env = BuildBatchEnvironment(ctx);
-  ASSERT_TRUE(env.ok());
-  NodeLaunchSpec s = Spec("arr:7", {"sh", "-c", "env > \"$AWS_BATCH_JOB_ID.env\""}, 0, 2);
-  s.environment = *env;
+  NodeSpec s = Spec("arr:7", {"sh", "-c", "env > \"$AWS_BATCH_JOB_ID.env\""}, 0, 2);
+  s.environment = {{"AWS_BATCH_JOB_ID", "arr:7"},      {"AWS_BATCH_JOB_ATTEMPT", "2"},
+                   {"AWS_BATCH_JQ_NAME", "queue-a"},   {"AWS_BATCH_CE_NAME", "ce-a"},
+                   {"AWS_BATCH_JOB_ARRAY_INDEX", "7"}, {"AWS_BATCH_JOB_ARRAY_SIZE", "10"}};
   s.environment["MY_VAR"] = "hello world";
   s.private_ip = "127.0.1.8";
-  auto r = backend_->Launch(s);
+  auto r = backend_->LaunchNode(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   NodeEvent e = WaitFor(backend_.get(), s.node);
   ASSERT_EQ(e.exit_code, 0) << ReadAll(r->output_path);
@@ -229,20 +223,29 @@ else:
     port = ntohs(a.sin_port);
     ::close(fd);
   }
-  const std::string main_ip = *InstancePrivateIp(0);
+  // One gang: the backend fills in the main node's address on the others.
+  GangSpec gang;
+  gang.attempt = AttemptKey{"gang", 1};
+  gang.multi_node = true;
+  gang.main_node_index = 0;
+  for (int32_t node = 0; node < 4; ++node) {
+    NodeSpec s = Spec("gang", {"python3", "-c", script, std::to_string(port)}, node);
+    s.environment = {{"AWS_BATCH_JOB_ID", "gang#" + std::to_string(node)},
+                     {"AWS_BATCH_JOB_NODE_INDEX", std::to_string(node)},
+                     {"AWS_BATCH_JOB_NUM_NODES", "4"},
+                     {"AWS_BATCH_JOB_MAIN_NODE_INDEX", "0"}};
+    s.private_ip = *InstancePrivateIp(node);
+    gang.nodes.push_back(s);
+  }
+  auto launched = backend_->LaunchGang(gang);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  ASSERT_EQ(launched->events.size(), 4u);
+  for (const NodeEvent& e : launched->events) EXPECT_EQ(e.kind, NodeEventKind::kRunning);
   std::vector<LaunchResult> results;
   for (int32_t node = 0; node < 4; ++node) {
-    BatchJobContext ctx;
-    ctx.job_id = "gang";
-    ctx.job_queue_name = "q";
-    ctx.compute_environment_name = "ce";
-    ctx.multi_node = MultiNodeContext{4, 0, node, main_ip};
-    NodeLaunchSpec s = Spec("gang", {"python3", "-c", script, std::to_string(port)}, node);
-    s.environment = *BuildBatchEnvironment(ctx);
-    s.private_ip = *InstancePrivateIp(node);
-    auto r = backend_->Launch(s);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    results.push_back(*r);
+    auto out = backend_->OutputPath(NodeKey{gang.attempt, node});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    results.push_back(LaunchResult{"", *out, {}});
   }
   for (int32_t node = 0; node < 4; ++node) {
     NodeEvent e = WaitFor(backend_.get(), NodeKey{AttemptKey{"gang", 1}, node});
@@ -259,7 +262,7 @@ else:
 }
 
 TEST_F(LocalBackendTest, OutputIsCapturedInOrder) {
-  auto r = backend_->Launch(Spec(
+  auto r = backend_->LaunchNode(Spec(
       "out",
       {"sh", "-c", "i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"}));
   ASSERT_TRUE(r.ok());
@@ -274,10 +277,10 @@ TEST_F(LocalBackendTest, OutputIsCapturedInOrder) {
 TEST_F(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) {
   // The leader, a background child, a grandchild in a subshell, and one that
   // left the process group (setsid).
-  auto r = backend_->Launch(Spec("tree", {"sh", "-c",
-                                          "sleep 300 & echo child $!; "
-                                          "sh -c 'sleep 300 & echo grandchild $!; wait' & "
-                                          "setsid sleep 300 & echo escaped $!; wait"}));
+  auto r = backend_->LaunchNode(Spec("tree", {"sh", "-c",
+                                              "sleep 300 & echo child $!; "
+                                              "sh -c 'sleep 300 & echo grandchild $!; wait' & "
+                                              "setsid sleep 300 & echo escaped $!; wait"}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string text = WaitForLines(r->output_path, 3);
   std::vector<ProcessIdentity> procs;
@@ -301,7 +304,7 @@ TEST_F(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) 
 }
 
 TEST_F(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
-  auto r = backend_->Launch(
+  auto r = backend_->LaunchNode(
       Spec("stubborn", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
@@ -316,8 +319,8 @@ TEST_F(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
 }
 
 TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
-  NodeLaunchSpec s = Spec("early", {"sleep", "300"});
-  ASSERT_TRUE(backend_->Launch(s).ok());
+  NodeSpec s = Spec("early", {"sleep", "300"});
+  ASSERT_TRUE(backend_->LaunchNode(s).ok());
   ASSERT_TRUE(backend_->Terminate(s.node.attempt, 0).ok());
   NodeEvent e = WaitFor(backend_.get(), s.node);
   EXPECT_TRUE(e.terminated) << e.reason;
@@ -326,7 +329,7 @@ TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
 
 TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
-  auto r = backend_->Launch(
+  auto r = backend_->LaunchNode(
       Spec("dflt", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
@@ -345,10 +348,10 @@ TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
   ASSERT_GE(server, 0);
   if (server == 0) {
     auto b = MakeBackend();
-    NodeLaunchSpec s =
+    NodeSpec s =
         Spec("adopt",
              {"sh", "-c", "echo started; while [ ! -e " + go + " ]; do sleep 0.02; done; exit 5"});
-    bool ok = b && b->Launch(s).ok();
+    bool ok = b && b->LaunchNode(s).ok();
     if (!ok) ::_exit(1);
     ::raise(SIGKILL);
   }
@@ -359,13 +362,13 @@ TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
   WaitForLines(paths->default_output(), 1);
 
   backend_ = MakeBackend();
-  auto report = backend_->Recover({key});
+  auto report = backend_->RecoverNodes({key});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->adopted.size(), 1u);
   EXPECT_EQ(report->adopted[0], key);
   EXPECT_EQ(backend_->Running(), std::vector<NodeKey>{key});
   // Launching it again is refused: a node never runs twice.
-  EXPECT_TRUE(backend_->Launch(Spec("adopt", {"true"})).status().IsAlreadyExists());
+  EXPECT_TRUE(backend_->LaunchNode(Spec("adopt", {"true"})).status().IsAlreadyExists());
   auto nothing = backend_->Wait(50);
   ASSERT_TRUE(nothing.ok());
   EXPECT_TRUE(nothing->empty());
@@ -378,13 +381,13 @@ TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
 
 TEST_F(LocalBackendTest, NodeThatEndedWhileNoServerWatchedIsReported) {
   NodeKey key{AttemptKey{"ended", 1}, 0};
-  ASSERT_TRUE(backend_->Launch(Spec("ended", {"sh", "-c", "exit 4"})).ok());
+  ASSERT_TRUE(backend_->LaunchNode(Spec("ended", {"sh", "-c", "exit 4"})).ok());
   auto paths = NodePathsFor(home_, key);
   int64_t deadline = Now() + kEventLimitMs;
   while (!FileExists(paths->status()) && Now() < deadline)
     std::this_thread::sleep_for(milliseconds(10));
   backend_ = MakeBackend();  // restart without having consumed the event
-  auto report = backend_->Recover({key});
+  auto report = backend_->RecoverNodes({key});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->finished, std::vector<NodeKey>{key});
   NodeEvent e = WaitFor(backend_.get(), key);
@@ -427,7 +430,7 @@ TEST_F(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
       WriteJsonRecord(p1->shim(), ToJson(ProcessRecord{ProcessIdentity{dead, 1, BootId()}, 1}))
           .ok());
 
-  auto report = backend_->Recover({k0, k1});
+  auto report = backend_->RecoverNodes({k0, k1});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->lost.size(), 2u);
   EXPECT_TRUE(report->adopted.empty());
@@ -466,7 +469,7 @@ TEST_F(LocalBackendTest, RecoverTellsNodesThatNeverStarted) {
 
   for (int restart = 0; restart < 2; ++restart) {
     backend_ = MakeBackend();
-    auto report = backend_->Recover({absent, bare, had_shim});
+    auto report = backend_->RecoverNodes({absent, bare, had_shim});
     ASSERT_TRUE(report.ok());
     EXPECT_EQ(report->lost.size(), 3u) << restart;
     std::vector<NodeKey> never = report->never_started;
@@ -485,7 +488,7 @@ TEST_F(LocalBackendTest, RecoverTellsNodesThatNeverStarted) {
 }
 
 TEST_F(LocalBackendTest, SupervisorKilledMeansNodeLostAndCommandKilled) {
-  auto r = backend_->Launch(Spec("victim", {"sh", "-c", "echo up; sleep 300"}));
+  auto r = backend_->LaunchNode(Spec("victim", {"sh", "-c", "echo up; sleep 300"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
   auto shim = ReadProcessRecord(r->node_dir + "/shim.json");
@@ -498,14 +501,14 @@ TEST_F(LocalBackendTest, SupervisorKilledMeansNodeLostAndCommandKilled) {
 }
 
 TEST_F(LocalBackendTest, UnknownRunningNodesAreTerminatedAtRecovery) {
-  auto r = backend_->Launch(Spec("unknown", {"sh", "-c", "echo up; sleep 300"}));
+  auto r = backend_->LaunchNode(Spec("unknown", {"sh", "-c", "echo up; sleep 300"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
   auto cmd = ReadProcessRecord(r->node_dir + "/command.json");
   ASSERT_TRUE(cmd.ok());
   auto old = std::move(backend_);
   backend_ = MakeBackend();
-  auto report = backend_->Recover({});
+  auto report = backend_->RecoverNodes({});
   ASSERT_TRUE(report.ok());
   ASSERT_EQ(report->orphans_terminated.size(), 1u);
   NodeEvent e = WaitFor(old.get(), NodeKey{AttemptKey{"unknown", 1}, 0});
@@ -514,9 +517,9 @@ TEST_F(LocalBackendTest, UnknownRunningNodesAreTerminatedAtRecovery) {
 }
 
 TEST_F(LocalBackendTest, UlimitsAreApplied) {
-  NodeLaunchSpec s = Spec("ulimit", {"sh", "-c", "echo $(ulimit -l) $(ulimit -n) $(ulimit -Hn)"});
+  NodeSpec s = Spec("ulimit", {"sh", "-c", "echo $(ulimit -l) $(ulimit -n) $(ulimit -Hn)"});
   s.ulimits = {Ulimit{"memlock", 4 << 20, 4 << 20}, Ulimit{"nofile", 1000, 1500}};
-  auto r = backend_->Launch(s);
+  auto r = backend_->LaunchNode(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   WaitFor(backend_.get(), s.node);
   EXPECT_EQ(ReadAll(r->output_path), "4096 1000 1500\n");
@@ -526,9 +529,9 @@ TEST_F(LocalBackendTest, UlimitsAreApplied) {
   struct rlimit cur;
   ::getrlimit(RLIMIT_MEMLOCK, &cur);
   const bool can = cur.rlim_max == RLIM_INFINITY || HasEffectiveCapability(24 /*CAP_SYS_RESOURCE*/);
-  NodeLaunchSpec big = Spec("memlock", {"sh", "-c", "ulimit -l"});
+  NodeSpec big = Spec("memlock", {"sh", "-c", "ulimit -l"});
   big.ulimits = {Ulimit{"memlock", -1, -1}};
-  auto strict = backend_->Launch(big);
+  auto strict = backend_->LaunchNode(big);
   if (can) {
     ASSERT_TRUE(strict.ok()) << strict.status().ToString();
     WaitFor(backend_.get(), big.node);
@@ -537,7 +540,7 @@ TEST_F(LocalBackendTest, UlimitsAreApplied) {
     ASSERT_TRUE(strict.status().IsFailedPrecondition());
     EXPECT_NE(strict.status().message().find("ulimits memlock"), std::string::npos);
     big.emulation = true;
-    auto emulated = backend_->Launch(big);
+    auto emulated = backend_->LaunchNode(big);
     ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
     ASSERT_EQ(emulated->warnings.size(), 1u);
     WaitFor(backend_.get(), big.node);
@@ -549,25 +552,25 @@ TEST_F(LocalBackendTest, UlimitsAreApplied) {
 }
 
 TEST_F(LocalBackendTest, BadUlimitsAreRejected) {
-  NodeLaunchSpec s = Spec("badul", {"true"});
+  NodeSpec s = Spec("badul", {"true"});
   s.ulimits = {Ulimit{"nofiles", 1, 1}};
-  auto r = backend_->Launch(s);
+  auto r = backend_->LaunchNode(s);
   ASSERT_TRUE(r.status().IsInvalidArgument());
   EXPECT_NE(r.status().message().find("nofiles"), std::string::npos);
   s.ulimits = {Ulimit{"nofile", 10, 5}};
-  EXPECT_TRUE(backend_->Launch(s).status().IsInvalidArgument());
+  EXPECT_TRUE(backend_->LaunchNode(s).status().IsInvalidArgument());
 }
 
 TEST_F(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
-  NodeLaunchSpec s = Spec("dev", {"sh", "-c", "echo ran"});
+  NodeSpec s = Spec("dev", {"sh", "-c", "echo ran"});
   s.unsupported_fields = {"linuxParameters.devices"};
-  auto refused = backend_->Launch(s);
+  auto refused = backend_->LaunchNode(s);
   ASSERT_TRUE(refused.status().IsFailedPrecondition());
   EXPECT_NE(refused.status().message().find("linuxParameters.devices"), std::string::npos);
   EXPECT_FALSE(FileExists(home_ + "/jobs/dev/1/0"));
 
   s.emulation = true;
-  auto skipped = backend_->Launch(s);
+  auto skipped = backend_->LaunchNode(s);
   ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
   ASSERT_EQ(skipped->warnings.size(), 1u);
   EXPECT_NE(skipped->warnings[0].find("skipped linuxParameters.devices"), std::string::npos);
@@ -577,10 +580,10 @@ TEST_F(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
 }
 
 TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
-  NodeLaunchSpec s = Spec("limits", {"sh", "-c", "cat /proc/self/cgroup"});
+  NodeSpec s = Spec("limits", {"sh", "-c", "cat /proc/self/cgroup"});
   s.vcpu_milli = 1500;
   s.memory_mib = 256;
-  auto r = backend_->Launch(s);
+  auto r = backend_->LaunchNode(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   WaitFor(backend_.get(), s.node);
   std::string out = ReadAll(r->output_path);
@@ -598,9 +601,9 @@ TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
 }
 
 TEST_F(LocalBackendTest, RunsAsTheRequestedUser) {
-  NodeLaunchSpec s = Spec("user", {"sh", "-c", "id -u; id -g; pwd"});
+  NodeSpec s = Spec("user", {"sh", "-c", "id -u; id -g; pwd"});
   s.user = "nobody";
-  auto r = backend_->Launch(s);
+  auto r = backend_->LaunchNode(s);
   if (::geteuid() != 0) {
     EXPECT_TRUE(r.status().IsFailedPrecondition()) << r.status().ToString();
     return;
@@ -609,23 +612,23 @@ TEST_F(LocalBackendTest, RunsAsTheRequestedUser) {
   NodeEvent e = WaitFor(backend_.get(), s.node);
   EXPECT_EQ(e.exit_code, 0) << ReadAll(r->output_path);
   EXPECT_EQ(ReadAll(r->output_path), "65534\n65534\n" + r->node_dir + "/work\n");
-  EXPECT_TRUE(backend_->Launch(Spec("user2", {"true"})).ok());
-  NodeLaunchSpec bad = Spec("user3", {"true"});
+  EXPECT_TRUE(backend_->LaunchNode(Spec("user2", {"true"})).ok());
+  NodeSpec bad = Spec("user3", {"true"});
   bad.user = "no-such-user-lote";
-  EXPECT_TRUE(backend_->Launch(bad).status().IsInvalidArgument());
+  EXPECT_TRUE(backend_->LaunchNode(bad).status().IsInvalidArgument());
 }
 
 TEST_F(LocalBackendTest, CommandThatCannotStartIsReported) {
-  auto r = backend_->Launch(Spec("missing", {"no-such-command-lote"}));
+  auto r = backend_->LaunchNode(Spec("missing", {"no-such-command-lote"}));
   ASSERT_TRUE(r.ok());
   NodeEvent e = WaitFor(backend_.get(), NodeKey{AttemptKey{"missing", 1}, 0});
   EXPECT_EQ(e.outcome, NodeOutcome::kStartFailed);
   EXPECT_NE(e.reason.find("no-such-command-lote"), std::string::npos);
   EXPECT_EQ(ReadAll(r->output_path), "");  // the reason is the event's, not the job's output
 
-  NodeLaunchSpec s = Spec("baddir", {"true"});
+  NodeSpec s = Spec("baddir", {"true"});
   s.working_dir = "/proc/1/no-such-dir/x";
-  auto bad = backend_->Launch(s);
+  auto bad = backend_->LaunchNode(s);
   if (bad.ok()) {
     NodeEvent e2 = WaitFor(backend_.get(), s.node);
     EXPECT_EQ(e2.outcome, NodeOutcome::kStartFailed);
@@ -635,13 +638,13 @@ TEST_F(LocalBackendTest, CommandThatCannotStartIsReported) {
 }
 
 TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
-  NodeLaunchSpec s = Spec("twice", {"sh", "-c", "exit 0"});
-  ASSERT_TRUE(backend_->Launch(s).ok());
-  EXPECT_TRUE(backend_->Launch(s).status().IsAlreadyExists());
+  NodeSpec s = Spec("twice", {"sh", "-c", "exit 0"});
+  ASSERT_TRUE(backend_->LaunchNode(s).ok());
+  EXPECT_TRUE(backend_->LaunchNode(s).status().IsAlreadyExists());
   WaitFor(backend_.get(), s.node);
-  EXPECT_TRUE(backend_->Launch(s).status().IsAlreadyExists());
+  EXPECT_TRUE(backend_->LaunchNode(s).status().IsAlreadyExists());
   s.node.attempt.attempt = 2;  // a retry is a new attempt
-  EXPECT_TRUE(backend_->Launch(s).ok());
+  EXPECT_TRUE(backend_->LaunchNode(s).ok());
   WaitFor(backend_.get(), s.node);
 }
 
@@ -650,9 +653,8 @@ TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
 TEST_F(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
   std::set<std::string> expected;
   for (int i = 0; i < 40; ++i) {
-    NodeLaunchSpec s =
-        Spec("burst:" + std::to_string(i), {"sh", "-c", "exit " + std::to_string(i % 3)});
-    ASSERT_TRUE(backend_->Launch(s).ok());
+    NodeSpec s = Spec("burst:" + std::to_string(i), {"sh", "-c", "exit " + std::to_string(i % 3)});
+    ASSERT_TRUE(backend_->LaunchNode(s).ok());
     expected.insert(s.node.attempt.job_id);
   }
   std::set<std::string> seen;
@@ -731,10 +733,10 @@ TEST_F(LocalBackendTest, CgroupLimitsAreWrittenForTheNode) {
   std::string group = parent + "/lote-cg_3-2-1";
   ASSERT_TRUE(MakeDirs(group).ok());
   std::ofstream(group + "/cgroup.procs") << "";
-  NodeLaunchSpec s = Spec("cg:3", {"true"}, 1, 2);
+  NodeSpec s = Spec("cg:3", {"true"}, 1, 2);
   s.vcpu_milli = 1500;
   s.memory_mib = 256;
-  auto r = (*b)->Launch(s);
+  auto r = (*b)->LaunchNode(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->warnings.empty());
   NodeEvent e = WaitFor(b->get(), s.node);

@@ -263,6 +263,7 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.reason = s.reason;
   e.started_at_ms = s.started_at_ms;
   e.stopped_at_ms = s.stopped_at_ms;
+  e.at_ms = s.stopped_at_ms;
   return e;
 }
 

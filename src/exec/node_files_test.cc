@@ -19,32 +19,6 @@ TEST(NodeFilesTest, PathsAndKeysRoundTrip) {
   EXPECT_FALSE(NodeKeyFromRelative("job", "x", "1").has_value());
 }
 
-TEST(NodeFilesTest, NodeKeysFromAwsJobIds) {
-  auto mn = NodeKeyFromJobId("abc#3", 2);
-  ASSERT_TRUE(mn.ok());
-  EXPECT_EQ(*mn, (NodeKey{AttemptKey{"abc", 2}, 3}));
-  EXPECT_EQ(JobIdOfNode(*mn, true), "abc#3");
-  auto arr = NodeKeyFromJobId("abc:17", 1);
-  ASSERT_TRUE(arr.ok());
-  EXPECT_EQ(*arr, (NodeKey{AttemptKey{"abc:17", 1}, 0}));
-  EXPECT_EQ(JobIdOfNode(*arr, false), "abc:17");
-  EXPECT_TRUE(NodeKeyFromJobId("abc#", 1).status().IsInvalidArgument());
-  EXPECT_TRUE(NodeKeyFromJobId("abc#x", 1).status().IsInvalidArgument());
-  EXPECT_TRUE(NodeKeyFromJobId("#1", 1).status().IsInvalidArgument());
-}
-
-TEST(NodeFilesTest, ContainerExitCodes) {
-  NodeEvent e;
-  e.outcome = NodeOutcome::kExited;
-  e.exit_code = 3;
-  EXPECT_EQ(ContainerExitCode(e), 3);
-  e.outcome = NodeOutcome::kSignaled;
-  e.signal = 9;
-  EXPECT_EQ(ContainerExitCode(e), 137);
-  e.outcome = NodeOutcome::kLost;
-  EXPECT_EQ(ContainerExitCode(e), -1);
-}
-
 TEST(NodeFilesTest, RejectsUnsafeJobIds) {
   for (const char* bad : {"", ".", "..", "a/b", "abc#1", "a b"}) {
     EXPECT_TRUE(NodePathsFor("/h", NodeKey{AttemptKey{bad, 1}, 0}).status().IsInvalidArgument())

@@ -284,14 +284,24 @@ class Pass {
       }
       candidates.push_back(j);
     }
-    if (qw.queue->state == State::kDisabled) {
-      for (int32_t j : candidates) Wait(j, WaitReason::kQueueDisabled);
-      return;
-    }
     bool any_usable = false;
     for (int32_t c : qw.ces) any_usable = any_usable || ces_[c].usable;
-    if (!any_usable) {
-      for (int32_t j : candidates) Wait(j, WaitReason::kNoUsableEnvironment);
+    if (qw.queue->state == State::kDisabled || !any_usable) {
+      // Nothing is tried: the order is that of the queue's policy.
+      std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+        const Job& ja = s_.jobs[a];
+        const Job& jb = s_.jobs[b];
+        if (qw.queue->fair_share && ja.scheduling_priority != jb.scheduling_priority)
+          return ja.scheduling_priority > jb.scheduling_priority;
+        if (ja.submit_order != jb.submit_order) return ja.submit_order < jb.submit_order;
+        return ja.id < jb.id;
+      });
+      const WaitReason why = qw.queue->state == State::kDisabled ? WaitReason::kQueueDisabled
+                                                                 : WaitReason::kNoUsableEnvironment;
+      for (int32_t j : candidates) {
+        d_.order[qw.queue->name].push_back(s_.jobs[j].id);
+        Wait(j, why);
+      }
       return;
     }
     if (qw.queue->fair_share) {
@@ -384,6 +394,7 @@ class Pass {
   bool TryJob(int32_t q, int32_t j) {
     QueueWork& qw = queues_[q];
     JobWork& jw = jobs_[j];
+    d_.order[qw.queue->name].push_back(jw.job->id);
     if (qw.queue->fair_share && qw.queue->fair_share->compute_reservation > 0 &&
         qw.used_milli + jw.total_milli > qw.cap_milli) {
       Wait(j, WaitReason::kComputeReservation);

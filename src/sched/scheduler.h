@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ struct Decisions {
   std::vector<NeverFits> never_fits;
   std::vector<Rejected> rejected;  // malformed jobs, left out of the pass
   std::vector<ShareUsageUpdate> share_usage;
+  // Per queue name: its RUNNABLE jobs (never-fits ones left out) in the order
+  // this pass considered them (what GetJobQueueSnapshot shows).
+  std::map<std::string, std::vector<std::string>> order;
 };
 
 // Decides one scheduling pass. InvalidArgument when ValidateEnvironments fails;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "control/job_output.h"
 #include "logs/ingestor.h"
 #include "logs/log_store.h"
 #include "logs/progress.h"
@@ -37,51 +38,47 @@
 namespace lote::server {
 
 // One node of one attempt of a job.
-struct NodeLogKey {
-  std::string job_id;
-  int32_t attempt = 0;  // 1-based
-  int32_t node = 0;
-  auto operator<=>(const NodeLogKey&) const = default;
-};
+using NodeLogKey = control::NodeOutputKey;
 
-class JobLogs {
+class JobLogs final : public control::JobOutput {
  public:
   explicit JobLogs(logs::LogStore* store);
-  ~JobLogs();  // stops the pump; what is not stored yet is stored by the next server
+  ~JobLogs() override;  // stops the pump; what is not stored yet is stored by the next server
   JobLogs(const JobLogs&) = delete;
   JobLogs& operator=(const JobLogs&) = delete;
 
   // Starts storing `output_path` into `stream` of /aws/batch/job. The node's
   // silence (for hang detection) counts from `started_ms`.
   void Follow(const NodeLogKey& node, const std::string& output_path, const std::string& stream,
-              int64_t started_ms);
+              int64_t started_ms) override;
   // The node's process has ended: its file will not grow any more.
-  void Complete(const NodeLogKey& node);
+  void Complete(const NodeLogKey& node) override;
 
   // DescribeJobs' `progress` of an attempt (logs::ProgressTracker::ToJson);
   // nullopt when nothing was reported.
-  std::optional<Json> Progress(const std::string& job_id, int32_t attempt, int64_t now_ms) const;
+  std::optional<Json> Progress(const std::string& job_id, int32_t attempt,
+                               int64_t now_ms) const override;
   // The attempt's followed nodes without a progress report (or start) in the
   // last `timeout_ms`, ascending.
   std::vector<int32_t> StalledNodes(const std::string& job_id, int32_t attempt, int64_t now_ms,
-                                    int64_t timeout_ms) const;
+                                    int64_t timeout_ms) const override;
   // The attempt is over and its job final or retried: keeps its progress only
   // if something was reported.
-  void ReleaseAttempt(const std::string& job_id, int32_t attempt);
+  void ReleaseAttempt(const std::string& job_id, int32_t attempt) override;
   // The source offset stored with the stream's last event (-1: none;
   // NotFound: no such stream).
-  Result<int64_t> StoredOffset(const std::string& stream) const;
+  Result<int64_t> StoredOffset(const std::string& stream) const override;
   // True while some node of the job is followed (output not entirely stored).
-  bool Pending(const std::string& job_id) const;
+  bool Pending(const std::string& job_id) const override;
   // True while some node of this attempt is followed: its progress may still
   // change (the last LOTE_PROGRESS line may not be stored yet).
-  bool AttemptPending(const std::string& job_id, int32_t attempt) const;
+  bool AttemptPending(const std::string& job_id, int32_t attempt) const override;
   // `callback` runs on the pump thread, with no lock held, each time the
   // output of completed nodes has been entirely stored (the job loop wakes
   // up to persist the attempt's final progress). Set it before any Follow.
   void OnStored(std::function<void()> callback);
   // The last `n` stored lines of a stream (for a hang report).
-  std::vector<std::string> LastLines(const std::string& stream, size_t n) const;
+  std::vector<std::string> LastLines(const std::string& stream, size_t n) const override;
 
   // Blocks until every completed node is stored (tests, shutdown).
   void WaitIdle();

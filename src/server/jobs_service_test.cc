@@ -345,22 +345,27 @@ TEST_F(JobsServiceTest, FailureCategoriesFollowTheWrittenTable) {
     return e;
   };
   using O = exec::NodeOutcome;
-  EXPECT_EQ(FailureCategoryOf(event(O::kExited, 0, false, false)), FailureCategory::kNone);
-  EXPECT_EQ(FailureCategoryOf(event(O::kExited, 3, false, false)), FailureCategory::kUserError);
-  EXPECT_EQ(FailureCategoryOf(event(O::kSignaled, -1, false, false)), FailureCategory::kUserError);
-  EXPECT_EQ(FailureCategoryOf(event(O::kStartFailed, 127, false, true)),
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kExited, 0, false, false)), FailureCategory::kNone);
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kExited, 3, false, false)),
             FailureCategory::kUserError);
-  EXPECT_EQ(FailureCategoryOf(event(O::kStartFailed, 127, false, false)),
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kSignaled, -1, false, false)),
+            FailureCategory::kUserError);
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kStartFailed, 127, false, true)),
+            FailureCategory::kUserError);
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kStartFailed, 127, false, false)),
             FailureCategory::kInfrastructure);
-  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, false, false)), FailureCategory::kNodeLost);
-  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, true, false)), FailureCategory::kNodeLost);
-  EXPECT_EQ(FailureCategoryOf(event(O::kLost, -1, true, false), true),
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kLost, -1, false, false)),
+            FailureCategory::kNodeLost);
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kLost, -1, true, false)),
+            FailureCategory::kNodeLost);
+  EXPECT_EQ(control::FailureCategoryOf(event(O::kLost, -1, true, false), true),
             FailureCategory::kNotStarted);
-  EXPECT_EQ(LaunchFailureCategory(Status::InvalidArgument("no such user")),
+  EXPECT_EQ(control::LaunchFailureCategory(Status::InvalidArgument("no such user")),
             FailureCategory::kUserError);
-  EXPECT_EQ(LaunchFailureCategory(Status::FailedPrecondition("needs root")),
+  EXPECT_EQ(control::LaunchFailureCategory(Status::FailedPrecondition("needs root")),
             FailureCategory::kInfrastructure);
-  EXPECT_EQ(LaunchFailureCategory(Status::Internal("disk full")), FailureCategory::kInfrastructure);
+  EXPECT_EQ(control::LaunchFailureCategory(Status::Internal("disk full")),
+            FailureCategory::kInfrastructure);
 
   // End to end: a command that does not exist is the job's error.
   RegisterDefinition();

@@ -1,0 +1,188 @@
+// JobLoop: the AWS Batch job operations (SubmitJob, DescribeJobs, ListJobs,
+// CancelJob, TerminateJob, GetJobQueueSnapshot, job tags) and the job loop
+// that runs jobs on the compute backends of their compute environments.
+//
+// Everything it touches is injected: the clock, the store, the control plane
+// (resources), a directory of backends (one per compute environment) and the
+// job output sink (log streams). It owns no thread: the driver (lote server,
+// or a test) calls Pass(events) with what the backends reported, whenever
+// Wake()'s callback says there is work, or periodically (timeouts); tests
+// drive it synchronously with a fake backend and a fake clock.
+//
+// Contract:
+// - Every accepted event is applied with control::Apply, appended to the
+//   store's job_events and the job row is rewritten in the same batch; an API
+//   mutation answers only after that batch is committed.
+// - A pass: node events, timeouts, hangs, dependencies, array parents, a
+//   scheduling pass (sched::Decide) over the compute environments (virtual
+//   instances, or the capacity a backend reports), then the placed attempts
+//   are handed to their backends, each gang as one unit (after the placements
+//   are committed); the backend's reference is stored with the attempt.
+// - Gang teardown: when an attempt ends (success, failure, timeout,
+//   termination) every node of it still running is terminated (grace:
+//   lote:terminationGraceSeconds, else options.terminate_grace_ms).
+// - On Create the nodes the store says are running are recovered from their
+//   backends by the stored references (adopted, or their outcome / NODE_LOST
+//   reported through the backends' events).
+// - Logs (when an output sink is given): every running node's output (the
+//   file its backend names) is stored into its stream; DescribeJobs shows the
+//   LOTE_PROGRESS values as `progress`, and a RUNNING job with
+//   `lote:progressTimeoutSeconds` whose node reports no progress for that long
+//   fails its attempt as HANG.
+// Thread safety: every method may be called from any thread; Pass from one
+// thread at a time. State is guarded by mu_.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "control/control_plane.h"
+#include "control/job_controller.h"
+#include "control/job_model.h"
+#include "control/job_output.h"
+#include "control/job_state.h"
+#include "exec/backend.h"
+#include "sched/scheduler.h"
+#include "store/store.h"
+
+namespace lote::control {
+
+// Which backend serves a compute environment. The server's implementation
+// creates backends on first use (the local one for every environment without
+// lote:backend, a Slurm one per lote:backend=slurm environment).
+class BackendDirectory {
+ public:
+  virtual ~BackendDirectory() = default;
+  // Error: the environment names a backend that cannot be set up (the reason).
+  virtual Result<exec::Backend*> ForEnvironment(const ComputeEnvironmentSpec& ce) = 0;
+  // Every backend made so far.
+  virtual std::vector<exec::Backend*> All() = 0;
+};
+
+struct JobLoopOptions {
+  const Clock* clock = nullptr;
+  store::Store* store = nullptr;
+  ControlPlane* control = nullptr;
+  BackendDirectory* backends = nullptr;
+  JobOutput* output = nullptr;  // may be null: no log streams, no progress
+  // Grace period between SIGTERM and SIGKILL for gang teardown and TerminateJob.
+  int64_t terminate_grace_ms = 2000;
+  // Called (from any thread, with no lock held) when a pass is due soon.
+  std::function<void()> wake;
+};
+
+class JobLoop {
+ public:
+  // Loads the jobs from the store, recovers their running nodes from the
+  // backends (every backend the directory has by then, and those of the
+  // environments with running attempts), resumes their log streams.
+  static Result<std::unique_ptr<JobLoop>> Create(JobLoopOptions options);
+
+  Result<Json> SubmitJob(const Json& request);
+  Result<Json> DescribeJobs(const Json& request);
+  Result<Json> ListJobs(const Json& request);
+  Result<Json> CancelJob(const Json& request);
+  Result<Json> TerminateJob(const Json& request);
+  // The first 100 RUNNABLE jobs of a queue, in the order the scheduler
+  // considers them (sched::RunnableOrder).
+  Result<Json> GetJobQueueSnapshot(const Json& request);
+  // TagResource / UntagResource / ListTagsForResource on a job ARN.
+  bool IsJobArn(const Json& request) const;
+  Result<Json> ChangeJobTags(const Json& request, bool untag);
+  Result<Json> ListJobTags(const Json& request);
+
+  // One pass over `events` (what the backends reported since the last pass)
+  // and the clock. Synchronous: when it returns, its events are committed and
+  // its launches and terminations handed to the backends.
+  void Pass(std::vector<exec::NodeEvent> events);
+  // Marks a pass as due and calls options.wake.
+  void Wake();
+  // True (and cleared) when something changed since the last call: the
+  // driver runs a pass at once instead of sleeping.
+  bool TakeDirty();
+  // Nothing new is placed or launched any more (the server is stopping).
+  void Stop();
+
+ private:
+  explicit JobLoop(JobLoopOptions options);
+  Status Load();
+  Status RecoverNodes();
+  void ResumeLogs();
+  void PersistClosedAttemptsLocked(int64_t now);
+  std::vector<std::pair<std::string, JobEvent>> HangEventsLocked(int64_t now);
+  // Hands the open attempt of each job to its backend (after the Scheduled
+  // events are committed); records Launched and NodeStarted, or the failure.
+  void LaunchPlaced(const std::vector<std::string>& job_ids);
+  void ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, int64_t now);
+  void Schedule(int64_t now, std::vector<std::string>* launches);
+  Result<Json> TerminateOrCancel(const Json& request, bool terminate);
+  Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
+  // The backend of a compute environment by name (null when it has none).
+  exec::Backend* BackendOf(const std::string& compute_environment);
+  // The NodeStarted event of a running node, and its log stream followed.
+  JobEvent NodeStartedLocked(const Job& job, const exec::NodeEvent& event,
+                             std::vector<std::string> notices);
+
+  Result<Job> ApplyLocked(const std::string& id, const JobEvent& event);
+  Result<uint64_t> FlushLocked();
+  Status WaitTicket(Result<uint64_t> ticket);
+  void AfterChangeLocked(const Job& before, const Job& after);
+  void UpdateArrayParentLocked(const std::string& parent_id, int64_t now);
+  std::string NewInstanceIdLocked();
+  Result<Job> RequestStopLocked(const std::string& job_id, bool terminate,
+                                const std::string& reason, int64_t now);
+  int64_t GraceMs(const exec::AttemptKey& key);
+  void TerminateAttempts(const std::vector<exec::AttemptKey>& keys);
+
+  const JobLoopOptions options_;
+  const Clock* clock_;
+  store::Store* store_;
+  ControlPlane* control_;
+  JobOutput* output_;
+
+  std::mutex mu_;
+  JobTable jobs_;                            // every job incl. array children
+  std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored
+  SubmitOrder submit_order_;                 // per job
+  int64_t next_submit_order_ = 1;
+  InstanceTable instances_;
+  int32_t next_instance_index_ = 0;
+  ShareHistory share_history_;                     // queue + "/" + share
+  std::vector<exec::AttemptKey> to_terminate_;     // attempts to tear down
+  std::vector<exec::AttemptKey> closed_attempts_;  // for PersistClosedAttemptsLocked
+  // Attempts found at recovery of which no node ever ran (RecoverNodes).
+  std::set<exec::AttemptKey> unstarted_attempts_;
+  // Per attempt handed to a backend in this process: the backend's warnings
+  // per node, until the node's NodeStarted records them.
+  std::map<exec::AttemptKey, std::map<int32_t, std::vector<std::string>>> launch_warnings_;
+  // Per queue name: its RUNNABLE jobs in the order the last scheduling pass
+  // considered them (GetJobQueueSnapshot).
+  std::map<std::string, std::vector<std::string>> queue_order_;
+  // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
+  std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
+  store::WriteBatch batch_;  // pending rows (under mu_)
+  bool dirty_ = true;
+  bool stopping_ = false;
+};
+
+// The failure category of a node's end, by the table in docs/executor.md
+// ("Failure categories"): kNone for a clean exit (kExited 0). `unstarted`
+// says the node's whole attempt provably never ran (recovery), which makes a
+// never-started loss NOT_STARTED rather than NODE_LOST.
+FailureCategory FailureCategoryOf(const exec::NodeEvent& event, bool unstarted = false);
+// The category of a launch that failed: USER_ERROR when the job's own spec is
+// wrong (InvalidArgument: unknown user, bad ulimit, no command), else
+// INFRASTRUCTURE (the backend cannot honour it, or a host fault).
+FailureCategory LaunchFailureCategory(const Status& status);
+
+}  // namespace lote::control

@@ -1,0 +1,362 @@
+// JobLoop driven synchronously: a real store and control plane, a fake
+// backend that records what it is handed and reports what the test says, and
+// a fake clock. No processes, no sleeps: each step is one Pass.
+#include "control/job_loop.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <deque>
+#include <filesystem>
+
+namespace lote::control {
+namespace {
+
+// A backend that runs nothing: it records gangs, terminations and recoveries,
+// and returns the events the test queues.
+class FakeBackend final : public exec::Backend {
+ public:
+  std::string Name() const override { return "fake"; }
+  const exec::Capabilities& capabilities() const override { return caps; }
+  std::optional<exec::Capacity> GetCapacity() override { return capacity; }
+  Result<exec::GangLaunch> LaunchGang(const exec::GangSpec& gang) override {
+    if (!launch_error.ok()) return launch_error;
+    gangs.push_back(gang);
+    exec::GangLaunch out;
+    out.backend_ref = "fake-" + std::to_string(gangs.size());
+    return out;
+  }
+  Status Terminate(const exec::AttemptKey& attempt, std::optional<int64_t> grace_ms) override {
+    terminated.push_back(attempt);
+    last_grace_ms = grace_ms.value_or(-1);
+    return Status();
+  }
+  Result<std::vector<exec::NodeEvent>> Wait(int64_t) override {
+    std::vector<exec::NodeEvent> out(events.begin(), events.end());
+    events.clear();
+    return out;
+  }
+  void Wake() override {}
+  Result<exec::RecoverReport> Recover(const std::vector<exec::RecoverItem>& expected) override {
+    recovered = expected;
+    exec::RecoverReport r;
+    for (const auto& item : expected) r.adopted.push_back(item.node);
+    return r;
+  }
+  Result<std::string> OutputPath(const exec::NodeKey& node) const override {
+    return "/nonexistent/" + node.ToString();
+  }
+  std::vector<exec::NodeKey> Running() const override { return {}; }
+
+  // What the test reads and sets.
+  exec::Capabilities caps{
+      {"image", "command", "environment", "resourceRequirements", "vcpus", "memory", "jobRoleArn"},
+      false};
+  std::optional<exec::Capacity> capacity;
+  Status launch_error;
+  std::vector<exec::GangSpec> gangs;
+  std::vector<exec::AttemptKey> terminated;
+  int64_t last_grace_ms = 0;
+  std::vector<exec::RecoverItem> recovered;
+  std::deque<exec::NodeEvent> events;
+
+  void Running(const exec::GangSpec& gang, int64_t at) {
+    for (const exec::NodeSpec& n : gang.nodes) {
+      exec::NodeEvent e;
+      e.node = n.node;
+      e.kind = exec::NodeEventKind::kRunning;
+      e.at_ms = at;
+      events.push_back(e);
+    }
+  }
+  void Exit(const exec::NodeKey& node, int32_t code, int64_t at) {
+    exec::NodeEvent e;
+    e.node = node;
+    e.kind = exec::NodeEventKind::kEnded;
+    e.outcome = exec::NodeOutcome::kExited;
+    e.exit_code = code;
+    e.at_ms = at;
+    events.push_back(e);
+  }
+};
+
+class Directory final : public BackendDirectory {
+ public:
+  explicit Directory(exec::Backend* b) : b_(b) {}
+  Result<exec::Backend*> ForEnvironment(const ComputeEnvironmentSpec&) override { return b_; }
+  std::vector<exec::Backend*> All() override { return {b_}; }
+
+ private:
+  exec::Backend* b_;
+};
+
+class JobLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lote_job_loop_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    store::StoreOptions so;
+    so.durable = false;
+    auto store = store::Store::Open(dir_ + "/lote.db", so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto control = ControlPlane::Open(store_.get(), &clock_, ControlConfig{});
+    ASSERT_TRUE(control.ok()) << control.status().ToString();
+    control_ = std::move(control).value();
+    ASSERT_TRUE(control_
+                    ->CreateComputeEnvironment(Json::parse(R"({
+      "computeEnvironmentName": "ce", "type": "MANAGED",
+      "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
+                           "instanceTypes": ["c5.large"], "subnets": ["s"]}})"))
+                    .ok());
+    ASSERT_TRUE(control_
+                    ->CreateComputeEnvironment(Json::parse(
+                        R"({"computeEnvironmentName": "cluster", "type": "UNMANAGED"})"))
+                    .ok());
+    ASSERT_TRUE(control_
+                    ->CreateJobQueue(Json::parse(R"({"jobQueueName": "q", "priority": 1,
+      "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "ce"}]})"))
+                    .ok());
+    ASSERT_TRUE(control_
+                    ->CreateJobQueue(Json::parse(R"({"jobQueueName": "uq", "priority": 1,
+      "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "cluster"}]})"))
+                    .ok());
+    ASSERT_TRUE(control_->Reconcile().ok());
+    ASSERT_TRUE(control_
+                    ->RegisterJobDefinition(Json::parse(R"({"jobDefinitionName": "d",
+      "type": "container", "timeout": {"attemptDurationSeconds": 60},
+      "containerProperties": {"image": "host", "command": ["true"],
+        "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                 {"type": "MEMORY", "value": "128"}]}})"))
+                    .ok());
+    ASSERT_TRUE(control_
+                    ->RegisterJobDefinition(Json::parse(R"({"jobDefinitionName": "mn",
+      "type": "multinode", "nodeProperties": {"numNodes": 3, "mainNode": 0,
+        "nodeRangeProperties": [{"targetNodes": "0:", "container": {"image": "host",
+          "command": ["true"], "resourceRequirements": [{"type": "VCPU", "value": "2"},
+                                                        {"type": "MEMORY", "value": "256"}]}}]}})"))
+                    .ok());
+    Start();
+  }
+
+  void Start() {
+    loop_.reset();
+    JobLoopOptions o;
+    o.clock = &clock_;
+    o.store = store_.get();
+    o.control = control_.get();
+    o.backends = &directory_;
+    auto loop = JobLoop::Create(o);
+    ASSERT_TRUE(loop.ok()) << loop.status().ToString();
+    loop_ = std::move(loop).value();
+  }
+
+  void TearDown() override {
+    loop_.reset();
+    control_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Submit(const std::string& queue, const std::string& definition,
+                     Json extra = Json::object()) {
+    Json request = {{"jobName", "t"}, {"jobQueue", queue}, {"jobDefinition", definition}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) request[it.key()] = it.value();
+    auto r = loop_->SubmitJob(request);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["jobId"].get<std::string>() : "";
+  }
+
+  Json Describe(const std::string& id) {
+    auto r = loop_->DescribeJobs(Json{{"jobs", {id}}});
+    EXPECT_TRUE(r.ok());
+    if (!r.ok() || (*r)["jobs"].empty()) return Json();
+    return (*r)["jobs"][0];
+  }
+
+  // Passes until nothing changes (a submitted job reaches its backend in a
+  // few: dependencies, then placement and launch).
+  void Settle() {
+    for (int i = 0; i < 5; ++i) loop_->Pass(backend_.Wait(0).value());
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  FakeBackend backend_;
+  Directory directory_{&backend_};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ControlPlane> control_;
+  std::unique_ptr<JobLoop> loop_;
+};
+
+TEST_F(JobLoopTest, AJobRunsWhenItsBackendSaysSoAndEndsWithItsExit) {
+  const std::string id = Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  const exec::GangSpec& gang = backend_.gangs[0];
+  EXPECT_EQ(gang.attempt, (exec::AttemptKey{id, 1}));
+  EXPECT_FALSE(gang.multi_node);
+  EXPECT_EQ(gang.timeout_seconds, 60);
+  ASSERT_EQ(gang.nodes.size(), 1u);
+  EXPECT_EQ(gang.nodes[0].environment.at("AWS_BATCH_JOB_ID"), id);
+  EXPECT_EQ(gang.nodes[0].environment.at("AWS_BATCH_CE_NAME"), "ce");
+  EXPECT_EQ(gang.nodes[0].vcpu_milli, 1000);
+  // Handed over, not running yet: STARTING (no timeout runs).
+  EXPECT_EQ(Describe(id)["status"], "STARTING");
+  const int64_t started = clock_.NowMillis() - 5;  // the backend's own time
+  backend_.Running(gang, started);
+  Settle();
+  Json job = Describe(id);
+  EXPECT_EQ(job["status"], "RUNNING");
+  EXPECT_EQ(job["startedAt"], started);
+  clock_.AdvanceMillis(1000);
+  backend_.Exit(gang.nodes[0].node, 0, clock_.NowMillis());
+  Settle();
+  EXPECT_EQ(Describe(id)["status"], "SUCCEEDED");
+  // The stored reference is with the attempt.
+  auto events = store_->JobEvents(id);
+  ASSERT_TRUE(events.ok());
+  bool launched = false;
+  for (const auto& e : *events)
+    launched = launched || (e.type == "Launched" && e.payload.find("fake-1") != std::string::npos);
+  EXPECT_TRUE(launched);
+}
+
+TEST_F(JobLoopTest, AGangIsOneUnitAndOneFailedNodeTearsItDown) {
+  const std::string id = Submit("q", "mn");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  const exec::GangSpec gang = backend_.gangs[0];
+  EXPECT_TRUE(gang.multi_node);
+  EXPECT_EQ(gang.main_node_index, 0);
+  ASSERT_EQ(gang.nodes.size(), 3u);
+  for (const exec::NodeSpec& n : gang.nodes) {
+    EXPECT_EQ(n.environment.at("AWS_BATCH_JOB_NUM_NODES"), "3");
+    // The backend fills in the main node's address.
+    EXPECT_EQ(n.environment.count(exec::kMainNodeAddressVar), 0u);
+  }
+  backend_.Running(gang, clock_.NowMillis());
+  Settle();
+  EXPECT_EQ(Describe(id)["status"], "RUNNING");
+  backend_.Exit(gang.nodes[2].node, 3, clock_.NowMillis());
+  Settle();
+  Json job = Describe(id);
+  EXPECT_EQ(job["status"], "FAILED") << job;
+  ASSERT_FALSE(backend_.terminated.empty());
+  EXPECT_EQ(backend_.terminated[0], gang.attempt);
+  EXPECT_EQ(backend_.last_grace_ms, 2000);
+}
+
+TEST_F(JobLoopTest, TimeoutCountsFromTheBackendsStartAndTerminates) {
+  const std::string id = Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  // Pending inside the backend for long: no timeout while it waits.
+  clock_.AdvanceMillis(120'000);
+  Settle();
+  EXPECT_EQ(Describe(id)["status"], "STARTING");
+  backend_.Running(backend_.gangs[0], clock_.NowMillis());
+  Settle();
+  clock_.AdvanceMillis(59'000);
+  Settle();
+  EXPECT_EQ(Describe(id)["status"], "RUNNING");
+  clock_.AdvanceMillis(2'000);
+  Settle();
+  Json job = Describe(id);
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["statusReason"], "Job attempt duration exceeded timeout");
+  ASSERT_EQ(backend_.terminated.size(), 1u);
+}
+
+TEST_F(JobLoopTest, PendingInTheBackendShowsRunnableWithItsReasonAndCanBeCancelled) {
+  const std::string id = Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  exec::NodeEvent pending;
+  pending.node = backend_.gangs[0].nodes[0].node;
+  pending.kind = exec::NodeEventKind::kPending;
+  pending.reason = "Slurm: Resources";
+  pending.at_ms = clock_.NowMillis();
+  backend_.events.push_back(pending);
+  Settle();
+  Json job = Describe(id);
+  EXPECT_EQ(job["status"], "RUNNABLE");
+  EXPECT_EQ(job["statusReason"], "Slurm: Resources");
+  auto listed = loop_->ListJobs(Json{{"jobQueue", "q"}, {"jobStatus", "RUNNABLE"}});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ((*listed)["jobSummaryList"].size(), 1u);
+  // CancelJob stops a job that is still waiting.
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", id}, {"reason", "no longer needed"}}).ok());
+  Settle();
+  job = Describe(id);
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["isCancelled"], true);
+  ASSERT_EQ(backend_.terminated.size(), 1u);
+  EXPECT_EQ(backend_.gangs.size(), 1u);  // not retried
+}
+
+TEST_F(JobLoopTest, ARestartedLoopRecoversByTheStoredReference) {
+  const std::string id = Submit("q", "mn");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  backend_.Running(backend_.gangs[0], clock_.NowMillis());
+  Settle();
+  Start();  // a new server on the same store
+  ASSERT_EQ(backend_.recovered.size(), 3u);
+  for (const exec::RecoverItem& item : backend_.recovered) {
+    EXPECT_EQ(item.backend_ref, "fake-1");
+    EXPECT_EQ(item.node.attempt, (exec::AttemptKey{id, 1}));
+  }
+  EXPECT_EQ(Describe(id)["status"], "RUNNING");
+  backend_.Exit(exec::NodeKey{exec::AttemptKey{id, 1}, 0}, 0, clock_.NowMillis());
+  Settle();
+  EXPECT_EQ(Describe(id)["status"], "SUCCEEDED");
+  EXPECT_EQ(backend_.gangs.size(), 1u);
+}
+
+TEST_F(JobLoopTest, TheBackendsCapacityPlacesOrFailsWithAClearReason) {
+  // Unmanaged with no capacity: the job waits.
+  const std::string waiting = Submit("uq", "d");
+  Settle();
+  EXPECT_EQ(Describe(waiting)["status"], "RUNNABLE");
+  EXPECT_TRUE(backend_.gangs.empty());
+  // Two nodes of 2 CPUs: a 3-node gang can never fit, a 1-node job runs.
+  backend_.capacity = exec::Capacity{2, 2000, 1000, "2 nodes"};
+  const std::string big = Submit("uq", "mn");
+  Settle();
+  Json job = Describe(big);
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["failureCategory"], "CAPACITY") << job;
+  EXPECT_NE(job["statusReason"].get<std::string>().find("3"), std::string::npos) << job;
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_EQ(backend_.gangs[0].attempt.job_id, waiting);
+  EXPECT_TRUE(backend_.gangs[0].nodes[0].private_ip.empty());  // the backend's to know
+}
+
+TEST_F(JobLoopTest, FieldsTheBackendCannotHonourAreNamedAndLaunchErrorsFailTheJob) {
+  const std::string id =
+      Submit("q", "d", Json{{"containerOverrides", {{"command", {"sh", "-c", "exit 0"}}}}});
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_TRUE(backend_.gangs[0].nodes[0].unsupported_fields.empty());
+  backend_.caps.container_fields.erase("command");
+  const std::string other = Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 2u);
+  EXPECT_EQ(backend_.gangs[1].nodes[0].unsupported_fields, std::vector<std::string>{"command"});
+  backend_.launch_error = Status::InvalidArgument("node x: no such user 'ghost'");
+  const std::string bad = Submit("q", "d");
+  Settle();
+  Json job = Describe(bad);
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["failureCategory"], "USER_ERROR") << job;
+  EXPECT_NE(job["attempts"][0]["container"]["reason"].get<std::string>().find("ghost"),
+            std::string::npos)
+      << job;
+  (void)id;
+  (void)other;
+}
+
+}  // namespace
+}  // namespace lote::control

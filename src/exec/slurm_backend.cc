@@ -1,0 +1,874 @@
+#include "exec/slurm_backend.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "common/files.h"
+#include "exec/command.h"
+
+namespace lote::exec {
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Single quotes for bash.
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return s.substr(i);
+}
+
+// The bash `ulimit` flag of an AWS ulimit name and its unit (1 or 1024 bytes).
+bool UlimitFlag(const std::string& name, char* flag, int64_t* unit) {
+  static const std::map<std::string, std::pair<char, int64_t>> kFlags = {
+      {"core", {'c', 1024}},  {"cpu", {'t', 1}},        {"data", {'d', 1024}},
+      {"fsize", {'f', 1024}}, {"locks", {'x', 1}},      {"memlock", {'l', 1024}},
+      {"msgqueue", {'q', 1}}, {"nice", {'e', 1}},       {"nofile", {'n', 1}},
+      {"nproc", {'u', 1}},    {"rss", {'m', 1024}},     {"rtprio", {'r', 1}},
+      {"rttime", {'R', 1}},   {"sigpending", {'i', 1}}, {"stack", {'s', 1024}}};
+  auto it = kFlags.find(name);
+  if (it == kFlags.end()) return false;
+  *flag = it->second.first;
+  *unit = it->second.second;
+  return true;
+}
+
+std::string LimitText(int64_t v, int64_t unit) {
+  return v < 0 ? "unlimited" : std::to_string(v / unit);
+}
+
+// The per-node wrapper, run by srun as one task per node: `node.sh DIR MAIN MULTI`.
+constexpr char kNodeScript[] = R"SH(#!/bin/bash
+# lote: runs node $SLURM_NODEID of this attempt with exactly its environment.
+dir="$1"; main="$2"; multi="$3"
+k="${SLURM_NODEID:?not run by srun}"
+status="$dir/node-$k.status"
+# Builtins only where it can (a trivial job's cost is this script's).
+now_ms() { local t="${EPOCHREALTIME/./}"; ms="${t:0:13}"; }
+fail() { now_ms; printf '%s %s %s\n' "$1" "$ms" "$2" > "$status"; echo "lote: $2" >&2; exit "$3"; }
+mapfile -d '' argv < "$dir/node-$k.argv" || fail start_failed "cannot read the node's command" 1
+mapfile -d '' envs < "$dir/node-$k.env" || fail start_failed "cannot read the node's environment" 1
+if [ "$multi" = 1 ] && [ "$k" != "$main" ]; then
+  envs+=("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=$LOTE_MAIN_ADDR")
+fi
+read -r -a addrs <<< "$LOTE_NODE_ADDRS"
+envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME")
+[ -n "${addrs[$k]:-}" ] && envs+=("LOTE_PRIVATE_IPV4_ADDRESS=${addrs[$k]}")
+if [ -f "$dir/node-$k.ulimits" ]; then
+  # <bash flag> <soft> <hard> <emulation 0|1> <AWS name>; in emulation a limit
+  # above what this node may grant is lowered to it (noted, not in the output).
+  while read -r flag soft hard emulate name; do
+    if ! ulimit -H "-$flag" "$hard" 2>/dev/null; then
+      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: hardLimit $hard is above what $SLURMD_NODENAME grants (no CAP_SYS_RESOURCE); lower it or mark the compute environment as emulation" 1
+      hard="$(ulimit -H "-$flag")"
+      echo "emulation: ulimits $name: using $hard on $SLURMD_NODENAME" >> "$dir/node-$k.notices"
+    fi
+    if ! ulimit -S "-$flag" "$soft" 2>/dev/null; then
+      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: cannot set softLimit $soft on $SLURMD_NODENAME" 1
+      ulimit -S "-$flag" "$hard" 2>/dev/null
+    fi
+  done < "$dir/node-$k.ulimits"
+fi
+read -r wd < "$dir/node-$k.workdir"
+[ -d "$wd" ] || mkdir -p "$wd" 2>/dev/null; cd "$wd" 2>/dev/null || fail start_failed "cannot enter the working directory $wd" 1
+jobpath=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+for e in "${envs[@]}"; do case "$e" in PATH=*) jobpath="${e#PATH=}";; esac; done
+PATH="$jobpath" command -v -- "${argv[0]}" >/dev/null 2>&1 || fail bad_command "${argv[0]}: command not found in the job's PATH" 127
+now_ms; printf '%s\n' "$ms" > "$dir/node-$k.started"
+env -i "${envs[@]}" "${argv[@]}" &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null' TERM INT
+while :; do
+  wait "$pid"; rc=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+now_ms
+printf 'exit %s %d\n' "$ms" "$rc" > "$status"
+exit "$rc"
+)SH";
+
+// Slurm itself is asked at most this often while every job's nodes can
+// speak for themselves (started / status records).
+constexpr int64_t kSqueueEveryMs = 1000;
+
+const std::set<std::string>& TerminalStates() {
+  static const std::set<std::string> s = {"COMPLETED",     "FAILED",      "CANCELLED", "TIMEOUT",
+                                          "NODE_FAIL",     "PREEMPTED",   "BOOT_FAIL", "DEADLINE",
+                                          "OUT_OF_MEMORY", "SPECIAL_EXIT"};
+  return s;
+}
+
+// Number of node-<k>.argv files in an attempt folder.
+int32_t CountNodes(const std::string& dir) {
+  int32_t n = 0;
+  while (FileExists(dir + "/node-" + std::to_string(n) + ".argv")) ++n;
+  return n;
+}
+
+// A new file of the attempt's folder (made by this launch, read by Slurm's
+// nodes once): written plainly, no fsync (a power loss ends the job anyway).
+Status WriteNew(const std::string& path, std::string_view data, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::Internal("cannot write " + path + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::close(fd) != 0)
+    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  return Status();
+}
+
+}  // namespace
+
+int64_t ParseSlurmTime(const std::string& text) {
+  struct tm tm {};
+  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || *end != '\0') return 0;
+  tm.tm_isdst = -1;
+  const time_t t = ::mktime(&tm);
+  return t < 0 ? 0 : int64_t{t} * 1000;
+}
+
+int64_t SlurmTimeMinutes(int64_t seconds) { return std::max<int64_t>(1, (seconds + 59) / 60); }
+
+SlurmBackend::SlurmBackend(SlurmBackendOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions options) {
+  if (options.partition.empty())
+    return Status::InvalidArgument(
+        "a Slurm compute environment needs the tag lote:slurm-partition=NAME");
+  if (options.state_dir.empty()) return Status::InvalidArgument("SlurmBackend: no state_dir");
+  if (!options.slurm_conf.empty() && !FileExists(options.slurm_conf))
+    return Status::InvalidArgument("lote:slurm-conf names " + options.slurm_conf +
+                                   ", which does not exist");
+  RETURN_IF_ERROR(MakeDirs(options.state_dir, 0755));
+  std::unique_ptr<SlurmBackend> b(new SlurmBackend(std::move(options)));
+  Result<Capacity> c = b->ReadCapacity();
+  {
+    std::lock_guard<std::mutex> lock(b->mu_);
+    if (c.ok()) {
+      b->capacity_ = *c;
+    } else {
+      spdlog::warn("slurm: partition {}: {}", b->options_.partition, c.status().ToString());
+    }
+    b->capacity_at_ms_ = SteadyMs();
+  }
+  b->poller_ = std::thread([p = b.get()] { p->Poll(); });
+  return b;
+}
+
+SlurmBackend::~SlurmBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  poll_cv_.notify_all();
+  events_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+const Capabilities& SlurmBackend::capabilities() const {
+  static const Capabilities caps{
+      {"image", "command", "environment", "resourceRequirements", "vcpus", "memory", "user",
+       "ulimits", "instanceType", "jobRoleArn", "executionRoleArn", "networkConfiguration",
+       "fargatePlatformConfiguration", "runtimePlatform"},
+      /*accelerators=*/false};
+  return caps;
+}
+
+std::map<std::string, std::string> SlurmBackend::SlurmEnv() const {
+  std::map<std::string, std::string> env;
+  if (!options_.slurm_conf.empty()) env["SLURM_CONF"] = options_.slurm_conf;
+  return env;
+}
+
+Result<Capacity> SlurmBackend::ReadCapacity() const {
+  ASSIGN_OR_RETURN(CommandResult r,
+                   RunCommand({"sinfo", "-h", "-N", "-p", options_.partition, "-o", "%N %c %m"},
+                              SlurmEnv(), 30'000));
+  if (r.exit_code != 0) return Status::Unavailable("sinfo: " + Trim(r.err.empty() ? r.out : r.err));
+  std::set<std::string> names;
+  int64_t cpus = 0, mem = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string name, c, m;
+    if (!(f >> name >> c >> m)) continue;
+    if (!names.insert(name).second) continue;
+    int64_t ci = std::atoll(c.c_str()), mi = std::atoll(m.c_str());
+    cpus = names.size() == 1 ? ci : std::min(cpus, ci);
+    mem = names.size() == 1 ? mi : std::min(mem, mi);
+  }
+  if (names.empty())
+    return Status::NotFound("Slurm has no partition '" + options_.partition +
+                            "' (or it has no nodes); check lote:slurm-partition");
+  Capacity cap;
+  cap.nodes = static_cast<int32_t>(names.size());
+  cap.milli_vcpu_per_node = cpus * 1000;
+  cap.memory_mib_per_node = mem;
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
+  cap.description = "a node of Slurm partition " + options_.partition + " (" +
+                    std::to_string(cap.nodes) + " nodes: " + list + ")";
+  return cap;
+}
+
+std::optional<Capacity> SlurmBackend::GetCapacity() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
+}
+
+std::string SlurmBackend::AttemptDir(const AttemptKey& attempt) const {
+  return options_.state_dir + "/" + attempt.job_id + "/" + std::to_string(attempt.attempt);
+}
+
+Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
+  const std::string who =
+      "job " + gang.attempt.job_id + " attempt " + std::to_string(gang.attempt.attempt);
+  if (gang.nodes.empty()) return Status::InvalidArgument(who + ": a gang needs a node");
+  const std::string& id = gang.attempt.job_id;
+  if (id.empty() || id == "." || id == ".." ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:.") !=
+          std::string::npos)
+    return Status::InvalidArgument(who + ": the job id is not a safe folder name");
+  GangLaunch out;
+  int64_t cpus = 0, mem = 0;
+  std::string user;
+  for (size_t i = 0; i < gang.nodes.size(); ++i) {
+    const NodeSpec& n = gang.nodes[i];
+    const std::string node_who = "node " + n.node.ToString();
+    if (n.node.attempt != gang.attempt || n.node.node_index != static_cast<int32_t>(i))
+      return Status::InvalidArgument(node_who + ": gang nodes must be in index order 0..n-1");
+    if (n.command.empty() || n.command[0].empty())
+      return Status::InvalidArgument(node_who +
+                                     ": the command is empty; set the job definition's command");
+    for (const auto& [k, v] : n.environment) {
+      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+          v.find('\0') != std::string::npos)
+        return Status::InvalidArgument(node_who + ": environment variable '" + k +
+                                       "' is not valid");
+    }
+    if (!n.unsupported_fields.empty()) {
+      std::string list;
+      for (const auto& f : n.unsupported_fields) list += (list.empty() ? "" : ", ") + f;
+      if (!n.emulation)
+        return Status::FailedPrecondition(node_who + ": the Slurm backend cannot honour " + list +
+                                          "; remove it from the job definition, or mark the "
+                                          "compute environment as emulation");
+      out.warnings[n.node.node_index].push_back("emulation: skipped " + list +
+                                                " (the Slurm backend cannot honour it)");
+    }
+    for (const Ulimit& u : n.ulimits) {
+      char flag;
+      int64_t unit;
+      if (!UlimitFlag(u.name, &flag, &unit))
+        return Status::InvalidArgument(node_who + ": ulimits: unknown name '" + u.name + "'");
+    }
+    if (i > 0 && n.user != user)
+      return Status::InvalidArgument(
+          who +
+          ": every node of a Slurm job runs as one user; the node ranges name different "
+          "users");
+    user = n.user;
+    cpus = std::max(cpus, (n.vcpu_milli + 999) / 1000);
+    mem = std::max(mem, n.memory_mib);
+  }
+  std::optional<uid_t> uid;
+  gid_t gid = 0;
+  if (!user.empty()) {
+    struct passwd pw, *found = nullptr;
+    char buf[4096];
+    const bool numeric = user.find_first_not_of("0123456789") == std::string::npos;
+    if (numeric) {
+      ::getpwuid_r(static_cast<uid_t>(std::stoul(user)), &pw, buf, sizeof(buf), &found);
+    } else {
+      ::getpwnam_r(user.c_str(), &pw, buf, sizeof(buf), &found);
+    }
+    if (found == nullptr)
+      return Status::InvalidArgument(who + ": user '" + user + "' does not exist on this host");
+    if (found->pw_uid != ::geteuid()) {
+      if (::geteuid() != 0) {
+        if (!gang.nodes.front().emulation)
+          return Status::FailedPrecondition(
+              who + ": running as user '" + user +
+              "' needs a lote server running as root (sbatch --uid); remove the user or mark "
+              "the compute environment as emulation");
+        out.warnings[0].push_back("emulation: running as uid " + std::to_string(::geteuid()) +
+                                  " instead of '" + user + "'");
+      } else {
+        uid = found->pw_uid;
+        gid = found->pw_gid;
+      }
+    }
+  }
+
+  const std::string dir = AttemptDir(gang.attempt);
+  RETURN_IF_ERROR(MakeDirs(options_.state_dir + "/" + id, 0755));
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST)
+      return Status::AlreadyExists(who + " was already handed to Slurm (" + dir + " exists)");
+    return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
+  }
+  auto own = [&](const std::string& path) {
+    if (uid && ::chown(path.c_str(), *uid, gid) != 0)
+      spdlog::warn("slurm: chown {}: {}", path, std::strerror(errno));
+  };
+  for (const NodeSpec& n : gang.nodes) {
+    const std::string base = dir + "/node-" + std::to_string(n.node.node_index);
+    std::string argv, env;
+    for (const std::string& a : n.command) argv += a + '\0';
+    std::map<std::string, std::string> vars = n.environment;
+    vars.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    for (const auto& [k, v] : vars) env += k + "=" + v + '\0';
+    RETURN_IF_ERROR(WriteNew(base + ".argv", argv, 0600));
+    RETURN_IF_ERROR(WriteNew(base + ".env", env, 0600));
+    std::string limits;
+    for (const Ulimit& u : n.ulimits) {
+      char flag;
+      int64_t unit;
+      UlimitFlag(u.name, &flag, &unit);
+      limits += std::string(1, flag) + " " + LimitText(u.soft_limit, unit) + " " +
+                LimitText(u.hard_limit, unit) + " " + (n.emulation ? "1" : "0") + " " + u.name +
+                "\n";
+    }
+    if (!limits.empty()) RETURN_IF_ERROR(WriteNew(base + ".ulimits", limits, 0644));
+    const std::string work =
+        n.working_dir.empty() ? dir + "/work-" + std::to_string(n.node.node_index) : n.working_dir;
+    RETURN_IF_ERROR(WriteNew(base + ".workdir", work + "\n", 0644));
+    if (n.working_dir.empty()) {
+      RETURN_IF_ERROR(MakeDirs(work, 0700));
+      own(work);
+    }
+    // The log stream follows it from the start.
+    const int fd = ::open((base + ".out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+    for (const char* f : {".argv", ".env", ".out"}) own(base + f);
+  }
+  RETURN_IF_ERROR(WriteNew(dir + "/node.sh", kNodeScript, 0755));
+  const int32_t n = static_cast<int32_t>(gang.nodes.size());
+  const bool direct = n == 1 && !gang.multi_node;
+  std::string script =
+      "#!/bin/bash\n# lote: job " + id + " attempt " + std::to_string(gang.attempt.attempt) + "\n" +
+      "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
+      "dir=" + Quote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n";
+  if (direct) {
+    // One node: the batch step runs the wrapper itself (no srun step, no
+    // address lookups: nothing to meet).
+    script +=
+        "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\n"
+        "exec /bin/bash \"$dir/node.sh\" \"$dir\" 0 0 >> \"$dir/node-0.out\" 2>&1\n";
+  } else {
+    script +=
+        // Every node's address in node index order (SLURM_NODEID follows the
+        // node list), known only inside the allocation.
+        "addrs=()\n"
+        "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+        "  a=$(scontrol show node \"$h\" -o 2>/dev/null | tr ' ' '\\n' | sed -n "
+        "'s/^NodeAddr=//p')\n"
+        "  [ -n \"$a\" ] || a=$(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\n"
+        "  addrs+=(\"$a\")\n"
+        "done\n"
+        "export LOTE_NODE_ADDRS=\"${addrs[*]}\" LOTE_MAIN_ADDR=\"${addrs[$main]}\"\n"
+        "srun --export=ALL --kill-on-bad-exit=1 --nodes=" +
+        std::to_string(n) + " --ntasks=" + std::to_string(n) +
+        " --ntasks-per-node=1 --open-mode=append --output=\"$dir/node-%n.out\" "
+        "/bin/bash \"$dir/node.sh\" \"$dir\" \"$main\" " +
+        (gang.multi_node ? "1" : "0") + "\nexit $?\n";
+  }
+  RETURN_IF_ERROR(WriteNew(dir + "/batch.sh", script, 0755));
+  std::vector<std::string> argv = {
+      "sbatch",
+      "--parsable",
+      "--export=ALL",
+      "--partition=" + options_.partition,
+      "--job-name=lote-" + id + "-" + std::to_string(gang.attempt.attempt),
+      "--nodes=" + std::to_string(n),
+      "--ntasks-per-node=1",
+      "--output=" + dir + "/batch.out",
+      "--chdir=" + dir};
+  if (cpus > 0) argv.push_back("--cpus-per-task=" + std::to_string(cpus));
+  if (mem > 0) argv.push_back("--mem=" + std::to_string(mem));
+  if (gang.timeout_seconds)
+    argv.push_back("--time=" + std::to_string(SlurmTimeMinutes(*gang.timeout_seconds)));
+  if (uid) argv.push_back("--uid=" + std::to_string(*uid));
+  argv.push_back(dir + "/batch.sh");
+  // --export=ALL of a minimal environment: the batch script sees only these
+  // (and Slurm's own), never the server's; the command's is node-<k>.env.
+  // (--export=NONE or NIL would make slurmd build a login environment for
+  // every job: ~100 ms each.)
+  std::map<std::string, std::string> env = SlurmEnv();
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["LANG"] = "C";
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, env, 60'000, /*inherit_env=*/false));
+  const std::string slurm_id = Trim(r.out.substr(0, r.out.find(';')));
+  if (r.exit_code != 0 || slurm_id.empty() ||
+      slurm_id.find_first_not_of("0123456789") != std::string::npos) {
+    const std::string why = Trim(r.err.empty() ? r.out : r.err);
+    return Status::FailedPrecondition(who + ": Slurm refused the job (partition " +
+                                      options_.partition + "): " + why);
+  }
+  (void)WriteNew(dir + "/slurm_job_id", slurm_id + "\n", 0644);
+  out.backend_ref = slurm_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Tracked t;
+    t.attempt = gang.attempt;
+    t.slurm_id = slurm_id;
+    t.nodes = n;
+    t.direct = direct;
+    tracked_[gang.attempt] = t;
+    poll_now_ = true;
+  }
+  poll_cv_.notify_all();
+  return out;
+}
+
+Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) {
+  const int64_t grace = std::max<int64_t>(0, grace_ms.value_or(options_.default_grace_ms));
+  std::string id;
+  bool running = false;
+  bool direct = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.find(attempt);
+    if (it == tracked_.end())
+      return Status::NotFound("no Slurm job of job " + attempt.job_id + " attempt " +
+                              std::to_string(attempt.attempt) + " is running");
+    id = it->second.slurm_id;
+    running = it->second.running_reported;
+    direct = it->second.direct;
+    it->second.terminating = true;
+    const int64_t kill_at = SteadyMs() + grace;
+    if (it->second.kill_at_ms == 0 || kill_at < it->second.kill_at_ms)
+      it->second.kill_at_ms = running && grace > 0 ? kill_at : SteadyMs();
+    poll_now_ = true;
+  }
+  if (running && grace > 0) {
+    // SIGTERM to the steps' tasks (the wrappers pass it on); the batch shell
+    // waits for them.
+    // A single-node job's wrapper is the batch step (--batch); a gang's are
+    // the srun step's tasks (the batch shell waits for srun).
+    std::vector<std::string> argv = {"scancel", "--signal=TERM"};
+    if (direct) argv.push_back("--batch");
+    argv.push_back(id);
+    Result<CommandResult> r = RunCommand(argv, SlurmEnv(), 30'000);
+    if (!r.ok() || r->exit_code != 0)
+      spdlog::warn("slurm: scancel --signal=TERM {}: {}", id,
+                   r.ok() ? Trim(r->err) : r.status().ToString());
+  }
+  poll_cv_.notify_all();
+  return Status();
+}
+
+Result<std::vector<NodeEvent>> SlurmBackend::Wait(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (waiting_) return Status::FailedPrecondition("SlurmBackend::Wait: another thread waits");
+  waiting_ = true;
+  events_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
+                      [&] { return !pending_.empty() || wake_ || stopping_; });
+  wake_ = false;
+  waiting_ = false;
+  std::vector<NodeEvent> out(std::make_move_iterator(pending_.begin()),
+                             std::make_move_iterator(pending_.end()));
+  pending_.clear();
+  return out;
+}
+
+void SlurmBackend::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  events_cv_.notify_all();
+}
+
+Result<RecoverReport> SlurmBackend::Recover(const std::vector<RecoverItem>& expected) {
+  RecoverReport report;
+  std::map<AttemptKey, std::string> refs;
+  std::vector<NodeEvent> lost;
+  // The Slurm job of an attempt whose reference was never stored (the server
+  // stopped between sbatch and its commit): found by its unique job name.
+  auto by_name = [&](const AttemptKey& a) -> std::string {
+    Result<std::string> saved = ReadFile(AttemptDir(a) + "/slurm_job_id");
+    if (saved.ok() && !Trim(*saved).empty()) return Trim(*saved);
+    if (!FileExists(AttemptDir(a))) return "";
+    Result<CommandResult> r = RunCommand({"squeue", "-h", "--states=all", "-o", "%i", "-n",
+                                          "lote-" + a.job_id + "-" + std::to_string(a.attempt)},
+                                         SlurmEnv(), 30'000);
+    return r.ok() && r->exit_code == 0 ? Trim(r->out.substr(0, r->out.find('\n'))) : "";
+  };
+  std::map<AttemptKey, std::string> found;
+  for (const RecoverItem& item : expected) {
+    if (item.backend_ref.empty() && !found.count(item.node.attempt))
+      found[item.node.attempt] = by_name(item.node.attempt);
+  }
+  for (const RecoverItem& item : expected) {
+    if (item.backend_ref.empty() && found[item.node.attempt].empty()) {
+      // Placed, never handed to Slurm: it never ran.
+      NodeEvent e;
+      e.node = item.node;
+      e.outcome = NodeOutcome::kLost;
+      e.never_started = true;
+      e.reason = "the attempt was never handed to Slurm (the server stopped first)";
+      e.at_ms = e.stopped_at_ms = options_.clock->NowMillis();
+      lost.push_back(e);
+      report.lost.push_back(item.node);
+      report.never_started.push_back(item.node);
+      continue;
+    }
+    const std::string ref = item.backend_ref.empty() ? found[item.node.attempt] : item.backend_ref;
+    refs[item.node.attempt] = ref;
+    report.adopted.push_back(item.node);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [attempt, ref] : refs) {
+      Tracked t;
+      t.attempt = attempt;
+      t.slurm_id = ref;
+      t.nodes = std::max<int32_t>(1, CountNodes(AttemptDir(attempt)));
+      Result<std::string> script = ReadFile(AttemptDir(attempt) + "/batch.sh");
+      t.direct = script.ok() && script->find("\nsrun ") == std::string::npos;
+      tracked_[attempt] = t;
+    }
+    poll_now_ = true;
+  }
+  Push(std::move(lost));
+  poll_cv_.notify_all();
+  return report;
+}
+
+Result<std::string> SlurmBackend::OutputPath(const NodeKey& node) const {
+  const std::string dir = AttemptDir(node.attempt);
+  if (!FileExists(dir)) return Status::NotFound("node " + node.ToString() + " never ran here");
+  return dir + "/node-" + std::to_string(node.node_index) + ".out";
+}
+
+std::vector<NodeKey> SlurmBackend::Running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeKey> out;
+  for (const auto& [key, t] : tracked_)
+    for (int32_t k = 0; k < t.nodes; ++k) out.push_back(NodeKey{key, k});
+  return out;
+}
+
+void SlurmBackend::Push(std::vector<NodeEvent> events) {
+  if (events.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (NodeEvent& e : events) pending_.push_back(std::move(e));
+  }
+  events_cv_.notify_all();
+}
+
+void SlurmBackend::Poll() {
+  int64_t interval = options_.poll_min_ms;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      poll_cv_.wait_for(lock, std::chrono::milliseconds(interval),
+                        [&] { return stopping_ || poll_now_; });
+      if (stopping_) return;
+      // Backoff: at once after a launch or terminate, then slower while
+      // nothing changes.
+      interval = poll_now_ ? options_.poll_min_ms
+                           : std::min(options_.poll_max_ms, std::max<int64_t>(1, interval) * 2);
+      poll_now_ = false;
+    }
+    bool refresh = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refresh = SteadyMs() - capacity_at_ms_ >= options_.capacity_refresh_ms;
+    }
+    if (refresh) {
+      Result<Capacity> c = ReadCapacity();
+      std::lock_guard<std::mutex> lock(mu_);
+      capacity_at_ms_ = SteadyMs();
+      if (c.ok()) {
+        capacity_ = *c;
+      } else {
+        spdlog::warn("slurm: partition {}: {}", options_.partition, c.status().ToString());
+      }
+    }
+    const size_t before = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return pending_.size();
+    }();
+    PollOnce();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.size() != before) interval = options_.poll_min_ms;
+  }
+}
+
+void SlurmBackend::PollOnce() {
+  std::vector<Tracked> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, t] : tracked_) jobs.push_back(t);
+  }
+  if (jobs.empty()) return;
+  // Kills due after a grace period.
+  for (const Tracked& t : jobs) {
+    if (t.kill_at_ms == 0 || SteadyMs() < t.kill_at_ms) continue;
+    Result<CommandResult> r = RunCommand({"scancel", t.slurm_id}, SlurmEnv(), 30'000);
+    if (!r.ok() || r->exit_code != 0)
+      spdlog::warn("slurm: scancel {}: {}", t.slurm_id,
+                   r.ok() ? Trim(r->err) : r.status().ToString());
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.find(t.attempt);
+    if (it != tracked_.end()) it->second.kill_at_ms = 0;
+  }
+  // What the nodes recorded themselves (a few stats per job) settles most
+  // jobs without asking Slurm: started, and every node's outcome.
+  std::vector<NodeEvent> events;
+  std::vector<AttemptKey> done;
+  std::set<AttemptKey> settled;
+  bool squeue_due = SteadyMs() - last_squeue_ms_ >= kSqueueEveryMs;
+  const int64_t now = options_.clock->NowMillis();
+  for (Tracked& t : jobs) {
+    const std::string dir = AttemptDir(t.attempt);
+    int64_t started = 0;
+    bool all_ended = t.nodes > 0;
+    for (int32_t k = 0; k < t.nodes; ++k) {
+      const std::string base = dir + "/node-" + std::to_string(k);
+      Result<std::string> st = ReadFile(base + ".started");
+      const int64_t ms = st.ok() ? std::atoll(st->c_str()) : 0;
+      if (ms > 0) started = started == 0 ? ms : std::min(started, ms);
+      // A whole record ends with its newline (the wrapper writes it in one go,
+      // but the file exists a moment before).
+      Result<std::string> status = all_ended ? ReadFile(base + ".status") : Result<std::string>("");
+      all_ended = all_ended && status.ok() && !status->empty() && status->back() == '\n';
+    }
+    if (!t.running_reported && started > 0) {
+      t.running_reported = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto live = tracked_.find(t.attempt);
+      if (live != tracked_.end()) live->second.running_reported = true;
+      for (int32_t k = 0; k < t.nodes; ++k) {
+        NodeEvent e;
+        e.node = NodeKey{t.attempt, k};
+        e.kind = NodeEventKind::kRunning;
+        e.at_ms = e.started_at_ms = std::min(started, now);
+        events.push_back(e);
+      }
+    }
+    if (all_ended) {
+      for (NodeEvent& e : EndedEvents(t, JobState{"RECORDED", "", started, 0}))
+        events.push_back(std::move(e));
+      settled.insert(t.attempt);
+      done.push_back(t.attempt);
+    } else if (t.terminating) {
+      squeue_due = true;  // its end comes from Slurm (nodes may record nothing)
+    }
+  }
+  std::string ids;
+  for (const Tracked& t : jobs)
+    if (!t.slurm_id.empty() && !settled.count(t.attempt))
+      ids += (ids.empty() ? "" : ",") + t.slurm_id;
+  if (!squeue_due) ids.clear();
+  std::map<std::string, JobState> states;
+  bool known = false;  // squeue answered
+  if (!ids.empty()) {
+    last_squeue_ms_ = SteadyMs();
+    Result<CommandResult> r = RunCommand(
+        {"squeue", "-h", "--states=all", "-o", "%i|%T|%r|%S|%e", "-j", ids}, SlurmEnv(), 30'000);
+    if (r.ok() && r->exit_code == 0) {
+      known = true;
+      std::istringstream in(r->out);
+      for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> f;
+        std::string part;
+        std::istringstream ls(line);
+        while (std::getline(ls, part, '|')) f.push_back(part);
+        if (f.size() < 5) continue;
+        states[Trim(f[0])] = JobState{f[1], f[2], ParseSlurmTime(f[3]), ParseSlurmTime(f[4])};
+      }
+    } else if (r.ok() && r->err.find("Invalid job id") != std::string::npos) {
+      known = true;  // none of them is known any more
+    } else {
+      spdlog::warn("slurm: squeue: {}", r.ok() ? Trim(r->err) : r.status().ToString());
+    }
+  }
+  if (ids.empty() || !known) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const AttemptKey& k : done) tracked_.erase(k);
+    }
+    Push(std::move(events));
+    return;
+  }
+  for (const Tracked& t : jobs) {
+    if (settled.count(t.attempt)) continue;
+    auto it = states.find(t.slurm_id);
+    JobState s;
+    if (it == states.end()) {
+      // Forgotten by Slurm (MinJobAge passed while no server watched, or
+      // purged): what the nodes recorded is all there is.
+      s.state = "VANISHED";
+    } else {
+      s = it->second;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto tr = tracked_.find(t.attempt);
+    if (tr == tracked_.end()) continue;
+    Tracked& live = tr->second;
+    if (s.state == "PENDING" || s.state == "CONFIGURING" || s.state == "REQUEUED" ||
+        s.state == "SUSPENDED") {
+      // "None": Slurm's scheduler has not looked at the job yet.
+      const std::string reason =
+          "PENDING in Slurm (job " + t.slurm_id + ", partition " + options_.partition +
+          "): " + (s.reason == "None" || s.reason.empty() ? "not yet scheduled" : s.reason);
+      if (!live.running_reported && reason != live.pending_reason) {
+        live.pending_reason = reason;
+        for (int32_t k = 0; k < t.nodes; ++k) {
+          NodeEvent e;
+          e.node = NodeKey{t.attempt, k};
+          e.kind = NodeEventKind::kPending;
+          e.reason = reason;
+          e.at_ms = now;
+          events.push_back(e);
+        }
+      }
+      continue;
+    }
+    const bool ended = TerminalStates().count(s.state) > 0 || s.state == "VANISHED";
+    if ((s.state == "RUNNING" || s.state == "COMPLETING" || ended) && !live.running_reported &&
+        (s.start_ms > 0 || !ended)) {
+      live.running_reported = true;
+      for (int32_t k = 0; k < t.nodes; ++k) {
+        NodeEvent e;
+        e.node = NodeKey{t.attempt, k};
+        e.kind = NodeEventKind::kRunning;
+        e.at_ms = s.start_ms > 0 ? std::min(s.start_ms, now) : now;
+        e.started_at_ms = e.at_ms;
+        events.push_back(e);
+      }
+    }
+    if (!ended) continue;
+    Tracked copy = live;
+    for (NodeEvent& e : EndedEvents(copy, s)) events.push_back(std::move(e));
+    done.push_back(t.attempt);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const AttemptKey& k : done) tracked_.erase(k);
+  }
+  Push(std::move(events));
+}
+
+std::vector<NodeEvent> SlurmBackend::EndedEvents(const Tracked& t, const JobState& s) {
+  std::vector<NodeEvent> out;
+  std::vector<bool> recorded;  // per node: it wrote its status
+  const std::string dir = AttemptDir(t.attempt);
+  const int64_t now = options_.clock->NowMillis();
+  const int64_t end = s.end_ms > 0 ? std::min(s.end_ms, now) : now;
+  for (int32_t k = 0; k < t.nodes; ++k) {
+    NodeEvent e;
+    e.node = NodeKey{t.attempt, k};
+    e.kind = NodeEventKind::kEnded;
+    e.terminated = t.terminating;
+    e.at_ms = e.stopped_at_ms = end;
+    e.started_at_ms = s.start_ms;
+    Result<std::string> status = ReadFile(dir + "/node-" + std::to_string(k) + ".status");
+    const std::string text = status.ok() ? Trim(*status) : "";
+    // "<word> <ms> <rest>": exit <ms> <code> | start_failed <ms> <why> | bad_command <ms> <why>
+    std::istringstream fields(text);
+    std::string word, when;
+    fields >> word >> when;
+    std::string rest;
+    std::getline(fields, rest);
+    rest = Trim(rest);
+    const int64_t ended_ms = std::atoll(when.c_str());
+    if (ended_ms > 0) e.at_ms = e.stopped_at_ms = std::min(ended_ms, now);
+    recorded.push_back(!word.empty());
+    if (word == "exit") {
+      const int32_t code = std::atoi(rest.c_str());
+      if (code > 128 && code <= 128 + 64) {
+        e.outcome = NodeOutcome::kSignaled;
+        e.signal = code - 128;
+        e.reason = "killed by signal " + std::to_string(e.signal) + " (Slurm job " + t.slurm_id +
+                   " " + s.state + ")";
+      } else {
+        e.outcome = NodeOutcome::kExited;
+        e.exit_code = code;
+        e.reason = "exited with code " + std::to_string(code);
+      }
+    } else if (word == "start_failed" || word == "bad_command") {
+      e.outcome = NodeOutcome::kStartFailed;
+      e.bad_command = word == "bad_command";
+      e.reason = rest;
+    } else if (s.state == "NODE_FAIL" || s.state == "BOOT_FAIL") {
+      e.outcome = NodeOutcome::kLost;
+      e.reason = "Slurm job " + t.slurm_id + " ended " + s.state +
+                 ": a node of the allocation failed before node " + std::to_string(k) +
+                 " recorded an outcome";
+    } else if (s.state == "VANISHED") {
+      e.outcome = NodeOutcome::kLost;
+      e.reason = "Slurm job " + t.slurm_id + " vanished: Slurm no longer knows it and node " +
+                 std::to_string(k) + " recorded no outcome";
+    } else if (s.state == "CANCELLED" || s.state == "TIMEOUT" || s.state == "PREEMPTED" ||
+               s.state == "DEADLINE" || s.state == "OUT_OF_MEMORY") {
+      e.outcome = NodeOutcome::kSignaled;
+      e.signal = 9;
+      e.reason = "Slurm job " + t.slurm_id + " ended " + s.state + " before node " +
+                 std::to_string(k) + " recorded an outcome";
+    } else {
+      e.outcome = NodeOutcome::kLost;
+      e.reason = "Slurm job " + t.slurm_id + " ended " + s.state + " but node " +
+                 std::to_string(k) + " recorded no outcome (see " + dir + "/batch.out)";
+    }
+    out.push_back(std::move(e));
+  }
+  // Nodes that recorded nothing were stopped with the job: after every node
+  // that did (Slurm's end time has whole seconds only).
+  int64_t last_recorded = 0;
+  for (size_t k = 0; k < out.size(); ++k)
+    if (recorded[k]) last_recorded = std::max(last_recorded, out[k].at_ms);
+  for (size_t k = 0; k < out.size(); ++k)
+    if (!recorded[k] && out[k].at_ms < last_recorded)
+      out[k].at_ms = out[k].stopped_at_ms = last_recorded;
+  // In the order the nodes ended: the node whose failure ended the gang comes
+  // first (srun then stopped the others), so it is the one the attempt names.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const NodeEvent& a, const NodeEvent& b) { return a.at_ms < b.at_ms; });
+  return out;
+}
+
+}  // namespace lote::exec

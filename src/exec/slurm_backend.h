@@ -1,0 +1,138 @@
+// SlurmBackend: runs the attempts of one compute environment on a Slurm
+// cluster (an UNMANAGED environment tagged lote:backend=slurm,
+// lote:slurm-partition=NAME, optionally lote:slurm-conf=PATH).
+//
+// Each attempt is one Slurm batch job (sbatch) on the partition: one node per
+// lote node (--nodes=N --ntasks-per-node=1), whose batch script runs one srun
+// step with one task per node (--kill-on-bad-exit: one node's failure ends
+// the gang; a single-node job runs it as the batch step itself). Each task runs the node's own
+// command with exactly the node's environment (node index from SLURM_NODEID; the main node's
+// address resolved inside the allocation from the node list) under a small wrapper that applies the
+// ulimits, forwards SIGTERM and records the command's exit status. Single-node jobs ask
+// --cpus-per-task/--mem; attemptDurationSeconds becomes
+// --time. Array jobs are lote's children, each its own Slurm job.
+//
+// Files: <state_dir>/<job>/<attempt>/ holds the batch script, per node its
+// argv and environment (0600), its output node-<k>.out (stdout+stderr, the
+// log stream's source), its status node-<k>.status, and its working
+// directory work-<k>. The folder must be visible at the same path on the
+// Slurm nodes (a shared filesystem; on a one-machine cluster it is).
+//
+// State comes from squeue (all states; polled with backoff between
+// poll_min_ms and poll_max_ms, at once after a launch or terminate) and, for
+// a job that ended, its node status files and `scontrol show job`: PENDING ->
+// kPending with Slurm's reason, RUNNING -> kRunning (Slurm's start time),
+// then one kEnded per node. NODE_FAIL / BOOT_FAIL and a job Slurm no longer
+// knows -> kLost. Terminate: scancel --signal=TERM to every step and the
+// batch shell, then scancel (SIGKILL) after the grace period. Recover: by the
+// stored reference (the Slurm job id).
+//
+// Capacity: the partition's nodes (sinfo), refreshed every
+// capacity_refresh_ms; nullopt while Slurm cannot be reached.
+//
+// Contract: that of exec::Backend. Thread-safe; one poller thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "exec/backend.h"
+
+namespace lote::exec {
+
+struct SlurmBackendOptions {
+  std::string partition;   // required
+  std::string slurm_conf;  // SLURM_CONF for every Slurm command; empty: Slurm's default
+  // Per-attempt folders (see above). Required; created if missing.
+  std::string state_dir;
+  int64_t poll_min_ms = 100;
+  int64_t poll_max_ms = 1000;
+  int64_t capacity_refresh_ms = 30'000;
+  int64_t default_grace_ms = 30'000;
+  const Clock* clock = SystemClock::Default();
+};
+
+class SlurmBackend final : public Backend {
+ public:
+  // InvalidArgument for missing options. Reads the partition's capacity once
+  // (an unreachable Slurm is not an error: capacity stays unknown).
+  static Result<std::unique_ptr<SlurmBackend>> Create(SlurmBackendOptions options);
+  ~SlurmBackend() override;  // stops polling; Slurm jobs keep running
+  SlurmBackend(const SlurmBackend&) = delete;
+  SlurmBackend& operator=(const SlurmBackend&) = delete;
+
+  std::string Name() const override { return "slurm:" + options_.partition; }
+  const Capabilities& capabilities() const override;
+  std::optional<Capacity> GetCapacity() override;
+  Result<GangLaunch> LaunchGang(const GangSpec& gang) override;
+  Status Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) override;
+  Result<std::vector<NodeEvent>> Wait(int64_t timeout_ms) override;
+  void Wake() override;
+  Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) override;
+  Result<std::string> OutputPath(const NodeKey& node) const override;
+  std::vector<NodeKey> Running() const override;
+
+  // The attempt's folder.
+  std::string AttemptDir(const AttemptKey& attempt) const;
+
+ private:
+  struct Tracked {
+    AttemptKey attempt;
+    std::string slurm_id;
+    int32_t nodes = 0;
+    bool running_reported = false;
+    std::string pending_reason;  // last reported
+    int64_t kill_at_ms = 0;      // Terminate: SIGKILL (scancel) then; 0: none
+    bool terminating = false;
+    bool direct = false;        // one node run as the batch step itself (no srun)
+    int32_t missing_polls = 0;  // polls in which Slurm did not know the job
+  };
+  struct JobState {
+    std::string state;   // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+    std::string reason;  // squeue %r
+    int64_t start_ms = 0;
+    int64_t end_ms = 0;
+  };
+
+  explicit SlurmBackend(SlurmBackendOptions options);
+  std::map<std::string, std::string> SlurmEnv() const;
+  Result<Capacity> ReadCapacity() const;
+  void Poll();
+  void PollOnce();
+  // The node events of an ended Slurm job.
+  std::vector<NodeEvent> EndedEvents(const Tracked& t, const JobState& s);
+  void Push(std::vector<NodeEvent> events);
+
+  const SlurmBackendOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable events_cv_;      // Wait
+  std::condition_variable poll_cv_;        // the poller
+  std::map<AttemptKey, Tracked> tracked_;  // protected by mu_
+  std::deque<NodeEvent> pending_;          // protected by mu_
+  std::optional<Capacity> capacity_;       // protected by mu_
+  int64_t capacity_at_ms_ = 0;             // protected by mu_ (steady)
+  bool wake_ = false;                      // Wait returns early (mu_)
+  bool poll_now_ = false;                  // (mu_)
+  bool stopping_ = false;                  // (mu_)
+  bool waiting_ = false;                   // (mu_)
+  int64_t last_squeue_ms_ = 0;             // steady; the poller thread only
+  std::thread poller_;
+};
+
+// Parses Slurm's "2026-12-01T12:00:01" (local time) to ms since the epoch;
+// 0 for "N/A", "Unknown" or anything else.
+int64_t ParseSlurmTime(const std::string& text);
+// `sbatch --time` minutes for a timeout in seconds (rounded up, at least 1).
+int64_t SlurmTimeMinutes(int64_t seconds);
+
+}  // namespace lote::exec
