@@ -370,7 +370,7 @@ else:
                         "--block-size", "65", "--output", "file://" + data],
                        check=True, capture_output=True)
         out = os.path.join(self.work, "train-out")
-        config = os.path.join(HERE, "..", "..", "examples", "llama2", "tiny_config.json")
+        config = os.path.join(HERE, "..", "..", "examples", "llama2", "model", "tiny.json")
         steps = 12
         command = [LOTE, "train", "--config", os.path.abspath(config), "--data", data,
                    "--nproc-per-node", "1", "--tensor-parallel-size", "2",
