@@ -15,6 +15,20 @@ function expect(cond, message) {
 }
 
 // Waits until fn() (run in the page) returns a truthy value.
+// Clicks an element of a live page in one step of the page's own event loop: the
+// page re-renders on its updates, so an element found first and clicked later by
+// puppeteer (page.click) may have been replaced in between.
+async function clickNow(page, selector) {
+  await page.waitForSelector(selector);
+  const clicked = await page.evaluate((sel) => {
+    const el = document.querySelector(sel);
+    if (!el) return false;
+    el.click();
+    return true;
+  }, selector);
+  if (!clicked) throw new Error('no ' + selector + ' to click');
+}
+
 async function until(page, what, fn, arg, timeout = 120000) {
   try {
     const handle = await page.waitForFunction(fn, { timeout, polling: 200 }, arg);
@@ -72,7 +86,7 @@ async function until(page, what, fn, arg, timeout = 120000) {
     expect(envText.includes('WANDB_API_KEY') && !envText.includes('secret-value-1234'), 'env masked: ' + envText);
     expect((await page.$$('#timeline .tl-row')).length === 4, 'a timeline row per node');
     await shot(page, 'job');
-    await page.click('#reveal');
+    await clickNow(page, '#reveal');
     await until(page, 'the revealed value', () => document.querySelector('#environment').textContent.includes('secret-value-1234'));
 
     // Training: the loss chart gains points as it trains.
@@ -117,9 +131,9 @@ async function until(page, what, fn, arg, timeout = 120000) {
     // Terminate through the confirmation dialog; the page shows FAILED.
     await page.goto(spec.url + '#/job/' + spec.trainJob, { waitUntil: 'networkidle0' });
     await page.waitForSelector('#terminate');
-    await page.click('#terminate');
+    await clickNow(page, '#terminate');
     await page.waitForSelector('#modal:not([hidden])');
-    await page.click('#modal-ok');
+    await clickNow(page, '#modal-ok');
     await until(page, 'FAILED', () => document.querySelector('#job-status') && document.querySelector('#job-status').textContent === 'FAILED');
     await shot(page, 'terminated');
     expect(offHost.length === 0, 'requests to other hosts: ' + offHost.join(', '));

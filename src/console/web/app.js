@@ -297,13 +297,21 @@ function timeline(job, nodes) {
   const rows = units.map((u) => {
     const label = u.nodeDetails ? 'node ' + u.nodeDetails.nodeIndex + (u.nodeDetails.isMainNode ? ' (main)' : '') : 'job';
     const bars = [];
-    const runs = (u.attempts || []).map((a) => ({ start: a.startedAt, stop: a.stoppedAt, ok: a.container && a.container.exitCode === 0 }));
+    // loteTimeline (a lote extra of each ended attempt): when it was placed (STARTING).
+    const runs = (u.attempts || []).map((a) => ({ placed: a.loteTimeline && a.loteTimeline.scheduledAt,
+      start: a.startedAt, stop: a.stoppedAt, ok: a.container && a.container.exitCode === 0 }));
     if (u.startedAt && !u.stoppedAt) runs.push({ start: u.startedAt, stop: null });
     let last = t0;
     for (const r of runs) {
       if (!r.start) continue;
-      bars.push(h('div', { class: 'tl-bar tl-wait', style: 'left:' + pct(last) + ';width:' + pct(t0 + (r.start - last)),
-        title: 'waiting (submitted → runnable → starting) ' + fmtDur(r.start - last) }));
+      const placed = r.placed && r.placed >= last && r.placed <= r.start ? r.placed : null;
+      const waitEnd = placed || r.start;
+      bars.push(h('div', { class: 'tl-bar tl-wait', style: 'left:' + pct(last) + ';width:' + pct(t0 + (waitEnd - last)),
+        title: (placed ? 'queued (submitted → runnable) ' : 'waiting (submitted → runnable → starting) ') + fmtDur(waitEnd - last) }));
+      if (placed) {
+        bars.push(h('div', { class: 'tl-bar tl-start', style: 'left:' + pct(placed) + ';width:' + pct(t0 + (r.start - placed)),
+          title: 'starting (placed → running) ' + fmtDur(r.start - placed) }));
+      }
       const stop = r.stop || now;
       bars.push(h('div', { class: 'tl-bar ' + (r.stop ? (r.ok ? 'tl-ok' : 'tl-fail') : 'tl-run'),
         style: 'left:' + pct(r.start) + ';width:' + pct(t0 + (stop - r.start)),
@@ -317,7 +325,7 @@ function timeline(job, nodes) {
   });
   return h('div', { class: 'timeline card', id: 'timeline' }, rows,
     h('div', { class: 'muted' }, 'created ' + fmtTime(t0) + ' · ' + (job.stoppedAt ? 'stopped ' + fmtTime(job.stoppedAt) : 'now ' + fmtTime(now)) +
-      ' · yellow: waiting, blue: running, green/red: ended'));
+      ' · yellow: waiting, orange: starting, blue: running, green/red: ended'));
 }
 
 async function pageJob(jobId) {
