@@ -400,14 +400,24 @@ else:
                                      jobDefinition="sh")["jobId"] for i in range(3)]
         for job_id in ids:
             self.wait_status(job_id, ("RUNNABLE",))
-        snap = self.batch.get_job_queue_snapshot(jobQueue="held")["frontOfQueue"]
         arns = [self.describe(job_id)["jobArn"] for job_id in ids]
+
+        # The snapshot is the scheduler's last pass (AWS's lags too): wait for a pass
+        # that has seen the change.
+        def snapshot_of(want):
+            deadline = time.time() + 30
+            while True:
+                snap = self.batch.get_job_queue_snapshot(jobQueue="held")["frontOfQueue"]
+                if [j["jobArn"] for j in snap["jobs"]] == want or time.time() > deadline:
+                    return snap
+                time.sleep(0.1)
+        snap = snapshot_of(arns)
         self.assertEqual([j["jobArn"] for j in snap["jobs"]], arns)  # FIFO
         self.assertGreater(snap["lastUpdatedAt"], 0)
         self.assertTrue(all(j["earliestTimeAtPosition"] > 0 for j in snap["jobs"]))
         self.batch.cancel_job(jobId=ids[0], reason="test")
         self.wait_status(ids[0], ("FAILED",))
-        snap = self.batch.get_job_queue_snapshot(jobQueue="held")["frontOfQueue"]
+        snap = snapshot_of(arns[1:])
         self.assertEqual([j["jobArn"] for j in snap["jobs"]], arns[1:])
         for job_id in ids[1:]:
             self.batch.cancel_job(jobId=job_id, reason="test")
