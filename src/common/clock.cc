@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <chrono>
+#include <ctime>
 
 namespace lote {
 
@@ -19,6 +20,15 @@ int64_t SystemClock::MonotonicNanos() const {
 SystemClock* SystemClock::Default() {
   static SystemClock clock;
   return &clock;
+}
+
+std::string Iso8601Utc(int64_t unix_millis) {
+  std::time_t t = static_cast<std::time_t>(unix_millis / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace lote

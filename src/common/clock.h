@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace lote {
 
@@ -34,5 +35,8 @@ class FakeClock final : public Clock {
  private:
   std::atomic<int64_t> now_ms_;
 };
+
+// "2026-12-01T12:35:03Z": unix milliseconds as ISO 8601 UTC, whole seconds.
+std::string Iso8601Utc(int64_t unix_millis);
 
 }  // namespace lote

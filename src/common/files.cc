@@ -85,4 +85,16 @@ DirGuard::~DirGuard() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::string ShellQuote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace lote

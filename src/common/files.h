@@ -35,4 +35,7 @@ class DirGuard {
   std::string path_;
 };
 
+// `s` in single quotes for sh/bash ('it'\''s'), safe in any command line.
+std::string ShellQuote(std::string_view s);
+
 }  // namespace lote

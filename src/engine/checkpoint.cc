@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/clock.h"
 #include "common/files.h"
 #include "data/prepare.h"
 #include "engine/communicator.h"
@@ -24,15 +25,6 @@ std::string OptimFile(int tp_rank, int dp_rank) {
   return fmt::format("optim-tp{}-dp{}.safetensors", tp_rank, dp_rank);
 }
 std::string DoneMarker(int rank) { return fmt::format("rank-{}.done", rank); }
-
-std::string UtcNow() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // "step_12/..." -> 12; -1 when the key is not in a step folder.
 int64_t StepOfKey(const std::string& key) {
@@ -204,7 +196,7 @@ Status CheckpointWriter::Upload(const TrainState& s) {
       {"format", "lote-checkpoint-1"},
       {"step", s.step},
       {"job_id", opt_.job_id},
-      {"created_at", UtcNow()},
+      {"created_at", Iso8601Utc(SystemClock::Default()->NowMillis())},
       {"config", config_.ToJson()},
       {"layout",
        {{"world", place_.world}, {"tensor_parallel", place_.tp}, {"data_parallel", place_.dp}}},

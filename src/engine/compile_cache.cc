@@ -5,6 +5,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "objstore/objstore.h"
 
@@ -33,15 +34,6 @@ std::string Join(const std::string& root, const std::string& key) {
   std::string r = root;
   while (!r.empty() && r.back() == '/') r.pop_back();
   return r + "/" + key;
-}
-
-std::string NowIso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace
@@ -105,7 +97,7 @@ Result<std::optional<CompilePlan>> LookupCompilePlan(const std::string& cache_ur
 
 Result<std::string> RecordCompilePlan(const std::string& cache_uri, CompilePlan plan) {
   ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(cache_uri));
-  if (plan.created_at.empty()) plan.created_at = NowIso();
+  if (plan.created_at.empty()) plan.created_at = Iso8601Utc(SystemClock::Default()->NowMillis());
   const std::string key = EntryKey(plan.shape);
   RETURN_IF_ERROR(store->PutBytes(key, plan.ToJson().dump(2) + "\n"));
   return Join(cache_uri, key);

@@ -27,19 +27,6 @@ int64_t SteadyMs() {
       .count();
 }
 
-// Single quotes for bash.
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   size_t i = 0;
@@ -387,7 +374,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   std::string script =
       "#!/bin/bash\n# lote: job " + id + " attempt " + std::to_string(gang.attempt.attempt) + "\n" +
       "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
-      "dir=" + Quote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n";
+      "dir=" + ShellQuote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n";
   if (direct) {
     // One node: the batch step runs the wrapper itself (no srun step, no
     // address lookups: nothing to meet).

@@ -165,28 +165,17 @@ std::string EnvScript(const std::string& home) {
     endpoint = info->value("endpoint", endpoint);
     region = info->value("region", region);
   }
-  auto quote = [](const std::string& v) {
-    std::string out = "'";
-    for (char c : v) {
-      if (c == '\'') {
-        out += "'\\''";
-      } else {
-        out += c;
-      }
-    }
-    return out + "'";
-  };
   std::string s;
   s += "unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN\n";
-  s += "export AWS_ENDPOINT_URL_BATCH=" + quote(endpoint) + "\n";
-  s += "export AWS_ENDPOINT_URL_LOGS=" + quote(endpoint) + "\n";
+  s += "export AWS_ENDPOINT_URL_BATCH=" + ShellQuote(endpoint) + "\n";
+  s += "export AWS_ENDPOINT_URL_LOGS=" + ShellQuote(endpoint) + "\n";
   // SDKs name the variable after the service id ("CloudWatch Logs").
-  s += "export AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=" + quote(endpoint) + "\n";
-  s += "export AWS_SHARED_CREDENTIALS_FILE=" + quote(home + "/credentials") + "\n";
+  s += "export AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=" + ShellQuote(endpoint) + "\n";
+  s += "export AWS_SHARED_CREDENTIALS_FILE=" + ShellQuote(home + "/credentials") + "\n";
   s += "export AWS_PROFILE=lote\n";
-  s += "export AWS_DEFAULT_REGION=" + quote(region) + "\n";
-  s += "export AWS_REGION=" + quote(region) + "\n";
-  s += "export LOTE_ENDPOINT=" + quote(endpoint) + "\n";
+  s += "export AWS_DEFAULT_REGION=" + ShellQuote(region) + "\n";
+  s += "export AWS_REGION=" + ShellQuote(region) + "\n";
+  s += "export LOTE_ENDPOINT=" + ShellQuote(endpoint) + "\n";
   return s;
 }
 

@@ -18,18 +18,6 @@ constexpr const char* kTemplateShaTag = "lote:templateSha256";
 constexpr const char* kSubmitDefinition = "lote-submit";
 constexpr const char* kSubmitMultinodeDefinition = "lote-submit-multinode";
 
-std::string Quote(const std::string& v) {
-  std::string out = "'";
-  for (char c : v) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 void Sleep(const WaitOptions& w, int64_t ms) {
   if (w.sleep) {
     w.sleep(ms);
@@ -275,7 +263,7 @@ Result<std::vector<std::string>> Setup(const RecipeConfig& config, const Print& 
     written.push_back(path);
   }
   std::string env = "# The config lote setup used (" + config.path() + "), expanded.\n";
-  for (const auto& [k, v] : config.entries()) env += k + "=" + Quote(v) + "\n";
+  for (const auto& [k, v] : config.entries()) env += k + "=" + ShellQuote(v) + "\n";
   RETURN_IF_ERROR(WriteFileAtomic(to + "/config.env", env));
   written.push_back(to + "/config.env");
   print("wrote build/config.env (the expanded config, for scripts: source build/config.env)");
