@@ -230,9 +230,18 @@ class WorkflowTest(unittest.TestCase):
         jid = re.findall(r": ([0-9a-f-]{36})", one)[0]
         self.assertIn("hello from " + jid, self.lote(ex, "logs", jid).stdout)
 
+        # A gang ends when its main node does (AWS semantics): every node leaves a
+        # line in a shared folder, and the main node prints them once all 3 are there.
+        marks = os.path.join(ex, "marks")
+        os.makedirs(marks)
+        script = ("echo node $AWS_BATCH_JOB_NODE_INDEX of $AWS_BATCH_JOB_NUM_NODES "
+                  "> %s/$AWS_BATCH_JOB_NODE_INDEX; "
+                  "if [ $AWS_BATCH_JOB_NODE_INDEX = 0 ]; then "
+                  "for i in $(seq 600); do [ $(ls %s | wc -l) = 3 ] && break; sleep 0.1; done; "
+                  "cat %s/*; fi") % (marks, marks, marks)
         gang = self.lote(ex, "submit", "--queue", "gen-queue", "--nodes", "3", "--attempts", "2",
                          "--timeout", "120", "--name", "gang", "--wait", "--", "sh", "-c",
-                         "echo node $AWS_BATCH_JOB_NODE_INDEX of $AWS_BATCH_JOB_NUM_NODES").stdout
+                         script).stdout
         self.assertIn("SUCCEEDED", gang)
         gid = re.findall(r": ([0-9a-f-]{36})", gang)[0]
         logs = self.lote(ex, "logs", gid).stdout
