@@ -5,39 +5,16 @@
 
 #include <filesystem>
 
-#include "api/credentials_file.h"
-#include "server/server.h"
+#include "cli/test_server.h"
 
 namespace lote::cli {
 namespace {
 
-class ApiClientTest : public ::testing::Test {
+class ApiClientTest : public ServerTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/lote_cli_test_XXXXXX";
-    home_ = mkdtemp(tmpl);
-    server::ServerOptions options;
-    options.home = home_;
-    options.port = 0;
-    auto s = server::LoteServer::Start(options, SystemClock::Default());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    creds_ = *api::ReadCredentialsProfile(home_ + "/credentials", "lote");
-  }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(home_);
-  }
   std::unique_ptr<ApiClient> Client(sigv4::Credentials creds) {
-    ClientOptions o;
-    o.endpoint = server_->endpoint();
-    o.region = "us-east-1";
-    o.credentials = creds;
-    return std::move(*ApiClient::Create(o));
+    return std::move(*ApiClient::Create(Options(creds)));
   }
-  std::string home_;
-  std::unique_ptr<server::LoteServer> server_;
-  sigv4::Credentials creds_;
 };
 
 TEST_F(ApiClientTest, SignedCallsSucceedAndErrorsCarryAwsCodes) {

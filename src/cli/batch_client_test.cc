@@ -8,41 +8,18 @@
 #include <filesystem>
 #include <thread>
 
-#include "api/credentials_file.h"
-#include "server/server.h"
+#include "cli/test_server.h"
 
 namespace lote::cli {
 namespace {
 
-class BatchClientTest : public ::testing::Test {
+class BatchClientTest : public ServerTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/lote_batch_client_test_XXXXXX";
-    home_ = mkdtemp(tmpl);
-    server::ServerOptions options;
-    options.home = home_;
-    options.port = 0;
-    auto s = server::LoteServer::Start(options, SystemClock::Default());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    creds_ = *api::ReadCredentialsProfile(home_ + "/credentials", "lote");
-  }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(home_);
-  }
   std::unique_ptr<BatchClient> Client() {
-    ClientOptions o;
-    o.endpoint = server_->endpoint();
-    o.region = "us-east-1";
-    o.credentials = creds_;
-    auto c = BatchClient::Connect(o);
+    auto c = BatchClient::Connect(Options(creds_));
     EXPECT_TRUE(c.ok());
     return std::move(*c);
   }
-  std::string home_;
-  std::unique_ptr<server::LoteServer> server_;
-  sigv4::Credentials creds_;
 };
 
 TEST_F(BatchClientTest, DescribeReturnsEveryPageAndOneNameFormsSayAbsent) {
