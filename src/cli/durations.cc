@@ -60,14 +60,4 @@ std::string FormatDuration(int64_t seconds) {
   return buf;
 }
 
-std::string FormatUtc(int64_t epoch_ms) {
-  std::time_t t =
-      static_cast<std::time_t>(epoch_ms >= 0 ? epoch_ms / 1000 : -((-epoch_ms + 999) / 1000));
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace lote::cli

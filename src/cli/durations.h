@@ -18,7 +18,4 @@ Result<int64_t> ParseDuration(std::string_view text);
 // A short human duration: "45s", "3m20s", "1h05m", "2d03h"; negative → "0s".
 std::string FormatDuration(int64_t seconds);
 
-// Epoch milliseconds as ISO 8601 UTC, seconds precision: "2026-11-30T10:30:00Z".
-std::string FormatUtc(int64_t epoch_ms);
-
 }  // namespace lote::cli

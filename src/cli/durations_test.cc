@@ -35,10 +35,5 @@ TEST(FormatDuration, PicksTwoUnits) {
   EXPECT_EQ(FormatDuration(2 * 86400 + 3 * 3600 + 59), "2d03h");
 }
 
-TEST(FormatUtc, Iso8601Seconds) {
-  EXPECT_EQ(FormatUtc(0), "1970-01-01T00:00:00Z");
-  EXPECT_EQ(FormatUtc(1'796'034'600'999), "2026-11-30T10:30:00Z");
-}
-
 }  // namespace
 }  // namespace lote::cli

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "cli/durations.h"
+#include "common/clock.h"
 
 namespace lote::cli {
 namespace {
@@ -177,8 +178,8 @@ Result<uint64_t> LogMerger::Drain(const Emit& emit) {
 }
 
 std::string AttemptHeader(const AttemptRef& attempt) {
-  std::string when =
-      attempt.started_at_ms > 0 ? "started " + FormatUtc(attempt.started_at_ms) : "not started yet";
+  std::string when = attempt.started_at_ms > 0 ? "started " + Iso8601Utc(attempt.started_at_ms)
+                                               : "not started yet";
   return "--- attempt " + std::to_string(attempt.number) + " (" + when + ") ---\n";
 }
 

@@ -22,13 +22,16 @@ SystemClock* SystemClock::Default() {
   return &clock;
 }
 
-std::string Iso8601Utc(int64_t unix_millis) {
-  std::time_t t = static_cast<std::time_t>(unix_millis / 1000);
+std::string FormatUtc(int64_t unix_millis, const char* strftime_format) {
+  const int64_t seconds = unix_millis >= 0 ? unix_millis / 1000 : -((-unix_millis + 999) / 1000);
+  std::time_t t = static_cast<std::time_t>(seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), strftime_format, &tm);
   return buf;
 }
+
+std::string Iso8601Utc(int64_t unix_millis) { return FormatUtc(unix_millis, "%Y-%m-%dT%H:%M:%SZ"); }
 
 }  // namespace lote

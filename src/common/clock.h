@@ -36,7 +36,10 @@ class FakeClock final : public Clock {
   std::atomic<int64_t> now_ms_;
 };
 
-// "2026-12-01T12:35:03Z": unix milliseconds as ISO 8601 UTC, whole seconds.
+// Unix milliseconds as UTC in a strftime format, whole seconds (rounded down,
+// also before 1970).
+std::string FormatUtc(int64_t unix_millis, const char* strftime_format);
+// "2026-12-01T12:35:03Z": ISO 8601 UTC, whole seconds.
 std::string Iso8601Utc(int64_t unix_millis);
 
 }  // namespace lote

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <map>
 
+#include "common/clock.h"
 #include "common/crypto.h"
 
 namespace lote::sigv4 {
@@ -208,14 +209,7 @@ void SignRequest(Request* request, const Credentials& creds, std::string_view re
                                       JoinSigned(signed_headers) + ", Signature=" + signature);
 }
 
-std::string FormatAmzDate(int64_t unix_millis) {
-  std::time_t t = static_cast<std::time_t>(unix_millis / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
+std::string FormatAmzDate(int64_t unix_millis) { return FormatUtc(unix_millis, "%Y%m%dT%H%M%SZ"); }
 
 Result<int64_t> ParseAmzDate(std::string_view amz_date) {
   if (amz_date.size() != 16 || amz_date[8] != 'T' || amz_date[15] != 'Z') {

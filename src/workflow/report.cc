@@ -10,11 +10,11 @@
 #include <map>
 
 #include "cli/job_watch.h"
+#include "engine/memory_plan.h"
+#include "logs/ingestor.h"
 
 namespace lote::workflow {
 namespace {
-
-constexpr std::string_view kProgressPrefix = "LOTE_PROGRESS ";
 
 std::optional<double> Number(const Json& j, const char* key) {
   auto it = j.find(key);
@@ -53,12 +53,6 @@ std::string Cell(const std::optional<double>& v) {
   return v ? fmt::format("{:.6g}", *v) : std::string();
 }
 
-std::string HumanBytes(uint64_t b) {
-  if (b >= (1ULL << 30)) return fmt::format("{:.1f} GiB", b / double(1ULL << 30));
-  if (b >= (1ULL << 20)) return fmt::format("{:.1f} MiB", b / double(1ULL << 20));
-  return fmt::format("{:.1f} KiB", b / 1024.0);
-}
-
 }  // namespace
 
 Result<JobReport> BuildReport(cli::BatchClient* client, const std::string& job_id) {
@@ -77,10 +71,10 @@ Result<JobReport> BuildReport(cli::BatchClient* client, const std::string& job_i
       ASSIGN_OR_RETURN(std::vector<cli::LogLine> lines, pages.NextPage());
       if (lines.empty()) break;
       for (const cli::LogLine& line : lines) {
-        size_t at = line.message.find(kProgressPrefix);
-        if (at == std::string::npos) continue;
+        if (!line.message.starts_with(logs::kProgressPrefix))
+          continue;  // as the ingestor reads them
         Result<Json> j =
-            ParseJson(std::string_view(line.message).substr(at + kProgressPrefix.size()));
+            ParseJson(std::string_view(line.message).substr(logs::kProgressPrefix.size()));
         if (!j.ok() || !j->is_object() || !j->contains("step")) continue;
         ProgressPoint p;
         p.attempt = s.attempt;
@@ -218,8 +212,9 @@ std::string FormatReport(const JobReport& r) {
       out += fmt::format("  checkpoints: {} in {}\n", r.checkpoints.size(), r.checkpoint_uri);
       for (const engine::CheckpointSummary& c : r.checkpoints) {
         out += fmt::format("    {:<12} {:>10}  {}  TP{} x DP{}\n", c.name,
-                           HumanBytes(c.total_bytes), c.complete ? "complete  " : "incomplete",
-                           c.tensor_parallel, c.data_parallel);
+                           engine::HumanBytes(static_cast<double>(c.total_bytes)),
+                           c.complete ? "complete  " : "incomplete", c.tensor_parallel,
+                           c.data_parallel);
       }
     }
   }
