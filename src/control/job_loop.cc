@@ -942,8 +942,13 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         spec.emulation = ce->emulation;
         if (spec.command.empty()) {
           failed = Status::InvalidArgument(
-              "the container has no command: set command in the job definition or in "
-              "containerOverrides");
+              launch->image.empty()
+                  ? "the container has no command: set command in the job definition or in "
+                    "containerOverrides"
+                  : "the job definition names the image " + launch->image +
+                        " but no command, and lote runs jobs as host processes (its image's "
+                        "ENTRYPOINT/CMD is not run): set command in the job definition or in "
+                        "containerOverrides to the program the image would run");
           break;
         }
         gang.nodes.push_back(std::move(spec));

@@ -31,6 +31,7 @@
 #include "exec/backend.h"
 #include "exec/cgroup.h"
 #include "exec/node_files.h"
+#include "exec/node_resolve.h"
 
 namespace lote::exec {
 
@@ -106,11 +107,7 @@ class LocalBackend final : public Backend {
     uint64_t token = 0;    // its epoll token (by_token_)
   };
   // What Launch needs of this host and process, looked up once in Create.
-  struct HostFacts {
-    bool can_raise_rlimits = false;  // CAP_SYS_RESOURCE
-    uint32_t euid = 0;
-    std::string user_name;  // of euid
-    std::string home_dir;   // $HOME
+  struct HostFacts : RunnerHost {
     std::string boot_id;
   };
 

@@ -76,6 +76,16 @@ struct ShimSpec {
   int64_t cpu_quota_us = 0;          // per cpu_period_us; 0: not limited
   int64_t cpu_period_us = 100000;
   int64_t default_grace_ms = 30000;
+  // Where the node was placed. "" (local): the runner is a detached
+  // supervisor and exits 0 once the outcome is recorded. "slurm": the runner
+  // is one task of the attempt's Slurm job; it adds the placement's variables
+  // (SlurmPlacementEnv), checks the rlimits against the node it runs on
+  // (ResolveRlimit, with `emulation`), and exits with the command's status so
+  // that srun's --kill-on-bad-exit ends the gang.
+  std::string placement;
+  bool multi_node = false;
+  int32_t main_node_index = 0;
+  bool emulation = false;
 };
 
 struct ProcessRecord {

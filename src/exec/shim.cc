@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -16,7 +17,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +29,10 @@
 #include "exec/cgroup.h"
 #include "exec/node_files.h"
 #include "exec/proc_util.h"
+#include "exec/slurm_placement.h"
+#include "exec/ulimits.h"
+
+extern char** environ;
 
 namespace lote::exec {
 namespace {
@@ -163,13 +170,58 @@ void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
   log("some descendants did not exit within 5 s of SIGKILL");
 }
 
-int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log) {
+// The runner's exit status as a task (ShimMode::kTask): the command's own.
+int TaskExitStatus(const StatusRecord& st) {
+  switch (st.outcome) {
+    case NodeOutcome::kExited:
+      return st.exit_code;
+    case NodeOutcome::kSignaled:
+      return 128 + st.signal;
+    default:
+      return st.bad_command ? 127 : 1;
+  }
+}
+
+int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log, ShimMode mode) {
   Status s = WriteJsonRecord(p.status(), ToJson(st));
   if (!s.ok()) {
     log("cannot record the outcome: " + s.ToString());
     return 1;
   }
-  return 0;
+  return mode == ShimMode::kTask ? TaskExitStatus(st) : 0;
+}
+
+std::map<std::string, std::string> OwnEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// On a node the server cannot see (ShimSpec::placement "slurm"): the
+// placement's variables, and the rlimits checked against this node. A
+// refused limit is the node's start failure (returned), a lowered one a notice.
+std::optional<std::string> ApplyPlacement(ShimSpec& spec, const ShimLog& log) {
+  if (spec.placement != "slurm") return std::nullopt;
+  MergeEnv(&spec.env, SlurmPlacementEnv(OwnEnvironment(), spec.node.node_index, spec.multi_node,
+                                        spec.main_node_index));
+  char host[256] = "this node";
+  ::gethostname(host, sizeof(host) - 1);
+  const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  for (ShimRlimit& r : spec.rlimits) {
+    struct rlimit cur;
+    ::getrlimit(r.resource, &cur);
+    std::string warning;
+    Result<ShimRlimit> checked =
+        ResolveRlimit(Ulimit{r.name, r.soft, r.hard}, cur, can_raise, spec.emulation, &warning);
+    if (!checked.ok()) return checked.status().message() + " (on " + host + ")";
+    if (!warning.empty()) log("notice: " + warning + " (on " + std::string(host) + ")");
+    r = *checked;
+  }
+  return std::nullopt;
 }
 
 int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
@@ -180,7 +232,7 @@ int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
 
 }  // namespace
 
-int RunExecShim(const std::string& node_dir) {
+int RunExecShim(const std::string& node_dir, ShimMode mode) {
   NodePaths p{node_dir};
   // Signals arrive through a signalfd; block them before anything else so a
   // terminate request sent early is never lost.
@@ -199,7 +251,8 @@ int RunExecShim(const std::string& node_dir) {
   }
   if (FileExists(p.status())) {
     log("the node already has an outcome (status.json); not starting the command");
-    return 0;
+    Result<StatusRecord> had = ReadStatusRecord(p.status());
+    return mode == ShimMode::kTask && had.ok() ? TaskExitStatus(*had) : 0;
   }
   auto self = CurrentIdentity(::getpid());
   if (!self.ok()) {
@@ -217,9 +270,15 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot read the node's spec: " + spec_or.status().ToString();
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
-  const ShimSpec& spec = *spec_or;
+  ShimSpec& spec = *spec_or;
+  if (std::optional<std::string> refused = ApplyPlacement(spec, log)) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = *refused;
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log, mode);
+  }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
@@ -230,7 +289,7 @@ int RunExecShim(const std::string& node_dir) {
       st.outcome = NodeOutcome::kStartFailed;
       st.reason = "cannot create the output folder: " + s.message();
       st.stopped_at_ms = NowMs();
-      return Finish(p, st, log);
+      return Finish(p, st, log, mode);
     }
   }
   // The job's output may hold secrets: the server's user alone reads it.
@@ -239,7 +298,7 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot open the output file " + spec.output_path + ": " + std::strerror(errno);
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   // lote's notices go to the supervisor's log, never into the job's output
   // (an AWS log stream holds only the container's output).
@@ -260,7 +319,7 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
 
   auto exe = ResolveExecutable(spec.argv[0], spec.env);
@@ -271,7 +330,7 @@ int RunExecShim(const std::string& node_dir) {
     st.exit_code = 127;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -294,7 +353,7 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = std::string("fork failed: ") + std::strerror(errno);
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   if (child == 0) {
     // The command's process. Single-threaded parent, so plain calls are safe.
@@ -443,7 +502,31 @@ int RunExecShim(const std::string& node_dir) {
   }
   if (terminating) st.reason += " after a terminate request";
   ::close(out_fd);
-  return Finish(p, st, log);
+  return Finish(p, st, log, mode);
+}
+
+std::vector<std::string> DefaultShimCommand() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return {};
+  std::string self(buf, static_cast<size_t>(n));
+  std::string beside = self.substr(0, self.rfind('/') + 1) + "lote-exec-shim";
+  if (::access(beside.c_str(), X_OK) == 0) return {beside};
+  return {self, "exec-shim"};
+}
+
+int ExecShimMain(const std::string& node_dir, const std::string& attempt_dir) {
+  if (node_dir.empty() == attempt_dir.empty()) {
+    std::fprintf(stderr, "lote exec-shim: give exactly one of --node-dir and --attempt-dir\n");
+    return 2;
+  }
+  if (!node_dir.empty()) return RunExecShim(node_dir, ShimMode::kSupervisor);
+  Result<std::string> dir = SlurmNodeDir(attempt_dir, std::getenv("SLURM_NODEID"));
+  if (!dir.ok()) {
+    std::fprintf(stderr, "lote exec-shim: %s\n", dir.status().message().c_str());
+    return 2;
+  }
+  return RunExecShim(*dir, ShimMode::kTask);
 }
 
 }  // namespace lote::exec

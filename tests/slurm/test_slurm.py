@@ -305,7 +305,7 @@ else:
                                   job_id)).rowcount
         db.close()
         self.assertEqual(changed, 1)
-        status = os.path.join(self.server.home, "slurm", "slurm", job_id, "1", "node-0.status")
+        status = os.path.join(self.server.home, "slurm", "slurm", job_id, "1", "node-0", "status.json")
         if os.path.exists(status):
             os.remove(status)  # nothing recorded by the node either
         self.server.start()
