@@ -139,8 +139,18 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     ::close(epoll);
     return s;
   }
-  return std::unique_ptr<LocalBackend>(
+  // Container mode's podman configuration (container.h), rewritten at every start.
+  Result<std::pair<std::string, std::string>> podman =
+      WritePodmanConfig(options.home + "/containers", options.insecure_registry);
+  if (!podman.ok()) {
+    ::close(wake);
+    ::close(epoll);
+    return podman.status();
+  }
+  auto backend = std::unique_ptr<LocalBackend>(
       new LocalBackend(std::move(options), std::move(cg), std::move(host), wake, epoll));
+  backend->podman_conf_ = *podman;
+  return backend;
 }
 
 LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host,
@@ -204,8 +214,14 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   result.warnings = std::move(resolved.warnings);
   auto warn = [&](const std::string& text) { result.warnings.push_back(text); };
 
-  // Memory / vCPU limits.
-  if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
+  if (shim.container) {
+    // podman applies the limits (container.h).
+    shim.container->containers_conf = podman_conf_.first;
+    shim.container->registries_conf = podman_conf_.second;
+    shim.container->name = ContainerName(spec.node.attempt.job_id, spec.node.attempt.attempt,
+                                         spec.node.node_index);
+  } else if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
+    // Memory / vCPU limits.
     std::string what;
     if (spec.vcpu_milli > 0) what += FormatVcpu(spec.vcpu_milli) + " vCPU";
     if (spec.memory_mib > 0)

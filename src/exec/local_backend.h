@@ -48,6 +48,9 @@ struct LocalBackendOptions {
   bool use_cgroups = true;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
+  // Container mode: a registry podman may reach over plain HTTP ("HOST:PORT",
+  // lote's own); empty: none.
+  std::string insecure_registry;
   // Stamps events and records (started/stopped/requested_at); waiting itself
   // always uses real time.
   const Clock* clock = SystemClock::Default();
@@ -134,6 +137,7 @@ class LocalBackend final : public Backend {
   const LocalBackendOptions options_;
   const CgroupSupport cgroups_;
   const HostFacts host_;
+  std::pair<std::string, std::string> podman_conf_;  // containers.conf, registries.conf
   const int wake_fd_;   // eventfd: Wake (and Launch without pidfds) interrupt Wait
   const int epoll_fd_;  // wake_fd_ and the pidfd of every watched supervisor
   std::atomic<bool> waiting_{false};

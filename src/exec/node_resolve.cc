@@ -60,7 +60,8 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
                                  const std::string& executor, const std::string& default_work,
                                  const std::string& default_output) {
   const std::string who = "node " + spec.node.ToString();
-  if (spec.command.empty() || spec.command[0].empty()) {
+  const bool in_container = spec.container.has_value();
+  if (!in_container && (spec.command.empty() || spec.command[0].empty())) {
     return Status::InvalidArgument(who +
                                    ": the command is empty; set the job definition's command");
   }
@@ -117,6 +118,19 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
     shim.rlimits.push_back(*r);
   }
 
+  shim.argv = spec.command;
+  shim.output_path = spec.output_path.empty() ? default_output : spec.output_path;
+  shim.working_dir = spec.working_dir.empty() ? default_work : spec.working_dir;
+  if (in_container) {
+    // The image's user, PATH and HOME: only the job's own variables.
+    shim.container = spec.container;
+    shim.container_user = spec.user;
+    shim.container_memory_mib = spec.memory_mib;
+    shim.container_vcpu_milli = spec.vcpu_milli;
+    for (const auto& [k, v] : spec.environment) shim.env.push_back(k + "=" + v);
+    if (!spec.private_ip.empty()) shim.env.push_back("LOTE_PRIVATE_IPV4_ADDRESS=" + spec.private_ip);
+    return out;
+  }
   std::string home_dir = host.home_dir;
   std::string user_name = host.user_name;
   if (!spec.user.empty()) {
@@ -147,9 +161,6 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
   env.try_emplace("LOGNAME", user_name);
   if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
   for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
-  shim.argv = spec.command;
-  shim.output_path = spec.output_path.empty() ? default_output : spec.output_path;
-  shim.working_dir = spec.working_dir.empty() ? default_work : spec.working_dir;
   return out;
 }
 

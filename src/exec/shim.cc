@@ -27,6 +27,8 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "exec/cgroup.h"
+#include "exec/command.h"
+#include "exec/container.h"
 #include "exec/node_files.h"
 #include "exec/proc_util.h"
 #include "exec/slurm_placement.h"
@@ -168,6 +170,74 @@ void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
     if (!reaped) ::usleep(10'000);
   }
   log("some descendants did not exit within 5 s of SIGKILL");
+}
+
+constexpr char kHostPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Container mode: the command becomes `podman run ...` (container.h), with the
+// job's variables passed by name from podman's environment and the user,
+// rlimits and limits given to podman rather than applied here.
+void PrepareContainer(ShimSpec& spec) {
+  const ContainerRun& c = *spec.container;
+  PodmanRunSpec run;
+  run.container = c;
+  run.command = spec.argv;
+  run.user = spec.container_user;
+  run.memory_mib = spec.container_memory_mib;
+  run.vcpu_milli = spec.container_vcpu_milli;
+  bool has_path = false;
+  for (const std::string& kv : spec.env) {
+    run.env_keys.push_back(kv.substr(0, kv.find('=')));
+    has_path = has_path || kv.rfind("PATH=", 0) == 0;
+  }
+  for (const ShimRlimit& r : spec.rlimits) run.ulimits.push_back({r.name, r.soft, r.hard});
+  struct rlimit nofile, nproc;
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  ::getrlimit(RLIMIT_NPROC, &nproc);
+  auto limit = [](rlim_t v, int64_t cap) {
+    return v == RLIM_INFINITY ? cap : std::min<int64_t>(static_cast<int64_t>(v), cap);
+  };
+  // podman lowers its own NPROC hard limit to 32768 (container.h).
+  const ContainerUlimit host_nofile{"nofile", limit(nofile.rlim_cur, 1 << 20),
+                                    limit(nofile.rlim_max, 1 << 20)};
+  const ContainerUlimit host_nproc{"nproc", limit(nproc.rlim_cur, 32768),
+                                   limit(nproc.rlim_max, 32768)};
+  spec.argv = {"podman"};
+  for (std::string& a : PodmanRunArgs(run, host_nofile, host_nproc)) spec.argv.push_back(a);
+  if (!c.containers_conf.empty()) spec.env.push_back("CONTAINERS_CONF=" + c.containers_conf);
+  if (!c.registries_conf.empty())
+    spec.env.push_back("CONTAINERS_REGISTRIES_CONF=" + c.registries_conf);
+  if (!has_path) spec.env.push_back("PATH=" + std::string(kHostPath));
+  spec.rlimits.clear();
+  spec.uid.reset();
+  spec.cgroup_dir.clear();
+}
+
+// The end of `path` from `offset` on (at most 4 KiB).
+std::string Tail(const std::string& path, off_t offset) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string out;
+  if (::fstat(fd, &st) == 0) {
+    off_t from = std::max<off_t>(offset, st.st_size - 4096);
+    out.resize(static_cast<size_t>(std::max<off_t>(0, st.st_size - from)));
+    ssize_t n = ::pread(fd, out.data(), out.size(), from);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  return out;
+}
+
+// Removes the node's container (left behind when podman itself was killed).
+void RemoveContainer(const ShimSpec& spec, const ShimLog& log) {
+  const ContainerRun& c = *spec.container;
+  std::map<std::string, std::string> env = {{"PATH", kHostPath}};
+  if (!c.containers_conf.empty()) env["CONTAINERS_CONF"] = c.containers_conf;
+  Result<CommandResult> r =
+      RunCommand({"podman", "rm", "-f", "-t", "0", "--ignore", c.name}, env, 60'000, false);
+  if (!r.ok() || r->exit_code != 0)
+    log("podman rm -f " + c.name + " failed: " + (r.ok() ? r->err : r.status().ToString()));
 }
 
 // The runner's exit status as a task (ShimMode::kTask): the command's own.
@@ -322,7 +392,16 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     return Finish(p, st, log, mode);
   }
 
-  auto exe = ResolveExecutable(spec.argv[0], spec.env);
+  if (spec.container) PrepareContainer(spec);
+  auto exe = spec.container ? ResolveExecutable("podman", {"PATH=" + std::string(kHostPath)})
+                            : ResolveExecutable(spec.argv[0], spec.env);
+  if (!exe && spec.container) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = "CannotStartContainerError: podman is not installed on this host (" +
+                std::string(kHostPath) + "); install scripts/deps/containers.txt";
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log, mode);
+  }
   if (!exe) {
     std::string msg = "command '" + spec.argv[0] + "' was not found in the job's PATH";
     st.outcome = NodeOutcome::kStartFailed;
@@ -348,6 +427,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     return 1;
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const off_t output_start = ::lseek(out_fd, 0, SEEK_END);
   pid_t child = ::fork();
   if (child < 0) {
     st.outcome = NodeOutcome::kStartFailed;
@@ -472,6 +552,11 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
   const bool exited = leader_info.si_code == CLD_EXITED;
+  if (spec.container && (!exited || terminating)) RemoveContainer(spec, log);
+  std::optional<ContainerFailure> container_failure;
+  if (spec.container && exited)
+    container_failure =
+        ClassifyPodmanExit(leader_info.si_status, Tail(spec.output_path, output_start));
   KillRemainingDescendants(child, log);
   if (!cgroup_dir.empty()) {
     int fd = ::open((cgroup_dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
@@ -490,6 +575,11 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     st.exit_code = 127;
     st.bad_command = start_error.rfind("exec ", 0) == 0;  // ChildFail(..., "exec " + path)
     st.reason = "cannot start the command: " + start_error;
+  } else if (container_failure) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.exit_code = leader_info.si_status;
+    st.bad_command = container_failure->users_fault;
+    st.reason = container_failure->reason;
   } else if (exited) {
     st.outcome = NodeOutcome::kExited;
     st.exit_code = leader_info.si_status;

@@ -110,7 +110,10 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
   if (options.shim_command.empty()) options.shim_command = DefaultShimCommand();
   if (options.shim_command.empty())
     return Status::Internal("SlurmBackend: cannot find the node runner (/proc/self/exe)");
+  ASSIGN_OR_RETURN(auto podman, WritePodmanConfig(options.state_dir + "/containers",
+                                                  options.insecure_registry));
   std::unique_ptr<SlurmBackend> b(new SlurmBackend(std::move(options)));
+  b->podman_conf_ = podman;
   Result<Capacity> c = b->ReadCapacity();
   {
     std::lock_guard<std::mutex> lock(b->mu_);
@@ -217,6 +220,11 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
                      ResolveNode(n, host_, "the Slurm backend", dir + "/work-" + std::to_string(k),
                                  base + ".out"));
     r.spec.placement = "slurm";
+    if (r.spec.container) {
+      r.spec.container->containers_conf = podman_conf_.first;
+      r.spec.container->registries_conf = podman_conf_.second;
+      r.spec.container->name = ContainerName(id, gang.attempt.attempt, k);
+    }
     r.spec.multi_node = gang.multi_node;
     r.spec.main_node_index = gang.main_node_index;
     r.spec.default_grace_ms = options_.default_grace_ms;

@@ -64,6 +64,8 @@ struct SlurmBackendOptions {
   // The node runner each task starts (`lote exec-shim`, shim.h), at the same
   // path on the Slurm nodes. Empty: DefaultShimCommand().
   std::vector<std::string> shim_command;
+  // Container mode: a registry podman may reach over plain HTTP; empty: none.
+  std::string insecure_registry;
   const Clock* clock = SystemClock::Default();
 };
 
@@ -120,6 +122,7 @@ class SlurmBackend final : public Backend {
 
   const SlurmBackendOptions options_;
   RunnerHost host_;  // the server's, for ResolveNode (rlimits: on the node)
+  std::pair<std::string, std::string> podman_conf_;  // container mode: containers.conf, registries.conf
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_;      // Wait
