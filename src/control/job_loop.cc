@@ -950,8 +950,8 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         spec.memory_mib = launch->memory_mib;
         spec.private_ip = launch->private_ipv4;
         if (in_container) {
-          Result<exec::ContainerRun> run = exec::ContainerRunFromAws(
-              launch->image, launch->linux_parameters, launch->other);
+          Result<exec::ContainerRun> run =
+              exec::ContainerRunFromAws(launch->image, launch->linux_parameters, launch->other);
           if (!run.ok()) {
             failed = run.status();
             break;

@@ -58,9 +58,9 @@ Result<ContainerRun> ContainerRunFromAws(const std::string& image, const Json& l
   if (linux_parameters.is_object() && linux_parameters.contains("devices") &&
       linux_parameters["devices"].is_array()) {
     for (const Json& d : linux_parameters["devices"]) {
-      ContainerDevice dev{Str(d, "hostPath"), Str(d, "containerPath"),
-                          Permissions(d.is_object() ? d.value("permissions", Json::array())
-                                                    : Json::array())};
+      ContainerDevice dev{
+          Str(d, "hostPath"), Str(d, "containerPath"),
+          Permissions(d.is_object() ? d.value("permissions", Json::array()) : Json::array())};
       if (dev.host_path.empty())
         return Status::InvalidArgument("linuxParameters.devices: every device needs hostPath");
       c.devices.push_back(dev);
@@ -107,8 +107,8 @@ std::string ContainerName(const std::string& job_id, int32_t attempt, int32_t no
 Json ToJson(const ContainerRun& c) {
   Json devices = Json::array(), mounts = Json::array();
   for (const auto& d : c.devices)
-    devices.push_back({{"host", d.host_path}, {"container", d.container_path},
-                       {"permissions", d.permissions}});
+    devices.push_back(
+        {{"host", d.host_path}, {"container", d.container_path}, {"permissions", d.permissions}});
   for (const auto& m : c.mounts)
     mounts.push_back(
         {{"source", m.source}, {"container", m.container_path}, {"read_only", m.read_only}});
@@ -147,9 +147,9 @@ std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUl
   // Host networking (rendezvous as in process mode), an init process that
   // passes SIGTERM on, the container's output straight into the node's
   // output file, and the image pulled when missing.
-  std::vector<std::string> a = {"run",           "--rm",          "--name",
-                                c.name,          "--init",        "--network=host",
-                                "--pull=missing", "--log-driver=passthrough"};
+  std::vector<std::string> a = {
+      "run",    "--rm",           "--name",         c.name,
+      "--init", "--network=host", "--pull=missing", "--log-driver=passthrough"};
   for (const std::string& k : s.env_keys) a.insert(a.end(), {"-e", k});
   if (!s.user.empty()) a.insert(a.end(), {"--user", s.user});
   bool nofile = false, nproc = false;
@@ -202,8 +202,8 @@ std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& 
   return f;
 }
 
-Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string& dir,
-                                                             const std::string& insecure_registry) {
+Result<std::pair<std::string, std::string>> WritePodmanConfig(
+    const std::string& dir, const std::string& insecure_registry) {
   RETURN_IF_ERROR(MakeDirs(dir, 0755));
   struct rlimit nofile, nproc;
   ::getrlimit(RLIMIT_NOFILE, &nofile);
@@ -218,9 +218,9 @@ Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string&
   const std::string text =
       "# Written by lote (docs/containers.md); replaced at every server start.\n"
       "[containers]\n"
-      "default_ulimits = [\"nofile=" + std::to_string(nofile_max) + ":" +
-      std::to_string(nofile_max) + "\", \"nproc=" + std::to_string(nproc_max) + ":" +
-      std::to_string(nproc_max) +
+      "default_ulimits = [\"nofile=" +
+      std::to_string(nofile_max) + ":" + std::to_string(nofile_max) +
+      "\", \"nproc=" + std::to_string(nproc_max) + ":" + std::to_string(nproc_max) +
       "\"]\n"
       "[engine]\n"
       "runtime = \"runc\"\n"

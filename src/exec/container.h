@@ -93,7 +93,8 @@ struct PodmanRunSpec {
 // the image says. Every --ulimit list names nofile and nproc (podman replaces
 // containers.conf's defaults once one is given): `host_nofile` / `host_nproc`
 // when the job names neither.
-std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& spec, const ContainerUlimit& host_nofile,
+std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& spec,
+                                       const ContainerUlimit& host_nofile,
                                        const ContainerUlimit& host_nproc);
 
 // How a podman run that exited `code` failed, from the last "Error: " line
@@ -113,6 +114,6 @@ std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& 
 // within this host's hard limits) and registries.conf (`insecure_registry`,
 // e.g. the local registry "127.0.0.1:5000", may be empty). Returns the two paths.
 Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string& dir,
-                                                             const std::string& insecure_registry);
+                                                              const std::string& insecure_registry);
 
 }  // namespace lote::exec

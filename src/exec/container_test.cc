@@ -26,7 +26,7 @@ TEST(ContainerTest, AwsFieldsBecomeAContainerRun) {
   EXPECT_TRUE(c->read_only_root);
   EXPECT_EQ(c->devices, (std::vector<ContainerDevice>{{"/dev/null", "/dev/x", "rw"}}));
   EXPECT_EQ(c->mounts, (std::vector<ContainerMount>{{"/srv/data", "/data", true},
-                                                     {"lote-scratch", "/scratch", false}}));
+                                                    {"lote-scratch", "/scratch", false}}));
   EXPECT_EQ(ContainerRunFromJson(ToJson(*c)), *c);
 
   Json bad = Json::parse(R"({"mountPoints": [{"sourceVolume": "nope", "containerPath": "/x"}]})");
@@ -57,8 +57,8 @@ TEST(ContainerTest, PodmanRunArgsPassTheJobByName) {
   EXPECT_EQ(std::vector<std::string>(a.begin(), a.begin() + 4),
             (std::vector<std::string>{"run", "--rm", "--name", "lote-j-1-0"}));
   for (const char* want : {"--init", "--network=host", "--user", "nobody", "-e", "SECRET",
-                           "--device=/dev/null:/dev/null", "--volume=/srv:/data:ro",
-                           "--read-only", "--memory=512m", "--cpus=1.5"})
+                           "--device=/dev/null:/dev/null", "--volume=/srv:/data:ro", "--read-only",
+                           "--memory=512m", "--cpus=1.5"})
     EXPECT_TRUE(Has(a, want)) << want;
   // No ulimit asked: containers.conf's defaults stand.
   EXPECT_FALSE(std::any_of(a.begin(), a.end(),
@@ -89,7 +89,8 @@ TEST(ContainerTest, PodmansOwnErrorsBecomeAwsReasons) {
             "container registry");
   EXPECT_FALSE(pull->users_fault);
   auto unknown = ClassifyPodmanExit(
-      125, "Error: initializing source docker://r/x:1: reading manifest 1 in r/x: manifest unknown\n");
+      125,
+      "Error: initializing source docker://r/x:1: reading manifest 1 in r/x: manifest unknown\n");
   ASSERT_TRUE(unknown.has_value());
   EXPECT_TRUE(unknown->users_fault);
   auto exe = ClassifyPodmanExit(

@@ -218,8 +218,8 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
     // podman applies the limits (container.h).
     shim.container->containers_conf = podman_conf_.first;
     shim.container->registries_conf = podman_conf_.second;
-    shim.container->name = ContainerName(spec.node.attempt.job_id, spec.node.attempt.attempt,
-                                         spec.node.node_index);
+    shim.container->name =
+        ContainerName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
   } else if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
     // Memory / vCPU limits.
     std::string what;

@@ -128,7 +128,8 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
     shim.container_memory_mib = spec.memory_mib;
     shim.container_vcpu_milli = spec.vcpu_milli;
     for (const auto& [k, v] : spec.environment) shim.env.push_back(k + "=" + v);
-    if (!spec.private_ip.empty()) shim.env.push_back("LOTE_PRIVATE_IPV4_ADDRESS=" + spec.private_ip);
+    if (!spec.private_ip.empty())
+      shim.env.push_back("LOTE_PRIVATE_IPV4_ADDRESS=" + spec.private_ip);
     return out;
   }
   std::string home_dir = host.home_dir;

@@ -122,7 +122,8 @@ class SlurmBackend final : public Backend {
 
   const SlurmBackendOptions options_;
   RunnerHost host_;  // the server's, for ResolveNode (rlimits: on the node)
-  std::pair<std::string, std::string> podman_conf_;  // container mode: containers.conf, registries.conf
+  std::pair<std::string, std::string>
+      podman_conf_;  // container mode: containers.conf, registries.conf
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_;      // Wait
