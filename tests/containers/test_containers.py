@@ -3,6 +3,7 @@ server` runs jobs submitted with boto3 in images built here, in a compute
 environment tagged lote:runtime=container. Where podman cannot run a container
 here, every test fails with one line saying why (never a skip)."""
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "control"))
 from lote_server import LoteServer  # noqa: E402
 
 LOTE = None
+DATA = None  # the test data folder (tokenizer.model, sotu.txt)
 FINAL = ("SUCCEEDED", "FAILED")
 TAG = "t%d" % os.getpid()  # image tags of this run, removed at the end
 
@@ -49,6 +51,23 @@ def busybox_rootfs(dest):
         f.write("root:x:0:\nnogroup:x:65534:\n")
 
 
+def add_program(root, program, dest):
+    """Copies `program` to `dest` in the image root, with the shared libraries
+    (and the loader) it needs at their host paths: an image holding lote."""
+    target = os.path.join(root, dest.lstrip("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy(program, target)
+    ldd = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+    for line in ldd.splitlines():
+        parts = line.split()
+        lib = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
+        if lib.startswith("/") and os.path.exists(lib):
+            copy = os.path.join(root, lib.lstrip("/"))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            if not os.path.exists(copy):
+                shutil.copy(lib, copy)
+
+
 class ContainerModeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -60,6 +79,7 @@ class ContainerModeTest(unittest.TestCase):
         os.chmod(cls.work, 0o777)
         root = os.path.join(cls.work, "rootfs")
         busybox_rootfs(root)
+        add_program(root, LOTE, "/usr/local/bin/lote")
         tar = os.path.join(cls.work, "rootfs.tar")
         subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
         cls.images = {}
@@ -230,6 +250,52 @@ class ContainerModeTest(unittest.TestCase):
         self.assertEqual(job["status"], "FAILED")
         self.assertIn("lote:runtime=container", job["statusReason"])
 
+    def test_distributed_training_tp2_dp2_in_container_mode(self):
+        """The engine's 4-node training (tiny model, TP 2 x DP 2), every node in the
+        image holding lote; data, config and output bind-mounted at their paths."""
+        self.assertTrue(DATA and os.path.exists(os.path.join(DATA, "tokenizer.model")),
+                        "test data missing: run scripts/install-deps.sh (--data %s)" % DATA)
+        data = os.path.join(self.work, "sotu")
+        subprocess.run([LOTE, "data", "prepare", "--input", os.path.join(DATA, "sotu.txt"),
+                        "--tokenizer", os.path.join(DATA, "tokenizer.model"),
+                        "--block-size", "65", "--output", "file://" + data],
+                       check=True, capture_output=True)
+        out = os.path.join(self.work, "train-out")
+        os.makedirs(out)
+        model = os.path.abspath(os.path.join(HERE, "..", "..", "examples", "llama2", "model"))
+        steps = 8
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        command = ["/usr/local/bin/lote", "train", "--config", model + "/tiny.json",
+                   "--data", data, "--nproc-per-node", "1", "--tensor-parallel-size", "2",
+                   "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                   "--max-steps", str(steps), "--logging-interval", "4", "--threads", "1",
+                   "--peak-gflops", "10", "--output", out, "--master-port", str(port)]
+        volumes, mounts = [], []
+        for i, path in enumerate((data, model, out)):
+            volumes.append({"name": "v%d" % i, "host": {"sourcePath": path}})
+            mounts.append({"sourceVolume": "v%d" % i, "containerPath": path,
+                           "readOnly": path == model})
+        self.batch.register_job_definition(
+            jobDefinitionName="llama-tiny", type="multinode",
+            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                "targetNodes": "0:", "container": {
+                    "image": self.images["sh"], "command": command, "volumes": volumes,
+                    "mountPoints": mounts,
+                    "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                             {"type": "MEMORY", "value": "1024"}]}}]})
+        job = self.run_job("llama-tiny", timeout=600)
+        self.assertEqual(job["status"], "SUCCEEDED", job)
+        with open(os.path.join(out, "metrics.json")) as f:
+            metrics = json.load(f)
+        self.assertEqual(metrics["world_size"], 4)
+        self.assertEqual(metrics["tensor_parallel"], 2)
+        self.assertEqual(metrics["data_parallel"], 2)
+        self.assertEqual(len(metrics["losses"]), steps)
+
     def test_server_kill_9_while_a_container_runs_then_readopted(self):
         flag = os.path.join(self.work, "go")
         os.makedirs(flag, exist_ok=True)
@@ -254,11 +320,13 @@ class ContainerModeTest(unittest.TestCase):
 
 
 def main():
-    global LOTE
+    global LOTE, DATA
     parser = argparse.ArgumentParser()
     parser.add_argument("--lote", required=True)
+    parser.add_argument("--data", default=os.environ.get("LOTE_TEST_DATA", ""))
     args, rest = parser.parse_known_args()
     LOTE = os.path.abspath(args.lote)
+    DATA = args.data
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 
