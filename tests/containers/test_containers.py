@@ -20,6 +20,7 @@ from lote_server import LoteServer  # noqa: E402
 LOTE = None
 DATA = None  # the test data folder (tokenizer.model, sotu.txt)
 FINAL = ("SUCCEEDED", "FAILED")
+SMALL = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]
 TAG = "t%d" % os.getpid()  # image tags of this run, removed at the end
 
 
@@ -129,8 +130,7 @@ class ContainerModeTest(unittest.TestCase):
 
     def register(self, name, image, command=None, **props):
         props["image"] = image
-        props.setdefault("resourceRequirements", [{"type": "VCPU", "value": "1"},
-                                                  {"type": "MEMORY", "value": "256"}])
+        props.setdefault("resourceRequirements", SMALL)
         if command is not None:
             props["command"] = command
         self.batch.register_job_definition(jobDefinitionName=name, type="container",
@@ -215,9 +215,11 @@ class ContainerModeTest(unittest.TestCase):
             jobDefinitionName="pair", type="multinode",
             nodeProperties={"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
                 {"targetNodes": "0", "container": {"image": self.images["sh"],
-                                                   "command": ["/bin/sh", "-c", main]}},
+                                                   "command": ["/bin/sh", "-c", main],
+                                                   "resourceRequirements": SMALL}},
                 {"targetNodes": "1", "container": {"image": self.images["sh"],
-                                                   "command": ["/bin/sh", "-c", child]}}]})
+                                                   "command": ["/bin/sh", "-c", child],
+                                                   "resourceRequirements": SMALL}}]})
         job = self.run_job("pair")
         self.assertEqual(job["status"], "SUCCEEDED", job)
         main_node = self.batch.describe_jobs(jobs=[job["jobId"] + "#0"])["jobs"][0]

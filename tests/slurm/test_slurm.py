@@ -431,6 +431,7 @@ else:
         tar = os.path.join(self.work, "rootfs.tar")
         subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
         image = "localhost/lote-slurm-test:t%d" % os.getpid()
+        small = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "128"}]
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -442,9 +443,11 @@ else:
             jobDefinitionName="cpair", type="multinode",
             nodeProperties={"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
                 {"targetNodes": "0", "container": {"image": image,
-                                                   "command": ["/bin/sh", "-c", main]}},
+                                                   "command": ["/bin/sh", "-c", main],
+                                                   "resourceRequirements": small}},
                 {"targetNodes": "1", "container": {"image": image,
-                                                   "command": ["/bin/sh", "-c", child]}}]})
+                                                   "command": ["/bin/sh", "-c", child],
+                                                   "resourceRequirements": small}}]})
         podman(conf, "import", "--change", 'CMD ["/bin/sh"]', tar, image)
         try:
             job_id = self.batch.submit_job(jobName="cpair", jobQueue="cq",
