@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/files.h"
+#include "exec/command.h"
 
 namespace lote::exec {
 namespace {
@@ -200,6 +201,17 @@ std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& 
                     has("permission denied");
   }
   return f;
+}
+
+Status RemoveContainer(const ContainerRun& c) {
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+  if (!c.containers_conf.empty()) env["CONTAINERS_CONF"] = c.containers_conf;
+  ASSIGN_OR_RETURN(CommandResult r,
+                   RunCommand({"podman", "rm", "-f", "-t", "0", "--ignore", c.name}, env, 60'000,
+                              /*inherit_env=*/false));
+  if (r.exit_code != 0) return Status::Unavailable("podman rm -f " + c.name + " failed: " + r.err);
+  return Status::Ok();
 }
 
 Result<std::pair<std::string, std::string>> WritePodmanConfig(

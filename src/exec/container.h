@@ -109,6 +109,11 @@ struct ContainerFailure {
 };
 std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& output_tail);
 
+// `podman rm -f -t 0 --ignore <name>` with the container's configuration: a
+// container left behind when podman itself was killed. Unavailable when
+// podman cannot be run or fails.
+Status RemoveContainer(const ContainerRun& container);
+
 // The podman configuration lote manages under `dir` (made if missing):
 // containers.conf (runc, cgroupfs, the file events logger, default ulimits
 // within this host's hard limits) and registries.conf (`insecure_registry`,

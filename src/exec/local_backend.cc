@@ -451,6 +451,13 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
     reason +=
         "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
   }
+  // A container node's podman killed (with its runner) leaves the container.
+  if (cmd.ok()) {
+    Result<ShimSpec> spec = ReadShimSpec(paths.spec());
+    if (spec.ok() && spec->container) {
+      if (Status s = RemoveContainer(*spec->container); !s.ok()) reason += "; " + s.message();
+    }
+  }
   StatusRecord st;
   st.outcome = NodeOutcome::kLost;
   st.never_started = never_started && !cmd.ok();

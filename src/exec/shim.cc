@@ -27,7 +27,6 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "exec/cgroup.h"
-#include "exec/command.h"
 #include "exec/container.h"
 #include "exec/node_files.h"
 #include "exec/proc_util.h"
@@ -227,17 +226,6 @@ std::string Tail(const std::string& path, off_t offset) {
   }
   ::close(fd);
   return out;
-}
-
-// Removes the node's container (left behind when podman itself was killed).
-void RemoveContainer(const ShimSpec& spec, const ShimLog& log) {
-  const ContainerRun& c = *spec.container;
-  std::map<std::string, std::string> env = {{"PATH", kHostPath}};
-  if (!c.containers_conf.empty()) env["CONTAINERS_CONF"] = c.containers_conf;
-  Result<CommandResult> r =
-      RunCommand({"podman", "rm", "-f", "-t", "0", "--ignore", c.name}, env, 60'000, false);
-  if (!r.ok() || r->exit_code != 0)
-    log("podman rm -f " + c.name + " failed: " + (r.ok() ? r->err : r.status().ToString()));
 }
 
 // The runner's exit status as a task (ShimMode::kTask): the command's own.
@@ -552,7 +540,10 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
   const bool exited = leader_info.si_code == CLD_EXITED;
-  if (spec.container && (!exited || terminating)) RemoveContainer(spec, log);
+  // podman killed leaves its container behind.
+  if (spec.container && (!exited || terminating)) {
+    if (Status s = RemoveContainer(*spec.container); !s.ok()) log(s.message());
+  }
   std::optional<ContainerFailure> container_failure;
   if (spec.container && exited)
     container_failure =

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -156,6 +157,14 @@ class ContainerModeTest(unittest.TestCase):
             return [e["message"] for e in events] or None
         return self.server.wait_for(lines, 30, "the output of %s" % job["jobId"])
 
+    def wait_no_container(self, job_id, name):
+        """Once the node's runner recorded its outcome: no container of that name."""
+        status = os.path.join(self.server.home, "jobs", job_id, "1", "0", "status.json")
+        self.server.wait_for(lambda: os.path.exists(status), 60, "the runner of %s" % job_id)
+        left = podman(self.conf, "ps", "-a", "--format", "{{.Names}} {{.Status}}").stdout
+        runner_log = os.path.join(os.path.dirname(status), "shim.log")
+        self.assertNotIn(name, left, open(runner_log).read() if os.path.exists(runner_log) else "")
+
     # --- tests -------------------------------------------------------------
 
     def test_entrypoint_and_cmd_follow_ecs_precedence(self):
@@ -238,7 +247,24 @@ class ContainerModeTest(unittest.TestCase):
         job = self.wait_status(job_id)
         self.assertEqual(job["status"], "FAILED")
         self.assertEqual(job["statusReason"], "test says stop")
-        self.assertNotIn(name, podman(self.conf, "ps", "-a", "--format", "{{.Names}}").stdout.split())
+        # The job ends at TerminateJob; its node's runner ends after it.
+        self.wait_no_container(job_id, name)
+
+    def test_a_runner_killed_with_sigkill_leaves_no_container(self):
+        definition = self.register("lost", self.images["sh"],
+                                   ["/bin/sh", "-c", "echo started; sleep 600"])
+        job_id = self.batch.submit_job(jobName="lost", jobQueue="cq",
+                                       jobDefinition=definition)["jobId"]
+        job = self.wait_status(job_id, ("RUNNING",))
+        self.output(job)
+        name = "lote-%s-1-0" % job_id
+        with open(os.path.join(self.server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
+            runner = json.load(f)["process"]["pid"]
+        os.kill(runner, signal.SIGKILL)
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "FAILED")
+        self.assertIn("NODE_LOST", job["attempts"][-1]["container"]["reason"])
+        self.wait_no_container(job_id, name)
 
     def test_a_missing_image_is_cannot_pull_container_error(self):
         job = self.run_job(self.register("missing", "localhost/lote-no-such-image:%s" % TAG,
