@@ -93,6 +93,7 @@ Result<NodeLaunch> MakeNodeLaunch(const Job& job, int32_t node_index) {
   launch.user = c.user;
   launch.ulimits = c.ulimits;
   launch.linux_parameters = c.linux_parameters;
+  launch.other = c.other;
   launch.milli_vcpu = c.MilliVcpu();
   launch.memory_mib = c.MemoryMib();
   launch.gpus = c.Gpus();

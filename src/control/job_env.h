@@ -45,6 +45,7 @@ struct NodeLaunch {
   std::string user;
   Json ulimits = Json::array();
   Json linux_parameters = Json::object();
+  Json other = Json::object();  // ContainerSpec::other (privileged, volumes, mountPoints, ...)
   int64_t milli_vcpu = 0;
   int64_t memory_mib = 0;
   int32_t gpus = 0;

@@ -22,6 +22,7 @@
 #include "control/job_submit.h"
 #include "control/validation.h"
 #include "exec/batch_env.h"
+#include "exec/container.h"
 #include "logs/stream_names.h"
 
 namespace lote::control {
@@ -33,6 +34,17 @@ constexpr size_t kParallelLaunches = 8;
 std::string RequiredString(const Json& request, const char* field) {
   if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
   return request[field].get<std::string>();
+}
+
+// Whether the environment's nodes run in their images: its tag lote:runtime,
+// else the server's default. InvalidArgument for another value.
+Result<bool> InContainerMode(const ComputeEnvironmentSpec& ce, const std::string& fallback) {
+  auto tag = ce.lote_tags.find("lote:runtime");
+  const std::string runtime = tag == ce.lote_tags.end() ? fallback : tag->second;
+  if (runtime == "container") return true;
+  if (runtime == "process" || runtime.empty()) return false;
+  return Status::InvalidArgument("compute environment " + ce.name + ": lote:runtime is '" +
+                                 runtime + "'; use container or process");
 }
 
 }  // namespace
@@ -912,7 +924,11 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
       if (job.timeout_seconds) gang.timeout_seconds = *job.timeout_seconds;
       const exec::Capabilities& caps = (*backend)->capabilities();
       Status failed;
+      Result<bool> container_mode = InContainerMode(*ce, options_.default_runtime);
+      if (!container_mode.ok()) failed = container_mode.status();
+      const bool in_container = container_mode.ok() && *container_mode;
       for (const NodeAttempt& node : attempt->nodes) {
+        if (!failed.ok()) break;
         Result<NodeLaunch> launch = MakeNodeLaunch(job, node.node_index);
         if (!launch.ok()) {
           failed = launch.status();
@@ -933,17 +949,35 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         spec.vcpu_milli = launch->milli_vcpu;
         spec.memory_mib = launch->memory_mib;
         spec.private_ip = launch->private_ipv4;
+        if (in_container) {
+          Result<exec::ContainerRun> run =
+              exec::ContainerRunFromAws(launch->image, launch->linux_parameters, launch->other);
+          if (!run.ok()) {
+            failed = run.status();
+            break;
+          }
+          spec.container = std::move(*run);
+        }
         for (const std::string& f : launch->fields_set)
-          if (!caps.container_fields.count(f)) spec.unsupported_fields.push_back(f);
+          if (!caps.container_fields.count(f) &&
+              !(in_container && exec::ContainerModeFields().count(f)))
+            spec.unsupported_fields.push_back(f);
         // Accelerators: only a backend that hands devices to a node runs such
         // nodes; elsewhere only an emulated environment (without the devices).
         if (launch->gpus > 0 && !caps.accelerators)
           spec.unsupported_fields.push_back("resourceRequirements.GPU");
         spec.emulation = ce->emulation;
-        if (spec.command.empty()) {
+        if (spec.command.empty() && !spec.container) {
           failed = Status::InvalidArgument(
-              "the container has no command: set command in the job definition or in "
-              "containerOverrides");
+              launch->image.empty()
+                  ? "the container has no command: set command in the job definition or in "
+                    "containerOverrides"
+                  : "the job definition names the image " + launch->image +
+                        " but no command, and its compute environment runs jobs as host "
+                        "processes (lote:runtime=process), which cannot run an image's "
+                        "ENTRYPOINT/CMD: tag the compute environment lote:runtime=container (or "
+                        "start lote server --runtime container) to run the image, or set "
+                        "command in the job definition or in containerOverrides");
           break;
         }
         gang.nodes.push_back(std::move(spec));

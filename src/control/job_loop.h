@@ -77,6 +77,9 @@ struct JobLoopOptions {
   JobOutput* output = nullptr;  // may be null: no log streams, no progress
   // Grace period between SIGTERM and SIGKILL for gang teardown and TerminateJob.
   int64_t terminate_grace_ms = 2000;
+  // How nodes run in a compute environment without the tag lote:runtime:
+  // "process" (host processes) or "container" (their image under podman).
+  std::string default_runtime = "process";
   // Called (from any thread, with no lock held) when a pass is due soon.
   std::function<void()> wake;
 };

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "exec/container.h"
 
 namespace lote::exec {
 
@@ -126,6 +127,11 @@ struct NodeSpec {
   // "linuxParameters.devices", "privileged"; see Capabilities): the launch fails
   // naming them, unless `emulation` is set, then each is reported as skipped.
   std::vector<std::string> unsupported_fields;
+  // Container mode (container.h): run in this image under podman. The backend
+  // sets its podman configuration and name. `command` may then be empty (the
+  // image's ENTRYPOINT/CMD), `user` is the image's, and environment gets no
+  // host defaults (PATH, HOME, ... are the image's).
+  std::optional<ContainerRun> container;
   // The compute environment is marked as emulation: approximate what cannot be
   // honoured (unsupported fields, ulimits above the host's hard limit, running
   // as another user without root) and say so in warnings.

@@ -1,5 +1,5 @@
-// `lote exec-shim --node-dir DIR`: the supervisor of one node, started by the
-// local executor (see exec/shim.h). Not meant to be run by hand.
+// `lote exec-shim --node-dir DIR`: the supervisor of one node, started by every
+// executor (see exec/shim.h). Not meant to be run by hand.
 #include <memory>
 #include <string>
 
@@ -10,11 +10,20 @@ namespace {
 
 lote::CommandRegistrar reg([](CLI::App& app) {
   auto node_dir = std::make_shared<std::string>();
+  auto attempt_dir = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "exec-shim", "(internal) supervise one node of a job; started by the local executor");
   sub->group("");  // hidden from `lote --help`
-  sub->add_option("--node-dir", *node_dir, "the node's folder under $LOTE_HOME/jobs")->required();
-  sub->callback([node_dir] { lote::SetExitCode(lote::exec::RunExecShim(*node_dir)); });
+  auto* by_node =
+      sub->add_option("--node-dir", *node_dir, "the node's folder under $LOTE_HOME/jobs");
+  auto* by_attempt =
+      sub->add_option("--attempt-dir", *attempt_dir,
+                      "a Slurm task: the attempt's folder (the node is SLURM_NODEID)");
+  by_node->excludes(by_attempt);
+  sub->require_option(1);
+  sub->callback([node_dir, attempt_dir] {
+    lote::SetExitCode(lote::exec::ExecShimMain(*node_dir, *attempt_dir));
+  });
 });
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "exec/shim.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -46,43 +47,6 @@ int64_t SteadyMillis() {
 
 std::string ErrnoText() { return std::strerror(errno); }
 
-struct ResolvedUser {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  std::vector<uint32_t> groups;
-  std::string name;
-  std::string home;
-};
-
-Result<ResolvedUser> ResolveUser(const std::string& user) {
-  struct passwd pw;
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), ::isdigit);
-  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::strtoul(user.c_str(), nullptr, 10)), &pw,
-                                  buf.data(), buf.size(), &found)
-                   : ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
-  if (rc != 0 || found == nullptr) {
-    if (numeric) {
-      uint32_t id = static_cast<uint32_t>(std::strtoul(user.c_str(), nullptr, 10));
-      return ResolvedUser{id, id, {id}, user, "/"};
-    }
-    return Status::InvalidArgument("user '" + user +
-                                   "' does not exist on this host: create it or change the job "
-                                   "definition's user");
-  }
-  ResolvedUser r{pw.pw_uid, pw.pw_gid, {}, pw.pw_name, pw.pw_dir ? pw.pw_dir : "/"};
-  int n = 64;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
-    groups.resize(static_cast<size_t>(n));
-    ::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n);
-  }
-  groups.resize(static_cast<size_t>(std::max(n, 0)));
-  r.groups.assign(groups.begin(), groups.end());
-  return r;
-}
-
 // 1500 -> "1.5", 2000 -> "2", 250 -> "0.25".
 std::string FormatVcpu(int64_t milli) {
   std::string out = std::to_string(milli / 1000);
@@ -92,8 +56,6 @@ std::string FormatVcpu(int64_t milli) {
   while (!f.empty() && f.back() == '0') f.pop_back();
   return out + "." + f;
 }
-
-std::string DescribeLimit(int64_t v) { return v < 0 ? "unlimited" : std::to_string(v); }
 
 // Opens the node lock and tries to take it. Returns the fd (lock held) or -1
 // when another process holds it (errno EWOULDBLOCK) or on error.
@@ -111,20 +73,6 @@ int TryNodeLock(const NodePaths& paths) {
 
 // epoll token of the wake eventfd; nodes get tokens from 1 up.
 constexpr uint64_t kWakeToken = 0;
-
-// The supervisor to start when none is configured: the standalone
-// `lote-exec-shim` installed beside this executable (a small program that
-// starts several times faster than the whole lote binary), else this
-// executable's own `exec-shim` subcommand. Empty if /proc/self/exe is unreadable.
-std::vector<std::string> DefaultShimCommand() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return {};
-  std::string self(buf, static_cast<size_t>(n));
-  std::string beside = self.substr(0, self.rfind('/') + 1) + "lote-exec-shim";
-  if (::access(beside.c_str(), X_OK) == 0) return {beside};
-  return {self, "exec-shim"};
-}
 
 // mkdir that accepts an existing folder.
 Status MakeDir(const std::string& path, mode_t mode) {
@@ -173,11 +121,7 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     cg.reason = "cgroup limits are disabled in lote's configuration";
   }
   HostFacts host;
-  host.can_raise_rlimits = HasEffectiveCapability(CAP_SYS_RESOURCE);
-  host.euid = ::geteuid();
-  auto me = ResolveUser(std::to_string(host.euid));
-  host.user_name = me.ok() ? me->name : std::to_string(host.euid);
-  host.home_dir = HomeDir();
+  static_cast<RunnerHost&>(host) = ThisRunnerHost();
   host.boot_id = BootId();
   int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return Status::Internal("local executor: eventfd: " + ErrnoText());
@@ -195,8 +139,18 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     ::close(epoll);
     return s;
   }
-  return std::unique_ptr<LocalBackend>(
+  // Container mode's podman configuration (container.h), rewritten at every start.
+  Result<std::pair<std::string, std::string>> podman =
+      WritePodmanConfig(options.home + "/containers", options.insecure_registry);
+  if (!podman.ok()) {
+    ::close(wake);
+    ::close(epoll);
+    return podman.status();
+  }
+  auto backend = std::unique_ptr<LocalBackend>(
       new LocalBackend(std::move(options), std::move(cg), std::move(host), wake, epoll));
+  backend->podman_conf_ = *podman;
+  return backend;
 }
 
 LocalBackend::LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host,
@@ -249,120 +203,25 @@ LocalBackend::Node LocalBackend::UnwatchLocked(std::map<NodeKey, Node>::iterator
 Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, spec.node));
   const std::string who = "node " + spec.node.ToString();
-  if (spec.command.empty() || spec.command[0].empty()) {
-    return Status::InvalidArgument(who +
-                                   ": the command is empty; set the job definition's command");
-  }
-  for (const auto& [k, v] : spec.environment) {
-    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
-      return Status::InvalidArgument(who + ": environment variable name '" + k + "' is not valid");
-    }
-  }
-  if (!spec.private_ip.empty()) {
-    in_addr addr;
-    if (::inet_pton(AF_INET, spec.private_ip.c_str(), &addr) != 1) {
-      return Status::InvalidArgument(who + ": private_ip '" + spec.private_ip +
-                                     "' is not an IPv4 address");
-    }
-  }
-  if (!spec.working_dir.empty() && spec.working_dir[0] != '/') {
-    return Status::InvalidArgument(who + ": working directory '" + spec.working_dir +
-                                   "' must be an absolute path");
-  }
-
-  ShimSpec shim;
-  shim.node = spec.node;
+  ASSIGN_OR_RETURN(
+      ResolvedNode resolved,
+      ResolveNode(spec, host_, "the local executor", paths.default_work(), paths.default_output()));
+  ShimSpec& shim = resolved.spec;
   shim.default_grace_ms = options_.default_grace_ms;
   LaunchResult result;
   // Returned to the caller (the server log, DescribeJobs), never written into
   // the node's output: that holds only what the command prints.
+  result.warnings = std::move(resolved.warnings);
   auto warn = [&](const std::string& text) { result.warnings.push_back(text); };
 
-  // Fields this backend cannot honour.
-  if (!spec.unsupported_fields.empty()) {
-    std::string list;
-    for (const auto& f : spec.unsupported_fields) list += (list.empty() ? "" : ", ") + f;
-    if (!spec.emulation) {
-      return Status::FailedPrecondition(
-          who + ": the local executor cannot honour " + list +
-          "; remove it from the job definition, or mark the compute environment as emulation "
-          "to run without it");
-    }
-    for (const auto& f : spec.unsupported_fields) {
-      warn("emulation: skipped " + f + " (the local executor cannot honour it)");
-    }
-  }
-
-  // ulimits, checked against what this process may grant.
-  const bool can_raise = host_.can_raise_rlimits;
-  std::set<std::string> seen;
-  for (const auto& u : spec.ulimits) {
-    int resource = RlimitResourceByName(u.name);
-    if (resource < 0) {
-      return Status::InvalidArgument(
-          who + ": ulimits: unknown name '" + u.name +
-          "' (use core, cpu, data, fsize, locks, memlock, msgqueue, "
-          "nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack)");
-    }
-    if (!seen.insert(u.name).second) {
-      return Status::InvalidArgument(who + ": ulimits: '" + u.name + "' is given twice");
-    }
-    if (u.soft_limit < -1 || u.hard_limit < -1 ||
-        (u.hard_limit >= 0 && (u.soft_limit < 0 || u.soft_limit > u.hard_limit))) {
-      return Status::InvalidArgument(who + ": ulimits " + u.name + ": softLimit " +
-                                     DescribeLimit(u.soft_limit) + " exceeds hardLimit " +
-                                     DescribeLimit(u.hard_limit) + " or is negative");
-    }
-    ShimRlimit r{u.name, resource, u.soft_limit, u.hard_limit};
-    struct rlimit cur;
-    ::getrlimit(resource, &cur);
-    const bool host_unlimited = cur.rlim_max == RLIM_INFINITY;
-    const bool wants_above =
-        !host_unlimited && (u.hard_limit < 0 || static_cast<rlim_t>(u.hard_limit) > cur.rlim_max);
-    if (wants_above && !can_raise) {
-      std::string msg = "ulimits " + u.name + ": hardLimit " + DescribeLimit(u.hard_limit) +
-                        " is above this host's limit " + std::to_string(cur.rlim_max) +
-                        " and lote lacks CAP_SYS_RESOURCE to raise it";
-      if (!spec.emulation) {
-        return Status::FailedPrecondition(who + ": " + msg +
-                                          "; lower it, run lote with CAP_SYS_RESOURCE, or mark "
-                                          "the compute environment as emulation");
-      }
-      r.hard = static_cast<int64_t>(cur.rlim_max);
-      if (r.soft < 0 || r.soft > r.hard) r.soft = r.hard;
-      warn("emulation: " + msg + "; using " + std::to_string(r.soft) + "/" +
-           std::to_string(r.hard) + " instead");
-    }
-    shim.rlimits.push_back(r);
-  }
-
-  // User.
-  std::string home_dir = host_.home_dir;
-  std::string user_name;
-  if (!spec.user.empty()) {
-    ASSIGN_OR_RETURN(ResolvedUser u, ResolveUser(spec.user));
-    if (u.uid != host_.euid) {
-      if (host_.euid != 0) {
-        std::string msg = "running as user '" + spec.user + "' needs a lote server running as root";
-        if (!spec.emulation) {
-          return Status::FailedPrecondition(who + ": " + msg +
-                                            "; remove the user from the job definition or mark "
-                                            "the compute environment as emulation");
-        }
-        warn("emulation: " + msg + "; running as uid " + std::to_string(host_.euid) + " instead");
-      } else {
-        shim.uid = u.uid;
-        shim.gid = u.gid;
-        shim.groups = u.groups;
-      }
-    }
-    home_dir = u.home;
-    user_name = u.name;
-  }
-  if (user_name.empty()) user_name = host_.user_name;
-
-  // Memory / vCPU limits.
-  if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
+  if (shim.container) {
+    // podman applies the limits (container.h).
+    shim.container->containers_conf = podman_conf_.first;
+    shim.container->registries_conf = podman_conf_.second;
+    shim.container->name =
+        ContainerName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
+  } else if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {
+    // Memory / vCPU limits.
     std::string what;
     if (spec.vcpu_milli > 0) what += FormatVcpu(spec.vcpu_milli) + " vCPU";
     if (spec.memory_mib > 0)
@@ -378,18 +237,6 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
       warn("the limits of this node (" + what + ") are NOT enforced: " + cgroups_.reason);
     }
   }
-
-  // Environment: the spec's, plus the few defaults a login would give.
-  std::map<std::string, std::string> env = spec.environment;
-  env.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  env.try_emplace("HOME", home_dir);
-  env.try_emplace("USER", user_name);
-  env.try_emplace("LOGNAME", user_name);
-  if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
-  for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
-  shim.argv = spec.command;
-  shim.output_path = spec.output_path.empty() ? paths.default_output() : spec.output_path;
-  shim.working_dir = spec.working_dir.empty() ? paths.default_work() : spec.working_dir;
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -603,6 +450,13 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
     }
     reason +=
         "; its command (pid " + std::to_string(cmd->id.pid) + ") was still running and was killed";
+  }
+  // A container node's podman killed (with its runner) leaves the container.
+  if (cmd.ok()) {
+    Result<ShimSpec> spec = ReadShimSpec(paths.spec());
+    if (spec.ok() && spec->container) {
+      if (Status s = RemoveContainer(*spec->container); !s.ok()) reason += "; " + s.message();
+    }
   }
   StatusRecord st;
   st.outcome = NodeOutcome::kLost;

@@ -31,6 +31,7 @@
 #include "exec/backend.h"
 #include "exec/cgroup.h"
 #include "exec/node_files.h"
+#include "exec/node_resolve.h"
 
 namespace lote::exec {
 
@@ -47,6 +48,9 @@ struct LocalBackendOptions {
   bool use_cgroups = true;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
+  // Container mode: a registry podman may reach over plain HTTP ("HOST:PORT",
+  // lote's own); empty: none.
+  std::string insecure_registry;
   // Stamps events and records (started/stopped/requested_at); waiting itself
   // always uses real time.
   const Clock* clock = SystemClock::Default();
@@ -106,11 +110,7 @@ class LocalBackend final : public Backend {
     uint64_t token = 0;    // its epoll token (by_token_)
   };
   // What Launch needs of this host and process, looked up once in Create.
-  struct HostFacts {
-    bool can_raise_rlimits = false;  // CAP_SYS_RESOURCE
-    uint32_t euid = 0;
-    std::string user_name;  // of euid
-    std::string home_dir;   // $HOME
+  struct HostFacts : RunnerHost {
     std::string boot_id;
   };
 
@@ -137,6 +137,7 @@ class LocalBackend final : public Backend {
   const LocalBackendOptions options_;
   const CgroupSupport cgroups_;
   const HostFacts host_;
+  std::pair<std::string, std::string> podman_conf_;  // containers.conf, registries.conf
   const int wake_fd_;   // eventfd: Wake (and Launch without pidfds) interrupt Wait
   const int epoll_fd_;  // wake_fd_ and the pidfd of every watched supervisor
   std::atomic<bool> waiting_{false};

@@ -131,6 +131,18 @@ Json ToJson(const ShimSpec& s) {
          {"cpu_period_us", s.cpu_period_us},
          {"default_grace_ms", s.default_grace_ms}};
   if (s.uid) j["uid"] = *s.uid;
+  if (s.container) {
+    j["container"] = ToJson(*s.container);
+    j["container_user"] = s.container_user;
+    j["container_memory_mib"] = s.container_memory_mib;
+    j["container_vcpu_milli"] = s.container_vcpu_milli;
+  }
+  if (!s.placement.empty()) {
+    j["placement"] = s.placement;
+    j["multi_node"] = s.multi_node;
+    j["main_node_index"] = s.main_node_index;
+    j["emulation"] = s.emulation;
+  }
   return j;
 }
 
@@ -155,7 +167,17 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
     s.cpu_quota_us = j.value("cpu_quota_us", int64_t{0});
     s.cpu_period_us = j.value("cpu_period_us", int64_t{100000});
     s.default_grace_ms = j.value("default_grace_ms", int64_t{30000});
-    if (s.argv.empty()) throw std::runtime_error("empty argv");
+    s.placement = j.value("placement", std::string());
+    if (j.contains("container")) {
+      s.container = ContainerRunFromJson(j.at("container"));
+      s.container_user = j.value("container_user", std::string());
+      s.container_memory_mib = j.value("container_memory_mib", int64_t{0});
+      s.container_vcpu_milli = j.value("container_vcpu_milli", int64_t{0});
+    }
+    s.multi_node = j.value("multi_node", false);
+    s.main_node_index = j.value("main_node_index", int32_t{0});
+    s.emulation = j.value("emulation", false);
+    if (s.argv.empty() && !s.container) throw std::runtime_error("empty argv");
     return s;
   });
 }

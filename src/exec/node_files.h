@@ -28,6 +28,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "exec/backend.h"
+#include "exec/container.h"
 #include "exec/proc_util.h"
 
 namespace lote::exec {
@@ -76,6 +77,23 @@ struct ShimSpec {
   int64_t cpu_quota_us = 0;          // per cpu_period_us; 0: not limited
   int64_t cpu_period_us = 100000;
   int64_t default_grace_ms = 30000;
+  // Where the node was placed. "" (local): the runner is a detached
+  // supervisor and exits 0 once the outcome is recorded. "slurm": the runner
+  // is one task of the attempt's Slurm job; it adds the placement's variables
+  // (SlurmPlacementEnv), checks the rlimits against the node it runs on
+  // (ResolveRlimit, with `emulation`), and exits with the command's status so
+  // that srun's --kill-on-bad-exit ends the gang.
+  std::string placement;
+  // Container mode (container.h): the command runs in this container under
+  // podman; argv is then the job's command (empty: the image's), env the
+  // job's variables, and user, rlimits and the limits below go to podman.
+  std::optional<ContainerRun> container;
+  std::string container_user;
+  int64_t container_memory_mib = 0;
+  int64_t container_vcpu_milli = 0;
+  bool multi_node = false;
+  int32_t main_node_index = 0;
+  bool emulation = false;
 };
 
 struct ProcessRecord {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -16,7 +17,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,8 +27,13 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "exec/cgroup.h"
+#include "exec/container.h"
 #include "exec/node_files.h"
 #include "exec/proc_util.h"
+#include "exec/slurm_placement.h"
+#include "exec/ulimits.h"
+
+extern char** environ;
 
 namespace lote::exec {
 namespace {
@@ -163,13 +171,115 @@ void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
   log("some descendants did not exit within 5 s of SIGKILL");
 }
 
-int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log) {
+constexpr char kHostPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Container mode: the command becomes `podman run ...` (container.h), with the
+// job's variables passed by name from podman's environment and the user,
+// rlimits and limits given to podman rather than applied here.
+void PrepareContainer(ShimSpec& spec) {
+  const ContainerRun& c = *spec.container;
+  PodmanRunSpec run;
+  run.container = c;
+  run.command = spec.argv;
+  run.user = spec.container_user;
+  run.memory_mib = spec.container_memory_mib;
+  run.vcpu_milli = spec.container_vcpu_milli;
+  bool has_path = false;
+  for (const std::string& kv : spec.env) {
+    run.env_keys.push_back(kv.substr(0, kv.find('=')));
+    has_path = has_path || kv.rfind("PATH=", 0) == 0;
+  }
+  for (const ShimRlimit& r : spec.rlimits) run.ulimits.push_back({r.name, r.soft, r.hard});
+  struct rlimit nofile, nproc;
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  ::getrlimit(RLIMIT_NPROC, &nproc);
+  auto limit = [](rlim_t v, int64_t cap) {
+    return v == RLIM_INFINITY ? cap : std::min<int64_t>(static_cast<int64_t>(v), cap);
+  };
+  // podman lowers its own NPROC hard limit to 32768 (container.h).
+  const ContainerUlimit host_nofile{"nofile", limit(nofile.rlim_cur, 1 << 20),
+                                    limit(nofile.rlim_max, 1 << 20)};
+  const ContainerUlimit host_nproc{"nproc", limit(nproc.rlim_cur, 32768),
+                                   limit(nproc.rlim_max, 32768)};
+  spec.argv = {"podman"};
+  for (std::string& a : PodmanRunArgs(run, host_nofile, host_nproc)) spec.argv.push_back(a);
+  if (!c.containers_conf.empty()) spec.env.push_back("CONTAINERS_CONF=" + c.containers_conf);
+  if (!c.registries_conf.empty())
+    spec.env.push_back("CONTAINERS_REGISTRIES_CONF=" + c.registries_conf);
+  if (!has_path) spec.env.push_back("PATH=" + std::string(kHostPath));
+  spec.rlimits.clear();
+  spec.uid.reset();
+  spec.cgroup_dir.clear();
+}
+
+// The end of `path` from `offset` on (at most 4 KiB).
+std::string Tail(const std::string& path, off_t offset) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string out;
+  if (::fstat(fd, &st) == 0) {
+    off_t from = std::max<off_t>(offset, st.st_size - 4096);
+    out.resize(static_cast<size_t>(std::max<off_t>(0, st.st_size - from)));
+    ssize_t n = ::pread(fd, out.data(), out.size(), from);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  return out;
+}
+
+// The runner's exit status as a task (ShimMode::kTask): the command's own.
+int TaskExitStatus(const StatusRecord& st) {
+  switch (st.outcome) {
+    case NodeOutcome::kExited:
+      return st.exit_code;
+    case NodeOutcome::kSignaled:
+      return 128 + st.signal;
+    default:
+      return st.bad_command ? 127 : 1;
+  }
+}
+
+int Finish(const NodePaths& p, const StatusRecord& st, const ShimLog& log, ShimMode mode) {
   Status s = WriteJsonRecord(p.status(), ToJson(st));
   if (!s.ok()) {
     log("cannot record the outcome: " + s.ToString());
     return 1;
   }
-  return 0;
+  return mode == ShimMode::kTask ? TaskExitStatus(st) : 0;
+}
+
+std::map<std::string, std::string> OwnEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// On a node the server cannot see (ShimSpec::placement "slurm"): the
+// placement's variables, and the rlimits checked against this node. A
+// refused limit is the node's start failure (returned), a lowered one a notice.
+std::optional<std::string> ApplyPlacement(ShimSpec& spec, const ShimLog& log) {
+  if (spec.placement != "slurm") return std::nullopt;
+  MergeEnv(&spec.env, SlurmPlacementEnv(OwnEnvironment(), spec.node.node_index, spec.multi_node,
+                                        spec.main_node_index));
+  char host[256] = "this node";
+  ::gethostname(host, sizeof(host) - 1);
+  const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  for (ShimRlimit& r : spec.rlimits) {
+    struct rlimit cur;
+    ::getrlimit(r.resource, &cur);
+    std::string warning;
+    Result<ShimRlimit> checked =
+        ResolveRlimit(Ulimit{r.name, r.soft, r.hard}, cur, can_raise, spec.emulation, &warning);
+    if (!checked.ok()) return checked.status().message() + " (on " + host + ")";
+    if (!warning.empty()) log("notice: " + warning + " (on " + std::string(host) + ")");
+    r = *checked;
+  }
+  return std::nullopt;
 }
 
 int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
@@ -180,7 +290,7 @@ int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
 
 }  // namespace
 
-int RunExecShim(const std::string& node_dir) {
+int RunExecShim(const std::string& node_dir, ShimMode mode) {
   NodePaths p{node_dir};
   // Signals arrive through a signalfd; block them before anything else so a
   // terminate request sent early is never lost.
@@ -199,7 +309,8 @@ int RunExecShim(const std::string& node_dir) {
   }
   if (FileExists(p.status())) {
     log("the node already has an outcome (status.json); not starting the command");
-    return 0;
+    Result<StatusRecord> had = ReadStatusRecord(p.status());
+    return mode == ShimMode::kTask && had.ok() ? TaskExitStatus(*had) : 0;
   }
   auto self = CurrentIdentity(::getpid());
   if (!self.ok()) {
@@ -217,9 +328,15 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot read the node's spec: " + spec_or.status().ToString();
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
-  const ShimSpec& spec = *spec_or;
+  ShimSpec& spec = *spec_or;
+  if (std::optional<std::string> refused = ApplyPlacement(spec, log)) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = *refused;
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log, mode);
+  }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
@@ -230,7 +347,7 @@ int RunExecShim(const std::string& node_dir) {
       st.outcome = NodeOutcome::kStartFailed;
       st.reason = "cannot create the output folder: " + s.message();
       st.stopped_at_ms = NowMs();
-      return Finish(p, st, log);
+      return Finish(p, st, log, mode);
     }
   }
   // The job's output may hold secrets: the server's user alone reads it.
@@ -239,7 +356,7 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = "cannot open the output file " + spec.output_path + ": " + std::strerror(errno);
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   // lote's notices go to the supervisor's log, never into the job's output
   // (an AWS log stream holds only the container's output).
@@ -260,10 +377,19 @@ int RunExecShim(const std::string& node_dir) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
 
-  auto exe = ResolveExecutable(spec.argv[0], spec.env);
+  if (spec.container) PrepareContainer(spec);
+  auto exe = spec.container ? ResolveExecutable("podman", {"PATH=" + std::string(kHostPath)})
+                            : ResolveExecutable(spec.argv[0], spec.env);
+  if (!exe && spec.container) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.reason = "CannotStartContainerError: podman is not installed on this host (" +
+                std::string(kHostPath) + "); install scripts/deps/containers.txt";
+    st.stopped_at_ms = NowMs();
+    return Finish(p, st, log, mode);
+  }
   if (!exe) {
     std::string msg = "command '" + spec.argv[0] + "' was not found in the job's PATH";
     st.outcome = NodeOutcome::kStartFailed;
@@ -271,7 +397,7 @@ int RunExecShim(const std::string& node_dir) {
     st.exit_code = 127;
     st.reason = msg;
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -289,12 +415,13 @@ int RunExecShim(const std::string& node_dir) {
     return 1;
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const off_t output_start = ::lseek(out_fd, 0, SEEK_END);
   pid_t child = ::fork();
   if (child < 0) {
     st.outcome = NodeOutcome::kStartFailed;
     st.reason = std::string("fork failed: ") + std::strerror(errno);
     st.stopped_at_ms = NowMs();
-    return Finish(p, st, log);
+    return Finish(p, st, log, mode);
   }
   if (child == 0) {
     // The command's process. Single-threaded parent, so plain calls are safe.
@@ -413,6 +540,14 @@ int RunExecShim(const std::string& node_dir) {
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
   const bool exited = leader_info.si_code == CLD_EXITED;
+  // podman killed leaves its container behind.
+  if (spec.container && (!exited || terminating)) {
+    if (Status s = RemoveContainer(*spec.container); !s.ok()) log(s.message());
+  }
+  std::optional<ContainerFailure> container_failure;
+  if (spec.container && exited)
+    container_failure =
+        ClassifyPodmanExit(leader_info.si_status, Tail(spec.output_path, output_start));
   KillRemainingDescendants(child, log);
   if (!cgroup_dir.empty()) {
     int fd = ::open((cgroup_dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
@@ -431,6 +566,11 @@ int RunExecShim(const std::string& node_dir) {
     st.exit_code = 127;
     st.bad_command = start_error.rfind("exec ", 0) == 0;  // ChildFail(..., "exec " + path)
     st.reason = "cannot start the command: " + start_error;
+  } else if (container_failure) {
+    st.outcome = NodeOutcome::kStartFailed;
+    st.exit_code = leader_info.si_status;
+    st.bad_command = container_failure->users_fault;
+    st.reason = container_failure->reason;
   } else if (exited) {
     st.outcome = NodeOutcome::kExited;
     st.exit_code = leader_info.si_status;
@@ -443,7 +583,31 @@ int RunExecShim(const std::string& node_dir) {
   }
   if (terminating) st.reason += " after a terminate request";
   ::close(out_fd);
-  return Finish(p, st, log);
+  return Finish(p, st, log, mode);
+}
+
+std::vector<std::string> DefaultShimCommand() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return {};
+  std::string self(buf, static_cast<size_t>(n));
+  std::string beside = self.substr(0, self.rfind('/') + 1) + "lote-exec-shim";
+  if (::access(beside.c_str(), X_OK) == 0) return {beside};
+  return {self, "exec-shim"};
+}
+
+int ExecShimMain(const std::string& node_dir, const std::string& attempt_dir) {
+  if (node_dir.empty() == attempt_dir.empty()) {
+    std::fprintf(stderr, "lote exec-shim: give exactly one of --node-dir and --attempt-dir\n");
+    return 2;
+  }
+  if (!node_dir.empty()) return RunExecShim(node_dir, ShimMode::kSupervisor);
+  Result<std::string> dir = SlurmNodeDir(attempt_dir, std::getenv("SLURM_NODEID"));
+  if (!dir.ok()) {
+    std::fprintf(stderr, "lote exec-shim: %s\n", dir.status().message().c_str());
+    return 2;
+  }
+  return RunExecShim(*dir, ShimMode::kTask);
 }
 
 }  // namespace lote::exec

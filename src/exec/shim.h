@@ -15,16 +15,39 @@
 //   5. when the command ends, SIGKILLs what is left of its process group and
 //      every other descendant (the shim is a child subreaper, so orphans come
 //      back to it), then writes status.json atomically and exits 0.
+//
+// It is every backend's node runner. Locally it is a detached supervisor
+// (ShimMode::kSupervisor). Under Slurm each task of the attempt's Slurm job
+// is a runner (`lote exec-shim --attempt-dir DIR`: the node is SLURM_NODEID,
+// its folder DIR/node-<k>), in ShimMode::kTask: it adds the placement's
+// variables and checks the rlimits on the node (ShimSpec::placement), and it
+// exits with the command's status.
 // Not thread-safe: it is a process's main function.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace lote::exec {
 
-// Returns the shim's process exit status (0 when an outcome was recorded or
-// already present, 75 when another supervisor holds the node, 1 on a fault
-// that left no outcome).
-int RunExecShim(const std::string& node_dir);
+enum class ShimMode {
+  kSupervisor,  // exit 0 once the outcome is recorded
+  kTask,        // exit with the command's status (128 + signal; 127 bad command; 1 start failed)
+};
+
+// Returns the shim's process exit status (by `mode` when an outcome was
+// recorded or already present, 75 when another supervisor holds the node, 1
+// on a fault that left no outcome).
+int RunExecShim(const std::string& node_dir, ShimMode mode = ShimMode::kSupervisor);
+
+// The command line's entry: exactly one of `node_dir` (a supervisor) and
+// `attempt_dir` (a Slurm task); 2 for a usage error.
+int ExecShimMain(const std::string& node_dir, const std::string& attempt_dir);
+
+// The runner to start: the standalone `lote-exec-shim` installed beside this
+// executable (a small static program that starts several times faster than
+// the whole lote binary), else this executable's own `exec-shim`
+// subcommand. Empty if /proc/self/exe is unreadable.
+std::vector<std::string> DefaultShimCommand();
 
 }  // namespace lote::exec

@@ -1,6 +1,6 @@
-// lote-exec-shim: the node supervisor as a small standalone program, the same
-// code as `lote exec-shim` (shim.h). Used by tests and by installs that prefer
-// not to re-execute the server binary.
+// lote-exec-shim: the node runner as a small standalone program, the same
+// code as `lote exec-shim` (shim.h). Started by the local backend (beside the
+// lote binary) and by every task of a Slurm attempt.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -8,13 +8,14 @@
 #include "exec/shim.h"
 
 int main(int argc, char** argv) {
-  std::string node_dir;
+  std::string node_dir, attempt_dir;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--node-dir") == 0) node_dir = argv[i + 1];
+    if (std::strcmp(argv[i], "--attempt-dir") == 0) attempt_dir = argv[i + 1];
   }
-  if (node_dir.empty()) {
-    std::fprintf(stderr, "usage: %s --node-dir DIR\n", argv[0]);
+  if (node_dir.empty() && attempt_dir.empty()) {
+    std::fprintf(stderr, "usage: %s --node-dir DIR | --attempt-dir DIR\n", argv[0]);
     return 2;
   }
-  return lote::exec::RunExecShim(node_dir);
+  return lote::exec::ExecShimMain(node_dir, attempt_dir);
 }

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -17,6 +16,9 @@
 
 #include "common/files.h"
 #include "exec/command.h"
+#include "exec/node_files.h"
+#include "exec/node_resolve.h"
+#include "exec/shim.h"
 
 namespace lote::exec {
 namespace {
@@ -34,75 +36,6 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
-// The bash `ulimit` flag of an AWS ulimit name and its unit (1 or 1024 bytes).
-bool UlimitFlag(const std::string& name, char* flag, int64_t* unit) {
-  static const std::map<std::string, std::pair<char, int64_t>> kFlags = {
-      {"core", {'c', 1024}},  {"cpu", {'t', 1}},        {"data", {'d', 1024}},
-      {"fsize", {'f', 1024}}, {"locks", {'x', 1}},      {"memlock", {'l', 1024}},
-      {"msgqueue", {'q', 1}}, {"nice", {'e', 1}},       {"nofile", {'n', 1}},
-      {"nproc", {'u', 1}},    {"rss", {'m', 1024}},     {"rtprio", {'r', 1}},
-      {"rttime", {'R', 1}},   {"sigpending", {'i', 1}}, {"stack", {'s', 1024}}};
-  auto it = kFlags.find(name);
-  if (it == kFlags.end()) return false;
-  *flag = it->second.first;
-  *unit = it->second.second;
-  return true;
-}
-
-std::string LimitText(int64_t v, int64_t unit) {
-  return v < 0 ? "unlimited" : std::to_string(v / unit);
-}
-
-// The per-node wrapper, run by srun as one task per node: `node.sh DIR MAIN MULTI`.
-constexpr char kNodeScript[] = R"SH(#!/bin/bash
-# lote: runs node $SLURM_NODEID of this attempt with exactly its environment.
-dir="$1"; main="$2"; multi="$3"
-k="${SLURM_NODEID:?not run by srun}"
-status="$dir/node-$k.status"
-# Builtins only where it can (a trivial job's cost is this script's).
-now_ms() { local t="${EPOCHREALTIME/./}"; ms="${t:0:13}"; }
-fail() { now_ms; printf '%s %s %s\n' "$1" "$ms" "$2" > "$status"; echo "lote: $2" >&2; exit "$3"; }
-mapfile -d '' argv < "$dir/node-$k.argv" || fail start_failed "cannot read the node's command" 1
-mapfile -d '' envs < "$dir/node-$k.env" || fail start_failed "cannot read the node's environment" 1
-if [ "$multi" = 1 ] && [ "$k" != "$main" ]; then
-  envs+=("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=$LOTE_MAIN_ADDR")
-fi
-read -r -a addrs <<< "$LOTE_NODE_ADDRS"
-envs+=("LOTE_SLURM_JOB_ID=$SLURM_JOB_ID" "LOTE_SLURM_NODE=$SLURMD_NODENAME")
-[ -n "${addrs[$k]:-}" ] && envs+=("LOTE_PRIVATE_IPV4_ADDRESS=${addrs[$k]}")
-if [ -f "$dir/node-$k.ulimits" ]; then
-  # <bash flag> <soft> <hard> <emulation 0|1> <AWS name>; in emulation a limit
-  # above what this node may grant is lowered to it (noted, not in the output).
-  while read -r flag soft hard emulate name; do
-    if ! ulimit -H "-$flag" "$hard" 2>/dev/null; then
-      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: hardLimit $hard is above what $SLURMD_NODENAME grants (no CAP_SYS_RESOURCE); lower it or mark the compute environment as emulation" 1
-      hard="$(ulimit -H "-$flag")"
-      echo "emulation: ulimits $name: using $hard on $SLURMD_NODENAME" >> "$dir/node-$k.notices"
-    fi
-    if ! ulimit -S "-$flag" "$soft" 2>/dev/null; then
-      [ "$emulate" = 1 ] || fail start_failed "ulimits $name: cannot set softLimit $soft on $SLURMD_NODENAME" 1
-      ulimit -S "-$flag" "$hard" 2>/dev/null
-    fi
-  done < "$dir/node-$k.ulimits"
-fi
-read -r wd < "$dir/node-$k.workdir"
-[ -d "$wd" ] || mkdir -p "$wd" 2>/dev/null; cd "$wd" 2>/dev/null || fail start_failed "cannot enter the working directory $wd" 1
-jobpath=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-for e in "${envs[@]}"; do case "$e" in PATH=*) jobpath="${e#PATH=}";; esac; done
-PATH="$jobpath" command -v -- "${argv[0]}" >/dev/null 2>&1 || fail bad_command "${argv[0]}: command not found in the job's PATH" 127
-now_ms; printf '%s\n' "$ms" > "$dir/node-$k.started"
-env -i "${envs[@]}" "${argv[@]}" &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null' TERM INT
-while :; do
-  wait "$pid"; rc=$?
-  kill -0 "$pid" 2>/dev/null || break
-done
-now_ms
-printf 'exit %s %d\n' "$ms" "$rc" > "$status"
-exit "$rc"
-)SH";
-
 // Slurm itself is asked at most this often while every job's nodes can
 // speak for themselves (started / status records).
 constexpr int64_t kSqueueEveryMs = 1000;
@@ -114,10 +47,15 @@ const std::set<std::string>& TerminalStates() {
   return s;
 }
 
-// Number of node-<k>.argv files in an attempt folder.
+// The folder of node k's runner in an attempt folder.
+NodePaths NodeFolder(const std::string& dir, int32_t k) {
+  return NodePaths{dir + "/node-" + std::to_string(k)};
+}
+
+// Number of node folders (with their spec) in an attempt folder.
 int32_t CountNodes(const std::string& dir) {
   int32_t n = 0;
-  while (FileExists(dir + "/node-" + std::to_string(n) + ".argv")) ++n;
+  while (FileExists(NodeFolder(dir, n).spec())) ++n;
   return n;
 }
 
@@ -155,7 +93,10 @@ int64_t ParseSlurmTime(const std::string& text) {
 
 int64_t SlurmTimeMinutes(int64_t seconds) { return std::max<int64_t>(1, (seconds + 59) / 60); }
 
-SlurmBackend::SlurmBackend(SlurmBackendOptions options) : options_(std::move(options)) {}
+SlurmBackend::SlurmBackend(SlurmBackendOptions options)
+    : options_(std::move(options)), host_(ThisRunnerHost()) {
+  host_.rlimits_here = false;
+}
 
 Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions options) {
   if (options.partition.empty())
@@ -166,7 +107,13 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
     return Status::InvalidArgument("lote:slurm-conf names " + options.slurm_conf +
                                    ", which does not exist");
   RETURN_IF_ERROR(MakeDirs(options.state_dir, 0755));
+  if (options.shim_command.empty()) options.shim_command = DefaultShimCommand();
+  if (options.shim_command.empty())
+    return Status::Internal("SlurmBackend: cannot find the node runner (/proc/self/exe)");
+  ASSIGN_OR_RETURN(auto podman,
+                   WritePodmanConfig(options.state_dir + "/containers", options.insecure_registry));
   std::unique_ptr<SlurmBackend> b(new SlurmBackend(std::move(options)));
+  b->podman_conf_ = podman;
   Result<Capacity> c = b->ReadCapacity();
   {
     std::lock_guard<std::mutex> lock(b->mu_);
@@ -257,118 +204,52 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     return Status::InvalidArgument(who + ": the job id is not a safe folder name");
   GangLaunch out;
   int64_t cpus = 0, mem = 0;
-  std::string user;
+  const std::string dir = AttemptDir(gang.attempt);
+  // Every node is run by the node runner (`lote exec-shim --attempt-dir`),
+  // resolved here exactly as the local backend does; only the rlimits wait for
+  // the node the task lands on.
+  std::vector<ShimSpec> specs;
   for (size_t i = 0; i < gang.nodes.size(); ++i) {
     const NodeSpec& n = gang.nodes[i];
-    const std::string node_who = "node " + n.node.ToString();
-    if (n.node.attempt != gang.attempt || n.node.node_index != static_cast<int32_t>(i))
-      return Status::InvalidArgument(node_who + ": gang nodes must be in index order 0..n-1");
-    if (n.command.empty() || n.command[0].empty())
-      return Status::InvalidArgument(node_who +
-                                     ": the command is empty; set the job definition's command");
-    for (const auto& [k, v] : n.environment) {
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos)
-        return Status::InvalidArgument(node_who + ": environment variable '" + k +
-                                       "' is not valid");
+    const int32_t k = static_cast<int32_t>(i);
+    if (n.node.attempt != gang.attempt || n.node.node_index != k)
+      return Status::InvalidArgument("node " + n.node.ToString() +
+                                     ": gang nodes must be in index order 0..n-1");
+    const std::string base = dir + "/node-" + std::to_string(k);
+    ASSIGN_OR_RETURN(ResolvedNode r,
+                     ResolveNode(n, host_, "the Slurm backend", dir + "/work-" + std::to_string(k),
+                                 base + ".out"));
+    r.spec.placement = "slurm";
+    if (r.spec.container) {
+      r.spec.container->containers_conf = podman_conf_.first;
+      r.spec.container->registries_conf = podman_conf_.second;
+      r.spec.container->name = ContainerName(id, gang.attempt.attempt, k);
     }
-    if (!n.unsupported_fields.empty()) {
-      std::string list;
-      for (const auto& f : n.unsupported_fields) list += (list.empty() ? "" : ", ") + f;
-      if (!n.emulation)
-        return Status::FailedPrecondition(node_who + ": the Slurm backend cannot honour " + list +
-                                          "; remove it from the job definition, or mark the "
-                                          "compute environment as emulation");
-      out.warnings[n.node.node_index].push_back("emulation: skipped " + list +
-                                                " (the Slurm backend cannot honour it)");
-    }
-    for (const Ulimit& u : n.ulimits) {
-      char flag;
-      int64_t unit;
-      if (!UlimitFlag(u.name, &flag, &unit))
-        return Status::InvalidArgument(node_who + ": ulimits: unknown name '" + u.name + "'");
-    }
-    if (i > 0 && n.user != user)
-      return Status::InvalidArgument(
-          who +
-          ": every node of a Slurm job runs as one user; the node ranges name different "
-          "users");
-    user = n.user;
+    r.spec.multi_node = gang.multi_node;
+    r.spec.main_node_index = gang.main_node_index;
+    r.spec.default_grace_ms = options_.default_grace_ms;
+    for (std::string& w : r.warnings) out.warnings[k].push_back(std::move(w));
     cpus = std::max(cpus, (n.vcpu_milli + 999) / 1000);
     mem = std::max(mem, n.memory_mib);
-  }
-  std::optional<uid_t> uid;
-  gid_t gid = 0;
-  if (!user.empty()) {
-    struct passwd pw, *found = nullptr;
-    char buf[4096];
-    const bool numeric = user.find_first_not_of("0123456789") == std::string::npos;
-    if (numeric) {
-      ::getpwuid_r(static_cast<uid_t>(std::stoul(user)), &pw, buf, sizeof(buf), &found);
-    } else {
-      ::getpwnam_r(user.c_str(), &pw, buf, sizeof(buf), &found);
-    }
-    if (found == nullptr)
-      return Status::InvalidArgument(who + ": user '" + user + "' does not exist on this host");
-    if (found->pw_uid != ::geteuid()) {
-      if (::geteuid() != 0) {
-        if (!gang.nodes.front().emulation)
-          return Status::FailedPrecondition(
-              who + ": running as user '" + user +
-              "' needs a lote server running as root (sbatch --uid); remove the user or mark "
-              "the compute environment as emulation");
-        out.warnings[0].push_back("emulation: running as uid " + std::to_string(::geteuid()) +
-                                  " instead of '" + user + "'");
-      } else {
-        uid = found->pw_uid;
-        gid = found->pw_gid;
-      }
-    }
+    specs.push_back(std::move(r.spec));
   }
 
-  const std::string dir = AttemptDir(gang.attempt);
   RETURN_IF_ERROR(MakeDirs(options_.state_dir + "/" + id, 0755));
   if (::mkdir(dir.c_str(), 0755) != 0) {
     if (errno == EEXIST)
       return Status::AlreadyExists(who + " was already handed to Slurm (" + dir + " exists)");
     return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
   }
-  auto own = [&](const std::string& path) {
-    if (uid && ::chown(path.c_str(), *uid, gid) != 0)
-      spdlog::warn("slurm: chown {}: {}", path, std::strerror(errno));
-  };
-  for (const NodeSpec& n : gang.nodes) {
-    const std::string base = dir + "/node-" + std::to_string(n.node.node_index);
-    std::string argv, env;
-    for (const std::string& a : n.command) argv += a + '\0';
-    std::map<std::string, std::string> vars = n.environment;
-    vars.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    for (const auto& [k, v] : vars) env += k + "=" + v + '\0';
-    RETURN_IF_ERROR(WriteNew(base + ".argv", argv, 0600));
-    RETURN_IF_ERROR(WriteNew(base + ".env", env, 0600));
-    std::string limits;
-    for (const Ulimit& u : n.ulimits) {
-      char flag;
-      int64_t unit;
-      UlimitFlag(u.name, &flag, &unit);
-      limits += std::string(1, flag) + " " + LimitText(u.soft_limit, unit) + " " +
-                LimitText(u.hard_limit, unit) + " " + (n.emulation ? "1" : "0") + " " + u.name +
-                "\n";
-    }
-    if (!limits.empty()) RETURN_IF_ERROR(WriteNew(base + ".ulimits", limits, 0644));
-    const std::string work =
-        n.working_dir.empty() ? dir + "/work-" + std::to_string(n.node.node_index) : n.working_dir;
-    RETURN_IF_ERROR(WriteNew(base + ".workdir", work + "\n", 0644));
-    if (n.working_dir.empty()) {
-      RETURN_IF_ERROR(MakeDirs(work, 0700));
-      own(work);
-    }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const NodePaths node = NodeFolder(dir, static_cast<int32_t>(k));
+    if (::mkdir(node.dir.c_str(), 0755) != 0)
+      return Status::Internal("cannot create " + node.dir + ": " + std::strerror(errno));
+    RETURN_IF_ERROR(WriteJsonRecord(node.spec(), ToJson(specs[k]), 0600));
     // The log stream follows it from the start.
-    const int fd = ::open((base + ".out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) ::close(fd);
-    for (const char* f : {".argv", ".env", ".out"}) own(base + f);
+    RETURN_IF_ERROR(WriteNew(specs[k].output_path, "", 0600));
   }
-  RETURN_IF_ERROR(WriteNew(dir + "/node.sh", kNodeScript, 0755));
+  std::string runner;
+  for (const std::string& a : options_.shim_command) runner += ShellQuote(a) + " ";
   const int32_t n = static_cast<int32_t>(gang.nodes.size());
   const bool direct = n == 1 && !gang.multi_node;
   std::string script =
@@ -376,11 +257,9 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
       "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
       "dir=" + ShellQuote(dir) + "\nmain=" + std::to_string(gang.main_node_index) + "\n";
   if (direct) {
-    // One node: the batch step runs the wrapper itself (no srun step, no
+    // One node: the batch step is the runner itself (no srun step, no
     // address lookups: nothing to meet).
-    script +=
-        "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\n"
-        "exec /bin/bash \"$dir/node.sh\" \"$dir\" 0 0 >> \"$dir/node-0.out\" 2>&1\n";
+    script += "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\nexec " + runner + "--attempt-dir \"$dir\"\n";
   } else {
     script +=
         // Every node's address in node index order (SLURM_NODEID follows the
@@ -394,10 +273,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
         "done\n"
         "export LOTE_NODE_ADDRS=\"${addrs[*]}\" LOTE_MAIN_ADDR=\"${addrs[$main]}\"\n"
         "srun --export=ALL --kill-on-bad-exit=1 --nodes=" +
-        std::to_string(n) + " --ntasks=" + std::to_string(n) +
-        " --ntasks-per-node=1 --open-mode=append --output=\"$dir/node-%n.out\" "
-        "/bin/bash \"$dir/node.sh\" \"$dir\" \"$main\" " +
-        (gang.multi_node ? "1" : "0") + "\nexit $?\n";
+        std::to_string(n) + " --ntasks=" + std::to_string(n) + " --ntasks-per-node=1 " + runner +
+        "--attempt-dir \"$dir\"\nexit $?\n";
   }
   RETURN_IF_ERROR(WriteNew(dir + "/batch.sh", script, 0755));
   std::vector<std::string> argv = {
@@ -414,10 +291,9 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   if (mem > 0) argv.push_back("--mem=" + std::to_string(mem));
   if (gang.timeout_seconds)
     argv.push_back("--time=" + std::to_string(SlurmTimeMinutes(*gang.timeout_seconds)));
-  if (uid) argv.push_back("--uid=" + std::to_string(*uid));
   argv.push_back(dir + "/batch.sh");
   // --export=ALL of a minimal environment: the batch script sees only these
-  // (and Slurm's own), never the server's; the command's is node-<k>.env.
+  // (and Slurm's own), never the server's; the command's is in its spec.
   // (--export=NONE or NIL would make slurmd build a login environment for
   // every job: ~100 ms each.)
   std::map<std::string, std::string> env = SlurmEnv();
@@ -468,10 +344,13 @@ Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
     poll_now_ = true;
   }
   if (running && grace > 0) {
-    // SIGTERM to the steps' tasks (the wrappers pass it on); the batch shell
-    // waits for them.
-    // A single-node job's wrapper is the batch step (--batch); a gang's are
-    // the srun step's tasks (the batch shell waits for srun).
+    // The runners' grace period, then SIGTERM to the steps' tasks (the wrappers pass it on); the
+    // batch shell waits for them. A single-node job's wrapper is the batch step (--batch); a gang's
+    // are the srun step's tasks (the batch shell waits for srun).
+    const std::string dir = AttemptDir(attempt);
+    const TerminateRequest req{grace, options_.clock->NowMillis()};
+    for (int32_t k = 0; k < CountNodes(dir); ++k)
+      (void)WriteJsonRecord(NodeFolder(dir, k).terminate(), ToJson(req));
     std::vector<std::string> argv = {"scancel", "--signal=TERM"};
     if (direct) argv.push_back("--batch");
     argv.push_back(id);
@@ -654,14 +533,12 @@ void SlurmBackend::PollOnce() {
     int64_t started = 0;
     bool all_ended = t.nodes > 0;
     for (int32_t k = 0; k < t.nodes; ++k) {
-      const std::string base = dir + "/node-" + std::to_string(k);
-      Result<std::string> st = ReadFile(base + ".started");
-      const int64_t ms = st.ok() ? std::atoll(st->c_str()) : 0;
+      const NodePaths node = NodeFolder(dir, k);
+      Result<ProcessRecord> cmd = ReadProcessRecord(node.command());
+      const int64_t ms = cmd.ok() ? cmd->started_at_ms : 0;
       if (ms > 0) started = started == 0 ? ms : std::min(started, ms);
-      // A whole record ends with its newline (the wrapper writes it in one go,
-      // but the file exists a moment before).
-      Result<std::string> status = all_ended ? ReadFile(base + ".status") : Result<std::string>("");
-      all_ended = all_ended && status.ok() && !status->empty() && status->back() == '\n';
+      // status.json is replaced atomically: present means whole.
+      all_ended = all_ended && FileExists(node.status());
     }
     if (!t.running_reported && started > 0) {
       t.running_reported = true;
@@ -793,34 +670,22 @@ std::vector<NodeEvent> SlurmBackend::EndedEvents(const Tracked& t, const JobStat
     e.terminated = t.terminating;
     e.at_ms = e.stopped_at_ms = end;
     e.started_at_ms = s.start_ms;
-    Result<std::string> status = ReadFile(dir + "/node-" + std::to_string(k) + ".status");
-    const std::string text = status.ok() ? Trim(*status) : "";
-    // "<word> <ms> <rest>": exit <ms> <code> | start_failed <ms> <why> | bad_command <ms> <why>
-    std::istringstream fields(text);
-    std::string word, when;
-    fields >> word >> when;
-    std::string rest;
-    std::getline(fields, rest);
-    rest = Trim(rest);
-    const int64_t ended_ms = std::atoll(when.c_str());
-    if (ended_ms > 0) e.at_ms = e.stopped_at_ms = std::min(ended_ms, now);
-    recorded.push_back(!word.empty());
-    if (word == "exit") {
-      const int32_t code = std::atoi(rest.c_str());
-      if (code > 128 && code <= 128 + 64) {
-        e.outcome = NodeOutcome::kSignaled;
-        e.signal = code - 128;
-        e.reason = "killed by signal " + std::to_string(e.signal) + " (Slurm job " + t.slurm_id +
-                   " " + s.state + ")";
-      } else {
-        e.outcome = NodeOutcome::kExited;
-        e.exit_code = code;
-        e.reason = "exited with code " + std::to_string(code);
-      }
-    } else if (word == "start_failed" || word == "bad_command") {
-      e.outcome = NodeOutcome::kStartFailed;
-      e.bad_command = word == "bad_command";
-      e.reason = rest;
+    Result<StatusRecord> status = ReadStatusRecord(NodeFolder(dir, k).status());
+    recorded.push_back(status.ok());
+    if (status.ok()) {
+      const int64_t started = e.started_at_ms;
+      e = EventFromStatus(e.node, *status);
+      e.kind = NodeEventKind::kEnded;
+      // The runner takes any SIGTERM for a request; only ours is one (srun
+      // also stops the rest of a gang whose node failed).
+      e.terminated = t.terminating;
+      const std::string suffix = " after a terminate request";
+      if (!t.terminating && e.reason.size() > suffix.size() &&
+          e.reason.compare(e.reason.size() - suffix.size(), suffix.size(), suffix) == 0)
+        e.reason.replace(e.reason.size() - suffix.size(), suffix.size(),
+                         " (Slurm job " + t.slurm_id + " stopped its tasks)");
+      e.at_ms = e.stopped_at_ms = std::min(e.stopped_at_ms > 0 ? e.stopped_at_ms : end, now);
+      if (e.started_at_ms == 0) e.started_at_ms = started;
     } else if (s.state == "NODE_FAIL" || s.state == "BOOT_FAIL") {
       e.outcome = NodeOutcome::kLost;
       e.reason = "Slurm job " + t.slurm_id + " ended " + s.state +

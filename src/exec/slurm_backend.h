@@ -7,16 +7,18 @@
 // step with one task per node (--kill-on-bad-exit: one node's failure ends
 // the gang; a single-node job runs it as the batch step itself). Each task runs the node's own
 // command with exactly the node's environment (node index from SLURM_NODEID; the main node's
-// address resolved inside the allocation from the node list) under a small wrapper that applies the
-// ulimits, forwards SIGTERM and records the command's exit status. Single-node jobs ask
+// address resolved inside the allocation from the node list) under the node runner of every
+// backend (`lote exec-shim --attempt-dir`, shim.h): it applies the user, ulimits and working
+// directory, forwards SIGTERM and records the node's status.json. Single-node jobs ask
 // --cpus-per-task/--mem; attemptDurationSeconds becomes
 // --time. Array jobs are lote's children, each its own Slurm job.
 //
 // Files: <state_dir>/<job>/<attempt>/ holds the batch script, per node its
-// argv and environment (0600), its output node-<k>.out (stdout+stderr, the
-// log stream's source), its status node-<k>.status, and its working
-// directory work-<k>. The folder must be visible at the same path on the
-// Slurm nodes (a shared filesystem; on a one-machine cluster it is).
+// runner's folder node-<k>/ (node_files.h: spec.json, command.json,
+// status.json, terminate.json, shim.log), its output node-<k>.out
+// (stdout+stderr, the log stream's source) and its working directory work-<k>. The folder must be
+// visible at the same path on the Slurm nodes (a shared filesystem; on a one-machine cluster it
+// is).
 //
 // State comes from squeue (all states; polled with backoff between
 // poll_min_ms and poll_max_ms, at once after a launch or terminate) and, for
@@ -46,6 +48,7 @@
 
 #include "common/clock.h"
 #include "exec/backend.h"
+#include "exec/node_resolve.h"
 
 namespace lote::exec {
 
@@ -58,6 +61,11 @@ struct SlurmBackendOptions {
   int64_t poll_max_ms = 1000;
   int64_t capacity_refresh_ms = 30'000;
   int64_t default_grace_ms = 30'000;
+  // The node runner each task starts (`lote exec-shim`, shim.h), at the same
+  // path on the Slurm nodes. Empty: DefaultShimCommand().
+  std::vector<std::string> shim_command;
+  // Container mode: a registry podman may reach over plain HTTP; empty: none.
+  std::string insecure_registry;
   const Clock* clock = SystemClock::Default();
 };
 
@@ -113,6 +121,9 @@ class SlurmBackend final : public Backend {
   void Push(std::vector<NodeEvent> events);
 
   const SlurmBackendOptions options_;
+  RunnerHost host_;  // the server's, for ResolveNode (rlimits: on the node)
+  std::pair<std::string, std::string>
+      podman_conf_;  // container mode: containers.conf, registries.conf
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_;      // Wait

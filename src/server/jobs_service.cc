@@ -99,6 +99,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.backends = service->backends_.get();
   loop.output = service->job_logs_.get();
   loop.terminate_grace_ms = options.terminate_grace_ms;
+  loop.default_runtime = context.default_runtime;
   loop.wake = [svc = service.get()] { svc->Notify(); };
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router);

@@ -75,7 +75,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           s->store_.get(),  s->control_.get(),
                           s->router_.get(), s->log_store_.get(),
                           console_listen,   options.console_listen == "auto",
-                          &s->on_serving_};
+                          &s->on_serving_,  options.runtime};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {

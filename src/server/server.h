@@ -49,6 +49,8 @@ struct ServerContext {
   // serves (e.g. opening another listener whose handlers use the router);
   // Start fails with the first error.
   std::vector<std::function<Status()>>* on_serving = nullptr;
+  // ServerOptions::runtime.
+  std::string default_runtime = "process";
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -88,6 +90,9 @@ struct ServerOptions {
   // The web console's "HOST:PORT"; "auto": the API's host and port + 1 (any
   // free port when the API's is 0); "off": no console.
   std::string console_listen = "auto";
+  // How nodes run in compute environments without the tag lote:runtime:
+  // "process" or "container" (docs/containers.md).
+  std::string runtime = "process";
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };

@@ -102,6 +102,11 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
   sub->add_option("--http-body-timeout-ms", args->options.http_body_timeout_ms,
                   "A request's body must arrive within this time of its headers (else 408)")
       ->capture_default_str();
+  sub->add_option("--runtime", args->options.runtime,
+                  "How nodes run where a compute environment has no lote:runtime tag: process "
+                  "or container (their image under podman)")
+      ->check(CLI::IsMember({"process", "container"}))
+      ->capture_default_str();
   sub->callback([args] {
     ServerOptions options = args->options;
     if (options.home.empty()) options.home = DefaultHome();

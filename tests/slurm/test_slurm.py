@@ -17,7 +17,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
+sys.path.insert(0, os.path.join(HERE, "..", "containers"))
 from lote_server import LoteServer  # noqa: E402
+from test_containers import busybox_rootfs, podman  # noqa: E402
 
 LOTE = None
 DATA = None  # the test data folder (tokenizer.model, sotu.txt)
@@ -305,7 +307,7 @@ else:
                                   job_id)).rowcount
         db.close()
         self.assertEqual(changed, 1)
-        status = os.path.join(self.server.home, "slurm", "slurm", job_id, "1", "node-0.status")
+        status = os.path.join(self.server.home, "slurm", "slurm", job_id, "1", "node-0", "status.json")
         if os.path.exists(status):
             os.remove(status)  # nothing recorded by the node either
         self.server.start()
@@ -409,6 +411,52 @@ else:
         self.assertEqual(len(metrics["losses"]), steps)
         # The main node's stream holds the progress lines.
         self.wait_logs(self.describe("%s#0" % job_id), "LOTE_PROGRESS")
+
+    def test_two_nodes_in_container_mode_meet_at_the_main_node(self):
+        # The same runner runs each srun task's node in its image under podman.
+        # podman's configuration as the server wrote it (same host, same storage).
+        conf = os.path.join(self.server.home, "containers", "containers.conf")
+        tags = {"lote:backend": "slurm", "lote:slurm-partition": "train",
+                "lote:slurm-conf": self.cluster.conf, "lote:runtime": "container",
+                "lote:emulation": "true"}
+        self.batch.create_compute_environment(computeEnvironmentName="slurm-c",
+                                              type="UNMANAGED", tags=tags)
+        self.server.wait_for(lambda: self.batch.describe_compute_environments(
+            computeEnvironments=["slurm-c"])["computeEnvironments"][0]["status"] == "VALID",
+            30, "slurm-c VALID")
+        self.batch.create_job_queue(jobQueueName="cq", priority=1, computeEnvironmentOrder=[
+            {"order": 1, "computeEnvironment": "slurm-c"}])
+        root = os.path.join(self.work, "rootfs")
+        busybox_rootfs(root)
+        tar = os.path.join(self.work, "rootfs.tar")
+        subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+        image = "localhost/lote-slurm-test:t%d" % os.getpid()
+        small = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "128"}]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        main = "echo main on $LOTE_SLURM_NODE; nc -l -p %d" % port
+        child = ("for i in $(seq 1 300); do echo hello-from-$AWS_BATCH_JOB_NODE_INDEX | "
+                 "nc $AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS %d && exit 0; "
+                 "sleep 0.1; done; exit 1" % port)
+        self.batch.register_job_definition(
+            jobDefinitionName="cpair", type="multinode",
+            nodeProperties={"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
+                {"targetNodes": "0", "container": {"image": image,
+                                                   "command": ["/bin/sh", "-c", main],
+                                                   "resourceRequirements": small}},
+                {"targetNodes": "1", "container": {"image": image,
+                                                   "command": ["/bin/sh", "-c", child],
+                                                   "resourceRequirements": small}}]})
+        podman(conf, "import", "--change", 'CMD ["/bin/sh"]', tar, image)
+        try:
+            job_id = self.batch.submit_job(jobName="cpair", jobQueue="cq",
+                                           jobDefinition="cpair")["jobId"]
+            job = self.wait_status(job_id)
+            self.assertEqual(job["status"], "SUCCEEDED", job)
+            self.wait_logs(self.describe(job_id + "#0"), "hello-from-1")
+        finally:
+            podman(conf, "rmi", "-f", image, check=False)
 
     def test_capacity_comes_from_the_partition(self):
         # As the server sent it: botocore drops keys its model does not know.

@@ -1,0 +1,135 @@
+"""Container mode vs process mode, same server, same run (see run.sh)."""
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "control"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "containers"))
+from lote_server import LoteServer  # noqa: E402
+from test_containers import busybox_rootfs, podman  # noqa: E402
+
+
+def queue(batch, name, tags):
+    batch.create_compute_environment(
+        computeEnvironmentName=name, type="MANAGED", tags=tags,
+        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
+                          "instanceTypes": ["c5.large"], "subnets": ["s"]})
+    while batch.describe_compute_environments(
+            computeEnvironments=[name])["computeEnvironments"][0]["status"] != "VALID":
+        time.sleep(0.05)
+    batch.create_job_queue(jobQueueName=name, priority=1,
+                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": name}])
+
+
+def run_jobs(batch, q, definition, n):
+    """n jobs submitted at once; (wall seconds, per-job stoppedAt - startedAt in ms)."""
+    t0 = time.time()
+    ids = [batch.submit_job(jobName="b", jobQueue=q, jobDefinition=definition)["jobId"]
+           for _ in range(n)]
+    done = {}
+    while len(done) < n:
+        todo = [i for i in ids if i not in done]
+        for k in range(0, len(todo), 100):
+            for j in batch.describe_jobs(jobs=todo[k:k + 100])["jobs"]:
+                if j["status"] in ("SUCCEEDED", "FAILED"):
+                    if j["status"] != "SUCCEEDED":
+                        raise SystemExit("job failed: %s" % j.get("statusReason"))
+                    done[j["jobId"]] = j["stoppedAt"] - j["startedAt"]
+        time.sleep(0.05)
+    return time.time() - t0, sorted(done.values())
+
+
+def timed(argv, env):
+    t = time.time()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    return (time.time() - t) * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lote", required=True)
+    ap.add_argument("--jobs", type=int, default=100)
+    args = ap.parse_args()
+    server = LoteServer(os.path.abspath(args.lote)).start()
+    work = tempfile.mkdtemp(prefix="lote_bench_containers_")
+    conf = os.path.join(server.home, "containers", "containers.conf")
+    env = dict(os.environ, CONTAINERS_CONF=conf)
+    image = "localhost/lote-bench:%d" % os.getpid()
+    reg_proc = None
+    try:
+        root = os.path.join(work, "rootfs")
+        busybox_rootfs(root)
+        tar = os.path.join(work, "rootfs.tar")
+        subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+        podman(conf, "import", "--change", 'CMD ["/bin/true"]', tar, image)
+        batch = server.client()
+        queue(batch, "proc", {"lote:emulation": "true"})
+        queue(batch, "cont", {"lote:emulation": "true", "lote:runtime": "container"})
+        for name in ("proc", "cont"):
+            batch.register_job_definition(
+                jobDefinitionName=name, type="container",
+                containerProperties={"image": image, "command": ["/bin/true"],
+                                     "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                              {"type": "MEMORY", "value": "64"}]})
+        run_jobs(batch, "cont", "cont", 2)  # warm the image and the server
+        results = {}
+        for name in ("proc", "cont"):
+            wall, node_ms = run_jobs(batch, name, name, args.jobs)
+            results[name] = (wall, statistics.median(node_ms))
+            print("%-9s %d trivial jobs: %.1f s (%.1f jobs/s), node start-to-end median %d ms"
+                  % ({"proc": "process", "cont": "container"}[name], args.jobs, wall,
+                     args.jobs / wall, results[name][1]))
+        print("container / process: jobs/s %.2fx, node time %.1fx" % (
+            results["proc"][0] / results["cont"][0], results["cont"][1] / results["proc"][1]))
+        # One node at a time against bare podman runs of the same image.
+        lote_one = [run_jobs(batch, "cont", "cont", 1)[1][0] for _ in range(10)]
+        bare = [timed(["podman", "run", "--rm", "--init", "--network=host",
+                       "--log-driver=passthrough", image, "/bin/true"], env) for _ in range(10)]
+        print("one node alone: lote container node median %d ms, bare podman run median %d ms: "
+              "lote adds %d ms (%.2fx)" % (statistics.median(lote_one), statistics.median(bare),
+                                          statistics.median(lote_one) - statistics.median(bare),
+                                          statistics.median(lote_one) / statistics.median(bare)))
+        # Pulls from a local docker-registry (plain HTTP on loopback).
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        regdir = os.path.join(work, "registry")
+        os.makedirs(regdir)
+        with open(os.path.join(regdir, "config.yml"), "w") as f:
+            f.write("version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s},"
+                    " delete: {enabled: true}}\nhttp: {addr: 127.0.0.1:%d}\n" % (regdir, port))
+        reg_proc = subprocess.Popen(["docker-registry", "serve", os.path.join(regdir, "config.yml")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        remote = "127.0.0.1:%d/bench/img:1" % port
+        for _ in range(100):
+            if subprocess.run(["podman", "push", "--tls-verify=false", image, remote], env=env,
+                              capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        cold, cached = [], []
+        for _ in range(5):
+            podman(conf, "rmi", "-f", remote, check=False)
+            cold.append(timed(["podman", "pull", "--tls-verify=false", remote], env))
+            cached.append(timed(["podman", "pull", "--tls-verify=false", remote], env))
+        print("pull %s (%.1f MB image) from the local registry: cold median %d ms, cached median "
+              "%d ms" % (remote, os.path.getsize(tar) / 1e6, statistics.median(cold),
+                         statistics.median(cached)))
+        podman(conf, "rmi", "-f", remote, check=False)
+    finally:
+        if reg_proc:
+            reg_proc.terminate()
+            reg_proc.wait()
+        podman(conf, "rmi", "-f", image, check=False)
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

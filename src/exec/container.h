@@ -1,0 +1,124 @@
+// Container mode of the node runner: a node runs in its job's image under
+// podman (with runc, configured by a lote-managed containers.conf) instead of
+// as a host process. The compute environment's tag lote:runtime=container
+// (or `lote server --runtime container`) selects it; see docs/containers.md.
+//
+// This file holds the pure parts: the AWS container fields as a ContainerRun,
+// the `podman run` command line of a node, and how a failed podman run
+// becomes AWS's reason. The runner (shim.cc) runs it. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace lote::exec {
+
+struct ContainerDevice {
+  std::string host_path;
+  std::string container_path;  // empty: the host path
+  std::string permissions;     // podman's "rwm" letters; empty: podman's default
+  bool operator==(const ContainerDevice&) const = default;
+};
+
+struct ContainerMount {
+  std::string source;  // an absolute host path, or a podman named volume
+  std::string container_path;
+  bool read_only = false;
+  bool operator==(const ContainerMount&) const = default;
+};
+
+// What a node's container is, beyond the runner's spec (argv, environment,
+// user, ulimits, limits).
+struct ContainerRun {
+  std::string image;
+  bool privileged = false;
+  bool read_only_root = false;
+  std::vector<ContainerDevice> devices;
+  std::vector<ContainerMount> mounts;
+  // Set by the backend: the podman configuration (CONTAINERS_CONF and
+  // CONTAINERS_REGISTRIES_CONF) and the container's name.
+  std::string containers_conf;
+  std::string registries_conf;
+  std::string name;
+  bool operator==(const ContainerRun&) const = default;
+};
+
+// The fields container mode honours that a process cannot
+// (NodeLaunch::fields_set paths).
+const std::set<std::string>& ContainerModeFields();
+
+// From a job's container: `linux_parameters` (devices) and the other
+// ContainerProperties keys (privileged, readonlyRootFilesystem, volumes,
+// mountPoints). InvalidArgument for a mount point naming no volume, a volume
+// of a kind lote cannot mount (EFS), a device without hostPath.
+Result<ContainerRun> ContainerRunFromAws(const std::string& image, const Json& linux_parameters,
+                                         const Json& other);
+
+// "lote-<job>-<attempt>-<node>", with the characters podman refuses in a
+// name (':' of an array child) as '_'.
+std::string ContainerName(const std::string& job_id, int32_t attempt, int32_t node_index);
+
+Json ToJson(const ContainerRun& c);
+ContainerRun ContainerRunFromJson(const Json& j);  // throws on a malformed record
+
+// One limit of `podman run --ulimit`.
+struct ContainerUlimit {
+  std::string name;
+  int64_t soft = 0;  // -1: unlimited
+  int64_t hard = 0;
+};
+
+// Everything `podman run` is given for one node. The job's variables are
+// passed by name (`-e KEY`: the value comes from podman's own environment,
+// never the command line).
+struct PodmanRunSpec {
+  ContainerRun container;
+  std::vector<std::string> command;   // empty: the image's ENTRYPOINT + CMD
+  std::vector<std::string> env_keys;  // the job's variables
+  std::string user;                   // empty: the image's USER
+  std::vector<ContainerUlimit> ulimits;
+  int64_t memory_mib = 0;  // 0: not limited
+  int64_t vcpu_milli = 0;  // 0: not limited
+};
+
+// `podman run --rm --name N --init --network=host ... IMAGE [command...]`
+// (without the podman program itself). As ECS does for AWS Batch: a command
+// replaces the image's CMD and keeps its ENTRYPOINT; no command runs both as
+// the image says. Every --ulimit list names nofile and nproc (podman replaces
+// containers.conf's defaults once one is given): `host_nofile` / `host_nproc`
+// when the job names neither.
+std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& spec,
+                                       const ContainerUlimit& host_nofile,
+                                       const ContainerUlimit& host_nproc);
+
+// How a podman run that exited `code` failed, from the last "Error: " line
+// podman wrote (`output_tail`: the end of the node's output since it
+// started). nullopt: the container's own exit (no such line, or a code
+// podman does not use for itself: 125 podman, 126 the runtime, 127 a
+// missing executable). Otherwise AWS's reason and whether it is the job's
+// own fault (the image or the executable does not exist).
+struct ContainerFailure {
+  std::string reason;  // "CannotPullContainerError: ..." / "CannotStartContainerError: ..."
+  bool users_fault = false;
+};
+std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& output_tail);
+
+// `podman rm -f -t 0 --ignore <name>` with the container's configuration: a
+// container left behind when podman itself was killed. Unavailable when
+// podman cannot be run or fails.
+Status RemoveContainer(const ContainerRun& container);
+
+// The podman configuration lote manages under `dir` (made if missing):
+// containers.conf (runc, cgroupfs, the file events logger, default ulimits
+// within this host's hard limits) and registries.conf (`insecure_registry`,
+// e.g. the local registry "127.0.0.1:5000", may be empty). Returns the two paths.
+Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string& dir,
+                                                              const std::string& insecure_registry);
+
+}  // namespace lote::exec

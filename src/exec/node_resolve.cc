@@ -1,0 +1,168 @@
+#include "exec/node_resolve.h"
+
+#include <arpa/inet.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "common/files.h"
+#include "exec/proc_util.h"
+#include "exec/ulimits.h"
+
+namespace lote::exec {
+
+Result<ResolvedUser> ResolveUser(const std::string& user) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), ::isdigit);
+  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::strtoul(user.c_str(), nullptr, 10)), &pw,
+                                  buf.data(), buf.size(), &found)
+                   : ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) {
+    if (numeric) {
+      uint32_t id = static_cast<uint32_t>(std::strtoul(user.c_str(), nullptr, 10));
+      return ResolvedUser{id, id, {id}, user, "/"};
+    }
+    return Status::InvalidArgument("user '" + user +
+                                   "' does not exist on this host: create it or change the job "
+                                   "definition's user");
+  }
+  ResolvedUser r{pw.pw_uid, pw.pw_gid, {}, pw.pw_name, pw.pw_dir ? pw.pw_dir : "/"};
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    ::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n);
+  }
+  groups.resize(static_cast<size_t>(std::max(n, 0)));
+  r.groups.assign(groups.begin(), groups.end());
+  return r;
+}
+
+RunnerHost ThisRunnerHost() {
+  RunnerHost host;
+  host.can_raise_rlimits = HasEffectiveCapability(CAP_SYS_RESOURCE);
+  host.euid = ::geteuid();
+  auto me = ResolveUser(std::to_string(host.euid));
+  host.user_name = me.ok() ? me->name : std::to_string(host.euid);
+  host.home_dir = HomeDir();
+  return host;
+}
+
+Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
+                                 const std::string& executor, const std::string& default_work,
+                                 const std::string& default_output) {
+  const std::string who = "node " + spec.node.ToString();
+  const bool in_container = spec.container.has_value();
+  if (!in_container && (spec.command.empty() || spec.command[0].empty())) {
+    return Status::InvalidArgument(who +
+                                   ": the command is empty; set the job definition's command");
+  }
+  for (const auto& [k, v] : spec.environment) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
+      return Status::InvalidArgument(who + ": environment variable name '" + k + "' is not valid");
+    }
+  }
+  if (!spec.private_ip.empty()) {
+    in_addr addr;
+    if (::inet_pton(AF_INET, spec.private_ip.c_str(), &addr) != 1) {
+      return Status::InvalidArgument(who + ": private_ip '" + spec.private_ip +
+                                     "' is not an IPv4 address");
+    }
+  }
+  if (!spec.working_dir.empty() && spec.working_dir[0] != '/') {
+    return Status::InvalidArgument(who + ": working directory '" + spec.working_dir +
+                                   "' must be an absolute path");
+  }
+  ResolvedNode out;
+  ShimSpec& shim = out.spec;
+  shim.node = spec.node;
+  shim.emulation = spec.emulation;
+  auto warn = [&](const std::string& text) { out.warnings.push_back(text); };
+
+  if (!spec.unsupported_fields.empty()) {
+    std::string list;
+    for (const auto& f : spec.unsupported_fields) list += (list.empty() ? "" : ", ") + f;
+    if (!spec.emulation) {
+      return Status::FailedPrecondition(
+          who + ": " + executor + " cannot honour " + list +
+          "; remove it from the job definition, or mark the compute environment as emulation "
+          "to run without it");
+    }
+    for (const auto& f : spec.unsupported_fields) {
+      warn("emulation: skipped " + f + " (" + executor + " cannot honour it)");
+    }
+  }
+
+  std::set<std::string> seen;
+  for (const auto& u : spec.ulimits) {
+    if (!seen.insert(u.name).second) {
+      return Status::InvalidArgument(who + ": ulimits: '" + u.name + "' is given twice");
+    }
+    struct rlimit cur {
+      RLIM_INFINITY, RLIM_INFINITY
+    };
+    const int resource = RlimitResourceByName(u.name);
+    if (host.rlimits_here && resource >= 0) ::getrlimit(resource, &cur);
+    std::string warning;
+    Result<ShimRlimit> r = ResolveRlimit(u, cur, host.can_raise_rlimits, spec.emulation, &warning);
+    if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
+    if (!warning.empty()) warn(warning);
+    shim.rlimits.push_back(*r);
+  }
+
+  shim.argv = spec.command;
+  shim.output_path = spec.output_path.empty() ? default_output : spec.output_path;
+  shim.working_dir = spec.working_dir.empty() ? default_work : spec.working_dir;
+  if (in_container) {
+    // The image's user, PATH and HOME: only the job's own variables.
+    shim.container = spec.container;
+    shim.container_user = spec.user;
+    shim.container_memory_mib = spec.memory_mib;
+    shim.container_vcpu_milli = spec.vcpu_milli;
+    for (const auto& [k, v] : spec.environment) shim.env.push_back(k + "=" + v);
+    if (!spec.private_ip.empty())
+      shim.env.push_back("LOTE_PRIVATE_IPV4_ADDRESS=" + spec.private_ip);
+    return out;
+  }
+  std::string home_dir = host.home_dir;
+  std::string user_name = host.user_name;
+  if (!spec.user.empty()) {
+    ASSIGN_OR_RETURN(ResolvedUser u, ResolveUser(spec.user));
+    if (u.uid != host.euid) {
+      if (host.euid != 0) {
+        std::string msg = "running as user '" + spec.user + "' needs a lote server running as root";
+        if (!spec.emulation) {
+          return Status::FailedPrecondition(who + ": " + msg +
+                                            "; remove the user from the job definition or mark "
+                                            "the compute environment as emulation");
+        }
+        warn("emulation: " + msg + "; running as uid " + std::to_string(host.euid) + " instead");
+      } else {
+        shim.uid = u.uid;
+        shim.gid = u.gid;
+        shim.groups = u.groups;
+      }
+    }
+    home_dir = u.home;
+    user_name = u.name;
+  }
+
+  std::map<std::string, std::string> env = spec.environment;
+  env.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  env.try_emplace("HOME", home_dir);
+  env.try_emplace("USER", user_name);
+  env.try_emplace("LOGNAME", user_name);
+  if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
+  for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace lote::exec

@@ -1,0 +1,61 @@
+// The one resolution of what a node runs, shared by every backend: from the
+// control plane's NodeSpec to the runner's ShimSpec (node_files.h). The
+// environment's defaults, the user, the ulimits and the working directory are
+// decided here, once; the backend adds only placement (a cgroup, a Slurm
+// allocation) and the runner (`lote exec-shim`, shim.h) carries it out.
+// Thread-safe: pure functions apart from the passwd/group lookups.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "exec/backend.h"
+#include "exec/node_files.h"
+#include "exec/ulimits.h"
+
+namespace lote::exec {
+
+struct ResolvedUser {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;
+  std::string name;
+  std::string home;
+};
+
+// A user name or numeric uid, from this host's passwd and group files. A
+// numeric uid without an entry is itself (gid = uid, home "/"). InvalidArgument
+// for an unknown name.
+Result<ResolvedUser> ResolveUser(const std::string& user);
+
+// What the host that resolves a node may grant.
+struct RunnerHost {
+  bool can_raise_rlimits = false;  // CAP_SYS_RESOURCE
+  uint32_t euid = 0;
+  std::string user_name;  // of euid
+  std::string home_dir;   // $HOME
+  // False when the node runs elsewhere (Slurm): the rlimits are checked by
+  // the runner on the node itself (ShimSpec::placement).
+  bool rlimits_here = true;
+};
+RunnerHost ThisRunnerHost();
+
+struct ResolvedNode {
+  ShimSpec spec;
+  // Things that are not as asked (emulated fields, lowered limits).
+  std::vector<std::string> warnings;
+};
+
+// The runner's spec of `node`: argv and the environment (the spec's, plus PATH,
+// HOME, USER, LOGNAME when absent, and LOTE_PRIVATE_IPV4_ADDRESS), the user
+// (switched to by a root runner), the ulimits (checked here when
+// host.rlimits_here), the working directory and output (the defaults when the
+// spec has none). `executor` names the backend in messages ("the local
+// executor"). Errors as Backend::LaunchGang's.
+Result<ResolvedNode> ResolveNode(const NodeSpec& node, const RunnerHost& host,
+                                 const std::string& executor, const std::string& default_work,
+                                 const std::string& default_output);
+
+}  // namespace lote::exec

@@ -1,0 +1,188 @@
+// The node runner (`lote-exec-shim`, shim.h) as every backend starts it, with
+// real processes: as a Slurm task (--attempt-dir, the node from SLURM_NODEID,
+// the placement's variables, the command's exit status) and its pure parts
+// (the placement's environment, the ulimit check, the one node resolution).
+#include "exec/shim.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/files.h"
+#include "exec/command.h"
+#include "exec/node_files.h"
+#include "exec/node_resolve.h"
+#include "exec/slurm_placement.h"
+#include "exec/ulimits.h"
+
+namespace lote::exec {
+namespace {
+
+class RunnerTaskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lote-runner-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Writes node k's spec (placement "slurm") and runs the runner as srun would.
+  CommandResult RunTask(int32_t k, std::vector<std::string> argv, bool multi,
+                        std::map<std::string, std::string> task_env) {
+    NodePaths p{dir_ + "/node-" + std::to_string(k)};
+    EXPECT_TRUE(MakeDirs(p.dir).ok());
+    ShimSpec s;
+    s.node = NodeKey{AttemptKey{"task-job", 1}, k};
+    s.argv = std::move(argv);
+    s.env = {"PATH=/usr/bin:/bin", "LOTE_PRIVATE_IPV4_ADDRESS=stale"};
+    s.working_dir = dir_ + "/work-" + std::to_string(k);
+    s.output_path = dir_ + "/node-" + std::to_string(k) + ".out";
+    s.placement = "slurm";
+    s.multi_node = multi;
+    s.main_node_index = 0;
+    EXPECT_TRUE(WriteJsonRecord(p.spec(), ToJson(s), 0600).ok());
+    task_env["SLURM_NODEID"] = std::to_string(k);
+    task_env["PATH"] = "/usr/bin:/bin";
+    auto r = RunCommand({LOTE_EXEC_SHIM_PATH, "--attempt-dir", dir_}, task_env, 30'000, false);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : CommandResult{};
+  }
+  std::string Out(int32_t k) {
+    auto r = ReadFile(dir_ + "/node-" + std::to_string(k) + ".out");
+    return r.ok() ? *r : "";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RunnerTaskTest, ExitsWithTheCommandsStatusAndRecordsIt) {
+  CommandResult r = RunTask(0, {"sh", "-c", "echo out; exit 7"}, false, {});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(Out(0), "out\n");
+  auto st = ReadStatusRecord(dir_ + "/node-0/status.json");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->outcome, NodeOutcome::kExited);
+  EXPECT_EQ(st->exit_code, 7);
+  auto cmd = ReadProcessRecord(dir_ + "/node-0/command.json");
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_GT(cmd->started_at_ms, 0);
+  // Run again (srun restarting a task): the node is not run twice, same status.
+  EXPECT_EQ(RunTask(0, {"sh", "-c", "echo again"}, false, {}).exit_code, 7);
+  EXPECT_EQ(Out(0), "out\n");
+}
+
+TEST_F(RunnerTaskTest, SignalAndBadCommandBecomeTaskStatuses) {
+  EXPECT_EQ(RunTask(0, {"sh", "-c", "kill -9 $$"}, false, {}).exit_code, 128 + 9);
+  CommandResult bad = RunTask(1, {"no-such-program-xyz"}, false, {});
+  EXPECT_EQ(bad.exit_code, 127);
+  auto st = ReadStatusRecord(dir_ + "/node-1/status.json");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->outcome, NodeOutcome::kStartFailed);
+  EXPECT_TRUE(st->bad_command);
+}
+
+TEST_F(RunnerTaskTest, AChildNodeGetsItsPlacementsAddresses) {
+  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "42"},
+                                            {"SLURMD_NODENAME", "b2"},
+                                            {"LOTE_NODE_ADDRS", "10.1.0.1 10.1.0.2"},
+                                            {"LOTE_MAIN_ADDR", "10.1.0.1"}};
+  CommandResult r =
+      RunTask(1,
+              {"sh", "-c",
+               "echo $LOTE_SLURM_JOB_ID $LOTE_SLURM_NODE $LOTE_PRIVATE_IPV4_ADDRESS "
+               "$AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS; echo ${SLURM_JOB_ID:-none}"},
+              true, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Only the placement's variables, never the task's own environment.
+  EXPECT_EQ(Out(1), "42 b2 10.1.0.2 10.1.0.1\nnone\n");
+}
+
+TEST_F(RunnerTaskTest, WithoutSlurmNodeIdItIsAUsageError) {
+  auto r = RunCommand({LOTE_EXEC_SHIM_PATH, "--attempt-dir", dir_}, {{"PATH", "/usr/bin:/bin"}},
+                      30'000, false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_NE(r->err.find("SLURM_NODEID"), std::string::npos) << r->err;
+}
+
+TEST(SlurmPlacementTest, MainNodeHasNoMainAddressAndMissingAddressesAreLeftOut) {
+  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "7"},
+                                            {"SLURMD_NODENAME", "n0"},
+                                            {"LOTE_NODE_ADDRS", "1.1.1.1"},
+                                            {"LOTE_MAIN_ADDR", "1.1.1.1"}};
+  EXPECT_EQ(SlurmPlacementEnv(env, 0, true, 0),
+            (std::vector<std::string>{"LOTE_SLURM_JOB_ID=7", "LOTE_SLURM_NODE=n0",
+                                      "LOTE_PRIVATE_IPV4_ADDRESS=1.1.1.1"}));
+  EXPECT_EQ(SlurmPlacementEnv(env, 3, false, 0),
+            (std::vector<std::string>{"LOTE_SLURM_JOB_ID=7", "LOTE_SLURM_NODE=n0"}));
+  std::vector<std::string> e = {"A=1", "AB=2"};
+  MergeEnv(&e, {"A=3", "C=4"});
+  EXPECT_EQ(e, (std::vector<std::string>{"A=3", "AB=2", "C=4"}));
+  EXPECT_EQ(*SlurmNodeDir("/a", "12"), "/a/node-12");
+  EXPECT_TRUE(SlurmNodeDir("/a", nullptr).status().IsInvalidArgument());
+  EXPECT_TRUE(SlurmNodeDir("/a", "1x").status().IsInvalidArgument());
+}
+
+TEST(UlimitsTest, AboveTheHostIsRefusedOrLoweredInEmulation) {
+  const struct rlimit host { 1024, 4096 };
+  std::string w;
+  auto ok = ResolveRlimit(Ulimit{"nofile", 100, 200}, host, false, false, &w);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->soft, 100);
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(ResolveRlimit(Ulimit{"nofile", 100, 8192}, host, false, false, &w)
+                  .status()
+                  .IsFailedPrecondition());
+  EXPECT_TRUE(ResolveRlimit(Ulimit{"nofile", 100, 8192}, host, true, false, &w).ok());
+  auto low = ResolveRlimit(Ulimit{"memlock", -1, -1}, host, false, true, &w);
+  ASSERT_TRUE(low.ok());
+  EXPECT_EQ(low->soft, 4096);
+  EXPECT_EQ(low->hard, 4096);
+  EXPECT_NE(w.find("emulation: ulimits memlock"), std::string::npos) << w;
+  EXPECT_TRUE(
+      ResolveRlimit(Ulimit{"nofiles", 1, 1}, host, true, true, &w).status().IsInvalidArgument());
+  EXPECT_TRUE(
+      ResolveRlimit(Ulimit{"nofile", 10, 5}, host, true, true, &w).status().IsInvalidArgument());
+}
+
+TEST(ResolveNodeTest, DefaultsEnvironmentAndUser) {
+  NodeSpec n;
+  n.node = NodeKey{AttemptKey{"j", 1}, 0};
+  n.command = {"true"};
+  n.environment = {{"HOME", "/mine"}};
+  n.private_ip = "127.0.1.3";
+  RunnerHost host;
+  host.euid = 4242;
+  host.user_name = "svc";
+  host.home_dir = "/home/svc";
+  host.rlimits_here = false;
+  n.ulimits = {Ulimit{"memlock", -1, -1}};
+  auto r = ResolveNode(n, host, "the test executor", "/w", "/o");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spec.working_dir, "/w");
+  EXPECT_EQ(r->spec.output_path, "/o");
+  EXPECT_FALSE(r->spec.uid.has_value());
+  ASSERT_EQ(r->spec.rlimits.size(), 1u);  // checked on the node (rlimits_here false)
+  EXPECT_EQ(r->spec.rlimits[0].hard, -1);
+  EXPECT_EQ(r->spec.env,
+            (std::vector<std::string>{
+                "HOME=/mine", "LOGNAME=svc", "LOTE_PRIVATE_IPV4_ADDRESS=127.0.1.3",
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "USER=svc"}));
+  n.user = "0";  // another user than the (non-root) host's
+  EXPECT_TRUE(ResolveNode(n, host, "x", "/w", "/o").status().IsFailedPrecondition());
+  n.emulation = true;
+  auto emulated = ResolveNode(n, host, "x", "/w", "/o");
+  ASSERT_TRUE(emulated.ok());
+  EXPECT_FALSE(emulated->spec.uid.has_value());
+  n.unsupported_fields = {"privileged"};
+  n.emulation = false;
+  auto refused = ResolveNode(n, host, "the test executor", "/w", "/o");
+  EXPECT_NE(refused.status().message().find("the test executor cannot honour privileged"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lote::exec

@@ -1,0 +1,34 @@
+// What the node runner learns from its Slurm placement: which node of the
+// attempt it is (SLURM_NODEID) and the addresses the batch script resolved
+// inside the allocation (LOTE_NODE_ADDRS: every node's, in node index order;
+// LOTE_MAIN_ADDR: the main node's). The Slurm backend decides placement and
+// addresses; the runner (shim.h) turns them into the node's environment.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace lote::exec {
+
+// The folder of this task's node: <attempt_dir>/node-<SLURM_NODEID>.
+// InvalidArgument when `slurm_node_id` is missing or not a number (the runner
+// was not started by srun or the batch script).
+Result<std::string> SlurmNodeDir(const std::string& attempt_dir, const char* slurm_node_id);
+
+// The variables node `node_index` gets from its placement, from the task's
+// own environment `task_env`: LOTE_SLURM_JOB_ID, LOTE_SLURM_NODE, its
+// LOTE_PRIVATE_IPV4_ADDRESS (when known) and, on a child node of a multi-node
+// gang, AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS.
+std::vector<std::string> SlurmPlacementEnv(const std::map<std::string, std::string>& task_env,
+                                           int32_t node_index, bool multi_node,
+                                           int32_t main_node_index);
+
+// Sets every "KEY=VALUE" of `add` in `env`, replacing an existing KEY.
+void MergeEnv(std::vector<std::string>* env, const std::vector<std::string>& add);
+
+}  // namespace lote::exec
