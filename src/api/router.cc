@@ -21,6 +21,15 @@ constexpr const char* kJsonContentType = "application/x-amz-json-1.1";
 // requests) is written with U+FFFD rather than failing the answer.
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// A header value on one line: control characters (a newline in a message)
+// become spaces.
+std::string HeaderSafe(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text;
+}
+
 HttpResponse JsonOk(const Json& body, bool json_protocol, const std::string& request_id) {
   HttpResponse r;
   r.status = 200;
@@ -134,6 +143,8 @@ HttpResponse ErrorResponse(const ApiError& error, bool json_protocol,
   r.headers.emplace_back("Content-Type", json_protocol ? kJsonContentType : kRestContentType);
   r.headers.emplace_back("x-amzn-RequestId", request_id);
   r.headers.emplace_back("x-amzn-ErrorType", error.code);
+  // Older SDKs (the AWS SDK for Go 1.44 in Debian) read the message only here.
+  r.headers.emplace_back("x-amzn-ErrorMessage", HeaderSafe(error.message));
   r.body = Dump(Json{{"__type", error.code}, {"message", error.message}});
   return r;
 }

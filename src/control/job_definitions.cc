@@ -484,10 +484,8 @@ Result<Json> ControlPlane::DescribeJobDefinitions(const Json& request) {
 Result<Json> ControlPlane::DeregisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "jobDefinition", "jobDefinition"));
-  if (ref.rfind("arn:", 0) != 0 && ref.find(':') == std::string::npos) {
-    return Status::InvalidArgument("jobDefinition '" + ref +
-                                   "' names no revision; use name:revision or the full ARN");
-  }
+  // A bare name is resolved as SubmitJob resolves it: its latest ACTIVE
+  // revision (the CLI's and boto3's own examples deregister by name alone).
   std::unique_lock<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckHealthyLocked());
   ASSIGN_OR_RETURN(const Json* found, FindJobDefinitionLocked(ref));

@@ -150,6 +150,7 @@ Json AttemptToJson(const Attempt& a) {
           {"failureCategory", FailureCategoryName(a.failure_category)},
           {"failedNode", a.failed_node},
           {"backendRef", a.backend_ref},
+          {"backend", a.backend},
           {"pendingReason", a.pending_reason},
           {"nodes", nodes}};
 }
@@ -165,6 +166,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(int64_t failed_node, GetInt(j, "failedNode", -1));
   a.failed_node = static_cast<int32_t>(failed_node);
   a.backend_ref = j.value("backendRef", "");
+  a.backend = j.value("backend", Json());
   a.pending_reason = j.value("pendingReason", "");
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(a.failure_category, ParseFailureCategory(category));

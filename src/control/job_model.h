@@ -192,6 +192,11 @@ struct Attempt {
   // What the backend answered when the gang was handed to it (a Slurm job id,
   // the local attempt folder): how a restarted server finds the nodes again.
   std::string backend_ref;
+  // Which backend the gang was handed to, recorded at launch: {"managed":
+  // bool, "tags": the compute environment's lote: tags}. Its nodes are
+  // recovered and ended through that backend even once the environment is
+  // deleted (null: an attempt launched before this was recorded).
+  Json backend;
   // Set while the backend holds the attempt waiting (Slurm PENDING): its
   // reason. The job is then shown RUNNABLE with this statusReason.
   std::string pending_reason;

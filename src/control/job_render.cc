@@ -27,6 +27,13 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   if (!n->task_arn.empty()) c["taskArn"] = n->task_arn;
   if (n->exit_code) c["exitCode"] = *n->exit_code;
   std::string reason = n->reason.empty() ? a.reason : n->reason;
+  // Notices that change what runs (a device skipped, a limit not enforced)
+  // also go into reason: stock clients (the aws CLI) drop loteNotices.
+  if (!n->notices.empty()) {
+    std::string joined;
+    for (const std::string& notice : n->notices) joined += (joined.empty() ? "" : "; ") + notice;
+    reason = reason.empty() ? "lote: " + joined : reason + " (lote: " + joined + ")";
+  }
   if (!reason.empty()) c["reason"] = reason;
   if (!n->log_stream_name.empty()) c["logStreamName"] = n->log_stream_name;
   if (!n->private_ipv4.empty())

@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "api/batch_api.h"
 #include "exec/slurm_backend.h"
 
 namespace lote::server {
@@ -228,20 +229,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router) {
       {"GetJobQueueSnapshot", "POST", "/v1/getjobqueuesnapshot", {}, [loop](const Json& r) {
          return loop->GetJobQueueSnapshot(r);
        }});
-  // Tags of jobs live with the jobs; every other ARN goes to the control plane.
-  control::ControlPlane* cp = control_;
-  router->RegisterRestOperation(
-      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
-       }});
-  router->RegisterRestOperation(
-      {"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ListJobTags(r) : cp->ListTagsForResource(r);
-       }});
-  router->RegisterRestOperation(
-      {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ChangeJobTags(r, /*untag=*/true) : cp->UntagResource(r);
-       }});
+  api::RegisterBatchSharedOperations(router, control_, loop);
 }
 
 Status MakeHomePrivate(const std::string& home) {
