@@ -108,15 +108,15 @@ void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* cp,
       {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp, jobs, is_job](const Json& r) {
          return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
        }});
-  router->RegisterRestOperation(
-      {"ListTagsForResource",
-       "GET",
-       "/v1/tags/{resourceArn}",
-       {},
-       [cp, jobs, is_job](const Json& r) {
-         return is_job(r) ? jobs->ListJobTags(r) : cp->ListTagsForResource(r);
-       },
-       /*nonblocking=*/true});
+  router->RegisterRestOperation({"ListTagsForResource",
+                                 "GET",
+                                 "/v1/tags/{resourceArn}",
+                                 {},
+                                 [cp, jobs, is_job](const Json& r) {
+                                   return is_job(r) ? jobs->ListJobTags(r)
+                                                    : cp->ListTagsForResource(r);
+                                 },
+                                 /*nonblocking=*/true});
   router->RegisterRestOperation({"UntagResource",
                                  "DELETE",
                                  "/v1/tags/{resourceArn}",

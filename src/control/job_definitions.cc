@@ -130,6 +130,16 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
       return Status::InvalidArgument(path + "." + list_field + " must be a list");
     }
   }
+  for (const Json& s : props.value("secrets", Json::array())) {
+    if (!s.is_object() || !s.value("name", Json()).is_string() ||
+        !s.value("valueFrom", Json()).is_string())
+      return Status::InvalidArgument(path + ".secrets[] needs name and valueFrom (strings)");
+    if (s["valueFrom"].get<std::string>().rfind("arn:aws:secretsmanager:", 0) == 0)
+      return Status::InvalidArgument(
+          path + ".secrets[" + s["name"].get<std::string>() +
+          "].valueFrom is a Secrets Manager ARN; lote serves no Secrets Manager: store the value "
+          "as an SSM SecureString parameter and name it (or its ARN) in valueFrom");
+  }
   return props;
 }
 

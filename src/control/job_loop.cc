@@ -602,7 +602,8 @@ Result<Json> JobLoop::DeleteJobQueue(const Json& request) {
     ticket = FlushLocked();
   }
   RETURN_IF_ERROR(WaitTicket(std::move(ticket)));
-  if (stopped > 0) spdlog::info("jobs: queue {} deleted: {} job(s) terminated", queue->name, stopped);
+  if (stopped > 0)
+    spdlog::info("jobs: queue {} deleted: {} job(s) terminated", queue->name, stopped);
   Wake();
   return answer;
 }
@@ -972,6 +973,10 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
       Status failed;
       for (const NodeAttempt& node : attempt->nodes) {
         Result<NodeLaunch> launch = MakeNodeLaunch(job, node.node_index);
+        if (launch.ok()) {
+          Status secrets = AddSecrets(*job.ContainerFor(node.node_index), &*launch);
+          if (!secrets.ok()) launch = secrets;
+        }
         if (!launch.ok()) {
           failed = launch.status();
           break;
@@ -1007,8 +1012,8 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         gang.nodes.push_back(std::move(spec));
       }
       if (failed.ok()) {
-        handovers.push_back(Handover{id, number, now, *backend, BackendRecord(*ce),
-                                     std::move(gang), exec::GangLaunch{}});
+        handovers.push_back(Handover{id, number, now, *backend, BackendRecord(*ce), std::move(gang),
+                                     exec::GangLaunch{}});
         continue;
       }
       launched = failed;
@@ -1070,6 +1075,24 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   // placement after a crash; the next pass's commit comes after this one.
   if (!ticket.ok()) spdlog::error("jobs: store commit failed: {}", ticket.status().ToString());
   TerminateAttempts(terminate);
+}
+
+Status JobLoop::AddSecrets(const ContainerSpec& container, NodeLaunch* launch) const {
+  const Json secrets = container.other.value("secrets", Json::array());
+  if (!secrets.is_array() || secrets.empty()) return Status::Ok();
+  for (const Json& s : secrets) {
+    const std::string name = s.value("name", "");
+    // The value goes only into the node's environment: never logged, never
+    // in an answer (DescribeJobs shows name and valueFrom, as AWS does).
+    Result<std::string> value = control_->SecretValue(s.value("valueFrom", ""));
+    if (!value.ok())
+      return Status::InvalidArgument("secret " + name + ": " + value.status().message());
+    launch->environment.push_back({name, *value});
+  }
+  // Resolved here, for every backend alike.
+  auto& fields = launch->fields_set;
+  fields.erase(std::remove(fields.begin(), fields.end(), "secrets"), fields.end());
+  return Status::Ok();
 }
 
 int64_t JobLoop::GraceMs(const exec::AttemptKey& key) {

@@ -146,6 +146,10 @@ class JobLoop {
   Result<Job> RequestStopLocked(const std::string& job_id, bool terminate,
                                 const std::string& reason, int64_t now);
   int64_t GraceMs(const exec::AttemptKey& key);
+  // The container's secrets (valueFrom: SSM parameter names or ARNs) resolved
+  // into the launch's environment; InvalidArgument naming the secret (never
+  // its value) when one cannot be had.
+  Status AddSecrets(const ContainerSpec& container, NodeLaunch* launch) const;
   void TerminateAttempts(const std::vector<exec::AttemptKey>& keys);
 
   const JobLoopOptions options_;

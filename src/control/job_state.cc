@@ -84,8 +84,8 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
       StopNode(n, JobStatus::kFailed, at, a.reason);
     } else if (failed_node >= 0) {
       StopNode(n, JobStatus::kFailed, at,
-               "stopped: node " + std::to_string(failed_node) + " failed the attempt (" +
-                   a.reason + ")");
+               "stopped: node " + std::to_string(failed_node) + " failed the attempt (" + a.reason +
+                   ")");
     } else {
       StopNode(n, JobStatus::kFailed, at, a.reason);
     }
@@ -367,8 +367,7 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   return e;
 }
 
-JobEvent JobEvent::Launched(int32_t attempt, std::string backend_ref, int64_t at_ms,
-                            Json backend) {
+JobEvent JobEvent::Launched(int32_t attempt, std::string backend_ref, int64_t at_ms, Json backend) {
   JobEvent e;
   e.type = JobEventType::kLaunched;
   e.at_ms = at_ms;

@@ -239,7 +239,7 @@ Status MakeHomePrivate(const std::string& home) {
   // Only the server's own entries: a home may be shared with other files.
   static const std::set<std::string> kOwn = {"lote.db",         "lote.db-wal", "lote.db-shm",
                                              "lote.db-journal", "logs",        "credentials",
-                                             "server.json"};
+                                             "secrets.key",     "server.json"};
   while (struct dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
     if (!kOwn.count(name)) continue;
