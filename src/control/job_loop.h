@@ -48,6 +48,7 @@
 #include "common/status.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
+#include "control/job_env.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"

@@ -543,6 +543,7 @@ Json JobToJson(const Job& job) {
             {"propagateTags", job.propagate_tags},
             {"shareIdentifier", job.share_identifier},
             {"platformCapability", job.platform_capability},
+            {"eksProperties", job.eks_properties},
             {"failureCategory", FailureCategoryName(job.failure_category)},
             {"isCancelled", job.is_cancelled},
             {"isTerminated", job.is_terminated},
@@ -614,6 +615,7 @@ Result<Job> JobFromJsonUnchecked(const Json& j) {
   job.propagate_tags = j.value("propagateTags", false);
   ASSIGN_OR_RETURN(job.share_identifier, GetString(j, "shareIdentifier"));
   ASSIGN_OR_RETURN(job.platform_capability, GetString(j, "platformCapability"));
+  job.eks_properties = j.value("eksProperties", Json());
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(job.failure_category, ParseFailureCategory(category));
   job.is_cancelled = j.value("isCancelled", false);

@@ -246,6 +246,9 @@ struct Job {
   std::string share_identifier;
   std::optional<int32_t> scheduling_priority;
   std::string platform_capability;  // "EC2" (rendered as platformCapabilities)
+  // EKS jobs: the definition's eksProperties (its pod), rendered as
+  // eksProperties and eksAttempts instead of container and attempts[].container.
+  Json eks_properties;
 
   std::vector<Attempt> attempts;  // all attempts; the last is open while STARTING/RUNNING
   FailureCategory failure_category = FailureCategory::kNone;  // of the last failure

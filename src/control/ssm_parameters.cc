@@ -47,7 +47,7 @@ Result<std::string> Seal(const std::string& key, const std::string& plain) {
   return Base64Encode(nonce + out);
 }
 
-Result<std::string> Open(const std::string& key, const std::string& sealed) {
+Result<std::string> Unseal(const std::string& key, const std::string& sealed) {
   std::string raw;
   if (!Base64Decode(sealed, &raw) || raw.size() < 28)
     return Status::DataLoss("a stored SecureString value is damaged");
@@ -131,7 +131,7 @@ Result<Json> ControlPlane::ParameterAnswerLocked(const Json& doc, bool decrypt) 
               {"ARN", doc["ARN"]},         {"DataType", doc.value("DataType", "text")}};
   if (doc["Type"] == "SecureString") {
     if (decrypt) {
-      ASSIGN_OR_RETURN(std::string plain, Open(config_.secret_key, doc["Ciphertext"]));
+      ASSIGN_OR_RETURN(std::string plain, Unseal(config_.secret_key, doc["Ciphertext"]));
       out["Value"] = plain;
     } else {
       out["Value"] = doc["Ciphertext"];
