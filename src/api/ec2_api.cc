@@ -19,7 +19,7 @@ ApiError Ec2ErrorFromStatus(const std::string& action, const Status& status) {
     case StatusCode::kNotFound:
       if (pg) return {400, "InvalidPlacementGroup.Unknown", status.message()};
       if (action == "DescribeInstanceTypes") return {400, "InvalidInstanceType", status.message()};
-      if (status.message().find("version") != std::string::npos)
+      if (status.message().rfind("Could not find launch template version", 0) == 0)
         return {400, "InvalidLaunchTemplateId.VersionNotFound", status.message()};
       return {400,
               by_id ? "InvalidLaunchTemplateId.NotFound"

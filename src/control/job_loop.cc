@@ -105,7 +105,8 @@ exec::Backend* JobLoop::BackendOf(const Attempt& attempt) {
     ComputeEnvironmentSpec recorded;
     recorded.name = attempt.compute_environment;
     recorded.managed = attempt.backend.value("managed", true);
-    for (const auto& [k, v] : attempt.backend.value("tags", Json::object()).items())
+    const Json tags = attempt.backend.value("tags", Json::object());
+    for (const auto& [k, v] : tags.items())
       if (v.is_string()) recorded.lote_tags[k] = v.get<std::string>();
     ce = std::move(recorded);
   } else {

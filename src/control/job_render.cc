@@ -125,7 +125,8 @@ void RenderAsEksJob(const Job& job, Json* j) {
   pod["containers"] = containers;
   auto names = [&](const Attempt& a, Json* into) {
     if (a.nodes.empty()) return;
-    (*into)["podName"] = "lote-" + job.id.substr(0, 8) + "-" + std::to_string(&a - &job.attempts[0] + 1);
+    (*into)["podName"] =
+        "lote-" + job.id.substr(0, 8) + "-" + std::to_string(&a - &job.attempts[0] + 1);
     if (!a.nodes[0].instance_id.empty()) (*into)["nodeName"] = a.nodes[0].instance_id;
   };
   if (!job.attempts.empty()) names(job.attempts.back(), &pod);

@@ -268,7 +268,8 @@ TEST(PrepareSubmit, EksPodRunsAsItsSingleContainer) {
 // is shown with its pod (eksProperties), as AWS shows EKS jobs.
 TEST(PrepareSubmit, AnEksPodWithoutResourcesGetsTheSmallestSlotAndShowsItsPod) {
   Fixture f;
-  Json def = Json::parse(R"({"jobDefinitionName": "eks", "revision": 1, "status": "ACTIVE", "type": "container",
+  Json def = Json::parse(
+      R"({"jobDefinitionName": "eks", "revision": 1, "status": "ACTIVE", "type": "container",
     "jobDefinitionArn": "arn:aws:batch:us-east-1:000000000000:job-definition/eks:1",
     "eksProperties": {"podProperties": {"containers": [
       {"name": "main", "image": "busybox", "command": ["true"]}]}}})");
