@@ -49,7 +49,7 @@ poll() {  # poll WHAT EXPECTED COMMAND...: run COMMAND until it prints EXPECTED 
   done
   fail "$what is '$got', never '$want'"
 }
-alive() { pgrep -x -f "$MARK 3600" | wc -l; }
+alive() { { pgrep -x -f "$MARK 3600" || true; } | wc -l; }
 
 coproc SERVER { exec "$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 2>"$WORK/server.log"; }
 SERVER_PID=$SERVER_PID
@@ -99,7 +99,7 @@ cat >jq.json <<'EOF'
 EOF
 
 # --- create_resources ---------------------------------------------------------------
-aws ec2 create-placement-group --cli-input-json file://pg.json
+aws ec2 create-placement-group --cli-input-json file://pg.json >/dev/null
 [ "$(aws ec2 describe-placement-groups --group-names seq-pg --query 'PlacementGroups[0].State' --output text)" = available ] ||
   fail "the placement group is not available"
 LT_ID=$(aws ec2 create-launch-template --cli-input-json file://lt.json --query LaunchTemplate.LaunchTemplateId --output text)
@@ -145,7 +145,7 @@ aws ec2 delete-placement-group --group-name seq-pg
 # --- nothing left -------------------------------------------------------------------------
 poll "job $JOB_ID" FAILED aws batch describe-jobs --jobs "$JOB_ID" --query 'jobs[0].status' --output text
 REASON=$(aws batch describe-jobs --jobs "$JOB_ID" --query 'jobs[0].statusReason' --output text)
-[[ "$REASON" == *"seq-q was deleted"* ]] || fail "the job's reason is '$REASON'"
+[[ "$REASON" == *"seq-q was deleted"* ]] || fail "the job's reason is '$REASON' ($(aws batch describe-jobs --jobs "$JOB_ID" --query "jobs[0].[statusReason,attempts[0].container.reason]" --output text))"
 poll "processes of the job's nodes" 0 alive
 [ "$(aws batch describe-job-definitions --job-definition-name seq-jd --status ACTIVE \
   --query 'length(jobDefinitions)' --output text)" = 0 ] || fail "the job definition is still ACTIVE"
