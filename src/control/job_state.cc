@@ -77,9 +77,15 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
   a.reason = WithCategory(category, status_reason);
   a.failure_category = category;
   a.failed_node = failed_node;
+  // A failed launch (no node ever ran): one reason, the attempt's, on every node.
+  bool launched = false;
+  for (const NodeAttempt& n : a.nodes) launched |= n.started_at > 0;
   for (NodeAttempt& n : a.nodes) {
     if (IsFinal(n.status)) continue;
-    if (n.node_index == failed_node) {
+    if (!launched) {
+      if (n.node_index == failed_node) n.exit_code = exit_code;
+      StopNode(n, JobStatus::kFailed, at, a.reason);
+    } else if (n.node_index == failed_node) {
       n.exit_code = exit_code;
       StopNode(n, JobStatus::kFailed, at, a.reason);
     } else if (failed_node >= 0) {
