@@ -72,7 +72,6 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
       {"CreateJobQueue", &control::ControlPlane::CreateJobQueue},
       {"DescribeJobQueues", &control::ControlPlane::DescribeJobQueues},
       {"UpdateJobQueue", &control::ControlPlane::UpdateJobQueue},
-      {"DeleteJobQueue", &control::ControlPlane::DeleteJobQueue},
       {"RegisterJobDefinition", &control::ControlPlane::RegisterJobDefinition},
       {"DescribeJobDefinitions", &control::ControlPlane::DescribeJobDefinitions},
       {"DeregisterJobDefinition", &control::ControlPlane::DeregisterJobDefinition},
@@ -95,20 +94,37 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
                                    [cp, m](const Json& r) { return (cp->*m)(r); },
                                    read});
   }
+}
+
+void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* cp,
+                                   control::JobLoop* jobs) {
   router->RegisterRestOperation(
-      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp](const Json& r) {
-         return cp->TagResource(r);
+      {"DeleteJobQueue", "POST", "/v1/deletejobqueue", {}, [cp, jobs](const Json& r) {
+         return jobs != nullptr ? jobs->DeleteJobQueue(r) : cp->DeleteJobQueue(r);
+       }});
+  // Tags of jobs live with the jobs; every other ARN is the control plane's.
+  auto is_job = [jobs](const Json& r) { return jobs != nullptr && jobs->IsJobArn(r); };
+  router->RegisterRestOperation(
+      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp, jobs, is_job](const Json& r) {
+         return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
        }});
   router->RegisterRestOperation({"ListTagsForResource",
                                  "GET",
                                  "/v1/tags/{resourceArn}",
                                  {},
-                                 [cp](const Json& r) { return cp->ListTagsForResource(r); },
+                                 [cp, jobs, is_job](const Json& r) {
+                                   return is_job(r) ? jobs->ListJobTags(r)
+                                                    : cp->ListTagsForResource(r);
+                                 },
                                  /*nonblocking=*/true});
-  router->RegisterRestOperation(
-      {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [cp](const Json& r) {
-         return cp->UntagResource(r);
-       }});
+  router->RegisterRestOperation({"UntagResource",
+                                 "DELETE",
+                                 "/v1/tags/{resourceArn}",
+                                 {"tagKeys"},
+                                 [cp, jobs, is_job](const Json& r) {
+                                   return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/true)
+                                                    : cp->UntagResource(r);
+                                 }});
 }
 
 }  // namespace lote::api

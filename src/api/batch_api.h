@@ -12,6 +12,7 @@
 
 #include "api/router.h"
 #include "control/control_plane.h"
+#include "control/job_loop.h"
 
 namespace lote::api {
 
@@ -20,5 +21,13 @@ inline constexpr size_t kMaxSubmitJobBytes = 30 * 1024;
 
 // `control` must outlive the router.
 void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* control);
+
+// The operations that involve both the resources and the jobs, registered
+// once: TagResource, UntagResource, ListTagsForResource (a job ARN's tags go
+// to `jobs`, every other ARN's to `control`) and DeleteJobQueue (which also
+// terminates the queue's jobs). `jobs` may be null (no job layer); both must
+// outlive the router.
+void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* control,
+                                   control::JobLoop* jobs);
 
 }  // namespace lote::api

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "common/ids.h"
 
@@ -73,6 +74,22 @@ Result<sigv4::Credentials> EnsureCredentialsFile(const std::string& path,
   RETURN_IF_ERROR(WriteFileAtomic(path, text, 0600));
   chmod(path.c_str(), 0600);
   return creds;
+}
+
+Result<std::string> EnsureSecretKeyFile(const std::string& path) {
+  if (FileExists(path)) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    std::string key;
+    if (!Base64Decode(Trim(text), &key) || key.size() != 32)
+      return Status::DataLoss("the secret key file " + path +
+                              " is damaged (expected 32 bytes, base64); SecureString parameters "
+                              "sealed with it cannot be read");
+    return key;
+  }
+  const std::string key = RandomBytes(32);
+  RETURN_IF_ERROR(WriteFileAtomic(path, Base64Encode(key) + "\n", 0600));
+  chmod(path.c_str(), 0600);
+  return key;
 }
 
 }  // namespace lote::api

@@ -23,4 +23,8 @@ Result<sigv4::Credentials> ReadCredentialsProfile(const std::string& path,
 Result<sigv4::Credentials> EnsureCredentialsFile(const std::string& path,
                                                  const std::string& profile);
 
+// The server's secret key (32 random bytes, base64 in `path`, mode 0600),
+// made on first use: the key that seals SSM SecureString values.
+Result<std::string> EnsureSecretKeyFile(const std::string& path);
+
 }  // namespace lote::api

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "api/query_protocol.h"
 #include "api/request_checks.h"
 #include "common/ids.h"
 #include "common/sigv4.h"
@@ -21,6 +22,15 @@ constexpr const char* kJsonContentType = "application/x-amz-json-1.1";
 // requests) is written with U+FFFD rather than failing the answer.
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// A header value on one line: control characters (a newline in a message)
+// become spaces.
+std::string HeaderSafe(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text;
+}
+
 HttpResponse JsonOk(const Json& body, bool json_protocol, const std::string& request_id) {
   HttpResponse r;
   r.status = 200;
@@ -28,28 +38,6 @@ HttpResponse JsonOk(const Json& body, bool json_protocol, const std::string& req
   r.headers.emplace_back("x-amzn-RequestId", request_id);
   r.body = Dump(body);
   return r;
-}
-
-// Splits "a=1&b=2" into decoded pairs.
-std::vector<std::pair<std::string, std::string>> ParseQuery(const std::string& raw) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t pos = 0;
-  while (pos <= raw.size() && !raw.empty()) {
-    size_t amp = raw.find('&', pos);
-    std::string part = raw.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-    if (!part.empty()) {
-      size_t eq = part.find('=');
-      std::string k = part.substr(0, eq);
-      std::string v = eq == std::string::npos ? "" : part.substr(eq + 1);
-      for (char& c : v) {
-        if (c == '+') c = ' ';
-      }
-      out.emplace_back(sigv4::UriDecode(k), sigv4::UriDecode(v));
-    }
-    if (amp == std::string::npos) break;
-    pos = amp + 1;
-  }
-  return out;
 }
 
 // The parser's "number overflow parsing '1e400'" names the number, not the
@@ -134,6 +122,8 @@ HttpResponse ErrorResponse(const ApiError& error, bool json_protocol,
   r.headers.emplace_back("Content-Type", json_protocol ? kJsonContentType : kRestContentType);
   r.headers.emplace_back("x-amzn-RequestId", request_id);
   r.headers.emplace_back("x-amzn-ErrorType", error.code);
+  // Older SDKs (the AWS SDK for Go 1.44 in Debian) read the message only here.
+  r.headers.emplace_back("x-amzn-ErrorMessage", HeaderSafe(error.message));
   r.body = Dump(Json{{"__type", error.code}, {"message", error.message}});
   return r;
 }
@@ -191,6 +181,11 @@ void ApiRouter::RegisterRestOperation(RestOperation op) {
   rest_ops_.push_back(std::move(op));
 }
 
+void ApiRouter::RegisterQueryService(QueryService service) {
+  std::string name = service.signing_service;
+  query_services_[name] = std::move(service);
+}
+
 void ApiRouter::RegisterJsonService(JsonService service) {
   std::string prefix = service.target_prefix;
   json_services_[prefix] = std::move(service);
@@ -201,6 +196,9 @@ std::vector<std::string> ApiRouter::OperationNames() const {
   for (const RestOperation& op : rest_ops_) names.push_back("Batch." + op.name);
   for (const auto& [prefix, svc] : json_services_) {
     for (const auto& [name, _] : svc.operations) names.push_back(prefix + "." + name);
+  }
+  for (const auto& [service, svc] : query_services_) {
+    for (const auto& [name, _] : svc.operations) names.push_back(service + "." + name);
   }
   return names;
 }
@@ -221,6 +219,7 @@ HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify) c
   const std::string target = request.Header("x-amz-target");
   try {
     if (!target.empty()) return HandleJsonTarget(request, target, id, verify);
+    if (IsQueryRequest(request)) return HandleQuery(request, id, verify);
     return HandleRest(request, id, verify);
   } catch (const std::exception& e) {
     return InternalError(request, e.what());
@@ -357,7 +356,7 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string
     }
     req[param_name] = param_value;
   }
-  for (const auto& [k, v] : ParseQuery(request.raw_query)) {
+  for (const auto& [k, v] : ParseFormEncoded(request.raw_query)) {
     if (!IsValidUtf8(k) || !IsValidUtf8(v)) {
       return client_error(Status::InvalidArgument(
           "the query parameter " + (IsValidUtf8(k) ? "'" + k + "'" : std::string("name")) +

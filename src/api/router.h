@@ -67,6 +67,24 @@ struct JsonService {
   const ValueRules* value_rules = nullptr;
 };
 
+// A Query-protocol service (EC2, STS): `POST /` with a form-encoded body
+// (Action=...), chosen by the SigV4 credential scope's service, else by the
+// Action. The request reaches the handler as UnflattenQuery's JSON tree plus
+// "@accessKeyId" (the signer's key, empty when unsigned); the handler answers
+// with the result's members by their XML locationNames (query_protocol.h).
+struct QueryService {
+  std::string signing_service;                    // "ec2", "sts"
+  std::string xml_namespace;                      // "http://ec2.amazonaws.com/doc/2016-11-15/"
+  std::map<std::string, JsonHandler> operations;  // "CreatePlacementGroup" → handler
+  // The error of a failed operation (its Action, the handler's Status).
+  std::function<ApiError(const std::string& action, const Status&)> map_error;
+  // EC2 answers <ActionResponse><requestId/>members</ActionResponse> and
+  // errors as <Response><Errors><Error>; the other Query services (STS) wrap
+  // members in <ActionResult>, add <ResponseMetadata>, and answer errors as
+  // <ErrorResponse><Error>.
+  bool ec2_style = true;
+};
+
 class ApiRouter : public HttpHandler {
  public:
   // auth may be null: no authentication (--insecure-no-auth).
@@ -78,6 +96,8 @@ class ApiRouter : public HttpHandler {
   // A json-protocol service (X-Amz-Target dispatch); replaces one with the
   // same prefix.
   void RegisterJsonService(JsonService service);
+  // A Query-protocol service; replaces one with the same signing service.
+  void RegisterQueryService(QueryService service);
 
   HttpResponse Handle(const HttpRequest& request) const override;
   // Handle for a request its caller has authenticated by other means (a web
@@ -121,11 +141,16 @@ class ApiRouter : public HttpHandler {
   HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target,
                                 const std::string& request_id, bool verify) const;
   size_t BodyLimit(const std::string& operation) const;
+  // A Query-protocol request (form-encoded POST / or GET /?Action=).
+  bool IsQueryRequest(const HttpRequest& request) const;
+  HttpResponse HandleQuery(const HttpRequest& request, const std::string& request_id,
+                           bool verify) const;
 
   const Authenticator* auth_;
   std::vector<RestOperation> rest_ops_;
-  std::map<std::string, JsonService> json_services_;  // by target prefix
-  std::map<std::string, size_t> body_limits_;         // by "Batch.SubmitJob"
+  std::map<std::string, JsonService> json_services_;    // by target prefix
+  std::map<std::string, QueryService> query_services_;  // by signing service
+  std::map<std::string, size_t> body_limits_;           // by "Batch.SubmitJob"
 };
 
 // Builds the response for an error in the given protocol (json 1.1 when

@@ -24,6 +24,7 @@ class RouterTest : public ::testing::Test {
     auth_.AddKey("AKID", "secret");
     router_ = std::make_unique<ApiRouter>(&auth_);
     RegisterBatchControlPlane(router_.get(), control_.get());
+    RegisterBatchSharedOperations(router_.get(), control_.get(), /*jobs=*/nullptr);
   }
   void TearDown() override {
     router_.reset();

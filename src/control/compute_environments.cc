@@ -105,8 +105,12 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
                                {"BEST_FIT", "BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED",
                                 "SPOT_PRICE_CAPACITY_OPTIMIZED"}));
   }
+  // A Spot bid: AWS applies (and range-checks) it for SPOT only; for EC2
+  // (On-Demand) it is stored as given and has no effect.
   ASSIGN_OR_RETURN(std::optional<int64_t> bid,
-                   OptInt(out, "bidPercentage", "computeResources.bidPercentage", 0, 100));
+                   OptInt(out, "bidPercentage", "computeResources.bidPercentage",
+                          type == "SPOT" ? 0 : std::numeric_limits<int32_t>::min(),
+                          type == "SPOT" ? 100 : std::numeric_limits<int32_t>::max()));
   for (const char* key :
        {"imageId", "ec2KeyPair", "instanceRole", "placementGroup", "spotIamFleetRole"}) {
     ASSIGN_OR_RETURN(std::optional<std::string> v,

@@ -43,6 +43,15 @@ Status ControlPlane::LoadFrom(const store::Snapshot& snapshot) {
       case ResourceKind::kSchedulingPolicy:
         scheduling_policies_[row.name] = std::move(*doc);
         break;
+      case ResourceKind::kPlacementGroup:
+        placement_groups_[row.name] = std::move(*doc);
+        break;
+      case ResourceKind::kLaunchTemplate:
+        launch_templates_[row.name] = std::move(*doc);
+        break;
+      case ResourceKind::kSsmParameter:
+        ssm_parameters_[row.name] = std::move(*doc);
+        break;
     }
   }
   for (const store::TagRow& tag : snapshot.tags) tags_[tag.resource_arn][tag.key] = tag.value;

@@ -41,6 +41,9 @@ struct ControlConfig {
   std::string region = "us-east-1";
   std::string account_id = "000000000000";
   HostResources host = HostResources::Detect();
+  // 32 bytes: the AES-256-GCM key of SSM SecureString values (the server
+  // keeps it in $LOTE_HOME/secrets.key). Empty: SecureString is refused.
+  std::string secret_key;
 };
 
 // A tag on a compute environment that makes the local backend emulate its
@@ -112,6 +115,39 @@ class ControlPlane {
   Result<Json> ListSchedulingPolicies(const Json& request);
   Result<Json> UpdateSchedulingPolicy(const Json& request);
   Result<Json> DeleteSchedulingPolicy(const Json& request);
+
+  // --- EC2 (ec2_resources.cc): Query parameters as a JSON tree in, the
+  // answer's members by their XML locationNames out (api/query_protocol.h).
+  // NotFound / AlreadyExists / FailedPrecondition name the resource; the EC2
+  // layer maps them to EC2's codes.
+  Result<Json> CreatePlacementGroup(const Json& request);
+  Result<Json> DescribePlacementGroups(const Json& request) const;
+  Result<Json> DeletePlacementGroup(const Json& request);
+  Result<Json> CreateLaunchTemplate(const Json& request);
+  Result<Json> CreateLaunchTemplateVersion(const Json& request);
+  Result<Json> DescribeLaunchTemplates(const Json& request) const;
+  Result<Json> DescribeLaunchTemplateVersions(const Json& request);
+  Result<Json> DeleteLaunchTemplate(const Json& request);
+  Result<Json> DescribeInstanceTypes(const Json& request) const;
+
+  // --- SSM Parameter Store (ssm_parameters.cc): the json protocol's shapes.
+  // NotFound → ParameterNotFound, AlreadyExists → ParameterAlreadyExists,
+  // FailedPrecondition → ParameterVersionNotFound, InvalidArgument →
+  // ValidationException. "/aws/service/ecs/optimized-ami/.../recommended[/image_id]"
+  // answer PublicAmiId().
+  Result<Json> PutParameter(const Json& request);
+  Result<Json> GetParameter(const Json& request) const;
+  Result<Json> GetParameters(const Json& request) const;
+  Result<Json> GetParametersByPath(const Json& request) const;
+  // DeleteParameter (Name) and DeleteParameters (Names).
+  Result<Json> DeleteParameters(const Json& request);
+  Result<Json> DescribeParameters(const Json& request) const;
+  // The plain value of a job secret's valueFrom (a parameter name or ARN,
+  // decrypted); InvalidArgument naming it when it cannot be had (a Secrets
+  // Manager ARN, a missing parameter).
+  Result<std::string> SecretValue(const std::string& value_from) const;
+  // The image id lote's nodes "run" (this host, or the job's container image).
+  std::string PublicAmiId() const;
 
   // resourceArn (from the path), tags / tagKeys.
   Result<Json> TagResource(const Json& request);
@@ -185,6 +221,20 @@ class ControlPlane {
   ComputeEnvironmentSpec CeSpecLocked(const Json& doc) const;
   JobQueueSpec QueueSpecLocked(const Json& doc) const;
   Result<const Json*> FindJobDefinitionLocked(const std::string& reference) const;
+  // EC2 helpers (ec2_resources.cc).
+  std::string Ec2Arn(const std::string& resource) const;
+  // The template a request's LaunchTemplateId or LaunchTemplateName names.
+  Result<Json*> FindLaunchTemplateLocked(const Json& request);
+  // Version numbers of "$Latest", "$Default" or "N" (NotFound when absent).
+  Result<std::vector<int64_t>> ResolveVersionsLocked(const Json& doc,
+                                                     const std::vector<std::string>& wanted) const;
+  static Json LaunchTemplateSummary(const Json& doc);
+  // SSM helpers (ssm_parameters.cc).
+  std::string ParameterArn(const std::string& name) const;
+  Result<Json> PublicParameter(const std::string& name) const;
+  Result<Json> ParameterAnswerLocked(const Json& doc, bool decrypt) const;
+  Result<Json> GetParameterLocked(std::string name, bool decrypt) const;
+  static Json LaunchTemplateVersionJson(const Json& doc, const Json& version);
 
   store::Store* const store_;
   const Clock* const clock_;
@@ -200,8 +250,12 @@ class ControlPlane {
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision
   std::map<std::string, Json> scheduling_policies_;                 // by name
-  std::map<std::string, TagMap> tags_;                              // by resource ARN
-  Status broken_;                                                   // set when a commit failed
+  std::map<std::string, Json> placement_groups_;                    // EC2, by name
+  std::map<std::string, Json> ssm_parameters_;  // by name; SecureString values sealed
+  std::map<std::string, Json>
+      launch_templates_;                // EC2, by name; doc["versions"] holds every version
+  std::map<std::string, TagMap> tags_;  // by resource ARN
+  Status broken_;                       // set when a commit failed
 };
 
 }  // namespace lote::control

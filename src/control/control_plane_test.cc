@@ -171,8 +171,12 @@ TEST_F(ControlPlaneTest, JobDefinitionRevisionsAndReferences) {
   auto inactive = cp_->DescribeJobDefinitions(Json{{"status", "INACTIVE"}});
   ASSERT_EQ((*inactive)["jobDefinitions"].size(), 1u);
   EXPECT_EQ((*inactive)["jobDefinitions"][0]["revision"], 2);
-  auto no_rev = cp_->DeregisterJobDefinition(Json{{"jobDefinition", "llama"}});
-  EXPECT_TRUE(no_rev.status().IsInvalidArgument());
+  // A bare name deregisters the latest ACTIVE revision (here 1), then there is none.
+  ASSERT_TRUE(cp_->DeregisterJobDefinition(Json{{"jobDefinition", "llama"}}).ok());
+  auto all_inactive = cp_->DescribeJobDefinitions(Json{{"status", "INACTIVE"}});
+  EXPECT_EQ((*all_inactive)["jobDefinitions"].size(), 2u);
+  auto none_left = cp_->DeregisterJobDefinition(Json{{"jobDefinition", "llama"}});
+  EXPECT_TRUE(none_left.status().IsNotFound());
   auto missing = cp_->FindJobDefinition("llama:9");
   EXPECT_TRUE(missing.status().IsNotFound());
 }

@@ -130,6 +130,16 @@ Result<Json> ControlPlane::ValidateContainerProperties(const Json& props,
       return Status::InvalidArgument(path + "." + list_field + " must be a list");
     }
   }
+  for (const Json& s : props.value("secrets", Json::array())) {
+    if (!s.is_object() || !s.value("name", Json()).is_string() ||
+        !s.value("valueFrom", Json()).is_string())
+      return Status::InvalidArgument(path + ".secrets[] needs name and valueFrom (strings)");
+    if (s["valueFrom"].get<std::string>().rfind("arn:aws:secretsmanager:", 0) == 0)
+      return Status::InvalidArgument(
+          path + ".secrets[" + s["name"].get<std::string>() +
+          "].valueFrom is a Secrets Manager ARN; lote serves no Secrets Manager: store the value "
+          "as an SSM SecureString parameter and name it (or its ARN) in valueFrom");
+  }
   return props;
 }
 
@@ -484,10 +494,8 @@ Result<Json> ControlPlane::DescribeJobDefinitions(const Json& request) {
 Result<Json> ControlPlane::DeregisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "jobDefinition", "jobDefinition"));
-  if (ref.rfind("arn:", 0) != 0 && ref.find(':') == std::string::npos) {
-    return Status::InvalidArgument("jobDefinition '" + ref +
-                                   "' names no revision; use name:revision or the full ARN");
-  }
+  // A bare name is resolved as SubmitJob resolves it: its latest ACTIVE
+  // revision (the CLI's and boto3's own examples deregister by name alone).
   std::unique_lock<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckHealthyLocked());
   ASSIGN_OR_RETURN(const Json* found, FindJobDefinitionLocked(ref));

@@ -31,6 +31,13 @@ namespace {
 // Gangs handed to their backends at once by one pass.
 constexpr size_t kParallelLaunches = 8;
 
+// Attempt::backend: what picks the backend of a compute environment.
+Json BackendRecord(const ComputeEnvironmentSpec& ce) {
+  Json tags = Json::object();
+  for (const auto& [k, v] : ce.lote_tags) tags[k] = v;
+  return Json{{"managed", ce.managed}, {"tags", tags}};
+}
+
 std::string RequiredString(const Json& request, const char* field) {
   if (!request.is_object() || !request.contains(field) || !request[field].is_string()) return "";
   return request[field].get<std::string>();
@@ -103,12 +110,24 @@ Status JobLoop::Load() {
   return Status();
 }
 
-exec::Backend* JobLoop::BackendOf(const std::string& compute_environment) {
-  Result<ComputeEnvironmentSpec> ce = control_->FindComputeEnvironment(compute_environment);
+exec::Backend* JobLoop::BackendOf(const Attempt& attempt) {
+  // The backend recorded at launch first: the environment may be gone.
+  Result<ComputeEnvironmentSpec> ce = Status::NotFound("no backend recorded");
+  if (attempt.backend.is_object()) {
+    ComputeEnvironmentSpec recorded;
+    recorded.name = attempt.compute_environment;
+    recorded.managed = attempt.backend.value("managed", true);
+    const Json tags = attempt.backend.value("tags", Json::object());
+    for (const auto& [k, v] : tags.items())
+      if (v.is_string()) recorded.lote_tags[k] = v.get<std::string>();
+    ce = std::move(recorded);
+  } else {
+    ce = control_->FindComputeEnvironment(attempt.compute_environment);
+  }
   if (!ce.ok()) return nullptr;
   Result<exec::Backend*> backend = options_.backends->ForEnvironment(*ce);
   if (!backend.ok()) {
-    spdlog::warn("jobs: compute environment {}: {}", compute_environment,
+    spdlog::warn("jobs: compute environment {}: {}", attempt.compute_environment,
                  backend.status().ToString());
     return nullptr;
   }
@@ -123,7 +142,7 @@ Status JobLoop::RecoverNodes() {
     for (const auto& [id, job] : jobs_) {
       const Attempt* attempt = job.CurrentAttempt();
       if (attempt == nullptr) continue;
-      exec::Backend* backend = BackendOf(attempt->compute_environment);
+      exec::Backend* backend = BackendOf(*attempt);
       if (backend == nullptr) {
         // Its environment is gone (or its backend cannot be set up): nothing
         // can report on its nodes.
@@ -190,7 +209,7 @@ void JobLoop::ResumeLogs() {
       exec::Backend* backend = nullptr;
       for (const NodeAttempt& node : attempt.nodes) {
         if (node.log_stream_name.empty()) continue;
-        if (backend == nullptr) backend = BackendOf(attempt.compute_environment);
+        if (backend == nullptr) backend = BackendOf(attempt);
         if (backend == nullptr) break;
         const NodeOutputKey key{id, number, node.node_index};
         Result<std::string> output =
@@ -568,6 +587,40 @@ Result<Json> JobLoop::TerminateOrCancel(const Json& request, bool terminate) {
   return Json::object();
 }
 
+Result<Json> JobLoop::DeleteJobQueue(const Json& request) {
+  const std::string ref = RequiredString(request, "jobQueue");
+  Result<JobQueueSpec> queue = control_->FindJobQueue(ref);
+  ASSIGN_OR_RETURN(Json answer, control_->DeleteJobQueue(request));
+  if (!queue.ok()) return answer;
+  // AWS: "all jobs in the queue are eventually terminated when you delete a
+  // job queue". Here at once, each as TerminateJob would.
+  Result<uint64_t> ticket = uint64_t{0};
+  size_t stopped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = clock_->NowMillis();
+    std::vector<std::string> ids;
+    for (const auto& [id, job] : jobs_)
+      if (job.queue_arn == queue->arn && !IsFinal(job.status)) ids.push_back(id);
+    for (const std::string& id : ids) {
+      if (IsFinal(jobs_.at(id).status)) continue;  // ended with its array parent
+      Result<Job> r = RequestStopLocked(id, /*terminate=*/true,
+                                        "Job queue " + queue->name + " was deleted", now);
+      if (r.ok()) {
+        ++stopped;
+      } else {
+        spdlog::warn("jobs: deleting queue {}: {}: {}", queue->name, id, r.status().ToString());
+      }
+    }
+    ticket = FlushLocked();
+  }
+  RETURN_IF_ERROR(WaitTicket(std::move(ticket)));
+  if (stopped > 0)
+    spdlog::info("jobs: queue {} deleted: {} job(s) terminated", queue->name, stopped);
+  Wake();
+  return answer;
+}
+
 // --- The loop -----------------------------------------------------------------
 
 std::string JobLoop::NewInstanceIdLocked() {
@@ -684,7 +737,7 @@ JobEvent JobLoop::NodeStartedLocked(const Job& job, const exec::NodeEvent& ev,
   const bool current =
       number == static_cast<int32_t>(job.attempts.size()) && job.CurrentAttempt() != nullptr;
   if (output_ != nullptr && current) {
-    exec::Backend* backend = BackendOf(job.CurrentAttempt()->compute_environment);
+    exec::Backend* backend = BackendOf(*job.CurrentAttempt());
     Result<std::string> path = backend == nullptr
                                    ? Result<std::string>(Status::NotFound("no backend"))
                                    : backend->OutputPath(ev.node);
@@ -869,16 +922,22 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
 
 void JobLoop::TerminateAttempts(const std::vector<exec::AttemptKey>& keys) {
   for (const exec::AttemptKey& key : keys) {
-    std::string ce;
+    Attempt attempt;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = jobs_.find(key.job_id);
-      if (it != jobs_.end() && key.attempt >= 1 &&
-          key.attempt <= static_cast<int32_t>(it->second.attempts.size()))
-        ce = it->second.attempts[static_cast<size_t>(key.attempt - 1)].compute_environment;
+      if (it == jobs_.end() || key.attempt < 1 ||
+          key.attempt > static_cast<int32_t>(it->second.attempts.size()))
+        continue;
+      attempt = it->second.attempts[static_cast<size_t>(key.attempt - 1)];
     }
-    exec::Backend* backend = BackendOf(ce);
-    if (backend == nullptr) continue;
+    exec::Backend* backend = BackendOf(attempt);
+    if (backend == nullptr) {
+      // Never silent: its nodes may still run.
+      spdlog::error("jobs: cannot terminate {}/{}: no backend for compute environment {}",
+                    key.job_id, key.attempt, attempt.compute_environment);
+      continue;
+    }
     Status s = backend->Terminate(key, GraceMs(key));
     if (!s.ok() && s.code() != StatusCode::kNotFound)
       spdlog::warn("jobs: terminate {}/{}: {}", key.job_id, key.attempt, s.ToString());
@@ -895,6 +954,7 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
     int32_t number = 0;
     int64_t now = 0;
     exec::Backend* backend = nullptr;  // null: `launched` holds why not
+    Json backend_record;               // Attempt::backend
     exec::GangSpec gang;
     Result<exec::GangLaunch> launched = exec::GangLaunch{};
   };
@@ -930,6 +990,10 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
       for (const NodeAttempt& node : attempt->nodes) {
         if (!failed.ok()) break;
         Result<NodeLaunch> launch = MakeNodeLaunch(job, node.node_index);
+        if (launch.ok()) {
+          Status secrets = AddSecrets(*job.ContainerFor(node.node_index), &*launch);
+          if (!secrets.ok()) launch = secrets;
+        }
         if (!launch.ok()) {
           failed = launch.status();
           break;
@@ -983,13 +1047,14 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
         gang.nodes.push_back(std::move(spec));
       }
       if (failed.ok()) {
-        handovers.push_back(
-            Handover{id, number, now, *backend, std::move(gang), exec::GangLaunch{}});
+        handovers.push_back(Handover{id, number, now, *backend, BackendRecord(*ce), std::move(gang),
+                                     exec::GangLaunch{}});
         continue;
       }
       launched = failed;
     }
-    handovers.push_back(Handover{id, number, now, nullptr, exec::GangSpec{}, std::move(launched)});
+    handovers.push_back(
+        Handover{id, number, now, nullptr, Json(), exec::GangSpec{}, std::move(launched)});
   }
   {
     std::atomic<size_t> next{0};
@@ -1016,7 +1081,8 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
                                       now));
       continue;
     }
-    all_events.emplace_back(id, JobEvent::Launched(number, launched->backend_ref, now));
+    all_events.emplace_back(
+        id, JobEvent::Launched(number, launched->backend_ref, now, std::move(h.backend_record)));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!launched->warnings.empty())
@@ -1044,6 +1110,24 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   // placement after a crash; the next pass's commit comes after this one.
   if (!ticket.ok()) spdlog::error("jobs: store commit failed: {}", ticket.status().ToString());
   TerminateAttempts(terminate);
+}
+
+Status JobLoop::AddSecrets(const ContainerSpec& container, NodeLaunch* launch) const {
+  const Json secrets = container.other.value("secrets", Json::array());
+  if (!secrets.is_array() || secrets.empty()) return Status::Ok();
+  for (const Json& s : secrets) {
+    const std::string name = s.value("name", "");
+    // The value goes only into the node's environment: never logged, never
+    // in an answer (DescribeJobs shows name and valueFrom, as AWS does).
+    Result<std::string> value = control_->SecretValue(s.value("valueFrom", ""));
+    if (!value.ok())
+      return Status::InvalidArgument("secret " + name + ": " + value.status().message());
+    launch->environment.push_back({name, *value});
+  }
+  // Resolved here, for every backend alike.
+  auto& fields = launch->fields_set;
+  fields.erase(std::remove(fields.begin(), fields.end(), "secrets"), fields.end());
+  return Status::Ok();
 }
 
 int64_t JobLoop::GraceMs(const exec::AttemptKey& key) {

@@ -48,6 +48,7 @@
 #include "common/status.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
+#include "control/job_env.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
@@ -96,6 +97,9 @@ class JobLoop {
   Result<Json> ListJobs(const Json& request);
   Result<Json> CancelJob(const Json& request);
   Result<Json> TerminateJob(const Json& request);
+  // ControlPlane::DeleteJobQueue, then every job of that queue not yet ended
+  // is terminated (as TerminateJob, reason "Job queue <name> was deleted").
+  Result<Json> DeleteJobQueue(const Json& request);
   // The first 100 RUNNABLE jobs of a queue, in the order the scheduler
   // considers them (sched::RunnableOrder).
   Result<Json> GetJobQueueSnapshot(const Json& request);
@@ -130,8 +134,9 @@ class JobLoop {
   void Schedule(int64_t now, std::vector<std::string>* launches);
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
   Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
-  // The backend of a compute environment by name (null when it has none).
-  exec::Backend* BackendOf(const std::string& compute_environment);
+  // The backend of an attempt: the one recorded at its launch, else its
+  // compute environment's (null when neither can be had).
+  exec::Backend* BackendOf(const Attempt& attempt);
   // The NodeStarted event of a running node, and its log stream followed.
   JobEvent NodeStartedLocked(const Job& job, const exec::NodeEvent& event,
                              std::vector<std::string> notices);
@@ -145,6 +150,10 @@ class JobLoop {
   Result<Job> RequestStopLocked(const std::string& job_id, bool terminate,
                                 const std::string& reason, int64_t now);
   int64_t GraceMs(const exec::AttemptKey& key);
+  // The container's secrets (valueFrom: SSM parameter names or ARNs) resolved
+  // into the launch's environment; InvalidArgument naming the secret (never
+  // its value) when one cannot be had.
+  Status AddSecrets(const ContainerSpec& container, NodeLaunch* launch) const;
   void TerminateAttempts(const std::vector<exec::AttemptKey>& keys);
 
   const JobLoopOptions options_;

@@ -359,4 +359,58 @@ TEST_F(JobLoopTest, FieldsTheBackendCannotHonourAreNamedAndLaunchErrorsFailTheJo
 }
 
 }  // namespace
+// Deleting a queue terminates its jobs (AWS: "all jobs in the queue are
+// terminated"), and ending them needs no compute environment: the backend
+// recorded at launch ends them after the environment is deleted.
+TEST_F(JobLoopTest, DeletingTheQueueTerminatesItsJobsThroughTheRecordedBackend) {
+  const std::string running = Submit("q", "mn");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  backend_.Running(backend_.gangs[0], clock_.NowMillis());
+  Settle();
+  ASSERT_EQ(Describe(running)["status"], "RUNNING");
+  ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "DISABLED"}}).ok());
+  ASSERT_TRUE(control_->Reconcile().ok());
+  // The environment goes first here (taken out of the queue), then the queue.
+  ASSERT_TRUE(
+      control_->UpdateComputeEnvironment(Json{{"computeEnvironment", "ce"}, {"state", "DISABLED"}})
+          .ok());
+  ASSERT_TRUE(control_->Reconcile().ok());
+  auto deleted = loop_->DeleteJobQueue(Json{{"jobQueue", "q"}});
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  ASSERT_TRUE(control_->Reconcile().ok());
+  ASSERT_TRUE(control_->DeleteComputeEnvironment(Json{{"computeEnvironment", "ce"}}).ok());
+  ASSERT_TRUE(control_->Reconcile().ok());
+  ASSERT_FALSE(control_->FindComputeEnvironment("ce").ok());
+  Settle();
+  Json job = Describe(running);
+  EXPECT_EQ(job["status"], "FAILED") << job;
+  EXPECT_NE(job.value("statusReason", "").find("Job queue q was deleted"), std::string::npos)
+      << job;
+  ASSERT_FALSE(backend_.terminated.empty());
+  EXPECT_EQ(backend_.terminated[0], backend_.gangs[0].attempt);
+}
+
+// A child node stopped with its gang: its start is never after its stop, and
+// its own exit (reported after) gives it its exit code.
+TEST_F(JobLoopTest, AStoppedChildNodeKeepsItsOrderAndItsLateExitCode) {
+  const std::string id = Submit("q", "mn");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  const exec::GangSpec gang = backend_.gangs[0];
+  const int64_t t0 = clock_.NowMillis();
+  backend_.Running(gang, t0);
+  Settle();
+  clock_.AdvanceMillis(1000);
+  backend_.Exit(gang.nodes[0].node, 0, clock_.NowMillis());  // the main node ends the job
+  Settle();
+  ASSERT_EQ(Describe(id)["status"], "SUCCEEDED");
+  clock_.AdvanceMillis(500);
+  backend_.Exit(gang.nodes[1].node, 143, clock_.NowMillis());  // SIGTERM'd by the teardown
+  Settle();
+  Json child = Describe(id + "#1");
+  EXPECT_LE(child["startedAt"].get<int64_t>(), child["stoppedAt"].get<int64_t>()) << child;
+  EXPECT_EQ(child["attempts"][0]["container"].value("exitCode", -1), 143) << child;
+}
+
 }  // namespace lote::control

@@ -150,6 +150,7 @@ Json AttemptToJson(const Attempt& a) {
           {"failureCategory", FailureCategoryName(a.failure_category)},
           {"failedNode", a.failed_node},
           {"backendRef", a.backend_ref},
+          {"backend", a.backend},
           {"pendingReason", a.pending_reason},
           {"nodes", nodes}};
 }
@@ -165,6 +166,7 @@ Result<Attempt> AttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(int64_t failed_node, GetInt(j, "failedNode", -1));
   a.failed_node = static_cast<int32_t>(failed_node);
   a.backend_ref = j.value("backendRef", "");
+  a.backend = j.value("backend", Json());
   a.pending_reason = j.value("pendingReason", "");
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(a.failure_category, ParseFailureCategory(category));
@@ -541,6 +543,7 @@ Json JobToJson(const Job& job) {
             {"propagateTags", job.propagate_tags},
             {"shareIdentifier", job.share_identifier},
             {"platformCapability", job.platform_capability},
+            {"eksProperties", job.eks_properties},
             {"failureCategory", FailureCategoryName(job.failure_category)},
             {"isCancelled", job.is_cancelled},
             {"isTerminated", job.is_terminated},
@@ -612,6 +615,7 @@ Result<Job> JobFromJsonUnchecked(const Json& j) {
   job.propagate_tags = j.value("propagateTags", false);
   ASSIGN_OR_RETURN(job.share_identifier, GetString(j, "shareIdentifier"));
   ASSIGN_OR_RETURN(job.platform_capability, GetString(j, "platformCapability"));
+  job.eks_properties = j.value("eksProperties", Json());
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));
   ASSIGN_OR_RETURN(job.failure_category, ParseFailureCategory(category));
   job.is_cancelled = j.value("isCancelled", false);

@@ -192,6 +192,11 @@ struct Attempt {
   // What the backend answered when the gang was handed to it (a Slurm job id,
   // the local attempt folder): how a restarted server finds the nodes again.
   std::string backend_ref;
+  // Which backend the gang was handed to, recorded at launch: {"managed":
+  // bool, "tags": the compute environment's lote: tags}. Its nodes are
+  // recovered and ended through that backend even once the environment is
+  // deleted (null: an attempt launched before this was recorded).
+  Json backend;
   // Set while the backend holds the attempt waiting (Slurm PENDING): its
   // reason. The job is then shown RUNNABLE with this statusReason.
   std::string pending_reason;
@@ -241,6 +246,9 @@ struct Job {
   std::string share_identifier;
   std::optional<int32_t> scheduling_priority;
   std::string platform_capability;  // "EC2" (rendered as platformCapabilities)
+  // EKS jobs: the definition's eksProperties (its pod), rendered as
+  // eksProperties and eksAttempts instead of container and attempts[].container.
+  Json eks_properties;
 
   std::vector<Attempt> attempts;  // all attempts; the last is open while STARTING/RUNNING
   FailureCategory failure_category = FailureCategory::kNone;  // of the last failure

@@ -27,6 +27,13 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   if (!n->task_arn.empty()) c["taskArn"] = n->task_arn;
   if (n->exit_code) c["exitCode"] = *n->exit_code;
   std::string reason = n->reason.empty() ? a.reason : n->reason;
+  // Notices that change what runs (a device skipped, a limit not enforced)
+  // also go into reason: stock clients (the aws CLI) drop loteNotices.
+  if (!n->notices.empty()) {
+    std::string joined;
+    for (const std::string& notice : n->notices) joined += (joined.empty() ? "" : "; ") + notice;
+    reason = reason.empty() ? "lote: " + joined : reason + " (lote: " + joined + ")";
+  }
   if (!reason.empty()) c["reason"] = reason;
   if (!n->log_stream_name.empty()) c["logStreamName"] = n->log_stream_name;
   if (!n->private_ipv4.empty())
@@ -97,6 +104,47 @@ Json ArrayPropertiesJson(const ArrayInfo& array) {
     ap["index"] = array.index;
   }
   return ap;
+}
+
+// An EKS job as AWS shows it: eksProperties (the pod, with its pod and node
+// names once placed) and eksAttempts (each ended attempt's pod). The pod runs
+// as the process of its single container, which `container` still shows (its
+// log stream, for lote's own tools).
+void RenderAsEksJob(const Job& job, Json* j) {
+  Json pod = job.eks_properties.value("podProperties", Json::object());
+  Json containers = Json::array();
+  for (const Json& c : pod.value("containers", Json::array())) {
+    Json shown = c;
+    if (!job.attempts.empty()) {
+      Json outcome = AttemptContainerJson(job.attempts.back(), job.MainNode());
+      if (outcome.contains("exitCode")) shown["exitCode"] = outcome["exitCode"];
+      if (outcome.contains("reason")) shown["reason"] = outcome["reason"];
+    }
+    containers.push_back(shown);
+  }
+  pod["containers"] = containers;
+  auto names = [&](const Attempt& a, Json* into) {
+    if (a.nodes.empty()) return;
+    (*into)["podName"] =
+        "lote-" + job.id.substr(0, 8) + "-" + std::to_string(&a - &job.attempts[0] + 1);
+    if (!a.nodes[0].instance_id.empty()) (*into)["nodeName"] = a.nodes[0].instance_id;
+  };
+  if (!job.attempts.empty()) names(job.attempts.back(), &pod);
+  (*j)["eksProperties"] = {{"podProperties", pod}};
+  Json attempts = Json::array();
+  for (const Attempt& a : job.attempts) {
+    if (a.stopped_at == 0) continue;
+    Json c = AttemptContainerJson(a, job.MainNode());
+    Json container = Json::object();
+    if (c.contains("exitCode")) container["exitCode"] = c["exitCode"];
+    if (c.contains("reason")) container["reason"] = c["reason"];
+    Json attempt = {{"containers", Json::array({container})}, {"stoppedAt", a.stopped_at}};
+    if (a.started_at > 0) attempt["startedAt"] = a.started_at;
+    if (!a.status_reason.empty()) attempt["statusReason"] = a.status_reason;
+    names(a, &attempt);
+    attempts.push_back(attempt);
+  }
+  (*j)["eksAttempts"] = attempts;
 }
 
 }  // namespace
@@ -186,6 +234,7 @@ Json DescribeJobJson(const Job& job) {
     }
   }
   if (job.array) j["arrayProperties"] = ArrayPropertiesJson(*job.array);
+  if (job.eks_properties.is_object()) RenderAsEksJob(job, &j);
   if (!job.progress.is_null()) j["progress"] = job.progress;
   if (job.failure_category != FailureCategory::kNone)
     j["failureCategory"] = FailureCategoryName(job.failure_category);

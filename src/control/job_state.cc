@@ -1,5 +1,6 @@
 #include "control/job_state.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -50,6 +51,19 @@ bool IsCurrentAttempt(const Job& job, int32_t attempt) {
   return IsActive(job.status) && attempt == static_cast<int32_t>(job.attempts.size());
 }
 
+// True when `attempt` is the job's last one, open or closed.
+bool IsLastAttempt(const Job& job, int32_t attempt) {
+  return attempt >= 1 && attempt == static_cast<int32_t>(job.attempts.size());
+}
+
+// Ends a node still open when its gang ends: never before it started (a
+// node's start and the gang's end are timestamps of different processes).
+void StopNode(NodeAttempt& n, JobStatus status, int64_t at, std::string reason) {
+  n.status = status;
+  n.stopped_at = std::max(at, n.started_at);
+  n.reason = std::move(reason);
+}
+
 std::string WithCategory(FailureCategory category, const std::string& text) {
   return std::string(FailureCategoryName(category)) + ": " + text;
 }
@@ -63,18 +77,23 @@ Job FailAttempt(Job job, FailureCategory category, const std::string& status_rea
   a.reason = WithCategory(category, status_reason);
   a.failure_category = category;
   a.failed_node = failed_node;
+  // A failed launch (no node ever ran): one reason, the attempt's, on every node.
+  bool launched = false;
+  for (const NodeAttempt& n : a.nodes) launched |= n.started_at > 0;
   for (NodeAttempt& n : a.nodes) {
     if (IsFinal(n.status)) continue;
-    n.status = JobStatus::kFailed;
-    n.stopped_at = at;
-    if (n.node_index == failed_node) {
+    if (!launched) {
+      if (n.node_index == failed_node) n.exit_code = exit_code;
+      StopNode(n, JobStatus::kFailed, at, a.reason);
+    } else if (n.node_index == failed_node) {
       n.exit_code = exit_code;
-      n.reason = a.reason;
+      StopNode(n, JobStatus::kFailed, at, a.reason);
     } else if (failed_node >= 0) {
-      n.reason =
-          "stopped: node " + std::to_string(failed_node) + " failed the attempt (" + a.reason + ")";
+      StopNode(n, JobStatus::kFailed, at,
+               "stopped: node " + std::to_string(failed_node) + " failed the attempt (" + a.reason +
+                   ")");
     } else {
-      n.reason = a.reason;
+      StopNode(n, JobStatus::kFailed, at, a.reason);
     }
   }
   job.failure_category = category;
@@ -139,10 +158,16 @@ Result<Job> ApplyScheduled(Job job, const JobEvent& e) {
 }
 
 Result<Job> ApplyNodeStarted(Job job, const JobEvent& e) {
-  if (!IsCurrentAttempt(job, e.attempt)) return job;  // stale
+  if (!IsLastAttempt(job, e.attempt)) return job;  // stale
   Attempt& a = job.attempts.back();
   NodeAttempt* node = a.MutableNode(e.node_index);
   if (node == nullptr) return NotApplicable(job, e, "no node " + std::to_string(e.node_index));
+  if (IsFinal(node->status) && node->started_at == 0) {
+    // It started as its gang ended (reported after): when, never after its end.
+    node->started_at = std::min(e.at_ms, node->stopped_at);
+    return job;
+  }
+  if (!IsCurrentAttempt(job, e.attempt)) return job;     // stale
   if (node->status != JobStatus::kStarting) return job;  // duplicate
   node->status = JobStatus::kRunning;
   node->started_at = e.at_ms;
@@ -159,12 +184,18 @@ Result<Job> ApplyNodeStarted(Job job, const JobEvent& e) {
 }
 
 Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
-  if (!IsCurrentAttempt(job, e.attempt)) return job;  // stale
+  if (!IsLastAttempt(job, e.attempt)) return job;  // stale
   Attempt& a = job.attempts.back();
   NodeAttempt* node = a.MutableNode(e.node_index);
   if (node == nullptr) return NotApplicable(job, e, "no node " + std::to_string(e.node_index));
-  if (IsFinal(node->status)) return job;  // duplicate
   const int32_t code = e.signal > 0 ? 128 + e.signal : e.exit_code;
+  if (IsFinal(node->status)) {
+    // Stopped with its gang, its own end reported after: its exit code is
+    // known now (128 + the signal that stopped it).
+    if (!node->exit_code && node->started_at > 0) node->exit_code = code;
+    return job;
+  }
+  if (!IsCurrentAttempt(job, e.attempt)) return job;  // stale
   if (code != 0) {
     const FailureCategory category = CategoryOfExit(code, e.signal > 0);
     return FailAttempt(std::move(job), category, kEssentialContainerExited, e.node_index, code,
@@ -181,9 +212,7 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   a.reason = kEssentialContainerExited;
   for (NodeAttempt& n : a.nodes) {
     if (IsFinal(n.status)) continue;
-    n.status = JobStatus::kSucceeded;
-    n.stopped_at = e.at_ms;
-    n.reason = "stopped: the main node exited";
+    StopNode(n, JobStatus::kSucceeded, e.at_ms, "stopped: the main node exited");
   }
   if (job.started_at == 0) job.started_at = e.at_ms;
   Finish(job, JobStatus::kSucceeded, e.at_ms, kEssentialContainerExited);
@@ -344,12 +373,13 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   return e;
 }
 
-JobEvent JobEvent::Launched(int32_t attempt, std::string backend_ref, int64_t at_ms) {
+JobEvent JobEvent::Launched(int32_t attempt, std::string backend_ref, int64_t at_ms, Json backend) {
   JobEvent e;
   e.type = JobEventType::kLaunched;
   e.at_ms = at_ms;
   e.attempt = attempt;
   e.backend_ref = std::move(backend_ref);
+  e.backend = std::move(backend);
   return e;
 }
 
@@ -488,6 +518,7 @@ Json EventToJson(const JobEvent& e) {
     case JobEventType::kLaunched:
       j["attempt"] = e.attempt;
       j["backendRef"] = e.backend_ref;
+      if (!e.backend.is_null()) j["backend"] = e.backend;
       break;
     case JobEventType::kBackendPending:
       j["attempt"] = e.attempt;
@@ -555,6 +586,7 @@ Result<JobEvent> EventFromJson(const Json& j) {
       e.tags_set[it.key()] = it.value().get<std::string>();
     e.tags_removed = j.value("tagsRemoved", std::vector<std::string>{});
     e.backend_ref = j.value("backendRef", "");
+    e.backend = j.value("backend", Json());
   } catch (const Json::exception& ex) {
     return Status::InvalidArgument(std::string("malformed job event: ") + ex.what());
   }
@@ -614,6 +646,7 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
     case JobEventType::kLaunched:
       if (!IsCurrentAttempt(job, e.attempt)) return next;  // stale
       next.attempts.back().backend_ref = e.backend_ref;
+      next.attempts.back().backend = e.backend;
       return next;
     case JobEventType::kBackendPending: {
       if (!IsCurrentAttempt(job, e.attempt)) return next;  // stale

@@ -83,6 +83,7 @@ struct JobEvent {
   std::map<std::string, std::string> tags_set;        // kTagsChanged: added or replaced
   std::vector<std::string> tags_removed;              // kTagsChanged: keys removed
   std::string backend_ref;                            // kLaunched
+  Json backend;                                       // kLaunched (Attempt::backend)
 
   static JobEvent Submitted(const Job& job, int64_t at_ms);
   static JobEvent DependenciesPending(int64_t at_ms);
@@ -105,7 +106,8 @@ struct JobEvent {
   static JobEvent ArrayChildrenUpdated(std::map<std::string, int32_t> counts, int64_t at_ms);
   static JobEvent TagsChanged(std::map<std::string, std::string> set,
                               std::vector<std::string> removed, int64_t at_ms);
-  static JobEvent Launched(int32_t attempt, std::string backend_ref, int64_t at_ms);
+  static JobEvent Launched(int32_t attempt, std::string backend_ref, int64_t at_ms,
+                           Json backend = Json());
   static JobEvent BackendPending(int32_t attempt, std::string reason, int64_t at_ms);
 
   friend bool operator==(const JobEvent&, const JobEvent&) = default;

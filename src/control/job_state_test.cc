@@ -447,6 +447,20 @@ TEST(JobState, DependencyFailureUsesAwsReason) {
   h.ExpectReplayEqual();
 }
 
+// A gang whose launch failed (no node ever ran): every node has the
+// attempt's one reason, whichever node's start failed.
+TEST(JobState, AFailedLaunchGivesEveryNodeOneReason) {
+  History h = JobIn(JobStatus::kStarting, GangJob(4, 2));
+  const Job& failed =
+      h.Add(JobEvent::AttemptFailed(1, FailureCategory::kUserError, "exec: no such file", 2, 150));
+  const Attempt& a = failed.attempts[0];
+  EXPECT_EQ(a.reason, "USER_ERROR: exec: no such file");
+  for (const NodeAttempt& n : a.nodes) {
+    EXPECT_EQ(n.reason, a.reason) << n.node_index;
+    EXPECT_EQ(n.status, JobStatus::kFailed);
+  }
+}
+
 TEST(JobState, GangAttemptFailsAsAWholeAndRetries) {
   History h = JobIn(JobStatus::kStarting, GangJob(4, 2));
   // Children first: the job is RUNNING only once the main node runs.
@@ -473,9 +487,14 @@ TEST(JobState, GangAttemptFailsAsAWholeAndRetries) {
   EXPECT_EQ(a.nodes[1].status, JobStatus::kFailed);
   EXPECT_NE(a.nodes[0].reason.find("node 3 failed the attempt"), std::string::npos);
   EXPECT_EQ(a.nodes[0].stopped_at, 160);
-  // Late exits of the torn-down nodes are stale.
+  // A torn-down node's own exit, reported later, gives it its exit code and
+  // changes nothing else.
+  const Job before_late = h.job();
   h.Add(JobEvent::NodeExited(1, 0, 143, 0, 161));
-  EXPECT_EQ(h.job(), failed);
+  EXPECT_EQ(h.job().attempts[0].nodes[0].exit_code, 143);
+  EXPECT_EQ(h.job().attempts[0].nodes[0].stopped_at, 160);
+  EXPECT_EQ(h.job().status, before_late.status);
+  EXPECT_EQ(h.job().attempts[0].reason, before_late.attempts[0].reason);
   // Attempt 2: the main node's exit decides; running children are stopped.
   h.Add(JobEvent::Scheduled("ce", Placement(4), 170));
   for (int32_t i = 0; i < 4; ++i) h.Add(JobEvent::NodeStarted(2, i, "", "", 180));

@@ -473,6 +473,9 @@ Result<std::string> MemoryQuantity(const std::string& q, const std::string& fiel
 
 }  // namespace
 
+// The memory (MiB) lote reserves for an EKS pod container that requests none.
+constexpr int64_t kEksBestEffortMib = 1024;
+
 Result<Json> EksPodContainer(const Json& pod_properties, const Json& override,
                              const std::string& field) {
   if (!pod_properties.is_object()) return Invalid(field + " must be an object");
@@ -580,6 +583,17 @@ Result<Json> EksPodContainer(const Json& pod_properties, const Json& override,
     RETURN_IF_ERROR(ValidateResourceValue(type, value, f + ".resources"));
     requirements.push_back({{"type", type}, {"value", value}});
   }
+  // A pod that requests nothing is Kubernetes' BestEffort class: it runs
+  // wherever it fits, with no reservation. lote places it in the smallest
+  // slot it reserves: 1 vCPU and kEksBestEffortMib.
+  auto has = [&](const char* type) {
+    for (const Json& r : requirements)
+      if (r["type"] == type) return true;
+    return false;
+  };
+  if (!has("VCPU")) requirements.push_back({{"type", "VCPU"}, {"value", "1"}});
+  if (!has("MEMORY"))
+    requirements.push_back({{"type", "MEMORY"}, {"value", std::to_string(kEksBestEffortMib)}});
   c["resourceRequirements"] = requirements;
   const Json security = pod.value("securityContext", Json::object());
   if (security.is_object() && security.contains("runAsUser")) {
@@ -759,6 +773,7 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
           properties,
           EksPodContainer(def["eksProperties"].value("podProperties", Json()), pod_override,
                           "job definition " + def_label + " eksProperties.podProperties"));
+      job.eks_properties = def["eksProperties"];
     } else if (!eks_override.is_null()) {
       return Invalid(
           "eksPropertiesOverride applies only to job definitions with eksProperties, "

@@ -264,6 +264,24 @@ TEST(PrepareSubmit, EksPodRunsAsItsSingleContainer) {
   EXPECT_FALSE(PrepareSubmit(plain, f.Context(ContainerDefinition())).ok());
 }
 
+// An EKS pod that requests nothing runs in lote's smallest slot, and the job
+// is shown with its pod (eksProperties), as AWS shows EKS jobs.
+TEST(PrepareSubmit, AnEksPodWithoutResourcesGetsTheSmallestSlotAndShowsItsPod) {
+  Fixture f;
+  Json def = Json::parse(
+      R"({"jobDefinitionName": "eks", "revision": 1, "status": "ACTIVE", "type": "container",
+    "jobDefinitionArn": "arn:aws:batch:us-east-1:000000000000:job-definition/eks:1",
+    "eksProperties": {"podProperties": {"containers": [
+      {"name": "main", "image": "busybox", "command": ["true"]}]}}})");
+  Result<SubmittedJobs> r = PrepareSubmit(BaseRequest(), f.Context(def));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.container->MilliVcpu(), 1000);
+  EXPECT_EQ(r->job.container->MemoryMib(), 1024);
+  Json shown = DescribeJobJson(r->job);
+  EXPECT_EQ(shown["eksProperties"]["podProperties"]["containers"][0]["image"], "busybox");
+  EXPECT_EQ(shown["eksAttempts"], Json::array());
+}
+
 // A Fargate job's resources after overrides follow Fargate's pairs.
 TEST(PrepareSubmit, FargateJobsKeepFargatePairsThroughOverrides) {
   Fixture f;

@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "api/batch_api.h"
 #include "exec/slurm_backend.h"
 
 namespace lote::server {
@@ -229,20 +230,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router) {
       {"GetJobQueueSnapshot", "POST", "/v1/getjobqueuesnapshot", {}, [loop](const Json& r) {
          return loop->GetJobQueueSnapshot(r);
        }});
-  // Tags of jobs live with the jobs; every other ARN goes to the control plane.
-  control::ControlPlane* cp = control_;
-  router->RegisterRestOperation(
-      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
-       }});
-  router->RegisterRestOperation(
-      {"ListTagsForResource", "GET", "/v1/tags/{resourceArn}", {}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ListJobTags(r) : cp->ListTagsForResource(r);
-       }});
-  router->RegisterRestOperation(
-      {"UntagResource", "DELETE", "/v1/tags/{resourceArn}", {"tagKeys"}, [loop, cp](const Json& r) {
-         return loop->IsJobArn(r) ? loop->ChangeJobTags(r, /*untag=*/true) : cp->UntagResource(r);
-       }});
+  api::RegisterBatchSharedOperations(router, control_, loop);
 }
 
 Status MakeHomePrivate(const std::string& home) {
@@ -252,7 +240,7 @@ Status MakeHomePrivate(const std::string& home) {
   // Only the server's own entries: a home may be shared with other files.
   static const std::set<std::string> kOwn = {"lote.db",         "lote.db-wal", "lote.db-shm",
                                              "lote.db-journal", "logs",        "credentials",
-                                             "server.json"};
+                                             "secrets.key",     "server.json"};
   while (struct dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
     if (!kOwn.count(name)) continue;

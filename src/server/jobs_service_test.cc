@@ -328,6 +328,10 @@ TEST_F(JobsServiceTest, NoticesAreInDescribeJobsNotInTheJobsStream) {
     skipped |= n.get<std::string>().find("skipped linuxParameters.devices") != std::string::npos;
   EXPECT_TRUE(skipped) << notices;
   EXPECT_EQ(job["attempts"][0]["container"]["loteNotices"], notices);
+  // And in container.reason, which stock clients print.
+  EXPECT_NE(job["container"].value("reason", "").find("skipped linuxParameters.devices"),
+            std::string::npos)
+      << job["container"];
   for (int i = 0; i < 300 && !Describe((*r)["jobId"]).value("logsComplete", false); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(StreamLines(job["container"]["logStreamName"], 1), std::vector<std::string>{"only"});

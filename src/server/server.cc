@@ -8,6 +8,9 @@
 
 #include "api/batch_api.h"
 #include "api/credentials_file.h"
+#include "api/ec2_api.h"
+#include "api/ssm_api.h"
+#include "api/sts_api.h"
 #include "common/files.h"
 #include "common/json.h"
 
@@ -44,6 +47,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   control::ControlConfig config;
   config.region = options.region;
   config.account_id = options.account_id;
+  ASSIGN_OR_RETURN(config.secret_key, api::EnsureSecretKeyFile(options.home + "/secrets.key"));
   ASSIGN_OR_RETURN(s->control_, control::ControlPlane::Open(s->store_.get(), clock, config));
   logs::LogStoreOptions log_options;
   log_options.root = options.home + "/logs";
@@ -61,6 +65,10 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   s->router_ =
       std::make_unique<api::ApiRouter>(options.insecure_no_auth ? nullptr : s->auth_.get());
   api::RegisterBatchControlPlane(s->router_.get(), s->control_.get());
+  // The other AWS services Batch users' scripts call, on the same port.
+  api::RegisterEc2(s->router_.get(), s->control_.get());
+  api::RegisterSsm(s->router_.get(), s->control_.get());
+  api::RegisterSts(s->router_.get(), options.account_id);
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
@@ -167,8 +175,12 @@ std::string EnvScript(const std::string& home) {
   }
   std::string s;
   s += "unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN\n";
-  s += "export AWS_ENDPOINT_URL_BATCH=" + ShellQuote(endpoint) + "\n";
-  s += "export AWS_ENDPOINT_URL_LOGS=" + ShellQuote(endpoint) + "\n";
+  // One endpoint for every service lote serves (routed on one port by SigV4
+  // service, X-Amz-Target and Action), and each service's own variable for
+  // clients that predate AWS_ENDPOINT_URL.
+  s += "export AWS_ENDPOINT_URL=" + ShellQuote(endpoint) + "\n";
+  for (const char* service : {"BATCH", "LOGS", "EC2", "SSM", "STS"})
+    s += std::string("export AWS_ENDPOINT_URL_") + service + "=" + ShellQuote(endpoint) + "\n";
   // SDKs name the variable after the service id ("CloudWatch Logs").
   s += "export AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=" + ShellQuote(endpoint) + "\n";
   s += "export AWS_SHARED_CREDENTIALS_FILE=" + ShellQuote(home + "/credentials") + "\n";

@@ -72,11 +72,39 @@ BEGIN
 END;
 )sql";
 
+// Version 2: the EC2 resources Batch users' scripts create (placement
+// groups, launch templates with their versions) and SSM parameters
+// (SecureString values encrypted, never plain text).
+constexpr std::string_view kV2 = R"sql(
+CREATE TABLE placement_groups (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE launch_templates (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE ssm_parameters (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1},
+      {2, kV2},
   };
   return kMigrations;
 }

@@ -178,6 +178,12 @@ const char* ResourceTable(ResourceKind kind) {
       return "job_definitions";
     case ResourceKind::kSchedulingPolicy:
       return "scheduling_policies";
+    case ResourceKind::kPlacementGroup:
+      return "placement_groups";
+    case ResourceKind::kLaunchTemplate:
+      return "launch_templates";
+    case ResourceKind::kSsmParameter:
+      return "ssm_parameters";
   }
   return "";
 }
@@ -364,8 +370,10 @@ Result<Snapshot> Store::Load() {
     (void)Exec(reader_db_, "COMMIT");
     return st;
   };
-  for (ResourceKind kind : {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue,
-                            ResourceKind::kJobDefinition, ResourceKind::kSchedulingPolicy}) {
+  for (ResourceKind kind :
+       {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue, ResourceKind::kJobDefinition,
+        ResourceKind::kSchedulingPolicy, ResourceKind::kPlacementGroup,
+        ResourceKind::kLaunchTemplate, ResourceKind::kSsmParameter}) {
     Stmt q(reader_db_, std::string("SELECT arn, name, revision, doc, updated_ms FROM ") +
                            ResourceTable(kind) + " ORDER BY name, revision");
     if (!q.status().ok()) return finish(q.status());

@@ -41,6 +41,9 @@ enum class ResourceKind : int32_t {
   kJobQueue,
   kJobDefinition,
   kSchedulingPolicy,
+  kPlacementGroup,  // EC2 (schema version 2)
+  kLaunchTemplate,  // EC2: one row per template, every version in its doc
+  kSsmParameter,    // SSM Parameter Store: one row per name, its history in its doc
 };
 const char* ResourceTable(ResourceKind kind);
 
