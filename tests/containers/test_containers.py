@@ -107,9 +107,9 @@ class ContainerModeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.cleanup()
-        for ref in cls.images.values():
+        for ref in cls.images.values():  # while the server's podman configuration exists
             podman(cls.conf, "rmi", "-f", ref, check=False)
+        cls.server.cleanup()
         shutil.rmtree(cls.work, ignore_errors=True)
 
     @classmethod
