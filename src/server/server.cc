@@ -10,6 +10,7 @@
 #include "api/credentials_file.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "images/registry_process.h"
 
 namespace lote::server {
 
@@ -75,7 +76,8 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           s->store_.get(),  s->control_.get(),
                           s->router_.get(), s->log_store_.get(),
                           console_listen,   options.console_listen == "auto",
-                          &s->on_serving_,  options.runtime};
+                          &s->on_serving_,  options.runtime,
+                          options.registry};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
@@ -176,6 +178,7 @@ std::string EnvScript(const std::string& home) {
   s += "export AWS_DEFAULT_REGION=" + ShellQuote(region) + "\n";
   s += "export AWS_REGION=" + ShellQuote(region) + "\n";
   s += "export LOTE_ENDPOINT=" + ShellQuote(endpoint) + "\n";
+  s += images::RegistryEnv(home + "/registry", endpoint, home + "/containers/registries.conf");
   return s;
 }
 
