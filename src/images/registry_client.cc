@@ -76,13 +76,22 @@ Result<RegistryClient::Response> RegistryClient::Send(const std::string& method,
 }
 
 Result<std::vector<std::string>> RegistryClient::Catalog() const {
-  ASSIGN_OR_RETURN(Response r, Send("GET", "/v2/_catalog?n=100000"));
-  if (r.status != 200) return Unexpected(r, "the catalog");
-  ASSIGN_OR_RETURN(Json j, ParseJson(r.body, "catalog"));
+  constexpr size_t kPage = 1000;  // the most distribution answers at once
   std::vector<std::string> out;
-  if (j.contains("repositories") && j["repositories"].is_array())
-    for (const Json& name : j["repositories"]) out.push_back(name.get<std::string>());
-  return out;
+  while (true) {
+    std::string target = "/v2/_catalog?n=" + std::to_string(kPage);
+    if (!out.empty()) target += "&last=" + out.back();
+    ASSIGN_OR_RETURN(Response r, Send("GET", target));
+    if (r.status != 200) return Unexpected(r, "the catalog");
+    ASSIGN_OR_RETURN(Json j, ParseJson(r.body, "catalog"));
+    size_t got = 0;
+    if (j.contains("repositories") && j["repositories"].is_array())
+      for (const Json& name : j["repositories"]) {
+        out.push_back(name.get<std::string>());
+        ++got;
+      }
+    if (got < kPage) return out;
+  }
 }
 
 Result<std::vector<std::string>> RegistryClient::Tags(const std::string& repository) const {
