@@ -1,5 +1,11 @@
+#include <arpa/inet.h>
 #include <crypt.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "exec/container.h"
 #include "images/ecr_service.h"
@@ -17,6 +23,29 @@ TEST(HtpasswdLine, IsABcryptHashTheSamePasswordChecksAgainst) {
   EXPECT_EQ(std::string(crypt_r("s3cret", hash.c_str(), &data)), hash);
   crypt_data other{};
   EXPECT_NE(std::string(crypt_r("wrong", hash.c_str(), &other)), hash);
+}
+
+TEST(RegistryAddress, IsKeptAndMovesWhenItsPortIsTaken) {
+  char tmpl[] = "/tmp/lote_registry_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  Result<std::string> first = RegistryAddress(dir);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->rfind("127.0.0.1:", 0), 0u) << *first;
+  EXPECT_EQ(*RegistryAddress(dir), *first);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(first->substr(first->rfind(':') + 1))));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  Result<std::string> moved = RegistryAddress(dir);
+  ::close(fd);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_NE(*moved, *first);
+  EXPECT_EQ(*RegistryAddress(dir), *moved);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EcrErrorFromStatus, NamesEcrCodes) {

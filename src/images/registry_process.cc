@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/crypto.h"
@@ -27,20 +28,26 @@ std::string Trim(std::string s) {
   return s;
 }
 
-// A port no one listens on now (bound to 127.0.0.1:0 and released).
-Result<int> FreeLoopbackPort() {
+// `port` (0: any) when no one listens on it now (bound on 127.0.0.1 and released).
+Result<int> FreeLoopbackPort(int want) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Unavailable("socket: " + std::string(strerror(errno)));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(want));
   socklen_t len = sizeof(a);
+  // As the registry binds (Go sets SO_REUSEADDR): only a listener makes it busy.
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
     port = ntohs(a.sin_port);
   ::close(fd);
-  if (port == 0) return Status::Unavailable("no free loopback port for the registry");
+  if (port == 0)
+    return Status::Unavailable("no free loopback port " + std::to_string(want) +
+                               " for the registry");
   return port;
 }
 
@@ -80,10 +87,17 @@ std::string LogTail(const std::string& path) {
 }  // namespace
 
 Result<std::string> RegistryAddress(const std::string& dir) {
-  return Kept(dir, "address", []() -> Result<std::string> {
-    ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+  auto make = []() -> Result<std::string> {
+    ASSIGN_OR_RETURN(int port, FreeLoopbackPort(0));
     return "127.0.0.1:" + std::to_string(port);
-  });
+  };
+  ASSIGN_OR_RETURN(std::string address, Kept(dir, "address", make));
+  const int port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+  if (port > 0 && FreeLoopbackPort(port).ok()) return address;
+  // Someone else took the port since: choose another (before anyone uses it).
+  ASSIGN_OR_RETURN(address, make());
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/address", address + "\n", 0600));
+  return address;
 }
 
 Result<std::string> RegistryPassword(const std::string& dir) {

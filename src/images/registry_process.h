@@ -28,7 +28,8 @@
 namespace lote::images {
 
 // The registry's "127.0.0.1:PORT" for the folder, choosing and recording a
-// free port on first use.
+// free port on first use, and a new one when another process has taken the
+// recorded port (the server asks before starting the registry).
 Result<std::string> RegistryAddress(const std::string& dir);
 
 // The password of user AWS, made (random) on first use.
