@@ -2,7 +2,8 @@
 # bench/containers: container mode against process mode in the same run
 # (bench.py): trivial jobs/s, each node's start-to-end time, lote's container
 # node against a bare `podman run` of the same image, and image pulls from a
-# local docker-registry, cold and cached. Usage: bench/containers/run.sh BUILD_DIR [N]
+# local docker-registry, cold and cached, anonymous and through lote's registry
+# with the ECR login flow. Usage: bench/containers/run.sh BUILD_DIR [N]
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 N="${2:-100}"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <regex>
 
 #include "common/files.h"
 #include "exec/command.h"
@@ -120,6 +121,7 @@ Json ToJson(const ContainerRun& c) {
               {"mounts", mounts},
               {"containers_conf", c.containers_conf},
               {"registries_conf", c.registries_conf},
+              {"auth_file", c.auth_file},
               {"name", c.name}};
 }
 
@@ -138,8 +140,24 @@ ContainerRun ContainerRunFromJson(const Json& j) {
                                       m.value("read_only", false)});
   c.containers_conf = j.value("containers_conf", std::string());
   c.registries_conf = j.value("registries_conf", std::string());
+  c.auth_file = j.value("auth_file", std::string());
   c.name = j.value("name", std::string());
   return c;
+}
+
+std::string ResolveEcrImage(const std::string& image, const LocalRegistry& registry) {
+  static const std::regex kEcrHost("[0-9]{12}\\.dkr\\.ecr\\.[a-z0-9-]+\\.amazonaws\\.com(/.*)");
+  std::smatch m;
+  if (registry.address.empty() || !std::regex_match(image, m, kEcrHost)) return image;
+  return registry.address + m[1].str();
+}
+
+void UseLotePodman(ContainerRun* c, const std::pair<std::string, std::string>& conf,
+                   const LocalRegistry& registry) {
+  c->containers_conf = conf.first;
+  c->registries_conf = conf.second;
+  c->auth_file = registry.address.empty() ? std::string() : registry.auth_file;
+  c->image = ResolveEcrImage(c->image, registry);
 }
 
 std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUlimit& host_nofile,

@@ -45,9 +45,27 @@ struct ContainerRun {
   // CONTAINERS_REGISTRIES_CONF) and the container's name.
   std::string containers_conf;
   std::string registries_conf;
+  // REGISTRY_AUTH_FILE: podman's login to the local registry; empty: none.
+  std::string auth_file;
   std::string name;
   bool operator==(const ContainerRun&) const = default;
 };
+
+// lote's own image registry as container mode uses it (images/registry_process.h).
+struct LocalRegistry {
+  std::string address;    // "127.0.0.1:PORT", reached over plain HTTP; empty: none
+  std::string auth_file;  // podman's auth.json holding its login
+};
+
+// `image` with an ECR registry host (<account>.dkr.ecr.<region>.amazonaws.com,
+// as ECR's repositoryUri and job definitions name it) replaced by the local
+// registry's address; any other image (or no registry) unchanged.
+std::string ResolveEcrImage(const std::string& image, const LocalRegistry& registry);
+
+// Points a node's container at lote's podman configuration (`conf`:
+// containers.conf, registries.conf) and local registry.
+void UseLotePodman(ContainerRun* c, const std::pair<std::string, std::string>& conf,
+                   const LocalRegistry& registry);
 
 // The fields container mode honours that a process cannot
 // (NodeLaunch::fields_set paths).

@@ -141,7 +141,7 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   }
   // Container mode's podman configuration (container.h), rewritten at every start.
   Result<std::pair<std::string, std::string>> podman =
-      WritePodmanConfig(options.home + "/containers", options.insecure_registry);
+      WritePodmanConfig(options.home + "/containers", options.registry.address);
   if (!podman.ok()) {
     ::close(wake);
     ::close(epoll);
@@ -216,8 +216,7 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
 
   if (shim.container) {
     // podman applies the limits (container.h).
-    shim.container->containers_conf = podman_conf_.first;
-    shim.container->registries_conf = podman_conf_.second;
+    UseLotePodman(&*shim.container, podman_conf_, options_.registry);
     shim.container->name =
         ContainerName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
   } else if (spec.vcpu_milli > 0 || spec.memory_mib > 0) {

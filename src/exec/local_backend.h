@@ -48,9 +48,9 @@ struct LocalBackendOptions {
   bool use_cgroups = true;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
-  // Container mode: a registry podman may reach over plain HTTP ("HOST:PORT",
-  // lote's own); empty: none.
-  std::string insecure_registry;
+  // Container mode: lote's image registry (container.h), reached over plain
+  // HTTP with its login; ECR-form image names resolve to it. Empty: none.
+  LocalRegistry registry;
   // Stamps events and records (started/stopped/requested_at); waiting itself
   // always uses real time.
   const Clock* clock = SystemClock::Default();

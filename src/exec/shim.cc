@@ -206,6 +206,7 @@ void PrepareContainer(ShimSpec& spec) {
   if (!c.containers_conf.empty()) spec.env.push_back("CONTAINERS_CONF=" + c.containers_conf);
   if (!c.registries_conf.empty())
     spec.env.push_back("CONTAINERS_REGISTRIES_CONF=" + c.registries_conf);
+  if (!c.auth_file.empty()) spec.env.push_back("REGISTRY_AUTH_FILE=" + c.auth_file);
   if (!has_path) spec.env.push_back("PATH=" + std::string(kHostPath));
   spec.rlimits.clear();
   spec.uid.reset();

@@ -111,7 +111,7 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
   if (options.shim_command.empty())
     return Status::Internal("SlurmBackend: cannot find the node runner (/proc/self/exe)");
   ASSIGN_OR_RETURN(auto podman,
-                   WritePodmanConfig(options.state_dir + "/containers", options.insecure_registry));
+                   WritePodmanConfig(options.state_dir + "/containers", options.registry.address));
   std::unique_ptr<SlurmBackend> b(new SlurmBackend(std::move(options)));
   b->podman_conf_ = podman;
   Result<Capacity> c = b->ReadCapacity();
@@ -221,8 +221,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
                                  base + ".out"));
     r.spec.placement = "slurm";
     if (r.spec.container) {
-      r.spec.container->containers_conf = podman_conf_.first;
-      r.spec.container->registries_conf = podman_conf_.second;
+      UseLotePodman(&*r.spec.container, podman_conf_, options_.registry);
       r.spec.container->name = ContainerName(id, gang.attempt.attempt, k);
     }
     r.spec.multi_node = gang.multi_node;

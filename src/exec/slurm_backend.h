@@ -64,8 +64,8 @@ struct SlurmBackendOptions {
   // The node runner each task starts (`lote exec-shim`, shim.h), at the same
   // path on the Slurm nodes. Empty: DefaultShimCommand().
   std::vector<std::string> shim_command;
-  // Container mode: a registry podman may reach over plain HTTP; empty: none.
-  std::string insecure_registry;
+  // Container mode: lote's image registry (LocalBackendOptions::registry).
+  LocalRegistry registry;
   const Clock* clock = SystemClock::Default();
 };
 

@@ -14,6 +14,7 @@
 
 #include "api/batch_api.h"
 #include "exec/slurm_backend.h"
+#include "images/registry_process.h"
 
 namespace lote::server {
 
@@ -25,8 +26,12 @@ namespace lote::server {
 // on first use, its events watched at once).
 class JobsService::Backends final : public control::BackendDirectory {
  public:
-  Backends(JobsService* service, std::string home, std::unique_ptr<exec::LocalBackend> local)
-      : service_(service), home_(std::move(home)), local_(std::move(local)) {}
+  Backends(JobsService* service, std::string home, std::unique_ptr<exec::LocalBackend> local,
+           exec::LocalRegistry registry)
+      : service_(service),
+        home_(std::move(home)),
+        local_(std::move(local)),
+        registry_(std::move(registry)) {}
 
   Result<exec::Backend*> ForEnvironment(const control::ComputeEnvironmentSpec& ce) override {
     auto tag = [&](const char* key) {
@@ -50,6 +55,7 @@ class JobsService::Backends final : public control::BackendDirectory {
       o.partition = tag("lote:slurm-partition");
       o.slurm_conf = tag("lote:slurm-conf");
       o.state_dir = home_ + "/slurm/" + ce.name;
+      o.registry = registry_;
       ASSIGN_OR_RETURN(std::unique_ptr<exec::SlurmBackend> b, exec::SlurmBackend::Create(o));
       made = b.get();
       slurm_[ce.name] = std::move(b);
@@ -69,6 +75,7 @@ class JobsService::Backends final : public control::BackendDirectory {
   JobsService* service_;
   const std::string home_;
   std::unique_ptr<exec::LocalBackend> local_;
+  const exec::LocalRegistry registry_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<exec::SlurmBackend>> slurm_;  // by environment name
 };
@@ -84,8 +91,13 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   local.shim_command = options.shim_command;
   // One clock for the loop and the backend's timestamps.
   local.clock = context.clock;
+  if (context.registry) {  // started by registry_wiring.cc
+    ASSIGN_OR_RETURN(local.registry.address, images::RegistryAddress(context.home + "/registry"));
+    local.registry.auth_file = context.home + "/registry/auth.json";
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<exec::LocalBackend> backend, exec::LocalBackend::Create(local));
-  service->backends_ = std::make_unique<Backends>(service.get(), context.home, std::move(backend));
+  service->backends_ =
+      std::make_unique<Backends>(service.get(), context.home, std::move(backend), local.registry);
   if (context.log_store != nullptr) {
     service->job_logs_ = std::make_unique<JobLogs>(context.log_store);
     service->job_logs_->OnStored([svc = service.get()] { svc->loop_->Wake(); });

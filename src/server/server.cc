@@ -13,6 +13,7 @@
 #include "api/sts_api.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "images/registry_process.h"
 
 namespace lote::server {
 
@@ -83,7 +84,8 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           s->store_.get(),  s->control_.get(),
                           s->router_.get(), s->log_store_.get(),
                           console_listen,   options.console_listen == "auto",
-                          &s->on_serving_,  options.runtime};
+                          &s->on_serving_,  options.runtime,
+                          options.registry};
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
@@ -188,6 +190,7 @@ std::string EnvScript(const std::string& home) {
   s += "export AWS_DEFAULT_REGION=" + ShellQuote(region) + "\n";
   s += "export AWS_REGION=" + ShellQuote(region) + "\n";
   s += "export LOTE_ENDPOINT=" + ShellQuote(endpoint) + "\n";
+  s += images::RegistryEnv(home + "/registry", endpoint, home + "/containers/registries.conf");
   return s;
 }
 

@@ -51,6 +51,8 @@ struct ServerContext {
   std::vector<std::function<Status()>>* on_serving = nullptr;
   // ServerOptions::runtime.
   std::string default_runtime = "process";
+  // ServerOptions::registry.
+  bool registry = false;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -93,6 +95,8 @@ struct ServerOptions {
   // How nodes run in compute environments without the tag lote:runtime:
   // "process" or "container" (docs/containers.md).
   std::string runtime = "process";
+  // Run the local image registry and answer the ECR API (docs/containers.md).
+  bool registry = false;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };
@@ -135,7 +139,8 @@ class LoteServer {
 };
 
 // The `export` lines of `lote env` for a home folder (reads its server.json
-// when present, else the defaults).
+// when present, else the defaults; and the image registry's address when it
+// has one).
 std::string EnvScript(const std::string& home);
 
 }  // namespace lote::server

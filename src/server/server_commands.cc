@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -68,6 +69,7 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
   struct Args {
     ServerOptions options;
     std::string listen = "127.0.0.1:7480";
+    std::string registry = "auto";
   };
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("server", "Run the lote server (AWS Batch + CloudWatch Logs API)");
@@ -107,8 +109,15 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "or container (their image under podman)")
       ->check(CLI::IsMember({"process", "container"}))
       ->capture_default_str();
+  sub->add_option("--registry", args->registry,
+                  "The local image registry and the ECR API: on, off, or auto (on when "
+                  "/usr/bin/docker-registry is installed)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   sub->callback([args] {
     ServerOptions options = args->options;
+    options.registry = args->registry == "on" || (args->registry == "auto" &&
+                                                  ::access("/usr/bin/docker-registry", X_OK) == 0);
     if (options.home.empty()) options.home = DefaultHome();
     lote::SetExitCode(RunServer(options, args->listen));
   });

@@ -103,12 +103,13 @@ class ContainerModeTest(unittest.TestCase):
                                  + (probe.stderr.strip().splitlines() or ["?"])[-1])
         cls.create_queue("cq", {"lote:runtime": "container", "lote:emulation": "true"})
         cls.create_queue("pq", {"lote:emulation": "true"})
+        cls.create_queue("bq", {"lote:runtime": "vm", "lote:emulation": "true"})
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.cleanup()
-        for ref in cls.images.values():
+        for ref in cls.images.values():  # while the server's podman configuration exists
             podman(cls.conf, "rmi", "-f", ref, check=False)
+        cls.server.cleanup()
         shutil.rmtree(cls.work, ignore_errors=True)
 
     @classmethod
@@ -323,6 +324,11 @@ class ContainerModeTest(unittest.TestCase):
         self.assertEqual(metrics["tensor_parallel"], 2)
         self.assertEqual(metrics["data_parallel"], 2)
         self.assertEqual(len(metrics["losses"]), steps)
+
+    def test_an_unknown_runtime_tag_fails_the_job_naming_it(self):
+        job = self.run_job(self.register("badruntime", self.images["cmd"], ["true"]), queue="bq")
+        self.assertEqual(job["status"], "FAILED")
+        self.assertIn("lote:runtime is 'vm'; use container or process", job["statusReason"])
 
     def test_server_kill_9_while_a_container_runs_then_readopted(self):
         flag = os.path.join(self.work, "go")
