@@ -70,7 +70,7 @@ class TrainJobTest(unittest.TestCase):
                 "targetNodes": "0:", "container": {
                     "image": "host", "command": command, "user": "root",
                     "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],
-                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "environment": self.node_environment(),
                     "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                              {"type": "MEMORY", "value": "512"}]}}]})
         job_id = b.submit_job(jobName="tiny", jobQueue="train-q", jobDefinition="llama-tiny",
@@ -228,11 +228,22 @@ class TrainJobTest(unittest.TestCase):
             nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
                 "targetNodes": "0:", "container": {
                     "image": "host", "command": command,
-                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+                    "environment": self.node_environment(),
                     "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                              {"type": "MEMORY", "value": "512"}]}}]})
         return self.batch.submit_job(jobName=name, jobQueue="train-q",
                                      jobDefinition=name)["jobId"]
+
+    @staticmethod
+    def node_environment():
+        """A job's nodes get only their definition's environment; the uninterrupted
+        reference run inherits this test's. OpenBLAS picks its kernels by
+        OPENBLAS_CORETYPE (set on some hosts), and two kernels round differently, so
+        the nodes get the same OPENBLAS_* values as the reference run."""
+        env = [{"name": "OMP_NUM_THREADS", "value": "1"}]
+        env += [{"name": k, "value": v} for k, v in sorted(os.environ.items())
+                if k.startswith("OPENBLAS_")]
+        return env
 
     def wait_ended(self, job_id, what):
         def ended():
