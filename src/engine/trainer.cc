@@ -498,12 +498,7 @@ Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
   float* grads = model_->grads();
   if (reducer_ == nullptr) RETURN_IF_ERROR(dp_->ReduceScatter(grads, dp_counts_));
   double ss = 0.0;
-  for (const Range& range : norm_ranges_) {
-#pragma omp parallel for schedule(static) reduction(+ : ss)
-    for (int64_t i = range.begin; i < range.end; ++i) {
-      ss += static_cast<double>(grads[i]) * grads[i];
-    }
-  }
+  for (const Range& range : norm_ranges_) ss += SumOfSquares(grads, range.begin, range.end);
   // The norm's all-reduce also carries "a rank was asked to stop" (SIGTERM), so
   // every rank agrees to stop after this step.
   double reduce[2] = {ss, g_preempt.load() ? 1.0 : 0.0};
@@ -514,13 +509,9 @@ Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
     return NonFiniteError(step, "the gradient norm", r->norm, *model_, grads);
   }
   const double coef = ClipCoefficient(r->norm, o_.grad_clip);
-  if (coef < 1.0) {
-    const float c = static_cast<float>(coef);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = shard_.begin; i < shard_.end; ++i) grads[i] *= c;
-  }
   r->lr = LearningRate(step, o_.warmup_steps, o_.max_steps, o_.lr);
-  adamw_->Step(params, grads, static_cast<float>(r->lr));
+  adamw_->Step(params, grads, static_cast<float>(r->lr),
+               coef < 1.0 ? static_cast<float>(coef) : 1.0f);
   return dp_->AllGather(params, dp_counts_);
 }
 
