@@ -6,10 +6,14 @@
 # On a 2-core machine 4 ranks x 1 thread oversubscribe the cores (stated in the output).
 # Prints the ratios the issue asks for: lote DP=2 / PyTorch DP=2, and lote 2 ranks x
 # 1 thread / lote 1 rank x 2 threads (the cost of communication), plus each lote run's
-# share of rank 0's time spent in collectives.
+# share of rank 0's time spent in collectives, the share of its step time that is exposed
+# communication (its training thread blocked; the overlapped gradient reduce-scatter
+# excluded), and each rank's model FLOP/s against the GEMM peak that rank measured at
+# start (MFU per rank).
 #
 # usage: bench/train/dist.sh BUILD_DIR   (env: BENCH_STEPS=6, BENCH_SEQ=256, BENCH_MICRO=4,
-#        BENCH_HIDDEN=256, BENCH_LAYERS=4, BENCH_MLP=688; the default model has ~19 M parameters)
+#        BENCH_HIDDEN=256, BENCH_LAYERS=4, BENCH_MLP=688; the default model has ~19 M parameters;
+#        BENCH_FOUR=0 skips the two 4-rank layouts)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -48,14 +52,16 @@ lote_run() {
   OMP_NUM_THREADS="$threads" "$LOTE" train --config "$WORK/config.json" --data "$WORK/data" \
     --batch-size "$MICRO" --global-batch-size $((MICRO * dp)) --seq-len "$SEQ" \
     --max-steps "$STEPS" --logging-interval "$STEPS" --val-fraction 0 --threads "$threads" \
-    --peak-gflops 1 --nproc-per-node "$nproc" --tensor-parallel-size "$tp" \
+    --nproc-per-node "$nproc" --tensor-parallel-size "$tp" \
     --output "$WORK/$name" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; exit 1; }
 }
 lote_run l1x2 1 1 2
 lote_run dp2 2 1 1
 lote_run tp2 2 2 1
-lote_run tp2dp2 4 2 1
-lote_run dp4 4 1 1
+if [[ "${BENCH_FOUR:-1}" != 0 ]]; then
+  lote_run tp2dp2 4 2 1
+  lote_run dp4 4 1 1
+fi
 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 "$PY" "$HERE/torch_dist_train.py" --config "$WORK/config.json" \
   --nproc 1 --threads-per-proc 2 --seq-len "$SEQ" --micro-batch "$MICRO" --steps "$STEPS" | tail -1 > "$WORK/t1.json"
 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$PY" "$HERE/torch_dist_train.py" --config "$WORK/config.json" \
@@ -67,17 +73,21 @@ work, cores = sys.argv[1], int(sys.argv[2])
 def lote(name):
     m = json.load(open(os.path.join(work, name, "metrics.json")))
     step = statistics.median(m["step_times_s"][1:])
-    return m["tokens_per_step"] / step, m["collective_share"]
+    tps = m["tokens_per_step"] / step
+    mfu = tps * m["flops_per_token"] / m["world_size"] / (m["gemm_peak_gflops"] * 1e9)
+    return tps, m["collective_share"], m.get("exposed_comm_share", m["collective_share"]), mfu, m["gemm_peak_gflops"]
 rows = [("lote 1 rank x 2 threads", "l1x2"), ("lote DP=2, 2 ranks x 1 thread", "dp2"),
         ("lote TP=2, 2 ranks x 1 thread", "tp2"), ("lote TP=2 x DP=2, 4 ranks x 1 thread", "tp2dp2"),
         ("lote DP=4, 4 ranks x 1 thread", "dp4")]
 res = {}
-print(f"{'':42}{'tokens/s':>10}{'collectives':>13}")
+print(f"{'':42}{'tokens/s':>10}{'collectives':>13}{'exposed':>9}{'MFU/rank':>10}{'GEMM peak':>11}")
 for label, name in rows:
-    tps, share = lote(name)
+    if not os.path.exists(os.path.join(work, name, "metrics.json")):
+        continue
+    tps, share, exposed, mfu, peak = lote(name)
     res[name] = tps
     note = "  (oversubscribed: 4 ranks on %d cores)" % cores if name in ("tp2dp2", "dp4") and cores < 4 else ""
-    print(f"{label:42}{tps:>10.0f}{share:>12.1%}{note}")
+    print(f"{label:42}{tps:>10.0f}{share:>12.1%}{exposed:>9.1%}{mfu:>10.1%}{peak:>11.1f}{note}")
 t1 = json.load(open(os.path.join(work, "t1.json")))["tokens_per_s"]
 t2 = json.load(open(os.path.join(work, "t2.json")))["tokens_per_s"]
 print(f"{'pytorch 1 rank x 2 threads':42}{t1:>10.0f}")
@@ -85,4 +95,6 @@ print(f"{'pytorch DDP+ZeRO DP=2, 2 ranks x 1 thread':42}{t2:>10.0f}")
 print(f"ratio lote/pytorch, 1 rank x 2 threads: {res['l1x2'] / t1:.2f}x")
 print(f"ratio lote/pytorch, DP=2: {res['dp2'] / t2:.2f}x   (goal >= 2.5x)")
 print(f"lote 2 ranks x 1 thread / 1 rank x 2 threads: {res['dp2'] / res['l1x2']:.0%}   (goal >= 85%)")
+print(f"ratio lote/pytorch, 1 rank x 2 threads: goal >= 3x; exposed communication at DP=2: goal <= 3%;")
+print("MFU per rank (model FLOP/s of a rank / the GEMM peak it measured at 1 thread per rank): goal >= 80%")
 PY

@@ -27,9 +27,11 @@ class AdamW {
   AdamW(const ParamLayout& layout, AdamWOptions options);
   // Optimizer state for params [shard_begin, shard_end) only.
   AdamW(const ParamLayout& layout, AdamWOptions options, int64_t shard_begin, int64_t shard_end);
-  // One update with learning rate lr of params[begin, end) from grads[begin, end) (both
-  // full-layout buffers); increments the step count used for bias correction.
-  void Step(float* params, const float* grads, float lr);
+  // One update with learning rate lr of params[begin, end) from grad_scale *
+  // grads[begin, end) (both full-layout buffers; grad_scale is the clipping factor, so
+  // clipping costs no pass of its own); increments the step count used for bias
+  // correction. One pass over the shard: decay, moments and update fused per element.
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
   int64_t steps() const { return t_; }
   // Restores the bias-correction step count (resume from a checkpoint).
   void set_steps(int64_t t) { t_ = t; }
@@ -42,7 +44,11 @@ class AdamW {
   AdamWOptions opt_;
   int64_t t_ = 0;
   std::vector<float> m_, v_;
-  std::vector<std::pair<int64_t, int64_t>> decay_ranges_;  // [begin, end) offsets that decay
+  struct Segment {
+    int64_t begin, end;
+    bool decays;
+  };
+  std::vector<Segment> segments_;  // [begin_, end_) in order, by whether weights decay
   int64_t begin_, end_;
 };
 
@@ -53,6 +59,9 @@ double LearningRate(int64_t step, int64_t warmup_steps, int64_t max_steps, doubl
 // Returns the global L2 norm of grads[n] (in double) before clipping; scales grads by
 // max_norm/(norm+1e-6) when the norm exceeds max_norm.
 double ClipGradNorm(float* grads, int64_t n, double max_norm);
+// Sum of x[i]^2 over [begin, end) in double (a range's share of a global norm);
+// vectorized and threaded, so the order of the additions is not a plain loop's.
+double SumOfSquares(const float* x, int64_t begin, int64_t end);
 // The clipping factor of clip_grad_norm_ for a global norm: min(1, max/(norm+1e-6)).
 double ClipCoefficient(double norm, double max_norm);
 

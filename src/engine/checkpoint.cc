@@ -66,18 +66,18 @@ std::string SpoolDir(const std::string& tag) {
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(CheckpointOptions options, const LlamaConfig& config,
-                                   RankPlace place)
-    : opt_(std::move(options)), config_(config), place_(place) {}
+                                   const ParallelDims& dims)
+    : opt_(std::move(options)), config_(config), dims_(dims) {}
 
 Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(CheckpointOptions options,
                                                                    const LlamaConfig& config,
-                                                                   RankPlace place) {
+                                                                   const ParallelDims& dims) {
   if (options.uri.empty()) return Status::InvalidArgument("--checkpoint-uri is empty");
-  std::unique_ptr<CheckpointWriter> w(new CheckpointWriter(std::move(options), config, place));
+  std::unique_ptr<CheckpointWriter> w(new CheckpointWriter(std::move(options), config, dims));
   w->job_root_ = objstore::JoinKey(w->opt_.uri, w->opt_.job_id);
   ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(w->job_root_));  // checks the URI early
   (void)store;
-  w->spool_ = SpoolDir(fmt::format("rank{}", place.rank));
+  w->spool_ = SpoolDir(fmt::format("rank{}", dims.rank()));
   ASSIGN_OR_RETURN(objstore::Uri root, objstore::ParseUri(w->job_root_));
   if (root.scheme == "file") w->local_root_ = root.key;
   RETURN_IF_ERROR(MakeDirs(w->spool_, 0700));
@@ -120,14 +120,14 @@ Status CheckpointWriter::Start() {
 Status CheckpointWriter::Upload(const TrainState& s) {
   ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(job_root_));
   const std::string step_dir = fmt::format("step_{}", s.step);
-  const ParamLayout layout(config_, {place_.tp_rank, place_.tp});
+  const ParamLayout layout(config_, dims_.tensor_parallel());
   Json mine = Json::object();
   auto put = [&](const std::string& name, const std::vector<TensorToWrite>& tensors,
                  std::map<std::string, std::string> meta) -> Status {
     meta["format"] = "pt";
     meta["producer"] = "lote";
-    meta["tp_rank"] = std::to_string(place_.tp_rank);
-    meta["tp_size"] = std::to_string(place_.tp);
+    meta["tp_rank"] = std::to_string(dims_.tp_rank());
+    meta["tp_size"] = std::to_string(dims_.tp());
     if (local_root_) {
       // file://: written in place (WriteSafetensors is atomic: temp file, fsync, rename).
       const std::string dir = *local_root_ + "/" + step_dir;
@@ -149,31 +149,31 @@ Status CheckpointWriter::Upload(const TrainState& s) {
     mine[name] = {{"bytes", hash.second}, {"sha256", hash.first}};
     return Status::Ok();
   };
-  if (place_.dp_rank == 0) {
+  if (dims_.dp_rank() == 0) {
     std::vector<TensorToWrite> tensors;
     for (const TensorSpec& t : layout.tensors()) {
       tensors.push_back({t.name, t.shape, s.params.data() + t.offset});
     }
     RETURN_IF_ERROR(
-        put(ModelFile(place_.tp_rank), tensors, {{"lote_shards", ShardMetadata(layout).dump()}}));
+        put(ModelFile(dims_.tp_rank()), tensors, {{"lote_shards", ShardMetadata(layout).dump()}}));
   }
   const int64_t n = s.shard_end - s.shard_begin;
   RETURN_IF_ERROR(
-      put(OptimFile(place_.tp_rank, place_.dp_rank),
+      put(OptimFile(dims_.tp_rank(), dims_.dp_rank()),
           {{"exp_avg", {n}, s.exp_avg.data()}, {"exp_avg_sq", {n}, s.exp_avg_sq.data()}},
-          {{"dp_rank", std::to_string(place_.dp_rank)},
-           {"dp_size", std::to_string(place_.dp)},
+          {{"dp_rank", std::to_string(dims_.dp_rank())},
+           {"dp_size", std::to_string(dims_.dp())},
            {"begin", std::to_string(s.shard_begin)},
            {"end", std::to_string(s.shard_end)}}));
   RETURN_IF_ERROR(WithRetries("writing the completion marker", [&] {
-    return store->PutBytes(step_dir + "/" + DoneMarker(place_.rank), mine.dump());
+    return store->PutBytes(step_dir + "/" + DoneMarker(dims_.rank()), mine.dump());
   }));
-  if (place_.rank != 0) return Status::Ok();
+  if (dims_.rank() != 0) return Status::Ok();
 
   // Rank 0: every rank's marker, then the manifest (last), then pruning.
   Json files = Json::object();
   const auto deadline = SteadyClock::now() + opt_.wait_for_ranks;
-  for (int r = 0; r < place_.world; ++r) {
+  for (int r = 0; r < dims_.world(); ++r) {
     while (true) {
       Result<std::string> marker = store->GetBytes(step_dir + "/" + DoneMarker(r));
       if (marker.ok()) {
@@ -199,7 +199,7 @@ Status CheckpointWriter::Upload(const TrainState& s) {
       {"created_at", Iso8601Utc(SystemClock::Default()->NowMillis())},
       {"config", config_.ToJson()},
       {"layout",
-       {{"world", place_.world}, {"tensor_parallel", place_.tp}, {"data_parallel", place_.dp}}},
+       {{"world", dims_.world()}, {"tensor_parallel", dims_.tp()}, {"data_parallel", dims_.dp()}}},
       {"optimizer", {{"name", "adamw"}, {"step", s.adam_step}}},
       {"sampler", {{"epoch", s.sampler_epoch}, {"position", s.sampler_position}}},
       {"train", s.train},
@@ -207,7 +207,7 @@ Status CheckpointWriter::Upload(const TrainState& s) {
   RETURN_IF_ERROR(WithRetries("writing manifest.json", [&] {
     return store->PutBytes(step_dir + "/manifest.json", manifest.dump(2) + "\n");
   }));
-  for (int r = 0; r < place_.world; ++r) (void)store->Delete(step_dir + "/" + DoneMarker(r));
+  for (int r = 0; r < dims_.world(); ++r) (void)store->Delete(step_dir + "/" + DoneMarker(r));
   return Prune(s.step);
 }
 
@@ -289,7 +289,7 @@ Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* sto
 }  // namespace
 
 Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
-                                  RankPlace place, int64_t shard_begin, int64_t shard_end) {
+                                  const ParallelDims& dims) {
   ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(step_uri));
   ASSIGN_OR_RETURN(std::string raw, store->GetBytes("manifest.json"));
   Json m = Json::parse(raw, nullptr, false);
@@ -311,25 +311,27 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
   st.sampler_epoch = m["sampler"].value("epoch", int64_t{0});
   st.sampler_position = m["sampler"].value("position", int64_t{0});
   st.train = m.value("train", Json::object());
+  const ParamLayout local(config, dims.tensor_parallel());
+  const Range shard = dims.ZeroShard(local.total());
+  const int64_t shard_begin = shard.begin, shard_end = shard.end;
   st.shard_begin = shard_begin;
   st.shard_end = shard_end;
-  const ParamLayout local(config, {place.tp_rank, place.tp});
   st.params.assign(static_cast<size_t>(local.total()), 0.0f);
   st.exp_avg.assign(static_cast<size_t>(shard_end - shard_begin), 0.0f);
   st.exp_avg_sq.assign(st.exp_avg.size(), 0.0f);
 
-  const std::string dir = SpoolDir(fmt::format("load{}", place.rank));
+  const std::string dir = SpoolDir(fmt::format("load{}", dims.rank()));
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
   DirGuard cleanup(dir);
 
-  if (old_tp == place.tp && old_dp == place.dp) {
+  if (old_tp == dims.tp() && old_dp == dims.dp()) {
     // Same layout: this rank's own shards only.
-    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(place.tp_rank), dir));
+    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(dims.tp_rank()), dir));
     for (const TensorSpec& t : local.tensors()) {
       RETURN_IF_ERROR(model->ReadFloat(t.name, st.params.data() + t.offset, t.numel));
     }
     ASSIGN_OR_RETURN(auto optim,
-                     FetchShard(store.get(), m, OptimFile(place.tp_rank, place.dp_rank), dir));
+                     FetchShard(store.get(), m, OptimFile(dims.tp_rank(), dims.dp_rank()), dir));
     const int64_t n = shard_end - shard_begin;
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg", st.exp_avg.data(), n));
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", st.exp_avg_sq.data(), n));

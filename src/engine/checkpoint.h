@@ -30,15 +30,10 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "engine/llama_config.h"
+#include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 
 namespace lote::engine {
-
-struct RankPlace {
-  int rank = 0, world = 1;
-  int tp_rank = 0, tp = 1;
-  int dp_rank = 0, dp = 1;
-};
 
 // Everything a resume needs, for one rank.
 struct TrainState {
@@ -63,7 +58,7 @@ class CheckpointWriter {
  public:
   static Result<std::unique_ptr<CheckpointWriter>> Create(CheckpointOptions options,
                                                           const LlamaConfig& config,
-                                                          RankPlace place);
+                                                          const ParallelDims& dims);
   ~CheckpointWriter();  // waits for the upload in flight
 
   // Takes the snapshot `state` (the caller's copy of host memory) and starts
@@ -80,14 +75,14 @@ class CheckpointWriter {
   std::string StepUri(int64_t step) const;
 
  private:
-  CheckpointWriter(CheckpointOptions options, const LlamaConfig& config, RankPlace place);
+  CheckpointWriter(CheckpointOptions options, const LlamaConfig& config, const ParallelDims& dims);
   Status Upload(const TrainState& state);
   Status WriteManifest(const TrainState& state, const std::vector<std::string>& files);
   Status Prune(int64_t newest);
 
   CheckpointOptions opt_;
   LlamaConfig config_;
-  RankPlace place_;
+  const ParallelDims& dims_;
   std::string job_root_;                   // <uri>/<job id>
   std::string spool_;                      // local folder for files before upload
   std::optional<std::string> local_root_;  // file:// job root: shards are written in place
@@ -100,9 +95,10 @@ class CheckpointWriter {
 // step folder URI; NotFound when there is none.
 Result<std::string> LatestCheckpoint(const std::string& uri, const std::string& job_id);
 
-// Reads the checkpoint at `step_uri` for `place` (any layout; see above). `layout`
-// is this rank's ParamLayout; the AdamW shard is [shard_begin, shard_end) of it.
+// Reads the checkpoint at `step_uri` for the rank `dims` (any layout; see above): its
+// TP rank's whole flat buffer and AdamW moments over its ZeRO-1 shard
+// (dims.ZeroShard of that buffer).
 Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
-                                  RankPlace place, int64_t shard_begin, int64_t shard_end);
+                                  const ParallelDims& dims);
 
 }  // namespace lote::engine

@@ -222,6 +222,7 @@ void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, 
         for (int64_t i = r0; i < r1; ++i) {
           float* p = P + (i - r0) * r1;
           float mx = p[0];
+#pragma omp simd reduction(max : mx)
           for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
           float sum = 0.0f;
           for (int64_t j = 0; j <= i; ++j) {
@@ -342,6 +343,7 @@ double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t*
       continue;
     }
     float mx = x[0];
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
     const float lp_unnorm = x[target] - mx;
     float sum = 0.0f;

@@ -25,7 +25,8 @@ int CpuThreads();
 void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes.
+// exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes
+// (with -fno-trapping-math, which lets the clamps become vector min/max).
 // Cephes-style: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
 inline float FastExp(float x) {
   x = std::min(88.0f, std::max(-87.0f, x));

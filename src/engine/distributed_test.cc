@@ -16,8 +16,10 @@
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
 #include "engine/gloo_communicator.h"
+#include "engine/grad_reducer.h"
 #include "engine/llama_model.h"
 #include "engine/memory_plan.h"
+#include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 #include "engine/rendezvous_store.h"
 #include "engine/vocab_parallel.h"
@@ -122,6 +124,35 @@ void OnGroup(int n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
+// The bucketed reduce-scatter, fed suffixes as backward would, leaves every rank's
+// shard bit-identical to one reduce-scatter of the whole buffer (3 ranks, so the ring
+// order matters; values whose float sums depend on the order).
+TEST(GradReducerTest, BucketsEqualOneWholeReduceScatter) {
+  const int n = 3;
+  const int64_t total = 1000;
+  const std::vector<int64_t> counts = EvenCounts(total, n);
+  auto value = [](int rank, int64_t i) {
+    return 1.0f / static_cast<float>(1 + i) + 1e-3f * static_cast<float>(rank * 7 + i % 13);
+  };
+  OnGroup(n, [&](int r, Communicator* comm) {
+    std::vector<float> whole(total), bucketed(total);
+    for (int64_t i = 0; i < total; ++i) whole[i] = bucketed[i] = value(r, i);
+    ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
+    GradReducer reducer(comm, counts, 64);
+    for (int step = 0; step < 2; ++step) {  // a reducer serves every step
+      for (int64_t i = 0; i < total; ++i) bucketed[i] = value(r, i);
+      reducer.Begin(bucketed.data());
+      for (int64_t begin : {990, 950, 900, 700, 333, 300, 10}) reducer.Ready(begin);
+      ASSERT_TRUE(reducer.Finish().ok());
+      const Range mine = EvenSplit(total, n, r);
+      for (int64_t i = mine.begin; i < mine.end; ++i) {
+        ASSERT_EQ(bucketed[i], whole[i]) << "rank " << r << " element " << i;
+      }
+    }
+    EXPECT_GT(reducer.comm_seconds(), 0.0);
+  });
+}
+
 TEST(GlooCommunicatorTest, CollectivesMatchSumsComputedHere) {
   const int n = 3;
   const std::vector<int64_t> counts = {5, 0, 7};  // uneven, one empty chunk
@@ -193,9 +224,6 @@ TEST(TensorParallelLayoutTest, ShardsReassembleEveryTensor) {
     EXPECT_EQ(rebuilt, full);
     EXPECT_GT(sharded, 0);
   }
-  EXPECT_FALSE(ValidateTensorParallel(c, 3).ok());
-  EXPECT_NE(ValidateTensorParallel(c, 4).message().find("4 heads, 2 key/value heads"),
-            std::string::npos);
 }
 
 // A communicator that only knows its place (for allocation and initialisation tests).
@@ -228,6 +256,44 @@ LlamaConfig Small() {
   return c;
 }
 
+// The one owner of the layout: rank -> (tp, dp) coordinates, the groups, the ZeRO-1
+// shards, and every check of a layout against the model.
+TEST(ParallelDimsTest, CoordinatesGroupsAndChecks) {
+  LlamaConfig c = Small();  // 4 heads, 2 key/value heads
+  ASSERT_TRUE(c.Validate().ok());
+  for (int rank = 0; rank < 6; ++rank) {
+    auto d = ParallelDims::Create(c, 6, 2, rank);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->dp(), 3);
+    EXPECT_EQ(d->tp_rank(), rank % 2);
+    EXPECT_EQ(d->dp_rank(), rank / 2);
+    EXPECT_EQ(d->dp_rank() * d->tp() + d->tp_rank(), rank);
+    EXPECT_EQ(d->tp_group(), "tp" + std::to_string(rank / 2));
+    EXPECT_EQ(d->dp_group(), "dp" + std::to_string(rank % 2));
+    EXPECT_EQ(d->tensor_parallel().rank, rank % 2);
+    EXPECT_EQ(d->ZeroShard(10).begin, EvenSplit(10, 3, rank / 2).begin);
+  }
+  const ParallelDims single;
+  EXPECT_EQ(single.world(), 1);
+  EXPECT_EQ(single.ZeroShard(7).size(), 7);
+  EXPECT_NE(ParallelDims::Create(c, 6, 4, 0).status().message().find("does not divide the 6 ranks"),
+            std::string::npos);
+  EXPECT_NE(ParallelDims::Create(c, 4, 4, 0).status().message().find("4 heads, 2 key/value heads"),
+            std::string::npos);
+  EXPECT_FALSE(ParallelDims::Create(c, 2, 0, 0).ok());
+  EXPECT_FALSE(ParallelDims::Create(c, 2, 1, 2).ok());
+  c.vocab_size = 1;
+  EXPECT_NE(ParallelDims::Create(c, 2, 2, 0).status().message().find("exceeds the vocabulary"),
+            std::string::npos);
+}
+
+// A valid layout for these tests: `tp` ranks of one data-parallel group.
+ParallelDims Dims(const LlamaConfig& c, int world, int tp, int rank) {
+  auto d = ParallelDims::Create(c, world, tp, rank);
+  LOTE_CHECK_MSG(d.ok(), d.status().ToString());
+  return *d;
+}
+
 TEST(TensorParallelModelTest, InitialWeightsAreSlicesOfTheSingleProcessOnes) {
   InitCpuBackend(1);
   const LlamaConfig c = Small();
@@ -236,7 +302,7 @@ TEST(TensorParallelModelTest, InitialWeightsAreSlicesOfTheSingleProcessOnes) {
   (*single)->InitWeights(42);
   for (int r = 0; r < 2; ++r) {
     PlaceOnly comm(r, 2);
-    auto part = LlamaModel::Create(c, 1, 8, false, {r, 2}, &comm);
+    auto part = LlamaModel::Create(c, 1, 8, false, Dims(c, 2, 2, r), &comm);
     ASSERT_TRUE(part.ok()) << part.status().ToString();
     (*part)->InitWeights(42);
     for (const TensorSpec& t : (*part)->layout().tensors()) {
@@ -257,10 +323,11 @@ TEST(TensorParallelModelTest, RankPlanMatchesWhatIsAllocated) {
   for (int tp : {1, 2}) {
     for (int dp : {1, 3}) {
       PlaceOnly comm(0, tp);
-      auto m = LlamaModel::Create(c, 2, 16, true, {0, tp}, tp > 1 ? &comm : nullptr);
+      const ParallelDims dims = Dims(c, tp * dp, tp, 0);
+      auto m = LlamaModel::Create(c, 2, 16, true, dims, tp > 1 ? &comm : nullptr);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
-      const MemoryPlan plan = PlanRankMemory(c, 2, 16, CpuThreads(), tp, dp);
-      const Range shard = EvenSplit((*m)->num_params(), dp, 0);
+      const MemoryPlan plan = PlanRankMemory(c, 2, 16, CpuThreads(), dims);
+      const Range shard = dims.ZeroShard((*m)->num_params());
       AdamW adamw((*m)->layout(), {}, shard.begin, shard.end);
       const int64_t optimizer = 2 * shard.size() * 4 + (dp > 1 ? shard.size() * 4 : 0);
       EXPECT_EQ(plan.optimizer_bytes, optimizer) << tp << "x" << dp;

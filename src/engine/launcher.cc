@@ -134,8 +134,9 @@ int RunRank(TrainOptions train) {
   auto client = StoreClient::Connect(store.substr(0, colon), std::atoi(store.c_str() + colon + 1),
                                      timeout, nullptr);
   if (!client.ok()) return fail(who, client.status());
-  const int tp = static_cast<int>(train.tensor_parallel_size);
-  const int tp_rank = rank % tp, dp_rank = rank / tp, dp = world / tp;
+  Result<RunPlan> plan = PlanRun(train, world, rank);
+  if (!plan.ok()) return fail(who, plan.status());
+  const ParallelDims& dims = plan->dims;
   auto group = [&](const std::string& prefix, int r,
                    int n) -> Result<std::unique_ptr<Communicator>> {
     if (n == 1) return MakeSingleProcessCommunicator();
@@ -149,17 +150,12 @@ int RunRank(TrainOptions train) {
   };
   auto world_comm = group("world", rank, world);
   if (!world_comm.ok()) return fail(who, world_comm.status());
-  auto tp_comm = group(fmt::format("tp{}", dp_rank), tp_rank, tp);
+  auto tp_comm = group(dims.tp_group(), dims.tp_rank(), dims.tp());
   if (!tp_comm.ok()) return fail(who, tp_comm.status());
-  auto dp_comm = group(fmt::format("dp{}", tp_rank), dp_rank, dp);
+  auto dp_comm = group(dims.dp_group(), dims.dp_rank(), dims.dp());
   if (!dp_comm.ok()) return fail(who, dp_comm.status());
-  DistContext ctx;
-  ctx.rank = rank;
-  ctx.world = world;
-  ctx.world_comm = world_comm->get();
-  ctx.tp_comm = tp_comm->get();
-  ctx.dp_comm = dp_comm->get();
-  Status s = RunTraining(train, stdout, &ctx);
+  RunGroups groups{world_comm->get(), tp_comm->get(), dp_comm->get()};
+  Status s = RunTraining(*plan, stdout, groups);
   if (!s.ok()) {
     if (s.code() == StatusCode::kCancelled) {  // preempted, checkpoint written
       fmt::print(stderr, "lote train: rank {}: {}\n", rank, s.message());
@@ -567,23 +563,17 @@ int RunTrainCommand(const TrainOptions& train, const LaunchOptions& launch,
   Result<LaunchOptions> lo = ResolveLaunch(launch);
   if (!lo.ok()) return fail(lo.status());
   const int world = lo->nnodes * lo->nproc_per_node;
-  // Refuse a layout that cannot work before any rank starts.
-  Result<int64_t> layout = CheckLayout(train, world);
-  if (!layout.ok()) return fail(layout.status());
-  Result<LlamaConfig> config = LlamaConfig::Load(train.config_path);
-  if (!config.ok()) return fail(config.status());
-  Status tp = ValidateTensorParallel(*config, static_cast<int>(train.tensor_parallel_size));
-  if (!tp.ok()) return fail(tp);
+  // Refuse a layout that cannot work before any rank starts (the plan of rank 0; a
+  // single process trains with it).
+  Result<RunPlan> plan = PlanRun(train, world, 0);
+  if (!plan.ok()) return fail(plan.status());
   if (world == 1 || train.plan_only) {
-    DistContext plan;  // the plan of rank 0 of this layout; a single process trains alone
-    plan.world = world;
-    TrainOptions local = train;
     if (!train.plan_only) {
       Result<std::string> dir = LocalDataset(train.data_dir);
       if (!dir.ok()) return fail(dir.status());
-      local.data_dir = *dir;
+      plan->options.data_dir = *dir;
     }
-    Status s = RunTraining(local, stdout, train.plan_only ? &plan : nullptr);
+    Status s = RunTraining(*plan, stdout);
     if (s.code() == StatusCode::kCancelled) {
       fmt::print(stderr, "lote train: {}\n", s.message());
       return kPreemptedExitCode;

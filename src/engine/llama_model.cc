@@ -51,9 +51,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
                                                        int64_t max_seq_len, bool training,
-                                                       TensorParallel tp, Communicator* tp_comm) {
+                                                       const ParallelDims& dims,
+                                                       Communicator* tp_comm) {
   RETURN_IF_ERROR(config.Validate());
-  RETURN_IF_ERROR(ValidateTensorParallel(config, tp.size));
+  const TensorParallel tp = dims.tensor_parallel();
   if (tp.size > 1 &&
       (tp_comm == nullptr || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank)) {
     return Status::InvalidArgument("tensor parallelism needs the group's communicator");
@@ -136,9 +137,13 @@ void LlamaModel::ZeroGrad() {
 }
 
 double LlamaModel::ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B,
-                                   int64_t T, float grad_scale, int64_t* valid_targets) {
+                                   int64_t T, float grad_scale, int64_t* valid_targets,
+                                   const GradReady* ready) {
   LOTE_CHECK_MSG(training_ || grad_scale == 0.0f, "gradients requested from an inference model");
-  return Run(inputs, targets, B, T, grad_scale, nullptr, nullptr, valid_targets);
+  ready_ = ready;
+  const double loss = Run(inputs, targets, B, T, grad_scale, nullptr, nullptr, valid_targets);
+  ready_ = nullptr;
+  return loss;
 }
 
 double LlamaModel::Forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
@@ -260,6 +265,7 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
   Zero(dres, N * C);
   RmsNormBackward(dres, G + layout_.final_norm(), dln, A + acts_.res_final,
                   W + layout_.final_norm(), A + acts_.rstdf, N, C);
+  GradsReady(layout_.final_norm());  // and the LM head's, when untied
   for (int64_t l = c.num_hidden_layers - 1; l >= 0; --l) {
     const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
     const LayerOffsets& w = layout_.layer(l);
@@ -285,6 +291,7 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     MatmulBackward(dln, G + w.wqkv, dqkv, A + acts_.ln, W + w.wqkv, N, C, D);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel q/k/v
     RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
+    GradsReady(w.input_norm);  // the layer's first tensor
   }
   if (tp_comm_ != nullptr) {
     // local_tokens_[0, N) still holds the inputs' shard ids from the forward pass.
@@ -292,6 +299,7 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
   } else {
     EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
   }
+  GradsReady(0);
 }
 
 }  // namespace lote::engine

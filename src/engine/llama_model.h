@@ -5,8 +5,8 @@
 // the caller's contract: tokens and targets in [0, V) (targets may be -1 = ignored),
 // B <= max batch and T <= max sequence length given at Create.
 //
-// Tensor parallel (Megatron): with TensorParallel{rank, size > 1} and the group's
-// Communicator, the model holds only this rank's shard of every tensor (see
+// Tensor parallel (Megatron): with a ParallelDims of TP > 1 and the tensor-parallel
+// group's Communicator, the model holds only this rank's shard of every tensor (see
 // param_layout.h) and all-reduces over the group after the row-parallel o/down
 // projections and the vocabulary-parallel embedding (forward), and after the
 // column-parallel qkv/gate-up projections and the LM head (backward); the
@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "engine/communicator.h"
 #include "engine/llama_config.h"
 #include "engine/memory_plan.h"
+#include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 
 namespace lote::engine {
@@ -32,7 +34,7 @@ class LlamaModel {
   // training=false allocates no gradients (scoring / evaluation only).
   static Result<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config, int64_t max_batch,
                                                     int64_t max_seq_len, bool training,
-                                                    TensorParallel tp = {},
+                                                    const ParallelDims& dims = {},
                                                     Communicator* tp_comm = nullptr);
 
   const LlamaConfig& config() const { return config_; }
@@ -56,11 +58,17 @@ class LlamaModel {
   void InitWeights(uint64_t seed);
   void ZeroGrad();
 
+  // Told during backward that the gradients [begin, num_params()) are complete for this
+  // call, begin decreasing: after the LM head and final norm, after each layer from the
+  // last, and after the embedding (begin 0). A reducer sends them while backward goes on.
+  using GradReady = std::function<void(int64_t begin)>;
+
   // inputs, targets: [B,T]. Returns the mean cross-entropy over targets != -1 (0 if
   // none) and, when grad_scale != 0, adds grad_scale * d(mean loss)/d(params) to
-  // grads(). Sets *valid_targets when non-null.
+  // grads(). Sets *valid_targets when non-null; calls *ready (when non-null) as above.
   double ForwardBackward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
-                         float grad_scale, int64_t* valid_targets = nullptr);
+                         float grad_scale, int64_t* valid_targets = nullptr,
+                         const GradReady* ready = nullptr);
   // Forward only. logprob[B*T] (log p(target), 0 where ignored) and logits[B*T*V] are
   // written when non-null (logits only without tensor parallelism). Returns the mean loss like
   // ForwardBackward.
@@ -74,6 +82,9 @@ class LlamaModel {
   double Run(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, float grad_scale,
              float* logprob, float* logits, int64_t* valid_targets);
   void Backward(const int32_t* inputs, int64_t B, int64_t T);
+  void GradsReady(int64_t begin) const {
+    if (ready_ != nullptr) (*ready_)(begin);
+  }
 
   LlamaConfig config_;
   LlamaConfig shard_;
@@ -89,6 +100,7 @@ class LlamaModel {
   int64_t rope_len_ = 0;               // sequence length the rope tables were built for
   std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
   std::vector<float> ce_sums_;         // [3 * kHeadChunkRows] row max and sums (TP only)
+  const GradReady* ready_ = nullptr;   // during ForwardBackward
 };
 
 }  // namespace lote::engine

@@ -105,7 +105,8 @@ std::string MemoryPlan::ToString() const {
 namespace lote::engine {
 
 MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
-                          int tp, int dp) {
+                          const ParallelDims& dims) {
+  const int tp = dims.tp(), dp = dims.dp();
   const LlamaConfig shard = ShardConfig(config, TensorParallel{0, tp});
   MemoryPlan p = PlanMemory(shard, batch, seq_len, threads, true);
   const int64_t local = ParamLayout(shard).total();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/llama_config.h"
+#include "engine/parallel_dims.h"
 
 namespace lote::engine {
 
@@ -67,12 +68,12 @@ struct MemoryPlan {
 MemoryPlan PlanMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
                       bool training);
 
-// The memory of one rank of a TP x DP run: its parameter and gradient shard (TP rank
-// 0's, the largest), its ZeRO-1 optimizer shard (AdamW m + v over 1/DP of them, plus
+// The memory of one rank of a TP x DP run (dims): its parameter and gradient shard (TP
+// rank 0's, the largest), its ZeRO-1 optimizer shard (AdamW m + v over 1/DP of them, plus
 // the reduce-scatter's receive buffer) and its activations (its heads and MLP rows;
 // the residual stream is whole on every rank). With tp = dp = 1, PlanMemory.
 MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
-                          int tp, int dp);
+                          const ParallelDims& dims);
 
 // "6.74 B", "60.1 M"
 std::string HumanCount(double n);

@@ -8,23 +8,6 @@
 
 namespace lote::engine {
 
-Status ValidateTensorParallel(const LlamaConfig& c, int tp) {
-  if (tp < 1)
-    return Status::InvalidArgument(fmt::format("--tensor-parallel-size {} must be >= 1", tp));
-  if (c.num_attention_heads % tp != 0 || c.num_key_value_heads % tp != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "--tensor-parallel-size {} does not divide the model's attention heads ({} heads, {} "
-        "key/value heads); choose a size that divides both",
-        tp, c.num_attention_heads, c.num_key_value_heads));
-  }
-  if (c.vocab_size < tp || c.intermediate_size < tp) {
-    return Status::InvalidArgument(
-        fmt::format("--tensor-parallel-size {} exceeds the vocabulary ({}) or the MLP width ({})",
-                    tp, c.vocab_size, c.intermediate_size));
-  }
-  return Status::Ok();
-}
-
 LlamaConfig ShardConfig(const LlamaConfig& c, TensorParallel tp) {
   if (tp.size == 1) return c;
   LlamaConfig s = c;

@@ -45,14 +45,13 @@ struct LayerOffsets {
   int64_t wdown;       // [C, I]
 };
 
+// One rank's coordinates in its tensor-parallel group. A valid layout comes from
+// ParallelDims (parallel_dims.h), which checks it against the model; a checkpoint's
+// recorded layout was checked when it was written.
 struct TensorParallel {
   int rank = 0;
   int size = 1;
 };
-
-// The layouts that can be made: heads and key/value heads divisible by the TP size,
-// and at least one vocabulary row and MLP row per rank. The message names the numbers.
-Status ValidateTensorParallel(const LlamaConfig& config, int tp_size);
 
 // The model as one TP rank sees it: its share of heads, key/value heads, MLP width and
 // vocabulary (explicit head_dim). With size 1, the config itself.

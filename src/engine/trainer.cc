@@ -20,6 +20,7 @@
 #include "engine/communicator.h"
 #include "engine/compile_cache.h"
 #include "engine/cpu_kernels.h"
+#include "engine/grad_reducer.h"
 #include "engine/indexed_dataset.h"
 #include "engine/llama_config.h"
 #include "engine/llama_model.h"
@@ -118,28 +119,6 @@ Status CheckTokens(const std::vector<int32_t>& tokens, int64_t vocab) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<int64_t> CheckLayout(const TrainOptions& o, int world) {
-  RETURN_IF_ERROR(CheckOptions(o));
-  const int64_t tp = o.tensor_parallel_size;
-  if (tp < 1 || world % tp != 0) {
-    return Status::InvalidArgument(
-        fmt::format("--tensor-parallel-size {} does not divide the {} ranks of the job (nodes x "
-                    "--nproc-per-node); data parallel = ranks / tensor parallel must be whole",
-                    tp, world));
-  }
-  const int64_t dp = world / tp;
-  if (o.global_batch_size <= 0) return o.grad_accum_steps;
-  if (o.global_batch_size % (o.batch_size * dp) != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "--global-batch-size {} is not a multiple of micro batch {} x data parallel {}; "
-        "gradient accumulation = global / (micro x DP) must be whole",
-        o.global_batch_size, o.batch_size, dp));
-  }
-  return o.global_batch_size / (o.batch_size * dp);
-}
-
 // A precompile run (the recipe's DO_PRE_COMPILATION job): at most 2 steps, no
 // checkpoint, resume or output; it exists to check everything and record the plan.
 TrainOptions PrecompileOptions(TrainOptions o) {
@@ -154,186 +133,390 @@ TrainOptions PrecompileOptions(TrainOptions o) {
   return o;
 }
 
-Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContext* dist) {
-  if (options.precompile && options.compile_cache.empty()) {
-    return Status::InvalidArgument("--precompile true needs --compile-cache URI to record into");
+// Gradients are reduce-scattered over DP in buckets of this many floats (16 MiB) while
+// backward runs (grad_reducer.h).
+constexpr int64_t kGradBucketFloats = int64_t{1} << 22;
+
+// What one optimizer step measured.
+struct StepResult {
+  double loss = 0, norm = 0, lr = 0;
+  bool preempted = false;
+};
+
+// One process of a run: set-up steps, then the step loop, then the outputs. Each
+// method is one named step of RunTraining; members are what the steps share.
+class Trainer {
+ public:
+  Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups);
+  ~Trainer() {
+    if (devnull_ != nullptr) std::fclose(devnull_);
   }
-  const TrainOptions o = PrecompileOptions(options);
-  if (o.precompile) {
-    fmt::print(out,
+
+  Status PrintPlanOnly();
+  Status OpenData();
+  Status BuildModel();
+  Status OpenCheckpoints();
+  Status Resume();
+  Status MeasurePeak();
+  Status Train();
+  Status Finish();
+
+ private:
+  Result<std::string> ResumeUri();
+  Status RecordPlan();
+  Result<StepResult> Step(int64_t step);
+  Status UpdateWeights(int64_t step, StepResult* r);
+  Status Checkpoint(int64_t step);
+  void FillSnapshot(int64_t step, TrainState& st);
+  void Log(int64_t step, const StepResult& r);
+  Status MaybeEvaluate(int64_t step);
+  Result<double> Evaluate();
+  Json Metrics(double total_s, int64_t steps_run) const;
+  double ExposedCommSeconds() const;
+  Result<std::vector<float>> WholeParams();
+
+  const TrainOptions& o_;
+  const LlamaConfig& config_;
+  const ParallelDims dims_;
+  const int64_t accum_;
+  std::FILE* out_;
+  std::FILE* devnull_ = nullptr;
+  std::unique_ptr<Communicator> solo_world_, solo_tp_, solo_dp_;
+  Communicator* world_;
+  Communicator* tp_;
+  Communicator* dp_;
+  int threads_ = 1;
+  int64_t B_ = 0, T_ = 0;
+  std::unique_ptr<IndexedDataset> data_;
+  std::unique_ptr<BatchSampler> sampler_;
+  MemoryPlan memory_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<AdamW> adamw_;
+  Range shard_;                           // ZeRO-1: this DP rank's part of the flat buffer
+  std::vector<int64_t> dp_counts_;        // every DP rank's shard size
+  std::vector<Range> norm_ranges_;        // of the shard, counted in the global gradient norm
+  std::unique_ptr<GradReducer> reducer_;  // DP > 1: the overlapped reduce-scatter
+  std::vector<int32_t> inputs_, targets_;
+  // Checkpoints.
+  std::string job_id_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  int64_t first_step_ = 1;
+  double checkpoint_block_s_ = 0.0;         // training time spent taking snapshots
+  Json checkpoint_blocks_ = Json::array();  // per checkpoint
+  int64_t checkpoints_ = 0;
+  // The compile cache and the MFU denominator.
+  Json shape_;
+  std::optional<CompilePlan> cached_;
+  double peak_ = 0;
+  // Progress.
+  Json losses_ = Json::array(), val_losses_ = Json::array(), step_times_ = Json::array(),
+       step_cpu_ = Json::array();
+  double last_loss_ = 0, last_val_ = std::nan(""), peak_tps_ = 0;
+  double step_s_ = 0, step_comm_s_ = 0;  // summed over steps: wall, and exposed communication
+  Clock::time_point start_, interval_start_;
+  int64_t interval_steps_ = 0;
+};
+
+Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
+    : o_(plan.options), config_(plan.config), dims_(plan.dims), accum_(plan.accum), out_(out) {
+  world_ = groups.world != nullptr ? groups.world
+                                   : (solo_world_ = MakeSingleProcessCommunicator()).get();
+  tp_ = groups.tp != nullptr ? groups.tp : (solo_tp_ = MakeSingleProcessCommunicator()).get();
+  dp_ = groups.dp != nullptr ? groups.dp : (solo_dp_ = MakeSingleProcessCommunicator()).get();
+  // Only rank 0 speaks; the others' lines go nowhere (errors still reach stderr).
+  if (dims_.rank() != 0) out_ = devnull_ = std::fopen("/dev/null", "w");
+  InitCpuBackend(o_.threads);
+  threads_ = CpuThreads();
+  if (o_.precompile) {
+    fmt::print(out_,
                "precompile: {} steps to check the config, data, layout and memory plan, and "
                "record the plan in {}\n",
-               o.max_steps, o.compile_cache);
+               o_.max_steps, o_.compile_cache);
   }
-  const DistContext single;
-  const DistContext& d = dist != nullptr ? *dist : single;
-  std::unique_ptr<Communicator> solo_tp, solo_dp, solo_world;
-  Communicator* world_comm = d.world_comm;
-  Communicator* tp_comm = d.tp_comm;
-  Communicator* dp_comm = d.dp_comm;
-  if (world_comm == nullptr) world_comm = (solo_world = MakeSingleProcessCommunicator()).get();
-  if (tp_comm == nullptr) tp_comm = (solo_tp = MakeSingleProcessCommunicator()).get();
-  if (dp_comm == nullptr) dp_comm = (solo_dp = MakeSingleProcessCommunicator()).get();
-  ASSIGN_OR_RETURN(const int64_t accum, CheckLayout(o, d.world));
-  const int tp = static_cast<int>(o.tensor_parallel_size);
-  const int dp = d.world / tp;
-  const int tp_rank = d.rank % tp, dp_rank = d.rank / tp;
-  // Only rank 0 speaks; the others' lines go nowhere (errors still reach stderr).
-  std::FILE* devnull = nullptr;
-  if (d.rank != 0) {
-    devnull = std::fopen("/dev/null", "w");
-    out = devnull;
-  }
-  struct Closer {
-    std::FILE* f;
-    ~Closer() {
-      if (f != nullptr) std::fclose(f);
-    }
-  } closer{devnull};
-
-  InitCpuBackend(o.threads);
-  ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::Load(o.config_path));
-  RETURN_IF_ERROR(ValidateTensorParallel(config, tp));
-  const int threads = CpuThreads();
-  fmt::print(out,
+  fmt::print(out_,
              "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
              "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank\n",
-             HumanCount(static_cast<double>(config.NumParameters())), config.num_hidden_layers,
-             config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-             config.vocab_size, d.world, tp, dp, threads);
-  if (o.plan_only) {
-    const int64_t T = o.seq_len > 0 ? o.seq_len : config.max_position_embeddings;
-    const MemoryPlan plan = PlanRankMemory(config, o.batch_size, T, threads, tp, dp);
-    fmt::print(out, "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {}:\n{}",
-               config.NumParameters(), HumanCount(static_cast<double>(config.NumParameters())),
-               o.batch_size, T, plan.ToString());
-    std::fflush(out);
-    return Status::Ok();
-  }
+             HumanCount(static_cast<double>(config_.NumParameters())), config_.num_hidden_layers,
+             config_.hidden_size, config_.num_attention_heads, config_.num_key_value_heads,
+             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_);
+}
 
-  ASSIGN_OR_RETURN(auto data, IndexedDataset::Open(o.data_dir));
-  if (data->vocab_size() > config.vocab_size) {
+Status Trainer::PrintPlanOnly() {
+  const int64_t T = o_.seq_len > 0 ? o_.seq_len : config_.max_position_embeddings;
+  const MemoryPlan plan = PlanRankMemory(config_, o_.batch_size, T, threads_, dims_);
+  fmt::print(out_, "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {}:\n{}",
+             config_.NumParameters(), HumanCount(static_cast<double>(config_.NumParameters())),
+             o_.batch_size, T, plan.ToString());
+  std::fflush(out_);
+  return Status::Ok();
+}
+
+// The dataset, the sequence length and the sampler; prints the memory plan.
+Status Trainer::OpenData() {
+  ASSIGN_OR_RETURN(data_, IndexedDataset::Open(o_.data_dir));
+  if (data_->vocab_size() > config_.vocab_size) {
     return Status::InvalidArgument(
         fmt::format("dataset {} has vocab_size {} but the model config has {}; use a config whose "
                     "vocab_size is at least the tokenizer's",
-                    o.data_dir, data->vocab_size(), config.vocab_size));
+                    o_.data_dir, data_->vocab_size(), config_.vocab_size));
   }
-  const int64_t T =
-      o.seq_len > 0 ? o.seq_len : std::min(data->block_size(), config.max_position_embeddings);
-  if (T > config.max_position_embeddings) {
+  T_ = o_.seq_len > 0 ? o_.seq_len : std::min(data_->block_size(), config_.max_position_embeddings);
+  if (T_ > config_.max_position_embeddings) {
     return Status::InvalidArgument(
         fmt::format("--seq-len {} exceeds the model's max_position_embeddings {}; lower --seq-len",
-                    T, config.max_position_embeddings));
+                    T_, config_.max_position_embeddings));
   }
-  ASSIGN_OR_RETURN(auto sampler, BatchSampler::Create(data.get(), T, o.val_fraction, o.seed));
-  const int64_t B = o.batch_size;
-  const MemoryPlan plan = PlanRankMemory(config, B, T, threads, tp, dp);
-  fmt::print(out, "memory plan per rank (micro batch {} x seq {}):\n{}", B, T, plan.ToString());
-  fmt::print(out, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
-             data->num_sequences(), data->block_size(), sampler->num_train_samples(),
-             sampler->num_val_samples());
-  fmt::print(out,
+  ASSIGN_OR_RETURN(sampler_, BatchSampler::Create(data_.get(), T_, o_.val_fraction, o_.seed));
+  B_ = o_.batch_size;
+  inputs_.resize(static_cast<size_t>(B_ * T_));
+  targets_.resize(static_cast<size_t>(B_ * T_));
+  memory_ = PlanRankMemory(config_, B_, T_, threads_, dims_);
+  fmt::print(out_, "memory plan per rank (micro batch {} x seq {}):\n{}", B_, T_,
+             memory_.ToString());
+  fmt::print(out_, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
+             data_->num_sequences(), data_->block_size(), sampler_->num_train_samples(),
+             sampler_->num_val_samples());
+  fmt::print(out_,
              "global batch {} sequences = micro batch {} x {} accumulation x {} data parallel\n",
-             B * accum * dp, B, accum, dp);
-  std::fflush(out);
+             B_ * accum_ * dims_.dp(), B_, accum_, dims_.dp());
+  std::fflush(out_);
+  return Status::Ok();
+}
 
-  ASSIGN_OR_RETURN(auto model, LlamaModel::Create(config, B, T, true, TensorParallel{tp_rank, tp},
-                                                  tp > 1 ? tp_comm : nullptr));
-  if (o.init_weights.empty()) {
-    model->InitWeights(o.seed);
+// The model (this TP rank's shard), its initial weights, and AdamW over this DP
+// rank's ZeRO-1 shard.
+Status Trainer::BuildModel() {
+  ASSIGN_OR_RETURN(
+      model_, LlamaModel::Create(config_, B_, T_, true, dims_, dims_.tp() > 1 ? tp_ : nullptr));
+  if (o_.init_weights.empty()) {
+    model_->InitWeights(o_.seed);
   } else {
-    RETURN_IF_ERROR(LoadWeights(model.get(), o.init_weights));
-    fmt::print(out, "initial weights from {}\n", o.init_weights);
+    RETURN_IF_ERROR(LoadWeights(model_.get(), o_.init_weights));
+    fmt::print(out_, "initial weights from {}\n", o_.init_weights);
   }
-  // ZeRO-1: this DP rank's shard of the flat buffer.
-  const std::vector<int64_t> dp_counts = EvenCounts(model->num_params(), dp);
-  const Range shard = EvenSplit(model->num_params(), dp, dp_rank);
+  dp_counts_ = dims_.ZeroCounts(model_->num_params());
+  shard_ = dims_.ZeroShard(model_->num_params());
   AdamWOptions adam_opts;
-  adam_opts.weight_decay = static_cast<float>(o.weight_decay);
-  AdamW adamw(model->layout(), adam_opts, shard.begin, shard.end);
+  adam_opts.weight_decay = static_cast<float>(o_.weight_decay);
+  adamw_ = std::make_unique<AdamW>(model_->layout(), adam_opts, shard_.begin, shard_.end);
+  if (dims_.dp() > 1) reducer_ = std::make_unique<GradReducer>(dp_, dp_counts_, kGradBucketFloats);
   // Ranges of the shard that count towards the global gradient norm: everything on TP
   // rank 0; on the others only the TP-sharded tensors (replicated ones are counted once).
-  std::vector<Range> norm_ranges;
-  for (const TensorSpec& t : model->layout().tensors()) {
-    if (tp_rank != 0 && t.replicated()) continue;
-    const int64_t b = std::max(t.offset, shard.begin), e = std::min(t.offset + t.numel, shard.end);
-    if (b < e) norm_ranges.push_back({b, e});
+  for (const TensorSpec& t : model_->layout().tensors()) {
+    if (dims_.tp_rank() != 0 && t.replicated()) continue;
+    const int64_t b = std::max(t.offset, shard_.begin);
+    const int64_t e = std::min(t.offset + t.numel, shard_.end);
+    if (b < e) norm_ranges_.push_back({b, e});
   }
+  return Status::Ok();
+}
 
-  // Checkpoints and resume.
-  const RankPlace place{d.rank, d.world, tp_rank, tp, dp_rank, dp};
-  const std::string job_id = o.job_id.empty() ? DefaultJobId() : o.job_id;
-  std::unique_ptr<CheckpointWriter> writer;
-  int64_t first_step = 1;
-  if (!o.checkpoint_uri.empty()) {
-    CheckpointOptions co;
-    co.uri = o.checkpoint_uri;
-    co.job_id = job_id;
-    co.keep = o.keep_checkpoints;
-    ASSIGN_OR_RETURN(writer, CheckpointWriter::Create(co, config, place));
-    // The snapshot buffer's pages are touched now, not at the first checkpoint (a fresh
-    // 700 MB buffer costs ~1 s of page faults; a warm one ~50 ms to fill).
-    ASSIGN_OR_RETURN(TrainState * buffer, writer->Snapshot());
-    buffer->params.assign(static_cast<size_t>(model->num_params()), 0.0f);
-    buffer->exp_avg.assign(static_cast<size_t>(shard.size()), 0.0f);
-    buffer->exp_avg_sq.assign(static_cast<size_t>(shard.size()), 0.0f);
-    std::signal(SIGTERM, OnPreempt);  // cooperative preemption: checkpoint, then exit
+Status Trainer::OpenCheckpoints() {
+  job_id_ = o_.job_id.empty() ? DefaultJobId() : o_.job_id;
+  if (o_.checkpoint_uri.empty()) return Status::Ok();
+  CheckpointOptions co;
+  co.uri = o_.checkpoint_uri;
+  co.job_id = job_id_;
+  co.keep = o_.keep_checkpoints;
+  ASSIGN_OR_RETURN(writer_, CheckpointWriter::Create(co, config_, dims_));
+  // The snapshot buffer's pages are touched now, not at the first checkpoint (a fresh
+  // 700 MB buffer costs ~1 s of page faults; a warm one ~50 ms to fill).
+  ASSIGN_OR_RETURN(TrainState * buffer, writer_->Snapshot());
+  buffer->params.assign(static_cast<size_t>(model_->num_params()), 0.0f);
+  buffer->exp_avg.assign(static_cast<size_t>(shard_.size()), 0.0f);
+  buffer->exp_avg_sq.assign(static_cast<size_t>(shard_.size()), 0.0f);
+  std::signal(SIGTERM, OnPreempt);  // cooperative preemption: checkpoint, then exit
+  return Status::Ok();
+}
+
+// The step folder --resume names ("" = start from step 1).
+Result<std::string> Trainer::ResumeUri() {
+  std::string resume = o_.resume;
+  if (resume.empty()) resume = (JobAttempt() > 1 && !o_.checkpoint_uri.empty()) ? "latest" : "none";
+  if (resume == "none") return std::string();
+  if (resume == "latest") {
+    if (o_.checkpoint_uri.empty()) {
+      return Status::InvalidArgument("--resume latest needs --checkpoint-uri");
+    }
+    Result<std::string> latest = LatestCheckpoint(o_.checkpoint_uri, job_id_);
+    if (!latest.ok() && !latest.status().IsNotFound()) return latest.status();
+    if (latest.ok()) return *latest;
+    fmt::print(out_, "no checkpoint under {}/{} yet: starting from step 1\n", o_.checkpoint_uri,
+               job_id_);
+    return std::string();
   }
-  std::string resume = o.resume;
-  const bool implicit = resume.empty();
-  if (implicit) resume = (JobAttempt() > 1 && !o.checkpoint_uri.empty()) ? "latest" : "none";
-  if (resume != "none") {
-    std::string step_uri = resume;
-    if (resume == "latest") {
-      if (o.checkpoint_uri.empty()) {
-        return Status::InvalidArgument("--resume latest needs --checkpoint-uri");
-      }
-      Result<std::string> latest = LatestCheckpoint(o.checkpoint_uri, job_id);
-      if (!latest.ok() && !latest.status().IsNotFound()) return latest.status();
-      step_uri = latest.ok() ? *latest : "";
-      if (step_uri.empty()) {
-        fmt::print(out, "no checkpoint under {}/{} yet: starting from step 1\n", o.checkpoint_uri,
-                   job_id);
-      }
-    }
-    int64_t named_step = 0;
-    if (resume != "latest" && !IsStepFolder(resume, &named_step)) {
-      // A job's folder of checkpoints (e.g. another job's): its latest complete one.
-      std::string folder = resume;
-      while (!folder.empty() && folder.back() == '/') folder.pop_back();
-      const size_t slash = folder.rfind('/');
-      if (slash == std::string::npos) {
-        return Status::InvalidArgument("--resume " + resume +
-                                       ": expected latest, none, a step_<N> URI or a job's "
-                                       "checkpoint folder URI");
-      }
-      Result<std::string> latest =
-          LatestCheckpoint(folder.substr(0, slash), folder.substr(slash + 1));
-      if (!latest.ok()) {
-        return Status::NotFound("--resume " + resume + ": no complete checkpoint there (" +
-                                latest.status().message() + ")");
-      }
-      step_uri = *latest;
-    }
-    if (!step_uri.empty()) {
-      ASSIGN_OR_RETURN(TrainState st,
-                       LoadCheckpoint(step_uri, config, place, shard.begin, shard.end));
-      std::copy(st.params.begin(), st.params.end(), model->params());
-      std::copy(st.exp_avg.begin(), st.exp_avg.end(), adamw.m());
-      std::copy(st.exp_avg_sq.begin(), st.exp_avg_sq.end(), adamw.v());
-      adamw.set_steps(st.adam_step);
-      SamplerState restored;
-      restored.epoch = static_cast<uint64_t>(st.sampler_epoch);
-      restored.position = st.sampler_position;
-      RETURN_IF_ERROR(sampler->Restore(restored));
-      first_step = st.step + 1;
-      fmt::print(out,
-                 "resumed from {} (step {}, made with tensor parallel {} x data parallel {})\n",
-                 step_uri, st.step, st.train.value("tensor_parallel", 0),
-                 st.train.value("data_parallel", 0));
+  int64_t named_step = 0;
+  if (IsStepFolder(resume, &named_step)) return resume;
+  // A job's folder of checkpoints (e.g. another job's): its latest complete one.
+  std::string folder = resume;
+  while (!folder.empty() && folder.back() == '/') folder.pop_back();
+  const size_t slash = folder.rfind('/');
+  if (slash == std::string::npos) {
+    return Status::InvalidArgument("--resume " + resume +
+                                   ": expected latest, none, a step_<N> URI or a job's "
+                                   "checkpoint folder URI");
+  }
+  Result<std::string> latest = LatestCheckpoint(folder.substr(0, slash), folder.substr(slash + 1));
+  if (!latest.ok()) {
+    return Status::NotFound("--resume " + resume + ": no complete checkpoint there (" +
+                            latest.status().message() + ")");
+  }
+  return *latest;
+}
+
+// Parameters, AdamW moments and step, and the sampler's position, from a checkpoint.
+Status Trainer::Resume() {
+  ASSIGN_OR_RETURN(const std::string step_uri, ResumeUri());
+  if (step_uri.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(TrainState st, LoadCheckpoint(step_uri, config_, dims_));
+  std::copy(st.params.begin(), st.params.end(), model_->params());
+  std::copy(st.exp_avg.begin(), st.exp_avg.end(), adamw_->m());
+  std::copy(st.exp_avg_sq.begin(), st.exp_avg_sq.end(), adamw_->v());
+  adamw_->set_steps(st.adam_step);
+  SamplerState restored;
+  restored.epoch = static_cast<uint64_t>(st.sampler_epoch);
+  restored.position = st.sampler_position;
+  RETURN_IF_ERROR(sampler_->Restore(restored));
+  first_step_ = st.step + 1;
+  fmt::print(out_, "resumed from {} (step {}, made with tensor parallel {} x data parallel {})\n",
+             step_uri, st.step, st.train.value("tensor_parallel", 0),
+             st.train.value("data_parallel", 0));
+  return Status::Ok();
+}
+
+// The GEMM peak (the MFU denominator): --peak-gflops, the compile cache's, or measured
+// now; every rank uses rank 0's.
+Status Trainer::MeasurePeak() {
+  shape_ = CompileShape(config_, dims_.tp(), dims_.dp(), B_, T_, threads_);
+  if (!o_.compile_cache.empty() && !o_.precompile) {
+    ASSIGN_OR_RETURN(cached_, LookupCompilePlan(o_.compile_cache, shape_));
+    if (cached_) {
+      fmt::print(out_,
+                 "compile cache: found the plan recorded by job {} at {} ({}): GEMM peak {:.1f} "
+                 "GFLOP/s, not measured again\n",
+                 cached_->recorded_by, cached_->uri, cached_->created_at,
+                 cached_->gemm_peak_gflops);
+    } else {
+      fmt::print(out_,
+                 "compile cache: no plan for this model, layout and shape under {} (a "
+                 "DO_PRE_COMPILATION run records one): measuring now\n",
+                 o_.compile_cache);
     }
   }
-  // Fills the writer's snapshot buffer: the only time training waits for a checkpoint.
+  peak_ = o_.peak_gflops > 0 ? o_.peak_gflops
+          : cached_          ? cached_->gemm_peak_gflops
+                             : MeasureGemmPeakGflops();
+  if (dims_.world() > 1) {
+    double buf[1] = {dims_.rank() == 0 ? peak_ : 0.0};
+    RETURN_IF_ERROR(world_->AllReduce(buf, 1, ReduceOp::kSum));
+    peak_ = buf[0];
+  }
+  fmt::print(out_, "GEMM peak {:.1f} GFLOP/s per rank (MFU denominator: x {} ranks)\n", peak_,
+             dims_.world());
+  // A main run that found no plan records one at once (a failure to write is only a
+  // warning); a precompile run records it once its steps have succeeded (Finish).
+  if (!o_.compile_cache.empty() && !cached_ && !o_.precompile && dims_.rank() == 0) {
+    if (Status st = RecordPlan(); !st.ok()) {
+      fmt::print(out_, "warning: compile cache: {} (training goes on)\n", st.message());
+    }
+  }
+  return Status::Ok();
+}
+
+Status Trainer::RecordPlan() {
+  CompilePlan record;
+  record.shape = shape_;
+  record.gemm_peak_gflops = peak_;
+  record.memory_plan = MemoryPlanJson(memory_);
+  record.recorded_by = job_id_;
+  ASSIGN_OR_RETURN(std::string at, RecordCompilePlan(o_.compile_cache, record));
+  fmt::print(out_, "compile cache: recorded the plan (GEMM peak, memory plan) at {}\n", at);
+  return Status::Ok();
+}
+
+// The validation loss over --eval-batches micro batches, split over the DP ranks.
+Result<double> Trainer::Evaluate() {
+  const int64_t n = std::min(sampler_->num_val_samples(), o_.eval_batches * B_);
+  double acc[2] = {0.0, 0.0};  // loss sum, targets
+  for (int64_t i = 0, micro = 0; i < n; i += B_, ++micro) {
+    if (micro % dims_.dp() != dims_.dp_rank()) continue;
+    const int64_t b = std::min(B_, n - i);
+    for (int64_t j = 0; j < b; ++j) {
+      sampler_->ValSample(i + j, inputs_.data() + j * T_, targets_.data() + j * T_);
+    }
+    int64_t valid = 0;
+    const double loss =
+        model_->ForwardBackward(inputs_.data(), targets_.data(), b, T_, 0.0f, &valid);
+    acc[0] += loss * static_cast<double>(valid);
+    acc[1] += static_cast<double>(valid);
+  }
+  RETURN_IF_ERROR(model_->comm_status());
+  RETURN_IF_ERROR(dp_->AllReduce(acc, 2, ReduceOp::kSum));
+  return acc[1] > 0 ? acc[0] / acc[1] : std::nan("");
+}
+
+// Forward and backward of this DP rank's micro batches [d*A, (d+1)*A) of the global
+// batch (every rank draws the whole batch in one order), then the update. With DP > 1
+// the last micro batch's backward hands finished gradients to the reducer as it goes.
+Result<StepResult> Trainer::Step(int64_t step) {
+  model_->ZeroGrad();
+  const float micro_scale = 1.0f / static_cast<float>(accum_ * dims_.dp());
+  const int64_t last_micro = (dims_.dp_rank() + 1) * accum_ - 1;
+  const LlamaModel::GradReady ready = [this](int64_t begin) { reducer_->Ready(begin); };
+  if (reducer_ != nullptr) reducer_->Begin(model_->grads());
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < accum_ * dims_.dp(); ++micro) {
+    if (micro / accum_ != dims_.dp_rank()) {
+      sampler_->SkipTrainBatch(B_);
+      continue;
+    }
+    sampler_->NextTrainBatch(B_, inputs_.data(), targets_.data());
+    RETURN_IF_ERROR(CheckTokens(inputs_, config_.vocab_size));
+    RETURN_IF_ERROR(CheckTokens(targets_, config_.vocab_size));
+    const bool hook = reducer_ != nullptr && micro == last_micro;
+    loss_sum += model_->ForwardBackward(inputs_.data(), targets_.data(), B_, T_, micro_scale,
+                                        nullptr, hook ? &ready : nullptr);
+  }
+  const Status reduced = reducer_ != nullptr ? reducer_->Finish() : Status::Ok();
+  RETURN_IF_ERROR(model_->comm_status());
+  RETURN_IF_ERROR(reduced);
+  RETURN_IF_ERROR(dp_->AllReduce(&loss_sum, 1, ReduceOp::kSum));
+  StepResult r;
+  r.loss = loss_sum / static_cast<double>(accum_ * dims_.dp());
+  if (!std::isfinite(r.loss)) {
+    return NonFiniteError(step, "the loss", r.loss, *model_, model_->grads());
+  }
+  RETURN_IF_ERROR(UpdateWeights(step, &r));
+  return r;
+}
+
+// ZeRO-1: the gradients reduce-scattered over DP (by the reducer, when there is one),
+// the global norm over the world, clip, AdamW on this rank's shard, all-gather the
+// updated shards.
+Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
+  float* params = model_->params();
+  float* grads = model_->grads();
+  if (reducer_ == nullptr) RETURN_IF_ERROR(dp_->ReduceScatter(grads, dp_counts_));
+  double ss = 0.0;
+  for (const Range& range : norm_ranges_) ss += SumOfSquares(grads, range.begin, range.end);
+  // The norm's all-reduce also carries "a rank was asked to stop" (SIGTERM), so
+  // every rank agrees to stop after this step.
+  double reduce[2] = {ss, g_preempt.load() ? 1.0 : 0.0};
+  RETURN_IF_ERROR(world_->AllReduce(reduce, 2, ReduceOp::kSum));
+  r->norm = std::sqrt(reduce[0]);
+  r->preempted = writer_ != nullptr && reduce[1] > 0;
+  if (!std::isfinite(r->norm)) {
+    return NonFiniteError(step, "the gradient norm", r->norm, *model_, grads);
+  }
+  const double coef = ClipCoefficient(r->norm, o_.grad_clip);
+  r->lr = LearningRate(step, o_.warmup_steps, o_.max_steps, o_.lr);
+  adamw_->Step(params, grads, static_cast<float>(r->lr),
+               coef < 1.0 ? static_cast<float>(coef) : 1.0f);
+  return dp_->AllGather(params, dp_counts_);
+}
+
+// Fills the writer's snapshot buffer: the only time training waits for a checkpoint.
+void Trainer::FillSnapshot(int64_t step, TrainState& st) {
   auto parallel_copy = [](const float* from, int64_t n, std::vector<float>* to) {
     to->resize(static_cast<size_t>(n));
     float* dst = to->data();
@@ -344,313 +527,265 @@ Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContex
       std::copy(from + b, from + e, dst + b);
     }
   };
-  auto snapshot = [&](int64_t step, TrainState& st) {
-    st.step = step;
-    st.adam_step = adamw.steps();
-    st.sampler_epoch = sampler->state().epoch;
-    st.sampler_position = sampler->state().position;
-    parallel_copy(model->params(), model->num_params(), &st.params);
-    parallel_copy(adamw.m(), shard.size(), &st.exp_avg);
-    parallel_copy(adamw.v(), shard.size(), &st.exp_avg_sq);
-    st.shard_begin = shard.begin;
-    st.shard_end = shard.end;
-    st.train = Json{{"seed", o.seed},
-                    {"lr", o.lr},
-                    {"warmup_steps", o.warmup_steps},
-                    {"max_steps", o.max_steps},
-                    {"global_batch_size", B * accum * dp},
-                    {"micro_batch_size", B},
-                    {"seq_len", T},
-                    {"grad_clip", o.grad_clip},
-                    {"weight_decay", o.weight_decay},
-                    {"tensor_parallel", tp},
-                    {"data_parallel", dp}};
-  };
-  double checkpoint_block_s = 0.0;         // training time spent taking snapshots
-  Json checkpoint_blocks = Json::array();  // per checkpoint
-  int64_t checkpoints = 0;
+  st.step = step;
+  st.adam_step = adamw_->steps();
+  st.sampler_epoch = static_cast<int64_t>(sampler_->state().epoch);
+  st.sampler_position = sampler_->state().position;
+  parallel_copy(model_->params(), model_->num_params(), &st.params);
+  parallel_copy(adamw_->m(), shard_.size(), &st.exp_avg);
+  parallel_copy(adamw_->v(), shard_.size(), &st.exp_avg_sq);
+  st.shard_begin = shard_.begin;
+  st.shard_end = shard_.end;
+  st.train = Json{{"seed", o_.seed},
+                  {"lr", o_.lr},
+                  {"warmup_steps", o_.warmup_steps},
+                  {"max_steps", o_.max_steps},
+                  {"global_batch_size", B_ * accum_ * dims_.dp()},
+                  {"micro_batch_size", B_},
+                  {"seq_len", T_},
+                  {"grad_clip", o_.grad_clip},
+                  {"weight_decay", o_.weight_decay},
+                  {"tensor_parallel", dims_.tp()},
+                  {"data_parallel", dims_.dp()}};
+}
 
-  // The compile cache: a plan recorded for this shape gives the GEMM peak
-  // without measuring it again (every rank reads the same entry).
-  const Json shape = CompileShape(config, tp, dp, B, T, threads);
-  std::optional<CompilePlan> cached;
-  if (!o.compile_cache.empty() && !o.precompile) {
-    ASSIGN_OR_RETURN(cached, LookupCompilePlan(o.compile_cache, shape));
-    if (cached) {
-      fmt::print(out,
-                 "compile cache: found the plan recorded by job {} at {} ({}): GEMM peak {:.1f} "
-                 "GFLOP/s, not measured again\n",
-                 cached->recorded_by, cached->uri, cached->created_at, cached->gemm_peak_gflops);
-    } else {
-      fmt::print(out,
-                 "compile cache: no plan for this model, layout and shape under {} (a "
-                 "DO_PRE_COMPILATION run records one): measuring now\n",
-                 o.compile_cache);
-    }
-  }
-  double peak = o.peak_gflops > 0 ? o.peak_gflops
-                : cached          ? cached->gemm_peak_gflops
-                                  : MeasureGemmPeakGflops();
-  {
-    double p = peak;  // every rank uses rank 0's measurement
-    if (d.world > 1) {
-      double buf[1] = {d.rank == 0 ? p : 0.0};
-      RETURN_IF_ERROR(world_comm->AllReduce(buf, 1, ReduceOp::kSum));
-      p = buf[0];
-    }
-    peak = p;
-  }
-  fmt::print(out, "GEMM peak {:.1f} GFLOP/s per rank (MFU denominator: x {} ranks)\n", peak,
-             d.world);
-  // Rank 0 records the plan: a main run that found none at once (a failure to
-  // write is only a warning), a precompile run once its steps have succeeded.
-  auto record_plan = [&]() -> Status {
-    CompilePlan record;
-    record.shape = shape;
-    record.gemm_peak_gflops = peak;
-    record.memory_plan = MemoryPlanJson(plan);
-    record.recorded_by = job_id;
-    ASSIGN_OR_RETURN(std::string at, RecordCompilePlan(o.compile_cache, record));
-    fmt::print(out, "compile cache: recorded the plan (GEMM peak, memory plan) at {}\n", at);
-    return Status::Ok();
-  };
-  if (!o.compile_cache.empty() && !cached && !o.precompile && d.rank == 0) {
-    if (Status st = record_plan(); !st.ok()) {
-      fmt::print(out, "warning: compile cache: {} (training goes on)\n", st.message());
-    }
-  }
-  const double flops_per_token = config.TrainFlopsPerToken(T);
-  const int64_t tokens_per_step = B * T * accum * dp;
-  const double job_peak = peak * 1e9 * d.world;
+Status Trainer::Checkpoint(int64_t step) {
+  const auto t0 = Clock::now();
+  ASSIGN_OR_RETURN(TrainState * st, writer_->Snapshot());
+  FillSnapshot(step, *st);
+  checkpoint_block_s_ += Seconds(t0, Clock::now());
+  checkpoint_blocks_.push_back(Seconds(t0, Clock::now()));
+  RETURN_IF_ERROR(writer_->Start());
+  ++checkpoints_;
+  return Status::Ok();
+}
 
-  std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(static_cast<size_t>(B * T));
-  auto evaluate = [&]() -> Result<double> {
-    const int64_t n = std::min(sampler->num_val_samples(), o.eval_batches * B);
-    double acc[2] = {0.0, 0.0};  // loss sum, targets
-    for (int64_t i = 0, micro = 0; i < n; i += B, ++micro) {
-      if (micro % dp != dp_rank) continue;
-      const int64_t b = std::min(B, n - i);
-      for (int64_t j = 0; j < b; ++j) {
-        sampler->ValSample(i + j, inputs.data() + j * T, targets.data() + j * T);
-      }
-      int64_t valid = 0;
-      const double loss = model->ForwardBackward(inputs.data(), targets.data(), b, T, 0.0f, &valid);
-      acc[0] += loss * static_cast<double>(valid);
-      acc[1] += static_cast<double>(valid);
-    }
-    RETURN_IF_ERROR(model->comm_status());
-    RETURN_IF_ERROR(dp_comm->AllReduce(acc, 2, ReduceOp::kSum));
-    return acc[1] > 0 ? acc[0] / acc[1] : std::nan("");
-  };
+// The human line and the LOTE_PROGRESS line of a logging interval.
+void Trainer::Log(int64_t step, const StepResult& r) {
+  const auto now = Clock::now();
+  const double dt = Seconds(interval_start_, now);
+  const int64_t tokens_per_step = B_ * T_ * accum_ * dims_.dp();
+  const double tps = static_cast<double>(tokens_per_step * interval_steps_) / dt;
+  const double sps = static_cast<double>(B_ * accum_ * dims_.dp() * interval_steps_) / dt;
+  const double mfu = tps * config_.TrainFlopsPerToken(T_) / (peak_ * 1e9 * dims_.world());
+  peak_tps_ = std::max(peak_tps_, tps);
+  fmt::print(out_,
+             "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.4f} | {:.0f} tokens/s | "
+             "{:.2f} sequences/s | MFU {:.1f}%\n",
+             step, o_.max_steps, r.loss, r.lr, r.norm, tps, sps, 100.0 * mfu);
+  Json progress{
+      {"step", step},        {"total_steps", o_.max_steps}, {"loss", r.loss},         {"lr", r.lr},
+      {"grad_norm", r.norm}, {"tokens_per_s", tps},         {"sequences_per_s", sps}, {"mfu", mfu}};
+  fmt::print(out_, "LOTE_PROGRESS {}\n", progress.dump());
+  std::fflush(out_);
+  interval_start_ = Clock::now();
+  interval_steps_ = 0;
+}
 
-  Json losses = Json::array(), val_losses = Json::array(), step_times = Json::array(),
-       step_cpu = Json::array();
-  double last_loss = 0, last_val = std::nan(""), peak_tps = 0;
-  const auto start = Clock::now();
-  auto interval_start = start;
-  int64_t interval_steps = 0;
-  float* params = model->params();
-  float* grads = model->grads();
-  const float micro_scale = 1.0f / static_cast<float>(accum * dp);
-  bool preempted = false;
-  for (int64_t step = first_step; step <= o.max_steps; ++step) {
+Status Trainer::MaybeEvaluate(int64_t step) {
+  const bool now = sampler_->num_val_samples() > 0 &&
+                   ((o_.eval_interval > 0 && step % o_.eval_interval == 0) || step == o_.max_steps);
+  if (!now) return Status::Ok();
+  const auto t0 = Clock::now();
+  ASSIGN_OR_RETURN(last_val_, Evaluate());
+  if (!std::isfinite(last_val_)) {
+    return NonFiniteError(step, "the validation loss", last_val_, *model_, nullptr);
+  }
+  val_losses_.push_back(Json{{"step", step}, {"loss", last_val_}});
+  fmt::print(out_, "eval step {:>6} | validation loss {:.4f}\n", step, last_val_);
+  fmt::print(out_, "LOTE_PROGRESS {}\n",
+             Json{{"step", step}, {"total_steps", o_.max_steps}, {"val_loss", last_val_}}.dump());
+  std::fflush(out_);
+  interval_start_ += Clock::now() - t0;  // evaluation time is not training throughput
+  return Status::Ok();
+}
+
+double CollectiveSeconds(const Communicator* a, const Communicator* b, const Communicator* c) {
+  return a->seconds_in_collectives() + b->seconds_in_collectives() + c->seconds_in_collectives();
+}
+
+// Seconds the training thread has been blocked by communication: its own collectives,
+// and its waits for the reducer (whose collectives ran beside backward).
+double Trainer::ExposedCommSeconds() const {
+  const double all = CollectiveSeconds(world_, tp_, dp_);
+  if (reducer_ == nullptr) return all;
+  return all - reducer_->comm_seconds() + reducer_->wait_seconds();
+}
+
+// The step loop: step, checkpoint, stop when preempted, log, evaluate.
+Status Trainer::Train() {
+  start_ = interval_start_ = Clock::now();
+  for (int64_t step = first_step_; step <= o_.max_steps; ++step) {
     const auto step_start = Clock::now();
     const double cpu_start = ProcessCpuSeconds();
-    model->ZeroGrad();
-    double loss_sum = 0.0;
-    for (int64_t micro = 0; micro < accum * dp; ++micro) {
-      if (micro / accum != dp_rank) {
-        sampler->SkipTrainBatch(B);
-        continue;
-      }
-      sampler->NextTrainBatch(B, inputs.data(), targets.data());
-      RETURN_IF_ERROR(CheckTokens(inputs, config.vocab_size));
-      RETURN_IF_ERROR(CheckTokens(targets, config.vocab_size));
-      loss_sum += model->ForwardBackward(inputs.data(), targets.data(), B, T, micro_scale);
+    const double comm_start = ExposedCommSeconds();
+    ASSIGN_OR_RETURN(const StepResult r, Step(step));
+    if (writer_ != nullptr && (r.preempted || step == o_.max_steps ||
+                               (o_.checkpoint_freq > 0 && step % o_.checkpoint_freq == 0))) {
+      RETURN_IF_ERROR(Checkpoint(step));
     }
-    RETURN_IF_ERROR(model->comm_status());
-    RETURN_IF_ERROR(dp_comm->AllReduce(&loss_sum, 1, ReduceOp::kSum));
-    const double loss = loss_sum / static_cast<double>(accum * dp);
-    if (!std::isfinite(loss)) return NonFiniteError(step, "the loss", loss, *model, grads);
-    RETURN_IF_ERROR(dp_comm->ReduceScatter(grads, dp_counts));
-    double ss = 0.0;
-    for (const Range& r : norm_ranges) {
-#pragma omp parallel for schedule(static) reduction(+ : ss)
-      for (int64_t i = r.begin; i < r.end; ++i) ss += static_cast<double>(grads[i]) * grads[i];
-    }
-    // The norm's all-reduce also carries "a rank was asked to stop" (SIGTERM), so
-    // every rank agrees to stop after this step.
-    double reduce[2] = {ss, g_preempt.load() ? 1.0 : 0.0};
-    RETURN_IF_ERROR(world_comm->AllReduce(reduce, 2, ReduceOp::kSum));
-    const double norm = std::sqrt(reduce[0]);
-    preempted = writer != nullptr && reduce[1] > 0;
-    if (!std::isfinite(norm)) {
-      return NonFiniteError(step, "the gradient norm", norm, *model, grads);
-    }
-    const double coef = ClipCoefficient(norm, o.grad_clip);
-    if (coef < 1.0) {
-      const float c = static_cast<float>(coef);
-#pragma omp parallel for schedule(static)
-      for (int64_t i = shard.begin; i < shard.end; ++i) grads[i] *= c;
-    }
-    const double lr = LearningRate(step, o.warmup_steps, o.max_steps, o.lr);
-    adamw.Step(params, grads, static_cast<float>(lr));
-    RETURN_IF_ERROR(dp_comm->AllGather(params, dp_counts));
-    if (writer != nullptr && (preempted || step == o.max_steps ||
-                              (o.checkpoint_freq > 0 && step % o.checkpoint_freq == 0))) {
-      const auto t0 = Clock::now();
-      ASSIGN_OR_RETURN(TrainState * st, writer->Snapshot());
-      snapshot(step, *st);
-      checkpoint_block_s += Seconds(t0, Clock::now());
-      checkpoint_blocks.push_back(Seconds(t0, Clock::now()));
-      RETURN_IF_ERROR(writer->Start());
-      ++checkpoints;
-    }
-    if (preempted) {
-      RETURN_IF_ERROR(writer->Wait());
-      fmt::print(out, "preempted: stopped after step {}; checkpoint {} is complete\n", step,
-                 writer->StepUri(step));
-      std::fflush(out);
-      RETURN_IF_ERROR(world_comm->Barrier());
+    if (r.preempted) {
+      RETURN_IF_ERROR(writer_->Wait());
+      fmt::print(out_, "preempted: stopped after step {}; checkpoint {} is complete\n", step,
+                 writer_->StepUri(step));
+      std::fflush(out_);
+      RETURN_IF_ERROR(world_->Barrier());
       return Status::Cancelled(
-          fmt::format("preempted after step {} (checkpoint {})", step, writer->StepUri(step)));
+          fmt::format("preempted after step {} (checkpoint {})", step, writer_->StepUri(step)));
     }
-    losses.push_back(loss);
-    step_times.push_back(Seconds(step_start, Clock::now()));
-    step_cpu.push_back(ProcessCpuSeconds() - cpu_start);
-    last_loss = loss;
-    ++interval_steps;
-
-    if (step % o.logging_interval == 0 || step == o.max_steps) {
-      const auto now = Clock::now();
-      const double dt = Seconds(interval_start, now);
-      const double tps = static_cast<double>(tokens_per_step * interval_steps) / dt;
-      const double sps = static_cast<double>(B * accum * dp * interval_steps) / dt;
-      const double mfu = tps * flops_per_token / job_peak;
-      peak_tps = std::max(peak_tps, tps);
-      fmt::print(out,
-                 "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.4f} | {:.0f} tokens/s | "
-                 "{:.2f} sequences/s | MFU {:.1f}%\n",
-                 step, o.max_steps, loss, lr, norm, tps, sps, 100.0 * mfu);
-      Json progress{{"step", step},           {"total_steps", o.max_steps},
-                    {"loss", loss},           {"lr", lr},
-                    {"grad_norm", norm},      {"tokens_per_s", tps},
-                    {"sequences_per_s", sps}, {"mfu", mfu}};
-      fmt::print(out, "LOTE_PROGRESS {}\n", progress.dump());
-      std::fflush(out);
-      interval_start = Clock::now();
-      interval_steps = 0;
-    }
-    const bool eval_now =
-        sampler->num_val_samples() > 0 &&
-        ((o.eval_interval > 0 && step % o.eval_interval == 0) || step == o.max_steps);
-    if (eval_now) {
-      const auto t0 = Clock::now();
-      ASSIGN_OR_RETURN(last_val, evaluate());
-      if (!std::isfinite(last_val)) {
-        return NonFiniteError(step, "the validation loss", last_val, *model, nullptr);
-      }
-      val_losses.push_back(Json{{"step", step}, {"loss", last_val}});
-      fmt::print(out, "eval step {:>6} | validation loss {:.4f}\n", step, last_val);
-      fmt::print(out, "LOTE_PROGRESS {}\n",
-                 Json{{"step", step}, {"total_steps", o.max_steps}, {"val_loss", last_val}}.dump());
-      std::fflush(out);
-      interval_start += Clock::now() - t0;  // evaluation time is not training throughput
-    }
+    const double step_s = Seconds(step_start, Clock::now());
+    losses_.push_back(r.loss);
+    step_times_.push_back(step_s);
+    step_cpu_.push_back(ProcessCpuSeconds() - cpu_start);
+    step_s_ += step_s;
+    step_comm_s_ += ExposedCommSeconds() - comm_start;
+    last_loss_ = r.loss;
+    ++interval_steps_;
+    if (step % o_.logging_interval == 0 || step == o_.max_steps) Log(step, r);
+    RETURN_IF_ERROR(MaybeEvaluate(step));
   }
-  if (writer != nullptr) {
-    const auto t0 = Clock::now();
-    RETURN_IF_ERROR(writer->Wait());
-    fmt::print(out,
+  return Status::Ok();
+}
+
+Json Trainer::Metrics(double total_s, int64_t steps_run) const {
+  const int64_t tokens_per_step = B_ * T_ * accum_ * dims_.dp();
+  const double flops_per_token = config_.TrainFlopsPerToken(T_);
+  const double avg_tps = static_cast<double>(tokens_per_step * steps_run) / total_s;
+  const double comm_s = CollectiveSeconds(world_, tp_, dp_);
+  return Json{{"final_loss", last_loss_},
+              {"final_val_loss", std::isfinite(last_val_) ? Json(last_val_) : Json(nullptr)},
+              {"steps", o_.max_steps},
+              {"first_step", first_step_},
+              {"checkpoint_block_s", checkpoint_block_s_},
+              {"checkpoint_blocks_s", checkpoint_blocks_},
+              {"time_s", total_s},
+              {"avg_tokens_per_s", avg_tps},
+              {"peak_tokens_per_s", peak_tps_},
+              {"avg_mfu", avg_tps * flops_per_token / (peak_ * 1e9 * dims_.world())},
+              {"gemm_peak_gflops", peak_},
+              {"parameters", config_.NumParameters()},
+              {"tokens_per_step", tokens_per_step},
+              {"seq_len", T_},
+              {"flops_per_token", flops_per_token},
+              {"losses", losses_},
+              {"step_times_s", step_times_},
+              {"step_cpu_s", step_cpu_},
+              {"threads", threads_},
+              {"world_size", dims_.world()},
+              {"tensor_parallel", dims_.tp()},
+              {"data_parallel", dims_.dp()},
+              {"grad_accum_steps", accum_},
+              {"collective_s", comm_s},
+              {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
+              {"exposed_comm_s", step_comm_s_},
+              {"exposed_comm_share", step_s_ > 0 ? step_comm_s_ / step_s_ : 0.0},
+              {"val_losses", val_losses_},
+              {"sampler", sampler_->state().ToJson()}};
+}
+
+// Whole tensors assembled from the tensor-parallel shards (every TP group does the
+// same all-gather, so the groups stay in step).
+Result<std::vector<float>> Trainer::WholeParams() {
+  const float* params = model_->params();
+  const int tp = dims_.tp();
+  if (tp == 1) return std::vector<float>(params, params + model_->num_params());
+  std::vector<int64_t> tp_counts;
+  for (int r = 0; r < tp; ++r) tp_counts.push_back(ParamLayout(config_, {r, tp}).total());
+  int64_t total = 0, offset = 0;
+  for (int64_t c : tp_counts) total += c;
+  for (int r = 0; r < dims_.tp_rank(); ++r) offset += tp_counts[static_cast<size_t>(r)];
+  std::vector<float> all(static_cast<size_t>(total));
+  std::copy(params, params + model_->num_params(), all.begin() + offset);
+  RETURN_IF_ERROR(tp_->AllGather(all.data(), tp_counts));
+  const ParamLayout global(config_);
+  std::vector<float> full(static_cast<size_t>(global.total()), 0.0f);
+  offset = 0;
+  for (int r = 0; r < tp; ++r) {
+    const ParamLayout lr(config_, {r, tp});
+    for (const TensorSpec& t : lr.tensors()) {
+      PlaceShard(t, all.data() + offset + t.offset, full.data() + global.Find(t.name)->offset);
+    }
+    offset += tp_counts[static_cast<size_t>(r)];
+  }
+  return full;
+}
+
+// The last checkpoint's upload, metrics, the summary line and --output (rank 0).
+Status Trainer::Finish() {
+  const auto start = Clock::now();
+  if (writer_ != nullptr) {
+    RETURN_IF_ERROR(writer_->Wait());
+    fmt::print(out_,
                "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
                "snapshots, {:.1f} s waiting for the last upload)\n",
-               writer->StepUri(o.max_steps), checkpoints, checkpoint_block_s,
-               Seconds(t0, Clock::now()));
+               writer_->StepUri(o_.max_steps), checkpoints_, checkpoint_block_s_,
+               Seconds(start, Clock::now()));
   }
-  const double total_s = Seconds(start, Clock::now());
-  const int64_t steps_run = o.max_steps - first_step + 1;
-  const double avg_tps = static_cast<double>(tokens_per_step * steps_run) / total_s;
-  const double comm_s = tp_comm->seconds_in_collectives() + dp_comm->seconds_in_collectives() +
-                        world_comm->seconds_in_collectives();
-
-  Json metrics{{"final_loss", last_loss},
-               {"final_val_loss", std::isfinite(last_val) ? Json(last_val) : Json(nullptr)},
-               {"steps", o.max_steps},
-               {"first_step", first_step},
-               {"checkpoint_block_s", checkpoint_block_s},
-               {"checkpoint_blocks_s", checkpoint_blocks},
-               {"time_s", total_s},
-               {"avg_tokens_per_s", avg_tps},
-               {"peak_tokens_per_s", peak_tps},
-               {"avg_mfu", avg_tps * flops_per_token / job_peak},
-               {"gemm_peak_gflops", peak},
-               {"parameters", config.NumParameters()},
-               {"tokens_per_step", tokens_per_step},
-               {"seq_len", T},
-               {"flops_per_token", flops_per_token},
-               {"losses", losses},
-               {"step_times_s", step_times},
-               {"step_cpu_s", step_cpu},
-               {"threads", threads},
-               {"world_size", d.world},
-               {"tensor_parallel", tp},
-               {"data_parallel", dp},
-               {"grad_accum_steps", accum},
-               {"collective_s", comm_s},
-               {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
-               {"val_losses", val_losses},
-               {"sampler", sampler->state().ToJson()}};
-  if (o.precompile && d.rank == 0) RETURN_IF_ERROR(record_plan());
-  fmt::print(out,
+  const double total_s = Seconds(start_, Clock::now());
+  const int64_t steps_run = o_.max_steps - first_step_ + 1;
+  const Json metrics = Metrics(total_s, steps_run);
+  if (o_.precompile && dims_.rank() == 0) RETURN_IF_ERROR(RecordPlan());
+  fmt::print(out_,
              "done: {} steps in {:.1f} s, final loss {:.4f}, validation loss {:.4f}, "
-             "{:.0f} tokens/s average, {:.1f}% of the time in collectives (rank 0)\n",
-             steps_run, total_s, last_loss, last_val, avg_tps,
-             total_s > 0 ? 100.0 * comm_s / total_s : 0.0);
-  if (!o.output_dir.empty()) {
-    // Assemble whole tensors from the tensor-parallel shards (every TP group does the
-    // same all-gather, so the groups stay in step; DP rank 0's group writes).
-    std::vector<float> full;
-    if (tp > 1) {
-      const std::vector<int64_t> tp_counts = [&] {
-        std::vector<int64_t> c;
-        for (int r = 0; r < tp; ++r) c.push_back(ParamLayout(config, {r, tp}).total());
-        return c;
-      }();
-      int64_t total = 0;
-      for (int64_t c : tp_counts) total += c;
-      std::vector<float> all(static_cast<size_t>(total));
-      int64_t offset = 0;
-      for (int r = 0; r < tp_rank; ++r) offset += tp_counts[static_cast<size_t>(r)];
-      std::copy(params, params + model->num_params(), all.begin() + offset);
-      RETURN_IF_ERROR(tp_comm->AllGather(all.data(), tp_counts));
-      const ParamLayout global(config);
-      full.assign(static_cast<size_t>(global.total()), 0.0f);
-      offset = 0;
-      for (int r = 0; r < tp; ++r) {
-        const ParamLayout lr(config, {r, tp});
-        for (const TensorSpec& t : lr.tensors()) {
-          const TensorSpec* g = global.Find(t.name);
-          PlaceShard(t, all.data() + offset + t.offset, full.data() + g->offset);
-        }
-        offset += tp_counts[static_cast<size_t>(r)];
-      }
-    } else {
-      full.assign(params, params + model->num_params());
-    }
-    if (d.rank == 0) {
-      RETURN_IF_ERROR(MakeDirs(o.output_dir));
-      RETURN_IF_ERROR(SaveWeights(config, full.data(), o.output_dir + "/model.safetensors"));
+             "{:.0f} tokens/s average, {:.1f}% of the time in collectives, {:.1f}% of step time "
+             "exposed communication (rank 0)\n",
+             steps_run, total_s, last_loss_, last_val_, metrics.value("avg_tokens_per_s", 0.0),
+             100.0 * metrics.value("collective_share", 0.0),
+             100.0 * metrics.value("exposed_comm_share", 0.0));
+  if (!o_.output_dir.empty()) {
+    ASSIGN_OR_RETURN(std::vector<float> full, WholeParams());
+    if (dims_.rank() == 0) {
+      RETURN_IF_ERROR(MakeDirs(o_.output_dir));
+      RETURN_IF_ERROR(SaveWeights(config_, full.data(), o_.output_dir + "/model.safetensors"));
       RETURN_IF_ERROR(
-          WriteFileAtomic(o.output_dir + "/config.json", config.ToJson().dump(2) + "\n"));
-      RETURN_IF_ERROR(WriteFileAtomic(o.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
-      fmt::print(out, "wrote {}/model.safetensors, config.json, metrics.json\n", o.output_dir);
+          WriteFileAtomic(o_.output_dir + "/config.json", config_.ToJson().dump(2) + "\n"));
+      RETURN_IF_ERROR(WriteFileAtomic(o_.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
+      fmt::print(out_, "wrote {}/model.safetensors, config.json, metrics.json\n", o_.output_dir);
     }
   }
-  std::fflush(out);
+  std::fflush(out_);
   // Leave together: a rank that exits while another is still in a collective would
   // look like a failure to it.
-  RETURN_IF_ERROR(world_comm->Barrier());
-  return Status::Ok();
+  return world_->Barrier();
+}
+
+}  // namespace
+
+Result<RunPlan> PlanRun(const TrainOptions& options, int world, int rank) {
+  if (options.precompile && options.compile_cache.empty()) {
+    return Status::InvalidArgument("--precompile true needs --compile-cache URI to record into");
+  }
+  RunPlan plan;
+  plan.options = PrecompileOptions(options);
+  const TrainOptions& o = plan.options;
+  RETURN_IF_ERROR(CheckOptions(o));
+  ASSIGN_OR_RETURN(plan.config, LlamaConfig::Load(o.config_path));
+  ASSIGN_OR_RETURN(plan.dims, ParallelDims::Create(plan.config, world,
+                                                   static_cast<int>(o.tensor_parallel_size), rank));
+  const int64_t dp = plan.dims.dp();
+  plan.accum = o.grad_accum_steps;
+  if (o.global_batch_size > 0) {
+    if (o.global_batch_size % (o.batch_size * dp) != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch-size {} is not a multiple of micro batch {} x data parallel {}; "
+          "gradient accumulation = global / (micro x DP) must be whole",
+          o.global_batch_size, o.batch_size, dp));
+    }
+    plan.accum = o.global_batch_size / (o.batch_size * dp);
+  }
+  return plan;
+}
+
+Status RunTraining(const RunPlan& plan, std::FILE* out, RunGroups groups) {
+  Trainer t(plan, out, groups);
+  if (plan.options.plan_only) return t.PrintPlanOnly();
+  RETURN_IF_ERROR(t.OpenData());
+  RETURN_IF_ERROR(t.BuildModel());
+  RETURN_IF_ERROR(t.OpenCheckpoints());
+  RETURN_IF_ERROR(t.Resume());
+  RETURN_IF_ERROR(t.MeasurePeak());
+  RETURN_IF_ERROR(t.Train());
+  return t.Finish();
 }
 
 }  // namespace lote::engine

@@ -5,8 +5,7 @@
 // config.json and metrics.json to the output directory. Errors (bad flags, data that
 // does not fit the model, NaN/Inf) come back as a Status naming the problem.
 //
-// Distributed (Megatron layout): world = TP x DP ranks, rank = dp_rank * TP + tp_rank,
-// so the ranks of a tensor-parallel group are neighbours (one node). Each optimizer
+// Distributed (Megatron layout, parallel_dims.h): world = TP x DP ranks. Each optimizer
 // step draws the global batch (global_batch_size sequences = micro batch x
 // accumulation x DP) in one order on every rank; DP rank d trains on micro batches
 // [d*A, (d+1)*A). Gradients are reduce-scattered over DP, each DP rank clips with the
@@ -19,6 +18,8 @@
 #include <string>
 
 #include "common/status.h"
+#include "engine/llama_config.h"
+#include "engine/parallel_dims.h"
 
 namespace lote::engine {
 
@@ -62,21 +63,29 @@ class Communicator;
 // the jobs layer reads it as a preemption.
 inline constexpr int kPreemptedExitCode = 75;
 
-// The process's place in a distributed run and its three groups (null for one process).
-struct DistContext {
-  int rank = 0;
-  int world = 1;
-  Communicator* world_comm = nullptr;
-  Communicator* tp_comm = nullptr;  // ranks [dp_rank*TP, (dp_rank+1)*TP)
-  Communicator* dp_comm = nullptr;  // ranks tp_rank, tp_rank + TP, ...
+// A run as one of its processes sees it, checked once by PlanRun: the options as run
+// (a precompile run's limits applied), the model config, the parallel layout and the
+// gradient accumulation steps per data-parallel rank.
+struct RunPlan {
+  TrainOptions options;
+  LlamaConfig config;
+  ParallelDims dims;
+  int64_t accum = 1;
 };
 
-// Checks that `world` ranks can run these options: TP divides the world and the
-// model's heads, and the global batch divides into micro batches x DP. Returns the
-// gradient accumulation steps per DP rank.
-Result<int64_t> CheckLayout(const TrainOptions& options, int world);
+// Checks the options, loads the config and makes the layout of `world` ranks as rank
+// `rank` sees it (ParallelDims::Create), and checks that the global batch divides into
+// micro batches x DP. The messages name the flag to change.
+Result<RunPlan> PlanRun(const TrainOptions& options, int world, int rank);
+
+// The process's three groups; null members are groups of one (a single process).
+struct RunGroups {
+  Communicator* world = nullptr;
+  Communicator* tp = nullptr;  // ranks [dp_rank*TP, (dp_rank+1)*TP)
+  Communicator* dp = nullptr;  // ranks tp_rank, tp_rank + TP, ...
+};
 
 // Runs training; human and progress lines go to `out` (rank 0 only).
-Status RunTraining(const TrainOptions& options, std::FILE* out, const DistContext* dist = nullptr);
+Status RunTraining(const RunPlan& plan, std::FILE* out, RunGroups groups = {});
 
 }  // namespace lote::engine

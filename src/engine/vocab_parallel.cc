@@ -34,6 +34,7 @@ void CrossEntropyRowMax(float* row_max, const float* logits, int64_t n, int64_t 
   for (int64_t r = 0; r < n; ++r) {
     const float* x = logits + r * Vl;
     float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < Vl; ++j) mx = std::max(mx, x[j]);
     row_max[r] = mx;
   }
