@@ -11,6 +11,7 @@
 
 #include "api/credentials_file.h"
 #include "cli/api_client.h"
+#include "server/jobs_service.h"
 #include "server/server.h"
 
 namespace lote::cli {
@@ -23,6 +24,9 @@ class ServerTest : public ::testing::Test {
     server::ServerOptions options;
     options.home = home_;
     options.port = 0;
+    // The job operations, tags and DeleteJobQueue are the jobs service's (the
+    // lote binary links it in through a static registrar; a test names it).
+    options.extensions.push_back(server::JobsExtension());
     auto s = server::LoteServer::Start(options, SystemClock::Default());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
