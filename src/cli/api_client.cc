@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "api/credentials_file.h"
 #include "common/clock.h"
@@ -19,7 +20,76 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+// An AWS error answer (HTTP status, AWS code, message) as a Status.
+Status ErrorStatus(int http_status, std::string code, const std::string& message) {
+  size_t colon = code.find(':');
+  if (colon != std::string::npos) code = code.substr(0, colon);
+  std::string text = code + ": " + message;
+  if (http_status == 403) return Status::PermissionDenied(text);
+  // The server did not do the request and says to try again later.
+  if (http_status == 429 || code == "ThrottlingException" || code == "TooManyRequestsException") {
+    return Status::ResourceExhausted(text);
+  }
+  if (http_status == 503) return Status::Unavailable(text);
+  if (http_status >= 500) return Status::Internal(text);
+  if (code.find("NotFound") != std::string::npos || code.find(".Unknown") != std::string::npos)
+    return Status::NotFound(text);
+  if (code.find(".Duplicate") != std::string::npos ||
+      code.find("AlreadyExists") != std::string::npos)
+    return Status::AlreadyExists(text);
+  return Status::InvalidArgument(text);
+}
+
+// The text of the first <tag>...</tag> in `xml`, its entities decoded.
+std::string XmlText(const std::string& xml, const std::string& tag) {
+  const size_t open = xml.find("<" + tag + ">");
+  if (open == std::string::npos) return "";
+  const size_t start = open + tag.size() + 2;
+  const size_t close = xml.find("</" + tag + ">", start);
+  std::string raw =
+      xml.substr(start, close == std::string::npos ? std::string::npos : close - start);
+  std::string out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    bool decoded = false;
+    for (const auto& [entity, c] : {std::pair<const char*, char>{"&amp;", '&'},
+                                    {"&lt;", '<'},
+                                    {"&gt;", '>'},
+                                    {"&quot;", '"'},
+                                    {"&apos;", '\''}}) {
+      if (raw.compare(i, std::strlen(entity), entity) == 0) {
+        out += c;
+        i += std::strlen(entity) - 1;
+        decoded = true;
+        break;
+      }
+    }
+    if (!decoded) out += raw[i];
+  }
+  return out;
+}
+
+void FlattenInto(const Json& value, const std::string& name,
+                 std::vector<std::pair<std::string, std::string>>* out) {
+  const std::string prefix = name.empty() ? "" : name + ".";
+  if (value.is_object()) {
+    for (const auto& [k, v] : value.items()) FlattenInto(v, prefix + k, out);
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i)
+      FlattenInto(value[i], prefix + std::to_string(i + 1), out);
+  } else if (value.is_string()) {
+    out->emplace_back(name, value.get<std::string>());
+  } else if (!value.is_null()) {
+    out->emplace_back(name, value.dump());
+  }
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> FlattenQuery(const Json& tree) {
+  std::vector<std::pair<std::string, std::string>> out;
+  FlattenInto(tree, "", &out);
+  return out;
+}
 
 std::string ResolveEndpoint(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -101,9 +171,46 @@ Result<Json> ApiClient::JsonTarget(const std::string& service, const std::string
   return Send("POST", "/", service, "application/x-amz-json-1.1", target, body.dump());
 }
 
+Status ApiClient::Query(const std::string& service, const std::string& action,
+                        const std::string& version,
+                        const std::vector<std::pair<std::string, std::string>>& params) {
+  std::string body =
+      "Action=" + sigv4::UriEncode(action, true) + "&Version=" + sigv4::UriEncode(version, true);
+  for (const auto& [k, v] : params)
+    body += "&" + sigv4::UriEncode(k, true) + "=" + sigv4::UriEncode(v, true);
+  ASSIGN_OR_RETURN(
+      Answer a,
+      Exchange("POST", "/", service, "application/x-www-form-urlencoded; charset=utf-8", "", body));
+  if (a.status == 200) return Status::Ok();
+  std::string code = XmlText(a.body, "Code");
+  std::string message = XmlText(a.body, "Message");
+  if (code.empty()) code = a.error_type;
+  return ErrorStatus(a.status, code, message.empty() ? a.body : message);
+}
+
 Result<Json> ApiClient::Send(const std::string& method, const std::string& raw_path,
                              const std::string& service, const std::string& content_type,
                              const std::string& target, const std::string& body) {
+  ASSIGN_OR_RETURN(Answer a, Exchange(method, raw_path, service, content_type, target, body));
+  Result<Json> parsed = a.body.empty() ? Result<Json>(Json::object()) : ParseJson(a.body);
+  if (a.status == 200) {
+    if (!parsed.ok()) return Status::Internal("the server answered invalid JSON: " + a.body);
+    return parsed;
+  }
+  std::string code = a.error_type;
+  std::string message = a.body;
+  if (parsed.ok() && parsed->is_object()) {
+    if (code.empty()) code = parsed->value("__type", "");
+    message = parsed->value("message", parsed->value("Message", a.body));
+  }
+  return ErrorStatus(a.status, code, message);
+}
+
+Result<ApiClient::Answer> ApiClient::Exchange(const std::string& method,
+                                              const std::string& raw_path,
+                                              const std::string& service,
+                                              const std::string& content_type,
+                                              const std::string& target, const std::string& body) {
   sigv4::Request req;
   req.method = method;
   size_t q = raw_path.find('?');
@@ -134,29 +241,7 @@ Result<Json> ApiClient::Send(const std::string& method, const std::string& raw_p
                                httplib::to_string(res.error()) +
                                "); start it with `lote server` or pass --endpoint");
   }
-  Result<Json> parsed = res->body.empty() ? Result<Json>(Json::object()) : ParseJson(res->body);
-  if (res->status == 200) {
-    if (!parsed.ok()) return Status::Internal("the server answered invalid JSON: " + res->body);
-    return parsed;
-  }
-  std::string code = res->get_header_value("x-amzn-ErrorType");
-  std::string message = res->body;
-  if (parsed.ok() && parsed->is_object()) {
-    if (code.empty()) code = parsed->value("__type", "");
-    message = parsed->value("message", parsed->value("Message", res->body));
-  }
-  size_t colon = code.find(':');
-  if (colon != std::string::npos) code = code.substr(0, colon);
-  std::string text = code + ": " + message;
-  if (res->status == 403) return Status::PermissionDenied(text);
-  // The server did not do the request and says to try again later.
-  if (res->status == 429 || code == "ThrottlingException" || code == "TooManyRequestsException") {
-    return Status::ResourceExhausted(text);
-  }
-  if (res->status == 503) return Status::Unavailable(text);
-  if (res->status >= 500) return Status::Internal(text);
-  if (code.find("NotFound") != std::string::npos) return Status::NotFound(text);
-  return Status::InvalidArgument(text);
+  return Answer{res->status, res->body, res->get_header_value("x-amzn-ErrorType")};
 }
 
 }  // namespace lote::cli

@@ -1,6 +1,7 @@
 // A small AWS API client for lote's client subcommands (and benchmarks): it
 // signs every request with SigV4 and speaks both protocols of the server
-// (AWS Batch rest-json and json 1.1 X-Amz-Target services such as Logs).
+// (AWS Batch rest-json, json 1.1 X-Amz-Target services such as Logs, and the
+// Query protocol of EC2).
 //
 // Finding the server: --endpoint, else LOTE_ENDPOINT of ./config.txt (in an
 // example folder, when set), else $LOTE_ENDPOINT, else
@@ -12,7 +13,8 @@
 //
 // Errors: an AWS error answer becomes a Status whose message starts with the
 // AWS code ("ClientException: ..."): 400 → InvalidArgument (NotFound for
-// *NotFound* codes), 403 → PermissionDenied, 429 and throttling codes →
+// *NotFound* and *.Unknown* codes, AlreadyExists for *.Duplicate* and
+// *AlreadyExists* codes), 403 → PermissionDenied, 429 and throttling codes →
 // ResourceExhausted, 503 → Unavailable, other 5xx → Internal; a connection
 // failure → Unavailable naming the endpoint.
 //
@@ -22,6 +24,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "common/sigv4.h"
@@ -44,6 +48,11 @@ struct ClientOptions {
   int timeout_seconds = 30;
 };
 
+// A JSON tree as Query parameters: object members joined with '.', list
+// items numbered from 1 ("A.B.1.C"), booleans "true"/"false", numbers as
+// written. The inverse of the server's UnflattenQuery.
+std::vector<std::pair<std::string, std::string>> FlattenQuery(const Json& tree);
+
 class ApiClient {
  public:
   static Result<std::unique_ptr<ApiClient>> Create(const ClientOptions& options);
@@ -56,10 +65,25 @@ class ApiClient {
   // `service` ("logs").
   Result<Json> JsonTarget(const std::string& service, const std::string& target, const Json& body);
 
+  // A Query-protocol call (EC2): POST / form-encoded Action, Version and
+  // `params` ("Name.1" style, sent as given), signed for `service` ("ec2").
+  // Only the outcome is returned; an error answer's XML
+  // (<Errors><Error><Code>/<Message>) becomes a Status as above.
+  Status Query(const std::string& service, const std::string& action, const std::string& version,
+               const std::vector<std::pair<std::string, std::string>>& params);
+
   const std::string& endpoint() const { return endpoint_; }
 
  private:
+  struct Answer {
+    int status = 0;
+    std::string body;
+    std::string error_type;  // the x-amzn-ErrorType header
+  };
   ApiClient() = default;
+  Result<Answer> Exchange(const std::string& method, const std::string& raw_path,
+                          const std::string& service, const std::string& content_type,
+                          const std::string& target, const std::string& body);
   Result<Json> Send(const std::string& method, const std::string& raw_path,
                     const std::string& service, const std::string& content_type,
                     const std::string& target, const std::string& body);

@@ -8,6 +8,7 @@ namespace lote::cli {
 namespace {
 
 constexpr size_t kDescribeJobsBatch = 100;  // DescribeJobs takes at most 100 ids
+constexpr const char* kEc2Version = "2016-11-15";
 
 bool Retryable(const Status& s, bool read_only) {
   if (s.code() == StatusCode::kResourceExhausted) return true;
@@ -65,6 +66,46 @@ Result<Json> BatchClient::Batch(Kind kind, const std::string& path, const Json& 
 Result<Json> BatchClient::Logs(Kind kind, const std::string& operation, const Json& body) {
   return WithRetries(kind,
                      [&] { return api_->JsonTarget("logs", "Logs_20140328." + operation, body); });
+}
+
+Status BatchClient::Ec2(Kind kind, const std::string& action, const Json& request) {
+  Result<Json> r = WithRetries(kind, [&]() -> Result<Json> {
+    RETURN_IF_ERROR(api_->Query("ec2", action, kEc2Version, FlattenQuery(request)));
+    return Json::object();
+  });
+  return r.status();
+}
+
+Result<bool> BatchClient::Ec2Exists(const std::string& action, const std::string& param,
+                                    const std::string& name) {
+  Status s = Ec2(Kind::kRead, action, {{param, Json::array({name})}});
+  if (s.ok()) return true;
+  if (s.IsNotFound()) return false;
+  return s;
+}
+
+Status BatchClient::CreatePlacementGroup(const Json& request) {
+  return Ec2(Kind::kMutation, "CreatePlacementGroup", request);
+}
+
+Result<bool> BatchClient::PlacementGroupExists(const std::string& name) {
+  return Ec2Exists("DescribePlacementGroups", "GroupName", name);
+}
+
+Status BatchClient::DeletePlacementGroup(const std::string& name) {
+  return Ec2(Kind::kMutation, "DeletePlacementGroup", {{"GroupName", name}});
+}
+
+Status BatchClient::CreateLaunchTemplate(const Json& request) {
+  return Ec2(Kind::kMutation, "CreateLaunchTemplate", request);
+}
+
+Result<bool> BatchClient::LaunchTemplateExists(const std::string& name) {
+  return Ec2Exists("DescribeLaunchTemplates", "LaunchTemplateName", name);
+}
+
+Status BatchClient::DeleteLaunchTemplate(const std::string& name) {
+  return Ec2(Kind::kMutation, "DeleteLaunchTemplate", {{"LaunchTemplateName", name}});
 }
 
 Result<std::vector<Json>> BatchClient::AllPages(const std::string& path, Json request,

@@ -85,6 +85,17 @@ class BatchClient {
   // Every page of DescribeLogStreams for `request`.
   Result<std::vector<Json>> DescribeLogStreams(const Json& request);
 
+  // EC2 placement groups and launch templates (Query protocol). `request` is
+  // the EC2 request as a JSON tree ({"GroupName": ..., "Strategy": ...}),
+  // flattened with FlattenQuery. *Exists answer whether one of that name is
+  // there.
+  Status CreatePlacementGroup(const Json& request);
+  Result<bool> PlacementGroupExists(const std::string& name);
+  Status DeletePlacementGroup(const std::string& name);
+  Status CreateLaunchTemplate(const Json& request);
+  Result<bool> LaunchTemplateExists(const std::string& name);
+  Status DeleteLaunchTemplate(const std::string& name);
+
   // The transport, for callers that measure raw operations (benchmarks).
   ApiClient* api() { return api_.get(); }
 
@@ -92,6 +103,10 @@ class BatchClient {
   enum class Kind { kRead, kMutation };
   Result<Json> Batch(Kind kind, const std::string& path, const Json& body);
   Result<Json> Logs(Kind kind, const std::string& operation, const Json& body);
+  Status Ec2(Kind kind, const std::string& action, const Json& request);
+  // Whether `action` (a Describe) finds the one named by `param` = `name`.
+  Result<bool> Ec2Exists(const std::string& action, const std::string& param,
+                         const std::string& name);
   Result<Json> WithRetries(Kind kind, const std::function<Result<Json>()>& call);
   // Every page of a Batch operation that pages with nextToken; `list_key`
   // names the array of the answer.

@@ -203,6 +203,8 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
         "this account already has 50 compute environments (the AWS Batch limit); delete one "
         "before creating another");
   }
+  if (doc.contains("computeResources"))
+    RETURN_IF_ERROR(CheckEc2ReferencesLocked(doc["computeResources"]));
   WriteBatch batch;
   PutResource(&batch, ResourceKind::kComputeEnvironment, doc, arn, name, 0);
   for (const auto& [k, v] : tags) batch.PutTag(arn, k, v);
@@ -285,6 +287,13 @@ Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {
     }
     ASSIGN_OR_RETURN(Json cr, ValidateComputeResources(request["computeResources"], true,
                                                        &doc["computeResources"]));
+    // Only the references this update changes must exist now.
+    Json changed = Json::object();
+    for (const char* key : {"placementGroup", "launchTemplate"}) {
+      if (cr.contains(key) && cr[key] != doc["computeResources"].value(key, Json()))
+        changed[key] = cr[key];
+    }
+    RETURN_IF_ERROR(CheckEc2ReferencesLocked(changed));
     doc["computeResources"] = std::move(cr);
   }
   doc["status"] = "UPDATING";

@@ -229,6 +229,9 @@ class ControlPlane {
   Result<std::vector<int64_t>> ResolveVersionsLocked(const Json& doc,
                                                      const std::vector<std::string>& wanted) const;
   static Json LaunchTemplateSummary(const Json& doc);
+  // InvalidArgument unless computeResources' placementGroup and launchTemplate
+  // (name or id, and version) name ones that exist.
+  Status CheckEc2ReferencesLocked(const Json& compute_resources);
   // SSM helpers (ssm_parameters.cc).
   std::string ParameterArn(const std::string& name) const;
   Result<Json> PublicParameter(const std::string& name) const;

@@ -14,6 +14,8 @@ class ControlPlaneTest : public ::testing::Test {
     char tmpl[] = "/tmp/lote_control_test_XXXXXX";
     dir_ = mkdtemp(tmpl);
     Reopen();
+    // Ce() names this placement group; CreateComputeEnvironment checks it exists.
+    ASSERT_TRUE(cp_->CreatePlacementGroup({{"GroupName", "cluster"}}).ok());
   }
   void TearDown() override {
     cp_.reset();
@@ -86,6 +88,43 @@ TEST_F(ControlPlaneTest, ComputeEnvironmentGoesFromCreatingToValid) {
   EXPECT_EQ(spec->instance_types[0].accelerators, 16);
   EXPECT_EQ(spec->placement_group, "cluster");
   EXPECT_FALSE(spec->emulation);
+}
+
+TEST_F(ControlPlaneTest, ComputeEnvironmentNeedsItsPlacementGroupAndLaunchTemplate) {
+  Json ce = Ce("ce1");
+  ce["computeResources"]["placementGroup"] = "pg-missing";
+  auto missing_pg = cp_->CreateComputeEnvironment(ce);
+  ASSERT_TRUE(missing_pg.status().IsInvalidArgument()) << missing_pg.status().ToString();
+  EXPECT_NE(missing_pg.status().message().find("computeResources.placementGroup 'pg-missing'"),
+            std::string::npos)
+      << missing_pg.status().message();
+  ce["computeResources"]["placementGroup"] = "cluster";
+  ce["computeResources"]["launchTemplate"] = {{"launchTemplateName", "lt-a"}};
+  auto missing_lt = cp_->CreateComputeEnvironment(ce);
+  ASSERT_TRUE(missing_lt.status().IsInvalidArgument());
+  EXPECT_NE(missing_lt.status().message().find("launchTemplateName 'lt-a'"), std::string::npos)
+      << missing_lt.status().message();
+  auto lt = cp_->CreateLaunchTemplate(
+      {{"LaunchTemplateName", "lt-a"}, {"LaunchTemplateData", {{"ImageId", "ami-1"}}}});
+  ASSERT_TRUE(lt.ok()) << lt.status().ToString();
+  ce["computeResources"]["launchTemplate"]["version"] = "2";
+  auto missing_version = cp_->CreateComputeEnvironment(ce);
+  ASSERT_TRUE(missing_version.status().IsInvalidArgument());
+  EXPECT_NE(missing_version.status().message().find("launchTemplate.version"), std::string::npos)
+      << missing_version.status().message();
+  ce["computeResources"]["launchTemplate"] = {{"launchTemplateName", "lt-a"},
+                                              {"launchTemplateId", "lt-0"}};
+  EXPECT_TRUE(cp_->CreateComputeEnvironment(ce).status().IsInvalidArgument());
+  const std::string id = (*lt)["launchTemplate"]["launchTemplateId"];
+  ce["computeResources"]["launchTemplate"] = {{"launchTemplateId", id}, {"version", "$Latest"}};
+  ASSERT_TRUE(cp_->CreateComputeEnvironment(ce).ok());
+  // An update that changes the placement group to one that is not there is refused.
+  auto update = cp_->UpdateComputeEnvironment(
+      {{"computeEnvironment", "ce1"}, {"computeResources", {{"placementGroup", "pg-other"}}}});
+  EXPECT_TRUE(update.status().IsInvalidArgument()) << update.status().ToString();
+  // The placement group stays while a compute environment names it.
+  EXPECT_TRUE(
+      cp_->DeletePlacementGroup({{"GroupName", "cluster"}}).status().IsFailedPrecondition());
 }
 
 TEST_F(ControlPlaneTest, ComputeEnvironmentErrors) {

@@ -405,6 +405,40 @@ Result<Json> ControlPlane::DeleteLaunchTemplate(const Json& request) {
   return Json{{"launchTemplate", summary}};
 }
 
+Status ControlPlane::CheckEc2ReferencesLocked(const Json& compute_resources) {
+  if (const std::string group = Param(compute_resources, "placementGroup");
+      !group.empty() && !placement_groups_.count(group)) {
+    return Status::InvalidArgument("computeResources.placementGroup '" + group +
+                                   "' does not exist; create it with CreatePlacementGroup first");
+  }
+  auto lt = compute_resources.find("launchTemplate");
+  if (lt == compute_resources.end() || !lt->is_object()) return Status::Ok();
+  const std::string id = Param(*lt, "launchTemplateId");
+  const std::string name = Param(*lt, "launchTemplateName");
+  if (id.empty() == name.empty()) {
+    return Status::InvalidArgument(
+        "computeResources.launchTemplate needs exactly one of launchTemplateName and "
+        "launchTemplateId");
+  }
+  Json lookup = id.empty() ? Json{{"LaunchTemplateName", name}} : Json{{"LaunchTemplateId", id}};
+  Result<Json*> found = FindLaunchTemplateLocked(lookup);
+  if (!found.ok()) {
+    return Status::InvalidArgument(
+        "computeResources.launchTemplate " +
+        (id.empty() ? "launchTemplateName '" + name : "launchTemplateId '" + id) +
+        "' does not exist; create it with CreateLaunchTemplate first");
+  }
+  if (lt->contains("version") && !(*lt)["version"].is_string())
+    return Status::InvalidArgument("computeResources.launchTemplate.version must be a string");
+  const std::string version = lt->value("version", "$Default");
+  Result<std::vector<int64_t>> numbers = ResolveVersionsLocked(**found, {version});
+  if (!numbers.ok()) {
+    return Status::InvalidArgument("computeResources.launchTemplate.version: " +
+                                   numbers.status().message());
+  }
+  return Status::Ok();
+}
+
 Result<Json> ControlPlane::DescribeInstanceTypes(const Json& request) const {
   std::vector<std::string> names = ParamList(request, "InstanceType");
   if (names.empty()) names = catalog_.Names();

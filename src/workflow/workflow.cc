@@ -188,6 +188,73 @@ Status DisableAndDelete(const std::string& what, const std::string& name,
   return Status::Ok();
 }
 
+// An EC2 resource a compute environment names, rendered to build/<file>.
+struct Ec2Kind {
+  const char* file;
+  const char* what;
+  const char* name_key;
+  Status (BatchClient::*create)(const Json&);
+  Result<bool> (BatchClient::*exists)(const std::string&);
+  Status (BatchClient::*remove)(const std::string&);
+};
+constexpr Ec2Kind kPlacementGroup{"placement_group.json",
+                                  "placement group",
+                                  "GroupName",
+                                  &BatchClient::CreatePlacementGroup,
+                                  &BatchClient::PlacementGroupExists,
+                                  &BatchClient::DeletePlacementGroup};
+constexpr Ec2Kind kLaunchTemplate{"launch_template.json",
+                                  "launch template",
+                                  "LaunchTemplateName",
+                                  &BatchClient::CreateLaunchTemplate,
+                                  &BatchClient::LaunchTemplateExists,
+                                  &BatchClient::DeleteLaunchTemplate};
+
+// build/<file>'s request and the name it gives (nullopt: no such file).
+using RenderedRequest = std::optional<std::pair<Json, std::string>>;
+Result<RenderedRequest> RenderedEc2(const RecipeConfig& config, const Ec2Kind& kind) {
+  std::error_code ec;
+  if (!fs::exists(BuildDir(config) + "/" + kind.file, ec)) return RenderedRequest();
+  ASSIGN_OR_RETURN(Json request, ReadRendered(config, kind.file));
+  const std::string name = request.value(kind.name_key, "");
+  if (name.empty())
+    return Status::InvalidArgument(std::string("build/") + kind.file + " names no " +
+                                   kind.name_key);
+  return RenderedRequest(std::make_pair(std::move(request), name));
+}
+
+// Creates the EC2 resource build/<file> describes unless one of its name exists.
+Status EnsureEc2(BatchClient* c, const RecipeConfig& config, const Ec2Kind& kind,
+                 const Print& print) {
+  ASSIGN_OR_RETURN(auto rendered, RenderedEc2(config, kind));
+  if (!rendered) return Status::Ok();
+  const auto& [request, name] = *rendered;
+  ASSIGN_OR_RETURN(bool exists, (c->*kind.exists)(name));
+  if (exists) {
+    print(std::string(kind.what) + " " + name + ": exists, kept");
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR((c->*kind.create)(request));
+  print(std::string("created ") + kind.what + " " + name + " (build/" + kind.file + ")");
+  return Status::Ok();
+}
+
+// Deletes the EC2 resource build/<file> names, when it exists.
+Status DeleteEc2(BatchClient* c, const RecipeConfig& config, const Ec2Kind& kind,
+                 const Print& print) {
+  ASSIGN_OR_RETURN(auto rendered, RenderedEc2(config, kind));
+  if (!rendered) return Status::Ok();
+  const std::string& name = rendered->second;
+  ASSIGN_OR_RETURN(bool exists, (c->*kind.exists)(name));
+  if (!exists) {
+    print(std::string(kind.what) + " " + name + ": not there");
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR((c->*kind.remove)(name));
+  print(std::string("deleted ") + kind.what + " " + name);
+  return Status::Ok();
+}
+
 // The name of a resource in an ARN or a name.
 std::string ShortName(const std::string& arn_or_name) {
   size_t slash = arn_or_name.rfind('/');
@@ -284,16 +351,12 @@ Result<Json> ReadRendered(const RecipeConfig& config, const std::string& name) {
 
 Status CreateResources(BatchClient* client, const RecipeConfig& config, const Print& print,
                        const WaitOptions& wait) {
+  // The compute environment names them, so they come first.
+  RETURN_IF_ERROR(EnsureEc2(client, config, kPlacementGroup, print));
+  RETURN_IF_ERROR(EnsureEc2(client, config, kLaunchTemplate, print));
   RETURN_IF_ERROR(EnsureComputeEnvironment(client, config, print, wait));
   RETURN_IF_ERROR(EnsureJobDefinition(client, config, print));
-  RETURN_IF_ERROR(EnsureJobQueue(client, config, print, wait));
-  for (const char* local : {"launch_template.json", "placement_group.json"}) {
-    if (ReadRendered(config, local).ok()) {
-      print(std::string("build/") + local +
-            ": recorded; one machine needs no EC2 launch template or placement group");
-    }
-  }
-  return Status::Ok();
+  return EnsureJobQueue(client, config, print, wait);
 }
 
 Status CleanupResources(BatchClient* client, const RecipeConfig& config, const Print& print,
@@ -317,6 +380,8 @@ Status CleanupResources(BatchClient* client, const RecipeConfig& config, const P
             {{"computeEnvironment", n.ce}, {"state", "DISABLED"}});
       },
       [&] { return client->DeleteComputeEnvironment(n.ce); }, print, wait));
+  RETURN_IF_ERROR(DeleteEc2(client, config, kLaunchTemplate, print));
+  RETURN_IF_ERROR(DeleteEc2(client, config, kPlacementGroup, print));
   ASSIGN_OR_RETURN(
       std::vector<Json> active,
       client->DescribeJobDefinitions({{"jobDefinitionName", n.definition}, {"status", "ACTIVE"}}));

@@ -4,13 +4,16 @@
 //   Setup             templates/*.json rendered with config.txt into build/
 //                     (an undefined variable is an error naming it), each
 //                     checked to be JSON; build/config.env holds the config.
-//   CreateResources   compute environment → wait VALID → job definition → job
+//   CreateResources   the EC2 placement group and launch template of
+//                     build/ (the compute environment names them) →
+//                     compute environment → wait VALID → job definition → job
 //                     queue → wait VALID. Idempotent: what exists is kept (a
 //                     disabled one is enabled again); the job definition gets a
 //                     new revision only when its rendered template changed
 //                     (tag lote:templateSha256).
 //   CleanupResources  disable the queue → wait → delete → wait gone; the same
-//                     for the compute environment; deregister every ACTIVE
+//                     for the compute environment; delete build/'s launch
+//                     template and placement group; deregister every ACTIVE
 //                     revision of the job definition. Idempotent.
 //   SubmitRecipeJob   the recipe's multi-node job; with DO_PRE_COMPILATION a
 //                     2-step precompile job first and the main job depending on it.

@@ -135,6 +135,48 @@ class AwsServicesTest(unittest.TestCase):
                                       LaunchTemplateNames=["lt-versions"]),
                          "InvalidLaunchTemplateName.NotFoundException")
 
+    def test_compute_environment_needs_its_placement_group_and_launch_template(self):
+        ec2, batch = self.server.client("ec2"), self.server.client("batch")
+
+        def refused(**resources):
+            cr = {"type": "EC2", "maxvCpus": 16, "instanceTypes": ["c5.xlarge"],
+                  "subnets": ["subnet-1"]}
+            cr.update(resources)
+            with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                batch.create_compute_environment(computeEnvironmentName="ce-refs", type="MANAGED",
+                                                 computeResources=cr)
+            err = ctx.exception.response["Error"]
+            self.assertEqual(err["Code"], "ClientException", err)
+            return err["Message"]
+
+        self.assertIn("computeResources.placementGroup 'pg-none'",
+                      refused(placementGroup="pg-none"))
+        self.assertIn("launchTemplateName 'lt-none'",
+                      refused(launchTemplate={"launchTemplateName": "lt-none"}))
+        self.assertIn("launchTemplateId 'lt-0123456789abcdef0'",
+                      refused(launchTemplate={"launchTemplateId": "lt-0123456789abcdef0"}))
+        ec2.create_placement_group(GroupName="pg-refs", Strategy="cluster")
+        lt = ec2.create_launch_template(LaunchTemplateName="lt-refs",
+                                        LaunchTemplateData={"ImageId": "ami-1"})["LaunchTemplate"]
+        self.assertIn("launchTemplate.version",
+                      refused(launchTemplate={"launchTemplateName": "lt-refs", "version": "7"}))
+        self.assertIn("exactly one",
+                      refused(launchTemplate={"launchTemplateName": "lt-refs",
+                                              "launchTemplateId": lt["LaunchTemplateId"]}))
+        batch.create_compute_environment(
+            computeEnvironmentName="ce-refs", type="MANAGED",
+            computeResources={"type": "EC2", "maxvCpus": 16, "instanceTypes": ["c5.xlarge"],
+                              "subnets": ["subnet-1"], "placementGroup": "pg-refs",
+                              "launchTemplate": {"launchTemplateId": lt["LaunchTemplateId"],
+                                                 "version": "$Latest"}})
+        shown = batch.describe_compute_environments(
+            computeEnvironments=["ce-refs"])["computeEnvironments"][0]["computeResources"]
+        self.assertEqual(shown["placementGroup"], "pg-refs")
+        self.assertEqual(shown["launchTemplate"]["launchTemplateId"], lt["LaunchTemplateId"])
+        # The group stays while the compute environment names it.
+        self.assertEqual(self.code_of(ec2.delete_placement_group, GroupName="pg-refs"),
+                         "InvalidPlacementGroup.InUse")
+
     def test_ec2_instance_types_from_the_catalog(self):
         ec2 = self.server.client("ec2")
         types = ec2.describe_instance_types(InstanceTypes=["trn1.32xlarge"])["InstanceTypes"]

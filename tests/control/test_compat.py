@@ -94,6 +94,12 @@ class ServerCase(unittest.TestCase):
     def setUpClass(cls):
         cls.server = LoteServer(LOTE, extra_args=cls.extra_args).start()
         cls.batch = cls.server.client()
+        # CE_TEMPLATE names these; CreateComputeEnvironment checks they exist.
+        ec2 = cls.server.client("ec2")
+        ec2.create_placement_group(GroupName="cluster", Strategy="cluster")
+        ec2.create_launch_template(LaunchTemplateName="llama2-lt",
+                                   LaunchTemplateData={"InstanceType": "trn1.32xlarge"})
+        ec2.close()
 
     @classmethod
     def tearDownClass(cls):

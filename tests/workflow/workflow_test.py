@@ -133,10 +133,23 @@ class WorkflowTest(unittest.TestCase):
         self.assertIn("already holds this dataset", again)
 
         created = self.lote(ex, "resources", "create").stdout
+        # The EC2 resources the compute environment names come first.
+        self.assertIn("created placement group wf-pg (build/placement_group.json)", created)
+        self.assertIn("created launch template wf-lt (build/launch_template.json)", created)
+        self.assertLess(created.index("created launch template wf-lt"),
+                        created.index("created compute environment wf-ce"))
+        ec2 = self.server.client("ec2")
+        self.assertEqual([g["Strategy"] for g in ec2.describe_placement_groups(
+            GroupNames=["wf-pg"])["PlacementGroups"]], ["cluster"])
+        lt_data = ec2.describe_launch_template_versions(
+            LaunchTemplateName="wf-lt")["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        self.assertEqual(lt_data["InstanceType"], "trn1.32xlarge")
         self.assertIn("created compute environment wf-ce", created)
         self.assertIn("registered job definition wf-job:1", created)
         self.assertIn("job queue wf-queue is VALID", created)
         kept = self.lote(ex, "resources", "create").stdout
+        self.assertIn("placement group wf-pg: exists, kept", kept)
+        self.assertIn("launch template wf-lt: exists, kept", kept)
         self.assertIn("compute environment wf-ce exists: kept", kept)
         self.assertIn("job definition wf-job:1 matches", kept)
         self.assertNotIn("registered", kept)
@@ -192,10 +205,19 @@ class WorkflowTest(unittest.TestCase):
         gone = self.lote(ex, "resources", "cleanup").stdout
         self.assertIn("deleted job queue wf-queue", gone)
         self.assertIn("deleted compute environment wf-ce", gone)
+        self.assertIn("deleted launch template wf-lt", gone)
+        self.assertIn("deleted placement group wf-pg", gone)
+        self.assertLess(gone.index("deleted compute environment wf-ce"),
+                        gone.index("deleted placement group wf-pg"))
+        self.assertEqual(ec2.describe_placement_groups(
+            Filters=[{"Name": "group-name", "Values": ["wf-pg"]}])["PlacementGroups"], [])
+        self.assertEqual(ec2.describe_launch_templates(
+            Filters=[{"Name": "launch-template-name", "Values": ["wf-lt"]}])["LaunchTemplates"], [])
         self.assertIn("deregistered job definition wf-job:1", gone)
         again = self.lote(ex, "resources", "cleanup").stdout
         self.assertIn("job queue wf-queue: none", again)
         self.assertIn("compute environment wf-ce: none", again)
+        self.assertIn("placement group wf-pg: not there", again)
         b = self.server.client()
         self.assertEqual(b.describe_job_queues(jobQueues=["wf-queue"])["jobQueues"], [])
         self.assertEqual(
