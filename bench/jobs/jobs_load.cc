@@ -14,8 +14,13 @@
 //      same latencies on idle capacity; with --wait-seconds 0 it
 //      waits --sample-after seconds and describes up to 100 jobs to show what
 //      became of them (moto_server runs jobs in Docker; without it they fail).
+//   With --ce-state DISABLED the jobs wait RUNNABLE (no usable compute
+//   environment) and --windows A-B,... reports SubmitJob/s over submissions
+//   A..B (their completion order), e.g. the first 2,000 against 8,000-10,000:
+//   how the submit path's cost follows the number of jobs waiting.
 // Prints one JSON line.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -66,7 +71,31 @@ struct Options {
   int warmup = 10;
   int paced_jobs = 100;
   int paced_ms = 50;
+  std::string ce_state = "ENABLED";
+  std::string windows;  // "0-2000,8000-10000"
 };
+
+// SubmitJob/s over each window "A-B" of `windows`: (B - A) submissions
+// between the A-th and the B-th completed one (`done_ms`: completion times,
+// sorted). Windows beyond the submissions are left out.
+Json WindowRates(const std::string& windows, const std::vector<double>& done_ms) {
+  Json out = Json::array();
+  size_t pos = 0;
+  while (pos < windows.size()) {
+    size_t comma = windows.find(',', pos);
+    if (comma == std::string::npos) comma = windows.size();
+    const std::string w = windows.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t dash = w.find('-');
+    if (dash == std::string::npos) continue;
+    const size_t a = std::stoul(w.substr(0, dash)), b = std::stoul(w.substr(dash + 1));
+    if (b <= a || b > done_ms.size()) continue;
+    const double start = a == 0 ? 0.0 : done_ms[a - 1];
+    const double seconds = (done_ms[b - 1] - start) / 1000;
+    out.push_back(Json{{"from", a}, {"to", b}, {"rps", static_cast<double>(b - a) / seconds}});
+  }
+  return out;
+}
 
 using lote::cli::BatchClient;
 
@@ -97,7 +126,7 @@ Status Setup(const Options& o, BatchClient& c) {
   const std::string ce_name = o.prefix + "-ce", queue_name = o.prefix + "-q";
   Json ce = {{"computeEnvironmentName", ce_name},
              {"type", "MANAGED"},
-             {"state", "ENABLED"},
+             {"state", o.ce_state},
              {"computeResources", resources}};
   if (!o.service_role.empty()) ce["serviceRole"] = o.service_role;
   RETURN_IF_ERROR(c.CreateComputeEnvironment(ce).status());
@@ -179,6 +208,9 @@ int main(int argc, char** argv) {
   app.add_option("--paced-jobs", o.paced_jobs,
                  "then this many jobs one at a time (latency on idle capacity; 0: none)");
   app.add_option("--paced-ms", o.paced_ms, "interval between the paced submissions");
+  app.add_option("--ce-state", o.ce_state,
+                 "state of the compute environment made by --setup (DISABLED: jobs wait)");
+  app.add_option("--windows", o.windows, "SubmitJob/s over these submissions, e.g. 0-2000");
   CLI11_PARSE(app, argc, argv);
   const std::string queue = o.prefix + "-q";
   Json out = {{"endpoint", o.target.endpoint}, {"jobs", o.jobs}, {"clients", o.clients}};
@@ -209,6 +241,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> ids(static_cast<size_t>(o.jobs));
   std::vector<std::vector<double>> latencies(static_cast<size_t>(o.clients));
+  std::vector<std::vector<double>> done_at(static_cast<size_t>(o.clients));  // ms since t0
   std::atomic<int> next{0};
   std::atomic<int64_t> errors{0};
   std::string first_error;
@@ -232,6 +265,7 @@ int main(int argc, char** argv) {
       }
       ids[static_cast<size_t>(i)] = (*r).value("jobId", "");
       latencies[static_cast<size_t>(t)].push_back(ms);
+      done_at[static_cast<size_t>(t)].push_back(Since(t0));
     }
   });
   const double submit_ms = Since(t0);
@@ -244,6 +278,12 @@ int main(int argc, char** argv) {
   out["submit"]["seconds"] = submit_ms / 1000;
   out["submit"]["rps"] = static_cast<double>(submit.count) / (submit_ms / 1000);
   if (!first_error.empty()) out["submit"]["first_error"] = first_error.substr(0, 300);
+  if (!o.windows.empty()) {
+    std::vector<double> done_ms;
+    for (auto& d : done_at) done_ms.insert(done_ms.end(), d.begin(), d.end());
+    std::sort(done_ms.begin(), done_ms.end());
+    out["windows"] = WindowRates(o.windows, done_ms);
+  }
 
   if (o.wait_seconds <= 0) {
     // What became of the jobs (moto_server: it tries Docker).

@@ -45,11 +45,26 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
     const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
     ControlPlane* control, const ShareHistory& share_history, int64_t now,
     const std::map<std::string, exec::Capacity>& backend_capacity) {
+  SchedulerJobs candidates;
+  for (const auto& [id, job] : jobs) {
+    if (job.CurrentAttempt() != nullptr) candidates.holding.push_back(&job);
+    if (job.status == JobStatus::kRunnable && !job.IsArrayParent())
+      candidates.runnable.push_back(&job);
+  }
+  return BuildSchedulerSnapshot(candidates, submit_order, instances, control, share_history, now,
+                                backend_capacity);
+}
+
+Result<sched::Snapshot> BuildSchedulerSnapshot(
+    const SchedulerJobs& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
+    ControlPlane* control, const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity) {
   sched::Snapshot snap;
   // What running attempts hold on each instance.
   std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
   std::map<std::string, std::map<std::string, int64_t>> running_share;  // queue -> share -> mvcpu
-  for (const auto& [id, job] : jobs) {
+  for (const Job* holder : jobs.holding) {
+    const Job& job = *holder;
     const Attempt* attempt = job.CurrentAttempt();
     if (attempt == nullptr) continue;
     for (const NodeAttempt& node : attempt->nodes) {
@@ -190,8 +205,11 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
     }
     snap.queues.push_back(std::move(out));
   }
-  for (const auto& [id, job] : jobs) {
-    if (job.status != JobStatus::kRunnable || job.IsArrayParent()) continue;
+  std::set<std::string> known_queues;
+  for (const auto& q : snap.queues) known_queues.insert(q.name);
+  for (const Job* runnable : jobs.runnable) {
+    const Job& job = *runnable;
+    const std::string& id = job.id;
     Result<sched::Job> sj = SchedulerJob(job, submit_order.count(id) ? submit_order.at(id) : 0);
     if (!sj.ok()) {
       // No nodes to schedule: the pass rejects the job (with a reason) instead
@@ -202,25 +220,18 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
       sj = std::move(nodeless);
     }
     // Jobs of a queue that has gone are left RUNNABLE.
-    bool known = false;
-    for (const auto& q : snap.queues) known |= q.name == sj->queue;
-    if (known) snap.jobs.push_back(std::move(sj).value());
+    if (known_queues.count(sj->queue)) snap.jobs.push_back(std::move(sj).value());
   }
   return snap;
 }
 
-std::optional<JobEvent> ArrayParentEvent(const JobTable& jobs, const std::string& parent_id,
+std::optional<JobEvent> ArrayParentEvent(const Job& parent, std::map<std::string, int32_t> counts,
                                          int64_t now) {
-  auto it = jobs.find(parent_id);
-  if (it == jobs.end() || !it->second.IsArrayParent()) return std::nullopt;
-  std::vector<JobStatus> statuses;
-  for (int32_t i = 0; i < it->second.array->size; ++i) {
-    auto child = jobs.find(ArrayChildId(parent_id, i));
-    if (child != jobs.end()) statuses.push_back(child->second.status);
-  }
-  if (static_cast<int32_t>(statuses.size()) != it->second.array->size) return std::nullopt;
-  std::map<std::string, int32_t> counts = CountStatuses(statuses);
-  if (counts == it->second.array->status_summary) return std::nullopt;
+  if (!parent.IsArrayParent()) return std::nullopt;
+  int64_t counted = 0;
+  for (const auto& [status, n] : counts) counted += n;
+  if (counted != parent.array->size) return std::nullopt;
+  if (counts == parent.array->status_summary) return std::nullopt;
   return JobEvent::ArrayChildrenUpdated(std::move(counts), now);
 }
 

@@ -53,14 +53,26 @@ sched::Resources ShapeOf(const InstanceType& type);
 // scheduler places on but never launches or removes (min = max vCPUs). Their
 // resources are never held: the backend queues what does not fit now, so they
 // only decide what can never fit.
+//
+// `jobs`: the jobs that hold an attempt and the RUNNABLE ones (the job loop
+// keeps both as index sets); the JobTable overload finds them by a scan.
+struct SchedulerJobs {
+  std::vector<const Job*> holding;
+  std::vector<const Job*> runnable;  // array parents excluded
+};
+Result<sched::Snapshot> BuildSchedulerSnapshot(
+    const SchedulerJobs& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
+    ControlPlane* control, const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity = {});
 Result<sched::Snapshot> BuildSchedulerSnapshot(
     const JobTable& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
     ControlPlane* control, const ShareHistory& share_history, int64_t now,
     const std::map<std::string, exec::Capacity>& backend_capacity = {});
 
-// The ArrayChildrenUpdated event of an array parent whose children's status
-// counts changed; nullopt when nothing changed or a child is missing.
-std::optional<JobEvent> ArrayParentEvent(const JobTable& jobs, const std::string& parent_id,
+// The ArrayChildrenUpdated event of an array parent given its children's
+// status counts (CountStatuses' shape); nullopt when they did not change or
+// not every child is counted yet.
+std::optional<JobEvent> ArrayParentEvent(const Job& parent, std::map<std::string, int32_t> counts,
                                          int64_t now);
 
 // Hang detection's key, in a job's parameters (first) or tags.

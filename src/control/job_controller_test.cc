@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "control/job_index.h"
+
 namespace lote::control {
 namespace {
 
@@ -68,27 +70,29 @@ TEST(HangReason, NamesTheStalledNodesAndQuotesTheirLastLines) {
 }
 
 TEST(ArrayParentEvent, OnlyWhenTheCountsChangeAndEveryChildExists) {
-  JobTable jobs;
+  JobIndex index;
   Job parent;
   parent.id = "p";
   parent.array = ArrayInfo{2, -1, {}, 0};
-  jobs["p"] = parent;
-  EXPECT_FALSE(ArrayParentEvent(jobs, "p", 1));  // children missing
+  index.Update(nullptr, parent);
+  EXPECT_FALSE(ArrayParentEvent(parent, index.ArrayChildCounts("p"), 1));  // children missing
   for (int32_t i = 0; i < 2; ++i) {
     Job child;
     child.id = ArrayChildId("p", i);
     child.status = i == 0 ? JobStatus::kRunnable : JobStatus::kSucceeded;
     child.array = ArrayInfo{2, i, {}, 0};
-    jobs[child.id] = child;
+    index.Update(nullptr, child);
   }
-  std::optional<JobEvent> e = ArrayParentEvent(jobs, "p", 7);
+  std::optional<JobEvent> e = ArrayParentEvent(parent, index.ArrayChildCounts("p"), 7);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->type, JobEventType::kArrayChildrenUpdated);
   EXPECT_EQ(e->child_counts.at("RUNNABLE"), 1);
   EXPECT_EQ(e->child_counts.at("SUCCEEDED"), 1);
-  jobs["p"].array->status_summary = e->child_counts;
-  EXPECT_FALSE(ArrayParentEvent(jobs, "p", 8));  // unchanged
-  EXPECT_FALSE(ArrayParentEvent(jobs, "nope", 8));
+  parent.array->status_summary = e->child_counts;
+  EXPECT_FALSE(ArrayParentEvent(parent, index.ArrayChildCounts("p"), 8));  // unchanged
+  Job plain;
+  plain.id = "nope";
+  EXPECT_FALSE(ArrayParentEvent(plain, index.ArrayChildCounts("nope"), 8));
 }
 
 TEST(BuildSchedulerSnapshot, InstancesHoldWhatTheirRunningNodesUse) {

@@ -89,6 +89,7 @@ Status JobLoop::Load() {
     return a->created_at != b->created_at ? a->created_at < b->created_at : a->id < b->id;
   });
   for (const Job* job : order) submit_order_[job->id] = next_submit_order_++;
+  index_.Rebuild(jobs_);
 
   // Virtual instances that hold running nodes.
   for (const auto& [id, job] : jobs_) {
@@ -278,7 +279,7 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
                               event.at_ms, JobToJson(after).dump()});
   if (it == jobs_.end()) {
     submit_order_[after.id] = next_submit_order_++;
-    jobs_[after.id] = after;
+    index_.Update(nullptr, jobs_[after.id] = after);
   } else {
     const Job previous = std::move(it->second);
     it->second = after;
@@ -289,6 +290,7 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
 }
 
 void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {
+  index_.Update(&before, after);
   // An attempt that closed: tear down whatever still runs of it (gang rule).
   if (before.CurrentAttempt() != nullptr &&
       (after.CurrentAttempt() == nullptr || after.attempts.size() != before.attempts.size())) {
@@ -630,7 +632,10 @@ std::string JobLoop::NewInstanceIdLocked() {
 }
 
 void JobLoop::UpdateArrayParentLocked(const std::string& parent_id, int64_t now) {
-  std::optional<JobEvent> e = ArrayParentEvent(jobs_, parent_id, now);
+  auto parent = jobs_.find(parent_id);
+  if (parent == jobs_.end()) return;
+  std::optional<JobEvent> e =
+      ArrayParentEvent(parent->second, index_.ArrayChildCounts(parent_id), now);
   if (!e) return;
   Result<Job> r = ApplyLocked(parent_id, *e);
   if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.status().ToString());
@@ -658,8 +663,8 @@ void JobLoop::PersistClosedAttemptsLocked(int64_t now) {
 std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t now) {
   std::vector<std::pair<std::string, JobEvent>> hangs;
   if (output_ == nullptr) return hangs;
-  for (const auto& [id, job] : jobs_) {
-    if (job.status != JobStatus::kRunning) continue;
+  for (const std::string& id : index_.HangWatched()) {
+    const Job& job = jobs_.at(id);
     const std::optional<int64_t> timeout_s = ProgressTimeoutSeconds(job);
     const Attempt* attempt = job.CurrentAttempt();
     if (!timeout_s || attempt == nullptr) continue;
@@ -776,8 +781,12 @@ void JobLoop::Schedule(int64_t now, std::vector<std::string>* launches) {
                                                  {"backend", (*backend)->Name()}});
     }
   }
-  Result<sched::Snapshot> snap = BuildSchedulerSnapshot(jobs_, submit_order_, &instances_, control_,
-                                                        share_history_, now, capacity);
+  SchedulerJobs candidates;
+  for (const std::string& id : index_.Holding()) candidates.holding.push_back(&jobs_.at(id));
+  for (const auto& [queue, ids] : index_.RunnableByQueue())
+    for (const std::string& id : ids) candidates.runnable.push_back(&jobs_.at(id));
+  Result<sched::Snapshot> snap = BuildSchedulerSnapshot(candidates, submit_order_, &instances_,
+                                                        control_, share_history_, now, capacity);
   if (!snap.ok()) {
     spdlog::error("jobs: snapshot: {}", snap.status().ToString());
     return;
@@ -866,13 +875,8 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     // 1. What the backends saw.
     ApplyNodeEventsLocked(node_events, now);
     // 2. Timeouts.
-    std::vector<std::pair<std::string, int32_t>> timed_out;
-    for (const auto& [id, job] : jobs_) {
-      std::optional<int64_t> deadline = AttemptDeadlineMs(job);
-      if (deadline && *deadline <= now)
-        timed_out.emplace_back(id, static_cast<int32_t>(job.attempts.size()));
-    }
-    for (const auto& [id, attempt] : timed_out) apply(id, JobEvent::TimedOut(attempt, now));
+    for (const std::string& id : index_.DueTimeouts(now))
+      apply(id, JobEvent::TimedOut(static_cast<int32_t>(jobs_.at(id).attempts.size()), now));
     // 2b. Hangs (no LOTE_PROGRESS for too long).
     for (const auto& [id, e] : HangEventsLocked(now)) apply(id, e);
     // 3. Dependencies, until nothing changes (a failure cascades down chains).
@@ -883,26 +887,19 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
       if (it == jobs_.end()) return std::nullopt;
       return it->second.status;
     };
+    // Array parents follow their children (a parent's own dependencies are
+    // its children's); both only for what changed.
     for (int round = 0; round < 1000; ++round) {
-      std::vector<std::pair<std::string, JobEvent>> deps;
-      for (const auto& [id, job] : jobs_) {
-        if (job.status != JobStatus::kSubmitted && job.status != JobStatus::kPending) continue;
-        std::optional<JobEvent> e = DependencyEvent(job, status_of, now);
-        if (e) deps.emplace_back(id, *e);
+      const std::vector<std::string> candidates = index_.TakeDependencyCandidates();
+      const std::vector<std::string> parents = index_.TakeChangedArrayParents();
+      if (candidates.empty() && parents.empty()) break;
+      for (const std::string& id : candidates) {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) continue;
+        if (std::optional<JobEvent> e = DependencyEvent(it->second, status_of, now)) apply(id, *e);
       }
-      if (deps.empty()) break;
-      for (const auto& [id, e] : deps) apply(id, e);
-      // Array parents follow their children (a parent's own dependencies are its children's).
-      std::set<std::string> parents;
-      for (const auto& [id, e] : deps)
-        if (auto child = ParseArrayChildId(id)) parents.insert(child->first);
       for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
     }
-    // 4. Array parents.
-    std::vector<std::string> parents;
-    for (const auto& [id, job] : jobs_)
-      if (job.IsArrayParent() && !IsFinal(job.status)) parents.push_back(id);
-    for (const std::string& p : parents) UpdateArrayParentLocked(p, now);
     // Progress of the attempts that ended is kept with the job.
     PersistClosedAttemptsLocked(now);
     // 5. Scheduling (nothing new starts once the server is stopping).

@@ -13,11 +13,12 @@
 // - Every accepted event is applied with control::Apply, appended to the
 //   store's job_events and the job row is rewritten in the same batch; an API
 //   mutation answers only after that batch is committed.
-// - A pass: node events, timeouts, hangs, dependencies, array parents, a
-//   scheduling pass (sched::Decide) over the compute environments (virtual
-//   instances, or the capacity a backend reports), then the placed attempts
-//   are handed to their backends, each gang as one unit (after the placements
-//   are committed); the backend's reference is stored with the attempt.
+// - A pass: node events, timeouts (the due deadlines), hangs (the watched
+//   jobs), dependencies (of the jobs whose dependencies changed), array
+//   parents (whose children changed), all from JobIndex; a scheduling pass (sched::Decide) over the
+//   compute environments (virtual instances, or the capacity a backend reports), then the placed
+//   attempts are handed to their backends, each gang as one unit (after the placements are
+//   committed); the backend's reference is stored with the attempt.
 // - Gang teardown: when an attempt ends (success, failure, timeout,
 //   termination) every node of it still running is terminated (grace:
 //   lote:terminationGraceSeconds, else options.terminate_grace_ms).
@@ -49,6 +50,7 @@
 #include "control/control_plane.h"
 #include "control/job_controller.h"
 #include "control/job_env.h"
+#include "control/job_index.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
@@ -164,6 +166,7 @@ class JobLoop {
 
   std::mutex mu_;
   JobTable jobs_;                            // every job incl. array children
+  JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
   std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored
   SubmitOrder submit_order_;                 // per job
   int64_t next_submit_order_ = 1;

@@ -358,6 +358,46 @@ TEST_F(JobLoopTest, FieldsTheBackendCannotHonourAreNamedAndLaunchErrorsFailTheJo
   (void)other;
 }
 
+// Jobs that wait for capacity are written once (Submitted, then their reason),
+// not again on every pass: a pass over an unchanged queue stores nothing.
+TEST_F(JobLoopTest, WaitingJobsAreWrittenOnceNotOnEveryPass) {
+  ASSERT_TRUE(control_
+                  ->CreateComputeEnvironment(Json::parse(R"({
+    "computeEnvironmentName": "small", "type": "MANAGED",
+    "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": 2,
+                         "instanceTypes": ["c5.large"], "subnets": ["s"]}})"))
+                  .ok());
+  ASSERT_TRUE(control_
+                  ->CreateJobQueue(Json::parse(R"({"jobQueueName": "sq", "priority": 1,
+    "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": "small"}]})"))
+                  .ok());
+  ASSERT_TRUE(control_->Reconcile().ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(Submit("sq", "d"));
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 2u);  // one c5.large holds two 1-vCPU jobs
+  for (const exec::GangSpec& g : backend_.gangs) backend_.Running(g, clock_.NowMillis());
+  Settle();
+  auto stored = [&] {
+    size_t n = 0;
+    for (const std::string& id : ids) n += store_->JobEvents(id).value().size();
+    return n;
+  };
+  const size_t before = stored();
+  for (int i = 0; i < 10; ++i) {
+    clock_.AdvanceMillis(1000);
+    loop_->Pass(backend_.Wait(0).value());
+  }
+  EXPECT_EQ(stored(), before);
+  // Their place in line is still there, in the scheduler's order.
+  auto snap = loop_->GetJobQueueSnapshot(Json{{"jobQueue", "sq"}});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ((*snap)["frontOfQueue"]["jobs"].size(), 10u);
+  Json waiting = Describe(ids.back());
+  EXPECT_EQ(waiting["status"], "RUNNABLE");
+  EXPECT_NE(waiting.value("statusReason", ""), "");
+}
+
 }  // namespace
 // Deleting a queue terminates its jobs (AWS: "all jobs in the queue are
 // terminated"), and ending them needs no compute environment: the backend

@@ -1,0 +1,118 @@
+#include "control/job_index.h"
+
+#include "control/job_state.h"
+
+namespace lote::control {
+namespace {
+
+bool WaitsOnDependencies(const Job& job) {
+  return !job.IsArrayParent() &&
+         (job.status == JobStatus::kSubmitted || job.status == JobStatus::kPending);
+}
+
+// The job whose status a dependency reads (a node of a multi-node job: the job).
+std::string DependencyKey(const std::string& dep) {
+  if (auto node = ParseNodeJobId(dep)) return node->first;
+  return dep;
+}
+
+}  // namespace
+
+void JobIndex::Update(const Job* before, const Job& after) {
+  const bool status_changed = before == nullptr || before->status != after.status;
+  if (before != nullptr) Remove(*before);
+  Add(after);
+  if (status_changed) {
+    if (auto w = waiters_.find(after.id); w != waiters_.end())
+      dependency_candidates_.insert(w->second.begin(), w->second.end());
+    if (auto child = ParseArrayChildId(after.id); child && after.array && !after.IsArrayParent()) {
+      auto& counts = child_counts_[child->first];
+      if (before != nullptr && --counts[before->status] == 0) counts.erase(before->status);
+      ++counts[after.status];
+      changed_parents_.insert(child->first);
+    }
+  }
+  if (WaitsOnDependencies(after) && (status_changed || before->wait_for != after.wait_for))
+    dependency_candidates_.insert(after.id);
+}
+
+void JobIndex::Remove(const Job& job) {
+  if (auto d = deadline_of_.find(job.id); d != deadline_of_.end()) {
+    deadlines_.erase({d->second, job.id});
+    deadline_of_.erase(d);
+  }
+  hang_watched_.erase(job.id);
+  if (WaitsOnDependencies(job)) {
+    for (const std::string& dep : job.wait_for) {
+      auto w = waiters_.find(DependencyKey(dep));
+      if (w == waiters_.end()) continue;
+      w->second.erase(job.id);
+      if (w->second.empty()) waiters_.erase(w);
+    }
+  }
+  if (auto q = runnable_.find(job.queue_arn); q != runnable_.end()) {
+    q->second.erase(job.id);
+    if (q->second.empty()) runnable_.erase(q);
+  }
+  holding_.erase(job.id);
+}
+
+void JobIndex::Add(const Job& job) {
+  if (std::optional<int64_t> deadline = AttemptDeadlineMs(job)) {
+    deadlines_.insert({*deadline, job.id});
+    deadline_of_[job.id] = *deadline;
+  }
+  if (job.status == JobStatus::kRunning && job.CurrentAttempt() != nullptr &&
+      ProgressTimeoutSeconds(job))
+    hang_watched_.insert(job.id);
+  if (WaitsOnDependencies(job))
+    for (const std::string& dep : job.wait_for) waiters_[DependencyKey(dep)].insert(job.id);
+  if (job.status == JobStatus::kRunnable && !job.IsArrayParent())
+    runnable_[job.queue_arn].insert(job.id);
+  if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
+}
+
+void JobIndex::Rebuild(const JobTable& jobs) {
+  *this = JobIndex();
+  for (const auto& [id, job] : jobs) Update(nullptr, job);
+}
+
+std::vector<std::string> JobIndex::DueTimeouts(int64_t now) const {
+  std::vector<std::string> due;
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it)
+    due.push_back(it->second);
+  return due;
+}
+
+std::vector<std::string> JobIndex::TakeDependencyCandidates() {
+  std::vector<std::string> out(dependency_candidates_.begin(), dependency_candidates_.end());
+  dependency_candidates_.clear();
+  return out;
+}
+
+std::vector<std::string> JobIndex::TakeChangedArrayParents() {
+  std::vector<std::string> out(changed_parents_.begin(), changed_parents_.end());
+  changed_parents_.clear();
+  return out;
+}
+
+std::map<std::string, int32_t> JobIndex::ArrayChildCounts(const std::string& parent) const {
+  std::vector<JobStatus> none;
+  std::map<std::string, int32_t> counts = CountStatuses(none);
+  if (auto it = child_counts_.find(parent); it != child_counts_.end())
+    for (const auto& [status, n] : it->second) counts[std::string(JobStatusName(status))] = n;
+  return counts;
+}
+
+std::set<std::string> JobIndex::WaitersOf(const std::string& id) const {
+  auto it = waiters_.find(id);
+  return it == waiters_.end() ? std::set<std::string>() : it->second;
+}
+
+bool JobIndex::operator==(const JobIndex& o) const {
+  return deadlines_ == o.deadlines_ && deadline_of_ == o.deadline_of_ &&
+         hang_watched_ == o.hang_watched_ && waiters_ == o.waiters_ &&
+         child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_;
+}
+
+}  // namespace lote::control

@@ -1,0 +1,67 @@
+// JobIndex: the job loop's index sets, so that a pass visits the jobs that
+// changed or are due rather than every job ever kept: RUNNING attempts by
+// deadline (timeouts), RUNNING jobs watched for hangs, dependency waiters
+// keyed by the job they wait on, array children's status counts per parent,
+// the RUNNABLE jobs per queue and the jobs that hold an attempt (what the
+// scheduler's snapshot reads).
+//
+// Maintained in one place: Update(before, after) on every change of a job
+// (before null for a new one); Rebuild from the whole table on Load.
+// Invariant: after the same changes, the index equals Rebuild(jobs).
+// No I/O, no clock, no locks: the job loop guards it with its own mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/job_controller.h"
+#include "control/job_model.h"
+
+namespace lote::control {
+
+class JobIndex {
+ public:
+  void Update(const Job* before, const Job& after);
+  void Rebuild(const JobTable& jobs);
+
+  // RUNNING jobs whose attempt deadline is at or before `now`.
+  std::vector<std::string> DueTimeouts(int64_t now) const;
+  // RUNNING jobs with lote:progressTimeoutSeconds.
+  const std::set<std::string>& HangWatched() const { return hang_watched_; }
+  // Jobs waiting on dependencies whose evaluation may have changed (new, or a
+  // job they wait on changed status), in id order; cleared by the call.
+  std::vector<std::string> TakeDependencyCandidates();
+  // Array parents one of whose children changed status; cleared by the call.
+  std::vector<std::string> TakeChangedArrayParents();
+  // Per status name, how many children of `parent` have it (every status
+  // present, 0 when none); the total is the children known.
+  std::map<std::string, int32_t> ArrayChildCounts(const std::string& parent) const;
+  // RUNNABLE jobs (array parents excluded) per queue ARN.
+  const std::map<std::string, std::set<std::string>>& RunnableByQueue() const { return runnable_; }
+  // Jobs with an open attempt (what instances hold).
+  const std::set<std::string>& Holding() const { return holding_; }
+  // Jobs that wait on `id` (tests).
+  std::set<std::string> WaitersOf(const std::string& id) const;
+
+  bool operator==(const JobIndex& o) const;
+
+ private:
+  void Remove(const Job& job);
+  void Add(const Job& job);
+
+  std::set<std::pair<int64_t, std::string>> deadlines_;
+  std::map<std::string, int64_t> deadline_of_;
+  std::set<std::string> hang_watched_;
+  std::map<std::string, std::set<std::string>> waiters_;  // job waited on -> waiters
+  std::set<std::string> dependency_candidates_;
+  std::map<std::string, std::map<JobStatus, int32_t>> child_counts_;  // parent -> counts
+  std::set<std::string> changed_parents_;
+  std::map<std::string, std::set<std::string>> runnable_;  // queue ARN -> jobs
+  std::set<std::string> holding_;
+};
+
+}  // namespace lote::control
