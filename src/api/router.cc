@@ -24,9 +24,16 @@ std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 // A header value on one line: control characters (a newline in a message)
 // become spaces.
+// An error message as a header value: printable ASCII only (the body keeps the
+// exact text) and at most kMaxHeaderMessage bytes, since a message may echo a
+// client's oversized input and HTTP clients refuse long header lines.
+constexpr size_t kMaxHeaderMessage = 1024;
+
 std::string HeaderSafe(std::string text) {
+  if (text.size() > kMaxHeaderMessage) text = text.substr(0, kMaxHeaderMessage - 3) + "...";
   for (char& c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) c = u >= 0x80 ? '?' : ' ';
   }
   return text;
 }

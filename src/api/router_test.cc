@@ -77,6 +77,24 @@ TEST_F(RouterTest, RoutesRestJsonAndShapesClientErrors) {
   EXPECT_NE(Body(bad)["message"].get<std::string>().find("jobQueueName"), std::string::npos);
 }
 
+TEST_F(RouterTest, ErrorMessageHeaderIsShortPrintableAsciiAndTheBodyExact) {
+  // A message that echoes an oversized, non-ASCII name: HTTP clients refuse
+  // header lines over 64 KiB, so the header carries a bounded copy.
+  const std::string name = std::string(100000, 'x') + "\u00e9\n";
+  HttpResponse bad = router_->Handle(Signed(
+      "POST", "/v1/createjobqueue", R"({"jobQueueName": ")" + name + R"(", "priority": 1})"));
+  EXPECT_EQ(bad.status, 400);
+  const std::string header = Header(bad, "x-amzn-ErrorMessage");
+  EXPECT_FALSE(header.empty());
+  EXPECT_LE(header.size(), 1024u);
+  for (char c : header) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(static_cast<unsigned char>(c));
+  }
+  const std::string message = Body(bad)["message"].get<std::string>();
+  EXPECT_GT(message.size(), header.size());
+  EXPECT_EQ(message.substr(0, 100), header.substr(0, 100));
+}
+
 TEST_F(RouterTest, TagPathsCarryTheEncodedArn) {
   std::string create = R"({"computeEnvironmentName": "ce", "type": "UNMANAGED"})";
   ASSERT_EQ(router_->Handle(Signed("POST", "/v1/createcomputeenvironment", create)).status, 200);
