@@ -151,12 +151,7 @@ class ContainerModeTest(unittest.TestCase):
         return self.server.wait_for(done, timeout, "job %s to reach %s" % (job_id, statuses))
 
     def output(self, job):
-        def lines():
-            events = self.logs.get_log_events(logGroupName="/aws/batch/job",
-                                              logStreamName=job["container"]["logStreamName"],
-                                              startFromHead=True)["events"]
-            return [e["message"] for e in events] or None
-        return self.server.wait_for(lines, 30, "the output of %s" % job["jobId"])
+        return self.server.job_output(self.logs, job)
 
     def wait_no_container(self, job_id, name):
         """Once the node's runner recorded its outcome: no container of that name."""

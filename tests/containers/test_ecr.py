@@ -98,12 +98,7 @@ class EcrFlowTest(unittest.TestCase):
         return self.server.wait_for(done, 180, "job %s to finish" % job_id)
 
     def output(self, job):
-        def lines():
-            events = self.logs.get_log_events(logGroupName="/aws/batch/job",
-                                              logStreamName=job["container"]["logStreamName"],
-                                              startFromHead=True)["events"]
-            return [e["message"] for e in events] or None
-        return self.server.wait_for(lines, 30, "the output of %s" % job["jobId"])
+        return self.server.job_output(self.logs, job)
 
     def test_push_list_run_and_delete_through_the_ecr_flow(self):
         repo = self.aws("create-repository", "--repository-name", REPO)["repository"]

@@ -100,6 +100,16 @@ class LoteServer:
             config=botocore.config.Config(retries={"max_attempts": retries, "mode": "standard"},
                                           max_pool_connections=16))
 
+    def job_output(self, logs, job, timeout=30):
+        """The messages of `job`'s log stream (a DescribeJobs job or node), waiting
+        up to `timeout` seconds for the first one; `logs` is a boto3 logs client."""
+        def lines():
+            events = logs.get_log_events(logGroupName="/aws/batch/job",
+                                         logStreamName=job["container"]["logStreamName"],
+                                         startFromHead=True)["events"]
+            return [e["message"] for e in events] or None
+        return self.wait_for(lines, timeout, "the output of %s" % job["jobId"])
+
     def wait_for(self, pred, timeout, what):
         """pred()'s first truthy value, polled every 0.2 s; AssertionError (with the
         server's stderr) after `timeout` seconds."""
