@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,36 @@ Result<ResolvedUser> ResolveUser(const std::string& user) {
   r.groups.assign(groups.begin(), groups.end());
   return r;
 }
+
+namespace {
+
+// Container mode: podman refuses to start a container whose device the host
+// lacks ("stat /dev/neuron0: no such file or directory"). Refused here instead,
+// naming the device, or in emulation (the recipe's accelerators on a host
+// without them) left out with a warning.
+Status LeaveOutMissingDevices(ContainerRun* c, bool emulation, const std::string& who,
+                              std::vector<std::string>* warnings) {
+  std::vector<ContainerDevice> kept;
+  for (ContainerDevice& d : c->devices) {
+    struct stat st;
+    if (::stat(d.host_path.c_str(), &st) == 0) {
+      kept.push_back(std::move(d));
+      continue;
+    }
+    const std::string what = "linuxParameters.devices " + d.host_path;
+    if (!emulation) {
+      return Status::FailedPrecondition(who + ": " + what +
+                                        " does not exist on this host; remove it from the job "
+                                        "definition, or mark the compute environment as "
+                                        "emulation to run without it");
+    }
+    warnings->push_back("emulation: skipped " + what + " (not on this host)");
+  }
+  c->devices = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace
 
 RunnerHost ThisRunnerHost() {
   RunnerHost host;
@@ -110,7 +141,7 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
       RLIM_INFINITY, RLIM_INFINITY
     };
     const int resource = RlimitResourceByName(u.name);
-    if (host.rlimits_here && resource >= 0) ::getrlimit(resource, &cur);
+    if (host.node_is_here && resource >= 0) ::getrlimit(resource, &cur);
     std::string warning;
     Result<ShimRlimit> r = ResolveRlimit(u, cur, host.can_raise_rlimits, spec.emulation, &warning);
     if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
@@ -124,6 +155,8 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
   if (in_container) {
     // The image's user, PATH and HOME: only the job's own variables.
     shim.container = spec.container;
+    if (host.node_is_here)
+      RETURN_IF_ERROR(LeaveOutMissingDevices(&*shim.container, spec.emulation, who, &out.warnings));
     shim.container_user = spec.user;
     shim.container_memory_mib = spec.memory_mib;
     shim.container_vcpu_milli = spec.vcpu_milli;

@@ -37,8 +37,9 @@ struct RunnerHost {
   std::string user_name;  // of euid
   std::string home_dir;   // $HOME
   // False when the node runs elsewhere (Slurm): the rlimits are checked by
-  // the runner on the node itself (ShimSpec::placement).
-  bool rlimits_here = true;
+  // the runner on the node itself (ShimSpec::placement), a container's
+  // devices by podman there.
+  bool node_is_here = true;
 };
 RunnerHost ThisRunnerHost();
 
@@ -51,8 +52,10 @@ struct ResolvedNode {
 // The runner's spec of `node`: argv and the environment (the spec's, plus PATH,
 // HOME, USER, LOGNAME when absent, and LOTE_PRIVATE_IPV4_ADDRESS), the user
 // (switched to by a root runner), the ulimits (checked here when
-// host.rlimits_here), the working directory and output (the defaults when the
-// spec has none). `executor` names the backend in messages ("the local
+// host.node_is_here), the working directory and output (the defaults when the
+// spec has none). In container mode with host.node_is_here, a device the host
+// does not have is refused (FailedPrecondition naming it), or in emulation
+// left out with a warning. `executor` names the backend in messages ("the local
 // executor"). Errors as Backend::LaunchGang's.
 Result<ResolvedNode> ResolveNode(const NodeSpec& node, const RunnerHost& host,
                                  const std::string& executor, const std::string& default_work,

@@ -213,6 +213,16 @@ void PrepareContainer(ShimSpec& spec) {
   spec.cgroup_dir.clear();
 }
 
+// A bind mount's host folder that does not exist is made (root-owned), as
+// Docker does for an ECS host volume; podman would refuse it ("statfs: no
+// such file or directory"), and does when it cannot be made.
+void MakeBindMountSources(const ContainerRun& c, const ShimLog& log) {
+  for (const ContainerMount& m : c.mounts) {
+    if (m.source.empty() || m.source[0] != '/' || FileExists(m.source)) continue;
+    if (Status s = MakeDirs(m.source); !s.ok()) log("volume " + m.source + ": " + s.message());
+  }
+}
+
 // The end of `path` from `offset` on (at most 4 KiB).
 std::string Tail(const std::string& path, off_t offset) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -381,7 +391,10 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     return Finish(p, st, log, mode);
   }
 
-  if (spec.container) PrepareContainer(spec);
+  if (spec.container) {
+    MakeBindMountSources(*spec.container, log);
+    PrepareContainer(spec);
+  }
   auto exe = spec.container ? ResolveExecutable("podman", {"PATH=" + std::string(kHostPath)})
                             : ResolveExecutable(spec.argv[0], spec.env);
   if (!exe && spec.container) {

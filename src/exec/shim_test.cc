@@ -158,14 +158,14 @@ TEST(ResolveNodeTest, DefaultsEnvironmentAndUser) {
   host.euid = 4242;
   host.user_name = "svc";
   host.home_dir = "/home/svc";
-  host.rlimits_here = false;
+  host.node_is_here = false;
   n.ulimits = {Ulimit{"memlock", -1, -1}};
   auto r = ResolveNode(n, host, "the test executor", "/w", "/o");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->spec.working_dir, "/w");
   EXPECT_EQ(r->spec.output_path, "/o");
   EXPECT_FALSE(r->spec.uid.has_value());
-  ASSERT_EQ(r->spec.rlimits.size(), 1u);  // checked on the node (rlimits_here false)
+  ASSERT_EQ(r->spec.rlimits.size(), 1u);  // checked on the node (node_is_here false)
   EXPECT_EQ(r->spec.rlimits[0].hard, -1);
   EXPECT_EQ(r->spec.env,
             (std::vector<std::string>{
@@ -182,6 +182,37 @@ TEST(ResolveNodeTest, DefaultsEnvironmentAndUser) {
   auto refused = ResolveNode(n, host, "the test executor", "/w", "/o");
   EXPECT_NE(refused.status().message().find("the test executor cannot honour privileged"),
             std::string::npos);
+}
+
+TEST(ResolveNodeTest, AContainersMissingDeviceIsRefusedOrLeftOutInEmulation) {
+  NodeSpec n;
+  n.node = NodeKey{AttemptKey{"j", 1}, 0};
+  n.container = ContainerRun{};
+  n.container->image = "localhost/img:1";
+  n.container->devices = {ContainerDevice{"/dev/null", "/dev/lote0", "rw"},
+                          ContainerDevice{"/dev/lote-no-such-device", "/dev/neuron0", "rw"}};
+  RunnerHost host;
+  auto refused = ResolveNode(n, host, "the test executor", "/w", "/o");
+  ASSERT_TRUE(refused.status().IsFailedPrecondition()) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find(
+                "linuxParameters.devices /dev/lote-no-such-device does not exist on this host"),
+            std::string::npos)
+      << refused.status().message();
+  n.emulation = true;
+  auto emulated = ResolveNode(n, host, "the test executor", "/w", "/o");
+  ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
+  ASSERT_TRUE(emulated->spec.container.has_value());
+  EXPECT_EQ(emulated->spec.container->devices,
+            (std::vector<ContainerDevice>{{"/dev/null", "/dev/lote0", "rw"}}));
+  EXPECT_EQ(emulated->warnings,
+            (std::vector<std::string>{"emulation: skipped linuxParameters.devices "
+                                      "/dev/lote-no-such-device (not on this host)"}));
+  // Elsewhere (Slurm) the node's own podman finds out.
+  host.node_is_here = false;
+  n.emulation = false;
+  auto remote = ResolveNode(n, host, "the test executor", "/w", "/o");
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  EXPECT_EQ(remote->spec.container->devices.size(), 2u);
 }
 
 }  // namespace

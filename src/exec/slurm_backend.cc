@@ -95,7 +95,7 @@ int64_t SlurmTimeMinutes(int64_t seconds) { return std::max<int64_t>(1, (seconds
 
 SlurmBackend::SlurmBackend(SlurmBackendOptions options)
     : options_(std::move(options)), host_(ThisRunnerHost()) {
-  host_.rlimits_here = false;
+  host_.node_is_here = false;
 }
 
 Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions options) {
