@@ -111,6 +111,7 @@ Result<std::string> Expand(const std::string& text, bool bare,
 std::optional<std::string> Builtin(const std::string& name, const std::string& dir) {
   if (name == "CONFIG_DIR") return dir;
   if (name == "LOTE_BIN") return SelfBinary();
+  if (name == "LOTE_BIN_DIR") return std::filesystem::path(SelfBinary()).parent_path().string();
   return std::nullopt;
 }
 

@@ -6,7 +6,8 @@
 // comments, values optionally in single or double quotes), as the recipe's
 // shell scripts source it. A value may use ${NAME} and ${NAME:-default}; NAME
 // is an earlier key of the file, else a built-in (CONFIG_DIR: the folder of
-// config.txt; LOTE_BIN: the running lote binary), else the environment.
+// config.txt; LOTE_BIN: the running lote binary; LOTE_BIN_DIR: its folder),
+// else the environment.
 // Something undefined is an error naming it and its line: the recipe's
 // envsubst silently made it empty.
 //

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
+
 namespace lote {
 namespace {
 
@@ -38,7 +40,8 @@ TEST(RecipeConfigTest, ExpandsEarlierKeysBuiltinsEnvironmentAndDefaults) {
       "BARE=$PREFIX-x\n"
       "DATA=file://${CONFIG_DIR}/build/data\n"
       "ENV=${LOTE_RECIPE_TEST_VAR}\n"
-      "DEF=${LOTE_RECIPE_TEST_UNSET:-${PREFIX}/fallback}\n",
+      "DEF=${LOTE_RECIPE_TEST_UNSET:-${PREFIX}/fallback}\n"
+      "BIN_DIR=${LOTE_BIN_DIR}\n",
       "/tmp/ex/config.txt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->Get("CE_NAME"), "demo-ce");
@@ -46,6 +49,8 @@ TEST(RecipeConfigTest, ExpandsEarlierKeysBuiltinsEnvironmentAndDefaults) {
   EXPECT_EQ(c->Get("DATA"), "file:///tmp/ex/build/data");
   EXPECT_EQ(c->Get("ENV"), "from-env");
   EXPECT_EQ(c->Get("DEF"), "demo/fallback");
+  EXPECT_EQ(*c->Get("BIN_DIR") + "/" + std::filesystem::path(SelfBinary()).filename().string(),
+            SelfBinary());
 }
 
 TEST(RecipeConfigTest, UndefinedVariablesAndBadLinesAreErrorsNamingTheLine) {

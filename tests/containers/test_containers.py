@@ -15,11 +15,11 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MAKE_BASE_IMAGE = os.path.join(HERE, "..", "..", "examples", "llama2", "make_base_image.sh")
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 from lote_server import LoteServer  # noqa: E402
 
 LOTE = None
-DATA = None  # the test data folder (tokenizer.model, sotu.txt)
 FINAL = ("SUCCEEDED", "FAILED")
 SMALL = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]
 TAG = "t%d" % os.getpid()  # image tags of this run, removed at the end
@@ -35,39 +35,18 @@ def podman(conf, *args, check=True, input=None):
     return r
 
 
-def busybox_rootfs(dest):
-    """A minimal image root: the static busybox and its applets, passwd/group."""
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        raise AssertionError("busybox is not installed (scripts/deps/containers.txt: busybox-static)")
-    for d in ("bin", "etc", "proc", "sys", "dev", "tmp", "root", "data", "ckpt"):
-        os.makedirs(os.path.join(dest, d), exist_ok=True)
-    shutil.copy(busybox, os.path.join(dest, "bin", "busybox"))
-    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True).stdout.split()
-    for a in applets:
-        if a != "busybox":
-            os.symlink("busybox", os.path.join(dest, "bin", a))
-    with open(os.path.join(dest, "etc", "passwd"), "w") as f:
-        f.write("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n")
-    with open(os.path.join(dest, "etc", "group"), "w") as f:
-        f.write("root:x:0:\nnogroup:x:65534:\n")
-
-
-def add_program(root, program, dest):
-    """Copies `program` to `dest` in the image root, with the shared libraries
-    (and the loader) it needs at their host paths: an image holding lote."""
-    target = os.path.join(root, dest.lstrip("/"))
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    shutil.copy(program, target)
-    ldd = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
-    for line in ldd.splitlines():
-        parts = line.split()
-        lib = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
-        if lib.startswith("/") and os.path.exists(lib):
-            copy = os.path.join(root, lib.lstrip("/"))
-            os.makedirs(os.path.dirname(copy), exist_ok=True)
-            if not os.path.exists(copy):
-                shutil.copy(lib, copy)
+def make_base_image(conf, image, changes, lote=None):
+    """examples/llama2/make_base_image.sh: the static busybox, passwd/group (root, nobody),
+    and lote with its shared libraries when `lote` is given."""
+    argv = [MAKE_BASE_IMAGE] + (["--lote", lote] if lote else ["--no-lote"])
+    for c in changes:
+        argv += ["--change", c]
+    r = subprocess.run(argv + [image], env=dict(os.environ, CONTAINERS_CONF=conf),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError("%s failed (%d): %s" % (" ".join(argv), r.returncode,
+                                                      r.stderr.strip()[-500:]))
+    return image
 
 
 class ContainerModeTest(unittest.TestCase):
@@ -79,23 +58,14 @@ class ContainerModeTest(unittest.TestCase):
         cls.logs = cls.server.client("logs")
         cls.work = tempfile.mkdtemp(prefix="lote_containers_")
         os.chmod(cls.work, 0o777)
-        root = os.path.join(cls.work, "rootfs")
-        busybox_rootfs(root)
-        add_program(root, LOTE, "/usr/local/bin/lote")
-        tar = os.path.join(cls.work, "rootfs.tar")
-        subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
         cls.images = {}
         for name, changes in {
                 "cmd": ['CMD ["/bin/echo", "from-cmd"]'],
                 "both": ['ENTRYPOINT ["/bin/echo", "ep"]', 'CMD ["from-cmd"]'],
                 "entry": ['ENTRYPOINT ["/bin/echo", "ep"]'],
                 "sh": ['CMD ["/bin/sh"]']}.items():
-            ref = "localhost/lote-test-%s:%s" % (name, TAG)
-            args = ["import"]
-            for c in changes:
-                args += ["--change", c]
-            podman(cls.conf, *(args + [tar, ref]))
-            cls.images[name] = ref
+            cls.images[name] = make_base_image(cls.conf, "localhost/lote-test-%s:%s" % (name, TAG),
+                                               changes)
         # podman itself must be able to run a container here.
         probe = podman(cls.conf, "run", "--rm", "--network=host", cls.images["cmd"], check=False)
         if probe.returncode != 0 or probe.stdout.strip() != "from-cmd":
@@ -274,52 +244,6 @@ class ContainerModeTest(unittest.TestCase):
         self.assertEqual(job["status"], "FAILED")
         self.assertIn("lote:runtime=container", job["statusReason"])
 
-    def test_distributed_training_tp2_dp2_in_container_mode(self):
-        """The engine's 4-node training (tiny model, TP 2 x DP 2), every node in the
-        image holding lote; data, config and output bind-mounted at their paths."""
-        self.assertTrue(DATA and os.path.exists(os.path.join(DATA, "tokenizer.model")),
-                        "test data missing: run scripts/install-deps.sh (--data %s)" % DATA)
-        data = os.path.join(self.work, "sotu")
-        subprocess.run([LOTE, "data", "prepare", "--input", os.path.join(DATA, "sotu.txt"),
-                        "--tokenizer", os.path.join(DATA, "tokenizer.model"),
-                        "--block-size", "65", "--output", "file://" + data],
-                       check=True, capture_output=True)
-        out = os.path.join(self.work, "train-out")
-        os.makedirs(out)
-        model = os.path.abspath(os.path.join(HERE, "..", "..", "examples", "llama2", "model"))
-        steps = 8
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        command = ["/usr/local/bin/lote", "train", "--config", model + "/tiny.json",
-                   "--data", data, "--nproc-per-node", "1", "--tensor-parallel-size", "2",
-                   "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
-                   "--max-steps", str(steps), "--logging-interval", "4", "--threads", "1",
-                   "--peak-gflops", "10", "--output", out, "--master-port", str(port)]
-        volumes, mounts = [], []
-        for i, path in enumerate((data, model, out)):
-            volumes.append({"name": "v%d" % i, "host": {"sourcePath": path}})
-            mounts.append({"sourceVolume": "v%d" % i, "containerPath": path,
-                           "readOnly": path == model})
-        self.batch.register_job_definition(
-            jobDefinitionName="llama-tiny", type="multinode",
-            nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
-                "targetNodes": "0:", "container": {
-                    "image": self.images["sh"], "command": command, "volumes": volumes,
-                    "mountPoints": mounts,
-                    "ulimits": [{"name": "memlock", "softLimit": -1, "hardLimit": -1}],
-                    "environment": [{"name": "OMP_NUM_THREADS", "value": "1"}],
-                    "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                             {"type": "MEMORY", "value": "1024"}]}}]})
-        job = self.run_job("llama-tiny", timeout=600)
-        self.assertEqual(job["status"], "SUCCEEDED", job)
-        with open(os.path.join(out, "metrics.json")) as f:
-            metrics = json.load(f)
-        self.assertEqual(metrics["world_size"], 4)
-        self.assertEqual(metrics["tensor_parallel"], 2)
-        self.assertEqual(metrics["data_parallel"], 2)
-        self.assertEqual(len(metrics["losses"]), steps)
-
     def test_an_unknown_runtime_tag_fails_the_job_naming_it(self):
         job = self.run_job(self.register("badruntime", self.images["cmd"], ["true"]), queue="bq")
         self.assertEqual(job["status"], "FAILED")
@@ -349,13 +273,11 @@ class ContainerModeTest(unittest.TestCase):
 
 
 def main():
-    global LOTE, DATA
+    global LOTE
     parser = argparse.ArgumentParser()
     parser.add_argument("--lote", required=True)
-    parser.add_argument("--data", default=os.environ.get("LOTE_TEST_DATA", ""))
     args, rest = parser.parse_known_args()
     LOTE = os.path.abspath(args.lote)
-    DATA = args.data
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 

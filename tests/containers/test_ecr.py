@@ -10,14 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 sys.path.insert(0, HERE)
 from lote_server import LoteServer  # noqa: E402
-import test_containers  # noqa: E402  (busybox_rootfs, podman)
+import test_containers  # noqa: E402  (make_base_image)
 
 LOTE = None
 SMALL = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]
@@ -37,12 +36,8 @@ class EcrFlowTest(unittest.TestCase):
         cls.conf = os.path.join(cls.server.home, "containers", "containers.conf")
         cls.work = tempfile.mkdtemp(prefix="lote_ecr_")
         cls.authfile = os.path.join(cls.work, "auth.json")
-        root = os.path.join(cls.work, "rootfs")
-        test_containers.busybox_rootfs(root)
-        tar = os.path.join(cls.work, "rootfs.tar")
-        subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
-        cls.local = "localhost/lote-ecr-bb:%d" % os.getpid()
-        cls.podman("import", "--change", 'CMD ["/bin/echo", "from-ecr"]', tar, cls.local)
+        cls.local = test_containers.make_base_image(
+            cls.conf, "localhost/lote-ecr-bb:%d" % os.getpid(), ['CMD ["/bin/echo", "from-ecr"]'])
         cls.batch = cls.server.client()
         cls.logs = cls.server.client("logs")
         ce = "ecr-ce"

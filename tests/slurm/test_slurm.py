@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 sys.path.insert(0, os.path.join(HERE, "..", "containers"))
 from lote_server import LoteServer  # noqa: E402
-from test_containers import busybox_rootfs, podman  # noqa: E402
+from test_containers import make_base_image, podman  # noqa: E402
 
 LOTE = None
 DATA = None  # the test data folder (tokenizer.model, sotu.txt)
@@ -426,10 +426,6 @@ else:
             30, "slurm-c VALID")
         self.batch.create_job_queue(jobQueueName="cq", priority=1, computeEnvironmentOrder=[
             {"order": 1, "computeEnvironment": "slurm-c"}])
-        root = os.path.join(self.work, "rootfs")
-        busybox_rootfs(root)
-        tar = os.path.join(self.work, "rootfs.tar")
-        subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
         image = "localhost/lote-slurm-test:t%d" % os.getpid()
         small = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "128"}]
         with socket.socket() as s:
@@ -448,7 +444,7 @@ else:
                 {"targetNodes": "1", "container": {"image": image,
                                                    "command": ["/bin/sh", "-c", child],
                                                    "resourceRequirements": small}}]})
-        podman(conf, "import", "--change", 'CMD ["/bin/sh"]', tar, image)
+        make_base_image(conf, image, ['CMD ["/bin/sh"]'])
         try:
             job_id = self.batch.submit_job(jobName="cpair", jobQueue="cq",
                                            jobDefinition="cpair")["jobId"]
