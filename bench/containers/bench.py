@@ -1,5 +1,6 @@
 """Container mode vs process mode, same server, same run (see run.sh)."""
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -52,10 +53,51 @@ def timed(argv, env):
     return (time.time() - t) * 1000
 
 
+def runner_against_podman(batch, server, work, image, env, pairs):
+    """The runner alone (`lote-exec-shim --node-dir`, what every backend starts per
+    node) on a copy of a real container node's spec, against a bare `podman run`
+    of the same image with the same limits, in alternating pairs: the median of
+    the per-pair differences and its quartiles."""
+    job_id = batch.submit_job(jobName="spec", jobQueue="cont", jobDefinition="cont")["jobId"]
+    done = os.path.join(server.home, "jobs", job_id, "1", "0", "status.json")
+    server.wait_for(lambda: os.path.exists(done), 120, "the spec job")
+    with open(os.path.join(os.path.dirname(done), "spec.json")) as f:
+        spec = json.load(f)
+    shim = os.path.join(os.path.dirname(server.binary), "lote-exec-shim")
+    limits = ["--memory=%dm" % spec["container_memory_mib"],
+              "--cpus=%g" % (spec["container_vcpu_milli"] / 1000.0)]
+    diffs, runner_ms, podman_ms = [], [], []
+    for i in range(pairs):
+        node = os.path.join(work, "runner", str(i))
+        os.makedirs(node)
+        spec["container"]["name"] = "lote-bench-runner-%d-%d" % (os.getpid(), i)
+        spec["output_path"] = os.path.join(node, "output.log")
+        spec["working_dir"] = os.path.join(node, "work")
+        with open(os.path.join(node, "spec.json"), "w") as f:
+            json.dump(spec, f)
+        r = timed([shim, "--node-dir", node], env)
+        with open(os.path.join(node, "status.json")) as f:
+            status = json.load(f)
+        if (status["outcome"], status["exit_code"]) != ("exited", 0):
+            raise SystemExit("runner sample %d: %s" % (i, status))
+        b = timed(["podman", "run", "--rm", "--init", "--network=host",
+                   "--log-driver=passthrough"] + limits + [image, "/bin/true"], env)
+        runner_ms.append(r)
+        podman_ms.append(b)
+        diffs.append(r - b)
+    q = statistics.quantiles(diffs, n=4)
+    print("runner alone vs bare podman run (%s), %d alternating pairs: runner median %d ms, "
+          "podman median %d ms; runner - podman per pair: median %+d ms (quartiles %+d / %+d ms), "
+          "ratio %.2fx" % (" ".join(limits), pairs, statistics.median(runner_ms),
+                           statistics.median(podman_ms), statistics.median(diffs), q[0], q[2],
+                           statistics.median(runner_ms) / statistics.median(podman_ms)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lote", required=True)
     ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--pairs", type=int, default=30)
     args = ap.parse_args()
     server = LoteServer(os.path.abspath(args.lote)).start()
     work = tempfile.mkdtemp(prefix="lote_bench_containers_")
@@ -92,6 +134,7 @@ def main():
               "lote adds %d ms (%.2fx)" % (statistics.median(lote_one), statistics.median(bare),
                                           statistics.median(lote_one) - statistics.median(bare),
                                           statistics.median(lote_one) / statistics.median(bare)))
+        runner_against_podman(batch, server, work, image, env, args.pairs)
         # Pulls from a local docker-registry (plain HTTP on loopback).
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -193,6 +193,11 @@ struct NodeEvent {
   std::string reason;
   int64_t started_at_ms = 0;  // 0 when the command never started
   int64_t stopped_at_ms = 0;
+  // Container mode: when the node's runner had podman pull its image, from
+  // podman's start to the container created (or podman's end when the pull
+  // failed); 0 when the image was cached. Within started_at_ms..stopped_at_ms.
+  int64_t pull_started_at_ms = 0;
+  int64_t pull_stopped_at_ms = 0;
 };
 
 // What LaunchGang did.

@@ -160,6 +160,13 @@ void UseLotePodman(ContainerRun* c, const std::pair<std::string, std::string>& c
   c->image = ResolveEcrImage(c->image, registry);
 }
 
+std::optional<PullPhase> PullPhaseOf(const std::string& output_head, int64_t podman_started_ms,
+                                     int64_t container_created_ms, int64_t podman_ended_ms) {
+  if (output_head.rfind("Trying to pull ", 0) != 0) return std::nullopt;
+  const int64_t end = container_created_ms > 0 ? container_created_ms : podman_ended_ms;
+  return PullPhase{podman_started_ms, std::max(end, podman_started_ms)};
+}
+
 std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUlimit& host_nofile,
                                        const ContainerUlimit& host_nproc) {
   const ContainerRun& c = s.container;
@@ -169,6 +176,7 @@ std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUl
   std::vector<std::string> a = {
       "run",    "--rm",           "--name",         c.name,
       "--init", "--network=host", "--pull=missing", "--log-driver=passthrough"};
+  if (!s.cid_file.empty()) a.push_back("--cidfile=" + s.cid_file);
   for (const std::string& k : s.env_keys) a.insert(a.end(), {"-e", k});
   if (!s.user.empty()) a.insert(a.end(), {"--user", s.user});
   bool nofile = false, nproc = false;

@@ -103,6 +103,9 @@ struct PodmanRunSpec {
   std::vector<ContainerUlimit> ulimits;
   int64_t memory_mib = 0;  // 0: not limited
   int64_t vcpu_milli = 0;  // 0: not limited
+  // --cidfile: podman writes the container's id there once it has created
+  // the container, i.e. after the pull (empty: none).
+  std::string cid_file;
 };
 
 // `podman run --rm --name N --init --network=host ... IMAGE [command...]`
@@ -126,6 +129,19 @@ struct ContainerFailure {
   bool users_fault = false;
 };
 std::optional<ContainerFailure> ClassifyPodmanExit(int code, const std::string& output_tail);
+
+// The pull phase of a node's `podman run --pull=missing`, from what the
+// runner saw: `output_head`, the node's first output after podman started
+// (podman prints "Trying to pull IMAGE..." first when the image is not
+// cached), podman's start, when the container existed (its cid file written;
+// 0: never, the pull or the creation failed) and podman's end. nullopt when
+// nothing was pulled (a cached image).
+struct PullPhase {
+  int64_t started_at_ms = 0;
+  int64_t stopped_at_ms = 0;  // the container created, or podman's end if it never was
+};
+std::optional<PullPhase> PullPhaseOf(const std::string& output_head, int64_t podman_started_ms,
+                                     int64_t container_created_ms, int64_t podman_ended_ms);
 
 // `podman rm -f -t 0 --ignore <name>` with the container's configuration: a
 // container left behind when podman itself was killed. Unavailable when

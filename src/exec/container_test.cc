@@ -52,13 +52,14 @@ TEST(ContainerTest, PodmanRunArgsPassTheJobByName) {
   s.user = "nobody";
   s.memory_mib = 512;
   s.vcpu_milli = 1500;
+  s.cid_file = "/n/container.id";
   const ContainerUlimit nofile{"nofile", 1024, 4096}, nproc{"nproc", 100, 200};
   std::vector<std::string> a = PodmanRunArgs(s, nofile, nproc);
   EXPECT_EQ(std::vector<std::string>(a.begin(), a.begin() + 4),
             (std::vector<std::string>{"run", "--rm", "--name", "lote-j-1-0"}));
   for (const char* want : {"--init", "--network=host", "--user", "nobody", "-e", "SECRET",
                            "--device=/dev/null:/dev/null", "--volume=/srv:/data:ro", "--read-only",
-                           "--memory=512m", "--cpus=1.5"})
+                           "--memory=512m", "--cpus=1.5", "--cidfile=/n/container.id"})
     EXPECT_TRUE(Has(a, want)) << want;
   // No ulimit asked: containers.conf's defaults stand.
   EXPECT_FALSE(std::any_of(a.begin(), a.end(),
@@ -101,6 +102,21 @@ TEST(ContainerTest, PodmansOwnErrorsBecomeAwsReasons) {
   // The container's own exit codes, and its own "Error:" lines with them.
   EXPECT_FALSE(ClassifyPodmanExit(1, "Error: my job failed\n").has_value());
   EXPECT_FALSE(ClassifyPodmanExit(125, "the job printed this\n").has_value());
+}
+
+TEST(ContainerTest, ThePullPhaseIsFromPodmansStartToTheContainerCreated) {
+  // Cached image: the container's output comes first, no pull.
+  EXPECT_FALSE(PullPhaseOf("hello\n", 1000, 1040, 2000).has_value());
+  EXPECT_FALSE(PullPhaseOf("", 1000, 0, 1100).has_value());
+  auto pulled =
+      PullPhaseOf("Trying to pull 127.0.0.1:5000/r:1...\nGetting image", 1000, 3500, 9000);
+  ASSERT_TRUE(pulled.has_value());
+  EXPECT_EQ(pulled->started_at_ms, 1000);
+  EXPECT_EQ(pulled->stopped_at_ms, 3500);
+  // The pull failed: no container; the phase lasted until podman's end.
+  auto failed = PullPhaseOf("Trying to pull localhost/nope:1...\nError: ...", 1000, 0, 4000);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->stopped_at_ms, 4000);
 }
 
 }  // namespace

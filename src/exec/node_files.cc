@@ -210,7 +210,9 @@ Json ToJson(const StatusRecord& r) {
               {"bad_command", r.bad_command},
               {"reason", r.reason},
               {"started_at_ms", r.started_at_ms},
-              {"stopped_at_ms", r.stopped_at_ms}};
+              {"stopped_at_ms", r.stopped_at_ms},
+              {"pull_started_at_ms", r.pull_started_at_ms},
+              {"pull_stopped_at_ms", r.pull_stopped_at_ms}};
 }
 Result<StatusRecord> StatusRecordFromJson(const Json& j) {
   return Decode<StatusRecord>("status", [&] {
@@ -224,6 +226,8 @@ Result<StatusRecord> StatusRecordFromJson(const Json& j) {
     r.reason = j.value("reason", std::string());
     r.started_at_ms = j.value("started_at_ms", int64_t{0});
     r.stopped_at_ms = j.value("stopped_at_ms", int64_t{0});
+    r.pull_started_at_ms = j.value("pull_started_at_ms", int64_t{0});
+    r.pull_stopped_at_ms = j.value("pull_stopped_at_ms", int64_t{0});
     return r;
   });
 }
@@ -285,6 +289,8 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.reason = s.reason;
   e.started_at_ms = s.started_at_ms;
   e.stopped_at_ms = s.stopped_at_ms;
+  e.pull_started_at_ms = s.pull_started_at_ms;
+  e.pull_stopped_at_ms = s.pull_stopped_at_ms;
   e.at_ms = s.stopped_at_ms;
   return e;
 }

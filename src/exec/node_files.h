@@ -15,6 +15,8 @@
 //                   by a backend that found the node lost: a tombstone that also
 //                   stops a late supervisor from starting the command)
 //   shim.log        the supervisor's own diagnostics
+//   container.id    container mode: the container's id, written by podman once it
+//                   created the container (after the pull)
 //   output.log      default stdout+stderr of the command (raw, appended)
 //   work/           default working directory
 // Thread-safe: free functions without shared state.
@@ -42,6 +44,7 @@ struct NodePaths {
   std::string terminate() const { return dir + "/terminate.json"; }
   std::string status() const { return dir + "/status.json"; }
   std::string shim_log() const { return dir + "/shim.log"; }
+  std::string container_id() const { return dir + "/container.id"; }
   std::string default_output() const { return dir + "/output.log"; }
   std::string default_work() const { return dir + "/work"; }
 };
@@ -117,6 +120,9 @@ struct StatusRecord {
   std::string reason;
   int64_t started_at_ms = 0;
   int64_t stopped_at_ms = 0;
+  // Container mode: the pull of the node's image (NodeEvent); 0: no pull.
+  int64_t pull_started_at_ms = 0;
+  int64_t pull_stopped_at_ms = 0;
 };
 
 Json ToJson(const ShimSpec& s);

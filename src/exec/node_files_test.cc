@@ -47,11 +47,16 @@ TEST(NodeFilesTest, SpecAndStatusRoundTrip) {
   st.outcome = NodeOutcome::kSignaled;
   st.signal = 9;
   st.terminated = true;
+  st.pull_started_at_ms = 100;
+  st.pull_stopped_at_ms = 250;
   auto st2 = StatusRecordFromJson(ToJson(st));
   ASSERT_TRUE(st2.ok());
   EXPECT_EQ(st2->outcome, NodeOutcome::kSignaled);
   EXPECT_EQ(st2->signal, 9);
   EXPECT_TRUE(st2->terminated);
+  const NodeEvent e = EventFromStatus(NodeKey{AttemptKey{"j", 1}, 0}, *st2);
+  EXPECT_EQ(e.pull_started_at_ms, 100);
+  EXPECT_EQ(e.pull_stopped_at_ms, 250);
 
   EXPECT_EQ(StatusRecordFromJson(Json{{"outcome", 3}}).status().code(), StatusCode::kDataLoss);
 }

@@ -176,10 +176,11 @@ constexpr char kHostPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 // Container mode: the command becomes `podman run ...` (container.h), with the
 // job's variables passed by name from podman's environment and the user,
 // rlimits and limits given to podman rather than applied here.
-void PrepareContainer(ShimSpec& spec) {
+void PrepareContainer(ShimSpec& spec, const std::string& cid_file) {
   const ContainerRun& c = *spec.container;
   PodmanRunSpec run;
   run.container = c;
+  run.cid_file = cid_file;
   run.command = spec.argv;
   run.user = spec.container_user;
   run.memory_mib = spec.container_memory_mib;
@@ -223,20 +224,33 @@ void MakeBindMountSources(const ContainerRun& c, const ShimLog& log) {
   }
 }
 
-// The end of `path` from `offset` on (at most 4 KiB).
-std::string Tail(const std::string& path, off_t offset) {
+// Of the bytes of `path` from `offset` on, at most `max` from the start of
+// them (`from_end` false) or from their end.
+std::string ReadPart(const std::string& path, off_t offset, off_t max, bool from_end) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   struct stat st;
   std::string out;
   if (::fstat(fd, &st) == 0) {
-    off_t from = std::max<off_t>(offset, st.st_size - 4096);
-    out.resize(static_cast<size_t>(std::max<off_t>(0, st.st_size - from)));
+    off_t from = from_end ? std::max<off_t>(offset, st.st_size - max) : offset;
+    out.resize(static_cast<size_t>(std::clamp<off_t>(st.st_size - from, 0, max)));
     ssize_t n = ::pread(fd, out.data(), out.size(), from);
     out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   }
   ::close(fd);
   return out;
+}
+
+// The end of `path` from `offset` on (at most 4 KiB).
+std::string Tail(const std::string& path, off_t offset) {
+  return ReadPart(path, offset, 4096, true);
+}
+
+// When `path` was last written (ms since the epoch); 0 if it does not exist.
+int64_t ModifiedAtMs(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
 }
 
 // The runner's exit status as a task (ShimMode::kTask): the command's own.
@@ -393,7 +407,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
 
   if (spec.container) {
     MakeBindMountSources(*spec.container, log);
-    PrepareContainer(spec);
+    PrepareContainer(spec, p.container_id());
   }
   auto exe = spec.container ? ResolveExecutable("podman", {"PATH=" + std::string(kHostPath)})
                             : ResolveExecutable(spec.argv[0], spec.env);
@@ -575,6 +589,14 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   }
   st.stopped_at_ms = NowMs();
   st.terminated = terminating;
+  if (spec.container) {
+    if (std::optional<PullPhase> pull =
+            PullPhaseOf(ReadPart(spec.output_path, output_start, 64, false), st.started_at_ms,
+                        ModifiedAtMs(p.container_id()), st.stopped_at_ms)) {
+      st.pull_started_at_ms = pull->started_at_ms;
+      st.pull_stopped_at_ms = pull->stopped_at_ms;
+    }
+  }
   if (!start_error.empty()) {
     st.outcome = NodeOutcome::kStartFailed;
     st.exit_code = 127;

@@ -92,6 +92,12 @@ class EcrFlowTest(unittest.TestCase):
             return job if job["status"] in ("SUCCEEDED", "FAILED") else None
         return self.server.wait_for(done, 180, "job %s to finish" % job_id)
 
+    def node_status(self, job):
+        """The runner's status.json of the job's (only) node."""
+        with open(os.path.join(self.server.home, "jobs", job["jobId"], "1", "0",
+                               "status.json")) as f:
+            return json.load(f)
+
     def output(self, job):
         return self.server.job_output(self.logs, job)
 
@@ -138,6 +144,18 @@ class EcrFlowTest(unittest.TestCase):
         self.assertIn("Trying to pull %s/%s:1..." % (self.registry, REPO), out)
         self.assertEqual(self.podman("image", "exists", pushed, check=False).returncode, 0,
                          "the job's image was not pulled from the registry")
+        # The runner recorded the pull as its own phase; a second job finds the image cached.
+        pulled = self.node_status(job)
+        self.assertGreater(pulled["pull_started_at_ms"], 0, pulled)
+        self.assertLessEqual(pulled["started_at_ms"], pulled["pull_started_at_ms"])
+        self.assertLessEqual(pulled["pull_started_at_ms"], pulled["pull_stopped_at_ms"])
+        self.assertLessEqual(pulled["pull_stopped_at_ms"], pulled["stopped_at_ms"])
+        cached = self.run_job(uri + ":1")
+        self.assertEqual(cached["status"], "SUCCEEDED", cached)
+        self.assertEqual(self.output(cached), ["from-ecr"])
+        status = self.node_status(cached)
+        self.assertEqual((status["pull_started_at_ms"], status["pull_stopped_at_ms"]), (0, 0),
+                         status)
 
         gone = self.aws("batch-delete-image", "--repository-name", REPO, "--image-ids",
                         "imageTag=1", "imageTag=nope")
