@@ -135,6 +135,22 @@ class RecipeInContainerModeTest(unittest.TestCase):
         self.assertIn("emulation: skipped linuxParameters.devices /dev/neuron0 (not on this host)",
                       notices)
         self.assertNotIn("volumes", notices)  # mounted, not skipped as in process mode
+        # The image was removed before the job: the nodes that pulled it recorded the pull
+        # (a node that found it pulled by another, after waiting on podman's lock, did not).
+        pulls = []
+        for k in range(4):
+            with open(os.path.join(self.server.home, "jobs", job_id, "1", str(k),
+                                   "status.json")) as f:
+                status = json.load(f)
+            if status["pull_started_at_ms"]:
+                self.assertLessEqual(status["started_at_ms"], status["pull_started_at_ms"])
+                self.assertLessEqual(status["pull_started_at_ms"], status["pull_stopped_at_ms"])
+                self.assertLessEqual(status["pull_stopped_at_ms"], status["stopped_at_ms"])
+                pulls.append(status["pull_stopped_at_ms"] - status["pull_started_at_ms"])
+            else:
+                self.assertEqual(status["pull_stopped_at_ms"], 0, status)
+        self.assertTrue(pulls, "no node recorded a pull")
+        print("pulls of the nodes that pulled: %s ms" % pulls)
         # Checkpoints and the model, written in the containers through the mounts.
         ckpt = os.path.join(ex, "build", "checkpoints", job_id)
         steps = sorted(os.path.basename(os.path.dirname(m))
