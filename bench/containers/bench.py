@@ -53,11 +53,12 @@ def timed(argv, env):
     return (time.time() - t) * 1000
 
 
-def runner_against_podman(batch, server, work, image, env, pairs):
+def runner_against_podman(batch, server, work, image, env, rounds):
     """The runner alone (`lote-exec-shim --node-dir`, what every backend starts per
     node) on a copy of a real container node's spec, against a bare `podman run`
-    of the same image with the same limits, in alternating pairs: the median of
-    the per-pair differences and its quartiles."""
+    of the same image with the same limits and against `podman run` with the
+    runner's own flags (--name, --pull=missing, --cidfile, -e KEY...), one of each
+    per round: the medians of the per-round differences and their quartiles."""
     job_id = batch.submit_job(jobName="spec", jobQueue="cont", jobDefinition="cont")["jobId"]
     done = os.path.join(server.home, "jobs", job_id, "1", "0", "status.json")
     server.wait_for(lambda: os.path.exists(done), 120, "the spec job")
@@ -66,8 +67,11 @@ def runner_against_podman(batch, server, work, image, env, pairs):
     shim = os.path.join(os.path.dirname(server.binary), "lote-exec-shim")
     limits = ["--memory=%dm" % spec["container_memory_mib"],
               "--cpus=%g" % (spec["container_vcpu_milli"] / 1000.0)]
-    diffs, runner_ms, podman_ms = [], [], []
-    for i in range(pairs):
+    bare = ["podman", "run", "--rm", "--init", "--network=host", "--log-driver=passthrough"]
+    flags_env = dict(env, **dict(kv.split("=", 1) for kv in spec["env"]))
+    keys = [a for kv in spec["env"] for a in ("-e", kv.split("=", 1)[0])]
+    runner_ms, bare_ms, flags_ms = [], [], []
+    for i in range(rounds):
         node = os.path.join(work, "runner", str(i))
         os.makedirs(node)
         spec["container"]["name"] = "lote-bench-runner-%d-%d" % (os.getpid(), i)
@@ -75,22 +79,26 @@ def runner_against_podman(batch, server, work, image, env, pairs):
         spec["working_dir"] = os.path.join(node, "work")
         with open(os.path.join(node, "spec.json"), "w") as f:
             json.dump(spec, f)
-        r = timed([shim, "--node-dir", node], env)
+        runner_ms.append(timed([shim, "--node-dir", node], env))
         with open(os.path.join(node, "status.json")) as f:
             status = json.load(f)
         if (status["outcome"], status["exit_code"]) != ("exited", 0):
             raise SystemExit("runner sample %d: %s" % (i, status))
-        b = timed(["podman", "run", "--rm", "--init", "--network=host",
-                   "--log-driver=passthrough"] + limits + [image, "/bin/true"], env)
-        runner_ms.append(r)
-        podman_ms.append(b)
-        diffs.append(r - b)
-    q = statistics.quantiles(diffs, n=4)
-    print("runner alone vs bare podman run (%s), %d alternating pairs: runner median %d ms, "
-          "podman median %d ms; runner - podman per pair: median %+d ms (quartiles %+d / %+d ms), "
-          "ratio %.2fx" % (" ".join(limits), pairs, statistics.median(runner_ms),
-                           statistics.median(podman_ms), statistics.median(diffs), q[0], q[2],
-                           statistics.median(runner_ms) / statistics.median(podman_ms)))
+        bare_ms.append(timed(bare + limits + [image, "/bin/true"], env))
+        flags_ms.append(timed(
+            bare[:3] + ["--name", "lote-bench-flags-%d-%d" % (os.getpid(), i)] + bare[3:]
+            + ["--pull=missing", "--cidfile=" + os.path.join(node, "flags.id")] + keys + limits
+            + [image, "/bin/true"], flags_env))
+
+    def diff(a, b):
+        d = [x - y for x, y in zip(a, b)]
+        q = statistics.quantiles(d, n=4)
+        return "median %+d ms (quartiles %+d / %+d ms)" % (statistics.median(d), q[0], q[2])
+    print("%d rounds (%s): runner alone median %d ms, podman run with the runner's flags %d ms, "
+          "bare podman run %d ms; runner - bare: %s; runner - same flags: %s; flags - bare: %s"
+          % (rounds, " ".join(limits), statistics.median(runner_ms), statistics.median(flags_ms),
+             statistics.median(bare_ms), diff(runner_ms, bare_ms), diff(runner_ms, flags_ms),
+             diff(flags_ms, bare_ms)))
 
 
 def main():

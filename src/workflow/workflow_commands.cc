@@ -93,7 +93,13 @@ void RegisterSetup(CLI::App& app) {
     if (!config.ok()) return SetExitCode(Fail("setup", config.status()));
     Result<std::vector<std::string>> written = Setup(*config, Say);
     if (!written.ok()) return SetExitCode(Fail("setup", written.status()));
-    Say("next: lote data prepare && lote resources create && lote submit");
+    // Container mode (RUNTIME=container, docs/workflow.md) needs the image first.
+    if (config->GetOr("RUNTIME", "process") == "container") {
+      Say("next: eval \"$(lote env)\"; lote data prepare && ./build_image.sh && lote resources "
+          "create && lote submit");
+    } else {
+      Say("next: lote data prepare && lote resources create && lote submit");
+    }
   });
 }
 

@@ -89,7 +89,7 @@ class RecipeInContainerModeTest(unittest.TestCase):
         self.assertIn("\nECR_REPO=lote/llama2-train\n", text)
         with open(config, "w") as f:
             f.write(text.replace("\nECR_REPO=lote/llama2-train\n", "\nECR_REPO=%s\n" % REPO))
-        self.run_in(ex, LOTE, "setup")
+        self.assertIn("./build_image.sh", self.run_in(ex, LOTE, "setup"))
         with open(os.path.join(ex, "build", "job_def.json")) as f:
             container = json.load(f)["nodeProperties"]["nodeRangeProperties"][0]["container"]
         uri = "000000000000.dkr.ecr.us-east-1.amazonaws.com/%s:latest" % REPO
