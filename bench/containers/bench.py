@@ -90,15 +90,37 @@ def runner_against_podman(batch, server, work, image, env, rounds):
             + ["--pull=missing", "--cidfile=" + os.path.join(node, "flags.id")] + keys + limits
             + [image, "/bin/true"], flags_env))
 
+    # The runner's own share: the same spec as a host process of /bin/true (the
+    # runner's work but podman's), against /bin/true started directly.
+    for k in ("container", "container_user", "container_memory_mib", "container_vcpu_milli"):
+        spec.pop(k, None)
+    spec["argv"] = ["/bin/true"]
+    spec["cgroup_dir"] = ""  # container mode makes none either
+    spec["env"] = spec["env"] + ["PATH=/usr/bin:/bin"]
+    alone_ms, true_ms = [], []
+    for i in range(rounds):
+        node = os.path.join(work, "runner-process", str(i))
+        os.makedirs(node)
+        spec["output_path"] = os.path.join(node, "output.log")
+        spec["working_dir"] = os.path.join(node, "work")
+        with open(os.path.join(node, "spec.json"), "w") as f:
+            json.dump(spec, f)
+        alone_ms.append(timed([shim, "--node-dir", node], env))
+        true_ms.append(timed(["/bin/true"], env))
+
     def diff(a, b):
         d = [x - y for x, y in zip(a, b)]
         q = statistics.quantiles(d, n=4)
-        return "median %+d ms (quartiles %+d / %+d ms)" % (statistics.median(d), q[0], q[2])
+        return "median %+.1f ms (quartiles %+.1f / %+.1f ms)" % (statistics.median(d), q[0], q[2])
     print("%d rounds (%s): runner alone median %d ms, podman run with the runner's flags %d ms, "
           "bare podman run %d ms; runner - bare: %s; runner - same flags: %s; flags - bare: %s"
           % (rounds, " ".join(limits), statistics.median(runner_ms), statistics.median(flags_ms),
              statistics.median(bare_ms), diff(runner_ms, bare_ms), diff(runner_ms, flags_ms),
              diff(flags_ms, bare_ms)))
+    print("the runner's own work (the same spec as a host process of /bin/true), %d rounds: "
+          "median %.1f ms against /bin/true alone %.1f ms; runner - /bin/true: %s"
+          % (rounds, statistics.median(alone_ms), statistics.median(true_ms),
+             diff(alone_ms, true_ms)))
 
 
 def main():
