@@ -7,10 +7,13 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/files.h"
 #include "data/prepare.h"
+#include "engine/checkpoint_shards.h"
 #include "engine/communicator.h"
 #include "engine/safetensors.h"
 #include "objstore/objstore.h"
@@ -286,6 +289,58 @@ Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* sto
   return SafetensorsReader::Open(local);
 }
 
+// Every shard file of a checkpoint, verified and opened, as ModelShards/OptimShards.
+struct CheckpointFiles {
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;  // owned; the shards borrow them
+  std::optional<ModelShards> model;
+  std::optional<OptimShards> optim;
+};
+
+Result<CheckpointFiles> OpenCheckpointFiles(objstore::ObjectStore* store, const Json& manifest,
+                                            const LlamaConfig& config, int tp, int dp,
+                                            const std::string& dir) {
+  CheckpointFiles f;
+  std::vector<const SafetensorsReader*> model, optim;
+  std::vector<std::string> model_names, optim_names;
+  for (int r = 0; r < tp; ++r) {
+    ASSIGN_OR_RETURN(auto reader, FetchShard(store, manifest, ModelFile(r), dir));
+    model.push_back(reader.get());
+    model_names.push_back(ModelFile(r));
+    f.readers.push_back(std::move(reader));
+    for (int d = 0; d < dp; ++d) {
+      ASSIGN_OR_RETURN(auto o, FetchShard(store, manifest, OptimFile(r, d), dir));
+      optim.push_back(o.get());
+      optim_names.push_back(OptimFile(r, d));
+      f.readers.push_back(std::move(o));
+    }
+  }
+  ASSIGN_OR_RETURN(ModelShards m, ModelShards::Open(config, model, model_names));
+  ASSIGN_OR_RETURN(OptimShards o, OptimShards::Open(config, tp, dp, optim, optim_names));
+  f.model.emplace(std::move(m));
+  f.optim.emplace(std::move(o));
+  return f;
+}
+
+// Another layout: tensor by tensor, this rank's shard of the parameters and, where
+// the tensor meets its ZeRO-1 range, of both moments. Beyond the state itself it holds
+// one tensor's shard and one source shard (ModelShards / OptimShards' buffer).
+Result<TrainState> Reshard(CheckpointFiles* files, const ParamLayout& local, TrainState st) {
+  std::vector<float> moment;
+  for (const TensorSpec& t : local.tensors()) {
+    RETURN_IF_ERROR(files->model->Read(t, st.params.data() + t.offset));
+    const int64_t lo = std::max(t.offset, st.shard_begin);
+    const int64_t hi = std::min(t.offset + t.numel, st.shard_end);
+    if (lo >= hi) continue;
+    moment.resize(static_cast<size_t>(t.numel));
+    for (auto [name, out] : {std::pair{"exp_avg", &st.exp_avg}, std::pair{"exp_avg_sq", &st.exp_avg_sq}}) {
+      RETURN_IF_ERROR(files->optim->Read(t, name, moment.data()));
+      std::copy(moment.begin() + (lo - t.offset), moment.begin() + (hi - t.offset),
+                out->begin() + (lo - st.shard_begin));
+    }
+  }
+  return st;
+}
+
 }  // namespace
 
 Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
@@ -329,6 +384,7 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
     ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(dims.tp_rank()), dir));
     for (const TensorSpec& t : local.tensors()) {
       RETURN_IF_ERROR(model->ReadFloat(t.name, st.params.data() + t.offset, t.numel));
+      model->Evict(t.name);
     }
     ASSIGN_OR_RETURN(auto optim,
                      FetchShard(store.get(), m, OptimFile(dims.tp_rank(), dims.dp_rank()), dir));
@@ -337,42 +393,9 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", st.exp_avg_sq.data(), n));
     return st;
   }
-
-  // Another layout: whole tensors (parameters and both moments) from every shard,
-  // then this rank's pieces.
-  const ParamLayout whole(config);
-  std::vector<float> full(static_cast<size_t>(whole.total())), full_m(full.size()),
-      full_v(full.size());
-  for (int r = 0; r < old_tp; ++r) {
-    const ParamLayout old(config, {r, old_tp});
-    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(r), dir));
-    std::vector<float> flat(static_cast<size_t>(old.total())), fm(flat.size()), fv(flat.size());
-    for (const TensorSpec& t : old.tensors()) {
-      RETURN_IF_ERROR(model->ReadFloat(t.name, flat.data() + t.offset, t.numel));
-    }
-    for (int d = 0; d < old_dp; ++d) {
-      ASSIGN_OR_RETURN(auto optim, FetchShard(store.get(), m, OptimFile(r, d), dir));
-      const Range shard = EvenSplit(old.total(), old_dp, d);
-      RETURN_IF_ERROR(optim->ReadFloat("exp_avg", fm.data() + shard.begin, shard.size()));
-      RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", fv.data() + shard.begin, shard.size()));
-    }
-    for (const TensorSpec& t : old.tensors()) {
-      const int64_t at = whole.Find(t.name)->offset;
-      PlaceShard(t, flat.data() + t.offset, full.data() + at);
-      PlaceShard(t, fm.data() + t.offset, full_m.data() + at);
-      PlaceShard(t, fv.data() + t.offset, full_v.data() + at);
-    }
-  }
-  std::vector<float> lm(static_cast<size_t>(local.total())), lv(lm.size());
-  for (const TensorSpec& t : local.tensors()) {
-    const int64_t at = whole.Find(t.name)->offset;
-    SliceShard(t, full.data() + at, st.params.data() + t.offset);
-    SliceShard(t, full_m.data() + at, lm.data() + t.offset);
-    SliceShard(t, full_v.data() + at, lv.data() + t.offset);
-  }
-  std::copy(lm.begin() + shard_begin, lm.begin() + shard_end, st.exp_avg.begin());
-  std::copy(lv.begin() + shard_begin, lv.begin() + shard_end, st.exp_avg_sq.begin());
-  return st;
+  ASSIGN_OR_RETURN(CheckpointFiles files,
+                   OpenCheckpointFiles(store.get(), m, config, old_tp, old_dp, dir));
+  return Reshard(&files, local, std::move(st));
 }
 
 }  // namespace lote::engine

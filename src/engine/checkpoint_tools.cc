@@ -16,8 +16,8 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "engine/checkpoint_shards.h"
 #include "engine/param_layout.h"
-#include "engine/weights_io.h"
 
 namespace lote::engine {
 namespace {
@@ -150,48 +150,6 @@ void GuessLayout(const std::map<std::string, uint64_t>& sizes, CheckpointSummary
   s->data_parallel = dp;
 }
 
-struct ShardEntry {
-  std::vector<int64_t> global_shape;
-  int split_dim = -1;
-  int64_t split_begin = 0;
-};
-
-Result<std::map<std::string, ShardEntry>> ParseLoteShards(const SafetensorsReader& reader,
-                                                          const std::string& name) {
-  auto it = reader.metadata().find("lote_shards");
-  if (it == reader.metadata().end()) {
-    return Status::DataLoss(
-        fmt::format("{} has no \"lote_shards\" metadata; it is not a lote checkpoint shard", name));
-  }
-  auto parsed = ParseJson(it->second);
-  if (!parsed.ok() || !parsed->is_object()) {
-    return Status::DataLoss(fmt::format("{}: \"lote_shards\" is not a JSON object", name));
-  }
-  std::map<std::string, ShardEntry> out;
-  for (const auto& [tensor, e] : parsed->items()) {
-    auto bad = [&](const char* why) {
-      return Status::DataLoss(fmt::format("{}: lote_shards[\"{}\"]: {}", name, tensor, why));
-    };
-    if (!e.is_object() || !e.contains("global_shape") || !e["global_shape"].is_array() ||
-        !e.contains("split_dim") || !e["split_dim"].is_number_integer()) {
-      return bad("needs global_shape and split_dim");
-    }
-    ShardEntry s;
-    for (const auto& d : e["global_shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad("bad global_shape");
-      s.global_shape.push_back(d.get<int64_t>());
-    }
-    s.split_dim = e["split_dim"].get<int>();
-    s.split_begin = IntOr(e, "split_begin", 0);
-    if (s.split_dim < -1 || s.split_dim > 1 ||
-        s.split_dim >= static_cast<int>(s.global_shape.size()) || s.split_begin < 0) {
-      return bad("split_dim must be -1, 0 or 1 (below the rank) and split_begin >= 0");
-    }
-    out[tensor] = std::move(s);
-  }
-  return out;
-}
-
 }  // namespace
 
 Json CheckpointSummary::ToJson() const {
@@ -308,136 +266,38 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
 Status AssembleModelShards(const LlamaConfig& config,
                            const std::vector<const SafetensorsReader*>& shards,
                            const std::vector<std::string>& names, std::vector<float>* params) {
+  ASSIGN_OR_RETURN(ModelShards model, ModelShards::Open(config, shards, names));
   const ParamLayout layout(config);
   params->assign(static_cast<size_t>(layout.total()), 0.0f);
-  // Per tensor: the [begin, end) ranges placed along split_dim, or "whole" (-1).
-  struct Coverage {
-    int split_dim = -2;  // -2: not seen yet
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    std::string first_file;
-  };
-  std::map<std::string, Coverage> seen;
-  std::vector<float> buf;
-  const int tp = static_cast<int>(shards.size());
-  for (int r = 0; r < tp; ++r) {
-    const SafetensorsReader& reader = *shards[static_cast<size_t>(r)];
-    const std::string& file = names[static_cast<size_t>(r)];
-    const auto& md = reader.metadata();
-    if (md.count("tp_size") != 0 && md.at("tp_size") != std::to_string(tp)) {
-      return Status::DataLoss(
-          fmt::format("{} says tp_size {}, but the checkpoint has {} model "
-                      "shards",
-                      file, md.at("tp_size"), tp));
-    }
-    if (md.count("tp_rank") != 0 && md.at("tp_rank") != std::to_string(r)) {
-      return Status::DataLoss(fmt::format("{} says tp_rank {}", file, md.at("tp_rank")));
-    }
-    ASSIGN_OR_RETURN(auto entries, ParseLoteShards(reader, file));
-    for (const auto& [name, info] : reader.tensors()) {
-      auto e = entries.find(name);
-      if (e == entries.end()) {
-        return Status::DataLoss(
-            fmt::format("{}: tensor \"{}\" has no entry in lote_shards", file, name));
-      }
-      const TensorSpec* whole = layout.Find(name);
-      if (whole == nullptr) {
-        return Status::InvalidArgument(fmt::format(
-            "{} has tensor \"{}\", which the manifest's model config does not have", file, name));
-      }
-      const ShardEntry& se = e->second;
-      if (se.global_shape != whole->global_shape) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: tensor \"{}\" has global shape [{}] but the manifest's config "
-            "needs [{}]",
-            file, name, fmt::join(se.global_shape, ", "), fmt::join(whole->global_shape, ", ")));
-      }
-      // The shard's shape equals the global one but along split_dim.
-      bool shape_ok = info.shape.size() == se.global_shape.size();
-      for (size_t d = 0; shape_ok && d < info.shape.size(); ++d) {
-        if (static_cast<int>(d) == se.split_dim) {
-          shape_ok = se.split_begin + info.shape[d] <= se.global_shape[d];
-        } else {
-          shape_ok = info.shape[d] == se.global_shape[d];
-        }
-      }
-      if (!shape_ok) {
-        return Status::DataLoss(fmt::format(
-            "{}: tensor \"{}\" of shape [{}] does not fit global shape [{}] at split_dim {}, "
-            "split_begin {}",
-            file, name, fmt::join(info.shape, ", "), fmt::join(se.global_shape, ", "), se.split_dim,
-            se.split_begin));
-      }
-      Coverage& c = seen[name];
-      if (c.split_dim != -2 && c.split_dim != se.split_dim) {
-        return Status::DataLoss(
-            fmt::format("tensor \"{}\" is split along dim {} in {} but {} in {}", name, c.split_dim,
-                        c.first_file, se.split_dim, file));
-      }
-      TensorSpec spec;
-      spec.name = name;
-      spec.shape = info.shape;
-      spec.global_shape = se.global_shape;
-      spec.split_dim = se.split_dim;
-      spec.split_begin = se.split_begin;
-      spec.numel = info.numel();
-      buf.resize(static_cast<size_t>(spec.numel));
-      {
-        Status st = reader.ReadFloat(name, buf.data(), spec.numel);
-        if (!st.ok()) return Status(st.code(), fmt::format("{}: {}", file, st.message()));
-      }
-      float* full = params->data() + whole->offset;
-      if (se.split_dim < 0 && c.split_dim == -1) {
-        // Replicated on every TP rank: the copies must agree bit for bit.
-        if (std::memcmp(full, buf.data(), sizeof(float) * buf.size()) != 0) {
-          return Status::DataLoss(
-              fmt::format("tensor \"{}\" is replicated but differs between {} and {}", name,
-                          c.first_file, file));
-        }
-        continue;
-      }
-      if (c.split_dim == -2) {
-        c.split_dim = se.split_dim;
-        c.first_file = file;
-      }
-      if (spec.numel > 0) PlaceShard(spec, buf.data(), full);
-      if (se.split_dim >= 0) {
-        c.ranges.emplace_back(se.split_begin,
-                              se.split_begin + info.shape[static_cast<size_t>(se.split_dim)]);
-      }
-    }
-    for (const auto& [name, se] : entries) {
-      if (reader.Find(name) == nullptr) {
-        return Status::DataLoss(fmt::format(
-            "{}: lote_shards lists \"{}\" but the file has no such tensor", file, name));
-      }
-    }
-  }
   for (const TensorSpec& spec : layout.tensors()) {
-    auto it = seen.find(spec.name);
-    if (it == seen.end()) {
-      return Status::NotFound(fmt::format(
-          "no model shard has tensor \"{}\", which the manifest's config needs", spec.name));
-    }
-    Coverage& c = it->second;
-    if (c.split_dim < 0) continue;
-    std::sort(c.ranges.begin(), c.ranges.end());
-    int64_t next = 0;
-    for (const auto& [b, e] : c.ranges) {
-      if (b != next) {
-        return Status::DataLoss(
-            fmt::format("the shards of tensor \"{}\" do not tile it along dim {}: {} at {}",
-                        spec.name, c.split_dim, b < next ? "overlap" : "gap", std::min(b, next)));
-      }
-      next = e;
-    }
-    if (next != spec.global_shape[static_cast<size_t>(c.split_dim)]) {
-      return Status::DataLoss(
-          fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}", spec.name,
-                      next, spec.global_shape[static_cast<size_t>(c.split_dim)], c.split_dim));
-    }
+    RETURN_IF_ERROR(model.Read(spec, params->data() + spec.offset, /*check_replicas=*/true));
   }
   return Status::Ok();
 }
+
+namespace {
+
+// model.safetensors of the whole model, written tensor by tensor from the shards (one
+// tensor in memory at a time), with SaveWeights' header and metadata.
+Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std::string& path) {
+  const ParamLayout layout(config);
+  std::vector<TensorHeader> headers;
+  int64_t largest = 0;
+  for (const TensorSpec& spec : layout.tensors()) {
+    headers.push_back({spec.name, spec.shape});
+    largest = std::max(largest, spec.numel);
+  }
+  ASSIGN_OR_RETURN(auto writer,
+                   SafetensorsWriter::Create(path, headers, {{"format", "pt"}, {"producer", "lote"}}));
+  std::vector<float> tensor(static_cast<size_t>(largest));
+  for (const TensorSpec& spec : layout.tensors()) {
+    RETURN_IF_ERROR(model->Read(spec, tensor.data(), /*check_replicas=*/true));
+    RETURN_IF_ERROR(writer->Append(tensor.data(), spec.numel));
+  }
+  return writer->Finish();
+}
+
+}  // namespace
 
 Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptions& options) {
   auto log = [&](const std::string& line) {
@@ -532,15 +392,13 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
     readers.push_back(std::move(*reader));
     names.push_back(name);
   }
-  std::vector<float> params;
-  RETURN_IF_ERROR(AssembleModelShards(*config, views, names, &params));
-  readers.clear();
+  ASSIGN_OR_RETURN(ModelShards model, ModelShards::Open(*config, views, names));
   const ParamLayout layout(*config);
   result.tensors = static_cast<int64_t>(layout.tensors().size());
   result.parameters = layout.total();
   result.model_path = options.output_dir + "/model.safetensors";
   result.config_path = options.output_dir + "/config.json";
-  RETURN_IF_ERROR(SaveWeights(*config, params.data(), result.model_path));
+  RETURN_IF_ERROR(WriteWholeModel(*config, &model, result.model_path));
   RETURN_IF_ERROR(WriteFileAtomic(result.config_path, manifest["config"].dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));

@@ -173,7 +173,6 @@ class Trainer {
   Result<double> Evaluate();
   Json Metrics(double total_s, int64_t steps_run) const;
   double ExposedCommSeconds() const;
-  Result<std::vector<float>> WholeParams();
 
   const TrainOptions& o_;
   const LlamaConfig& config_;
@@ -683,33 +682,6 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"sampler", sampler_->state().ToJson()}};
 }
 
-// Whole tensors assembled from the tensor-parallel shards (every TP group does the
-// same all-gather, so the groups stay in step).
-Result<std::vector<float>> Trainer::WholeParams() {
-  const float* params = model_->params();
-  const int tp = dims_.tp();
-  if (tp == 1) return std::vector<float>(params, params + model_->num_params());
-  std::vector<int64_t> tp_counts;
-  for (int r = 0; r < tp; ++r) tp_counts.push_back(ParamLayout(config_, {r, tp}).total());
-  int64_t total = 0, offset = 0;
-  for (int64_t c : tp_counts) total += c;
-  for (int r = 0; r < dims_.tp_rank(); ++r) offset += tp_counts[static_cast<size_t>(r)];
-  std::vector<float> all(static_cast<size_t>(total));
-  std::copy(params, params + model_->num_params(), all.begin() + offset);
-  RETURN_IF_ERROR(tp_->AllGather(all.data(), tp_counts));
-  const ParamLayout global(config_);
-  std::vector<float> full(static_cast<size_t>(global.total()), 0.0f);
-  offset = 0;
-  for (int r = 0; r < tp; ++r) {
-    const ParamLayout lr(config_, {r, tp});
-    for (const TensorSpec& t : lr.tensors()) {
-      PlaceShard(t, all.data() + offset + t.offset, full.data() + global.Find(t.name)->offset);
-    }
-    offset += tp_counts[static_cast<size_t>(r)];
-  }
-  return full;
-}
-
 // The last checkpoint's upload, metrics, the summary line and --output (rank 0).
 Status Trainer::Finish() {
   const auto start = Clock::now();
@@ -732,11 +704,15 @@ Status Trainer::Finish() {
              steps_run, total_s, last_loss_, last_val_, metrics.value("avg_tokens_per_s", 0.0),
              100.0 * metrics.value("collective_share", 0.0),
              100.0 * metrics.value("exposed_comm_share", 0.0));
-  if (!o_.output_dir.empty()) {
-    ASSIGN_OR_RETURN(std::vector<float> full, WholeParams());
-    if (dims_.rank() == 0) {
-      RETURN_IF_ERROR(MakeDirs(o_.output_dir));
-      RETURN_IF_ERROR(SaveWeights(config_, full.data(), o_.output_dir + "/model.safetensors"));
+  // --output: whole tensors from DP rank 0's tensor-parallel group, one at a time.
+  if (!o_.output_dir.empty() && dims_.dp_rank() == 0) {
+    const bool writes = dims_.rank() == 0;
+    const Status dir = writes ? MakeDirs(o_.output_dir) : Status::Ok();
+    const Status saved = SaveWeightsGathered(*model_, tp_, writes && dir.ok(),
+                                             o_.output_dir + "/model.safetensors");
+    RETURN_IF_ERROR(dir);
+    RETURN_IF_ERROR(saved);
+    if (writes) {
       RETURN_IF_ERROR(
           WriteFileAtomic(o_.output_dir + "/config.json", config_.ToJson().dump(2) + "\n"));
       RETURN_IF_ERROR(WriteFileAtomic(o_.output_dir + "/metrics.json", metrics.dump(2) + "\n"));
