@@ -16,6 +16,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "engine/checkpoint.h"
 #include "engine/checkpoint_shards.h"
 #include "engine/param_layout.h"
 
@@ -49,8 +50,8 @@ bool ParseStepName(std::string_view name, int64_t* step) {
   return true;
 }
 
-Result<std::unique_ptr<objstore::ObjectStore>> Open(const OpenStoreFn& open_store,
-                                                    const std::string& uri) {
+Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const OpenStoreFn& open_store,
+                                                         const std::string& uri) {
   if (open_store) return open_store(uri);
   return objstore::OpenObjectStore(uri);
 }
@@ -70,8 +71,6 @@ int64_t IntOr(const Json& j, const char* key, int64_t fallback) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return fallback;
   return j[key].get<int64_t>();
 }
-
-std::string ModelShardName(int r) { return fmt::format("model-tp{}.safetensors", r); }
 
 // Fills the manifest-dependent fields of `s` from manifest text and the folder's
 // objects (file name -> size).
@@ -109,8 +108,8 @@ void Evaluate(const std::string& text, const std::map<std::string, uint64_t>& si
   }
   const Json& files = m["files"];
   for (int r = 0; r < s->tensor_parallel; ++r) {
-    if (!files.contains(ModelShardName(r))) {
-      s->problem = fmt::format("manifest.json does not list {}", ModelShardName(r));
+    if (!files.contains(ModelShardFile(r))) {
+      s->problem = fmt::format("manifest.json does not list {}", ModelShardFile(r));
       return;
     }
   }
@@ -188,7 +187,7 @@ Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri_in,
   std::string job_uri = uri;
   if (IsStepFolder(uri, &only_step)) job_uri = ParentUri(uri);
   RETURN_IF_ERROR(CheckLocalRootExists(only_step >= 0 ? uri : job_uri));
-  ASSIGN_OR_RETURN(auto store, Open(open_store, job_uri));
+  ASSIGN_OR_RETURN(auto store, OpenStore(open_store, job_uri));
   const std::string prefix =
       only_step >= 0
           ? uri.substr(uri.rfind('/') == std::string::npos ? 0 : uri.rfind('/') + 1) + "/"
@@ -299,15 +298,13 @@ Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std:
 
 }  // namespace
 
-Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptions& options) {
-  auto log = [&](const std::string& line) {
-    if (options.log) options.log(line);
-  };
-  if (options.output_dir.empty()) return Status::InvalidArgument("give an output folder");
+Result<ChosenCheckpoint> ChosenCheckpoint::Open(std::string_view uri_in,
+                                                const OpenStoreFn& open_store,
+                                                const std::string& work_dir) {
   const std::string uri = TrimSlashes(uri_in);
   int64_t step = 0;
   const bool one = IsStepFolder(uri, &step);
-  ASSIGN_OR_RETURN(std::vector<CheckpointSummary> all, ListCheckpoints(uri, options.open_store));
+  ASSIGN_OR_RETURN(std::vector<CheckpointSummary> all, ListCheckpoints(uri, open_store));
   const CheckpointSummary* chosen = nullptr;
   for (const CheckpointSummary& s : all) {
     if (s.complete) chosen = &s;
@@ -322,84 +319,99 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
     return Status::NotFound(
         fmt::format("no complete checkpoint under {} ({} incomplete{})", uri, all.size(), why));
   }
-  ExportResult result;
-  result.checkpoint_uri = chosen->uri;
-  result.step = chosen->step;
-  log(fmt::format("exporting {} (step {})", chosen->uri, chosen->step));
-
-  ASSIGN_OR_RETURN(auto store,
-                   one ? Open(options.open_store, ParentUri(uri)) : Open(options.open_store, uri));
-  const std::string folder = chosen->name + "/";
-  ASSIGN_OR_RETURN(std::string text, store->GetBytes(folder + kManifest));
-  ASSIGN_OR_RETURN(Json manifest, ParseJson(text));
-  if (!manifest.contains("config") || !manifest["config"].is_object()) {
+  ChosenCheckpoint c;
+  c.summary_ = *chosen;
+  ASSIGN_OR_RETURN(c.store_, one ? OpenStore(open_store, ParentUri(uri)) : OpenStore(open_store, uri));
+  c.folder_ = chosen->name + "/";
+  ASSIGN_OR_RETURN(std::string text, c.store_->GetBytes(c.folder_ + kManifest));
+  ASSIGN_OR_RETURN(c.manifest_, ParseJson(text));
+  if (!c.manifest_.contains("config") || !c.manifest_["config"].is_object()) {
     return Status::InvalidArgument(
         fmt::format("{}/manifest.json has no \"config\" object", chosen->uri));
   }
-  auto config = LlamaConfig::FromJson(manifest["config"]);
+  auto config = LlamaConfig::FromJson(c.manifest_["config"]);
   if (!config.ok()) {
     return Status::InvalidArgument(
         fmt::format("{}/manifest.json: config: {}", chosen->uri, config.status().message()));
   }
-  const int tp = chosen->tensor_parallel;
-  result.tensor_parallel = tp;
-
-  RETURN_IF_ERROR(MakeDirs(options.output_dir));
+  c.config_ = *config;
   ASSIGN_OR_RETURN(objstore::Uri parsed, objstore::ParseUri(chosen->uri));
-  const bool local = parsed.scheme == "file";
-  const std::string staging = options.output_dir + "/.lote-export-" + HexEncode(RandomBytes(6));
-  DirGuard cleanup;
-  if (!local) {
-    RETURN_IF_ERROR(MakeDirs(staging));
-    cleanup.Reset(staging);
+  if (parsed.scheme == "file") {
+    c.local_dir_ = parsed.key;
+  } else {
+    RETURN_IF_ERROR(MakeDirs(work_dir));
+    c.local_dir_ = work_dir + "/.lote-checkpoint-" + HexEncode(RandomBytes(6));
+    RETURN_IF_ERROR(MakeDirs(c.local_dir_));
+    c.staging_ = std::make_unique<DirGuard>(c.local_dir_);
   }
+  return c;
+}
 
-  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+Result<const SafetensorsReader*> ChosenCheckpoint::Shard(const std::string& name,
+                                                         const std::function<void(std::string_view)>& log) {
+  const std::string& uri = summary_.uri;
+  const Json& entry = manifest_["files"][name];
+  const std::string path = local_dir_ + "/" + name;
+  if (staging_ != nullptr) {
+    if (log) log(fmt::format("downloading {}", name));
+    RETURN_IF_ERROR(store_->GetFile(folder_ + name, path));
+  }
+  uint64_t size = 0;
+  ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
+  const int64_t want_bytes = IntOr(entry, "bytes", -1);
+  const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
+                                   ? entry["sha256"].get<std::string>()
+                                   : "";
+  if (static_cast<int64_t>(size) != want_bytes) {
+    return Status::DataLoss(
+        fmt::format("{}/{} has {} bytes, manifest.json says {}", uri, name, size, want_bytes));
+  }
+  if (sha != want_sha) {
+    return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}", uri,
+                                        name, sha, want_sha.empty() ? "(none)" : want_sha));
+  }
+  auto reader = SafetensorsReader::Open(path);
+  if (!reader.ok()) {
+    return Status(reader.status().code(),
+                  fmt::format("{}/{}: {}", uri, name, reader.status().message()));
+  }
+  readers_.push_back(std::move(*reader));
+  return readers_.back().get();
+}
+
+Result<ModelShards> ChosenCheckpoint::OpenModel(const std::function<void(std::string_view)>& log) {
   std::vector<const SafetensorsReader*> views;
   std::vector<std::string> names;
-  for (int r = 0; r < tp; ++r) {
-    const std::string name = ModelShardName(r);
-    const Json& entry = manifest["files"][name];
-    std::string path;
-    if (local) {
-      path = parsed.key + "/" + name;
-    } else {
-      path = staging + "/" + name;
-      log(fmt::format("downloading {}", name));
-      RETURN_IF_ERROR(store->GetFile(folder + name, path));
-    }
-    uint64_t size = 0;
-    ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
-    const int64_t want_bytes = IntOr(entry, "bytes", -1);
-    const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
-                                     ? entry["sha256"].get<std::string>()
-                                     : "";
-    if (static_cast<int64_t>(size) != want_bytes) {
-      return Status::DataLoss(fmt::format("{}/{} has {} bytes, manifest.json says {}", chosen->uri,
-                                          name, size, want_bytes));
-    }
-    if (sha != want_sha) {
-      return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}",
-                                          chosen->uri, name, sha,
-                                          want_sha.empty() ? "(none)" : want_sha));
-    }
-    auto reader = SafetensorsReader::Open(path);
-    if (!reader.ok()) {
-      return Status(reader.status().code(),
-                    fmt::format("{}/{}: {}", chosen->uri, name, reader.status().message()));
-    }
-    views.push_back(reader->get());
-    readers.push_back(std::move(*reader));
-    names.push_back(name);
+  for (int r = 0; r < summary_.tensor_parallel; ++r) {
+    ASSIGN_OR_RETURN(const SafetensorsReader* reader, Shard(ModelShardFile(r), log));
+    views.push_back(reader);
+    names.push_back(ModelShardFile(r));
   }
-  ASSIGN_OR_RETURN(ModelShards model, ModelShards::Open(*config, views, names));
-  const ParamLayout layout(*config);
+  return ModelShards::Open(config_, views, names);
+}
+
+Result<ExportResult> ExportCheckpoint(std::string_view uri, const ExportOptions& options) {
+  if (options.output_dir.empty()) return Status::InvalidArgument("give an output folder");
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  ASSIGN_OR_RETURN(ChosenCheckpoint chosen,
+                   ChosenCheckpoint::Open(uri, options.open_store, options.output_dir));
+  ExportResult result;
+  result.checkpoint_uri = chosen.summary().uri;
+  result.step = chosen.summary().step;
+  result.tensor_parallel = chosen.summary().tensor_parallel;
+  log(fmt::format("exporting {} (step {})", result.checkpoint_uri, result.step));
+  RETURN_IF_ERROR(MakeDirs(options.output_dir));
+  ASSIGN_OR_RETURN(ModelShards model, chosen.OpenModel(options.log));
+  const ParamLayout layout(chosen.config());
   result.tensors = static_cast<int64_t>(layout.tensors().size());
   result.parameters = layout.total();
   result.model_path = options.output_dir + "/model.safetensors";
   result.config_path = options.output_dir + "/config.json";
-  RETURN_IF_ERROR(WriteWholeModel(*config, &model, result.model_path));
-  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, manifest["config"].dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path));
+  RETURN_IF_ERROR(
+      WriteFileAtomic(result.config_path, chosen.manifest()["config"].dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));
   return result;
