@@ -61,9 +61,7 @@ std::map<std::string, std::string> FileMetadata(const ParamLayout& layout) {
 
 }  // namespace
 
-std::string ModelShardFile(int tp_rank) {
-  return fmt::format("model-tp{}.safetensors", tp_rank);
-}
+std::string ModelShardFile(int tp_rank) { return fmt::format("model-tp{}.safetensors", tp_rank); }
 
 std::string OptimShardFile(int tp_rank, int dp_rank) {
   return fmt::format("optim-tp{}-dp{}.safetensors", tp_rank, dp_rank);
@@ -347,7 +345,8 @@ Result<TrainState> Reshard(CheckpointFiles* files, const ParamLayout& local, Tra
     const int64_t hi = std::min(t.offset + t.numel, st.shard_end);
     if (lo >= hi) continue;
     moment.resize(static_cast<size_t>(t.numel));
-    for (auto [name, out] : {std::pair{"exp_avg", &st.exp_avg}, std::pair{"exp_avg_sq", &st.exp_avg_sq}}) {
+    for (auto [name, out] :
+         {std::pair{"exp_avg", &st.exp_avg}, std::pair{"exp_avg_sq", &st.exp_avg_sq}}) {
       RETURN_IF_ERROR(files->optim->Read(t, name, moment.data()));
       std::copy(moment.begin() + (lo - t.offset), moment.begin() + (hi - t.offset),
                 out->begin() + (lo - st.shard_begin));
@@ -401,8 +400,8 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
       RETURN_IF_ERROR(model->ReadFloat(t.name, st.params.data() + t.offset, t.numel));
       model->Evict(t.name);
     }
-    ASSIGN_OR_RETURN(auto optim,
-                     FetchShard(store.get(), m, OptimShardFile(dims.tp_rank(), dims.dp_rank()), dir));
+    ASSIGN_OR_RETURN(auto optim, FetchShard(store.get(), m,
+                                            OptimShardFile(dims.tp_rank(), dims.dp_rank()), dir));
     const int64_t n = shard_end - shard_begin;
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg", st.exp_avg.data(), n));
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", st.exp_avg_sq.data(), n));

@@ -135,9 +135,9 @@ Status CheckTiling(const TensorSpec& whole, const std::vector<TensorSpec>& piece
     next = e;
   }
   if (next != whole.global_shape[static_cast<size_t>(dim)]) {
-    return Status::DataLoss(fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}",
-                                        whole.name, next,
-                                        whole.global_shape[static_cast<size_t>(dim)], dim));
+    return Status::DataLoss(
+        fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}", whole.name, next,
+                    whole.global_shape[static_cast<size_t>(dim)], dim));
   }
   return Status::Ok();
 }
@@ -221,10 +221,10 @@ Status ModelShards::Read(const TensorSpec& dst, float* out, bool check_replicas)
     for (size_t i = 1; i < pieces.size(); ++i) {
       RETURN_IF_ERROR(ReadPiece(pieces[i]));
       if (std::memcmp(buf_.data(), first_replica_.data(), sizeof(float) * buf_.size()) != 0) {
-        return Status::DataLoss(fmt::format(
-            "tensor \"{}\" is replicated but differs between {} and {}", dst.name,
-            names_[static_cast<size_t>(pieces.front().rank)],
-            names_[static_cast<size_t>(pieces[i].rank)]));
+        return Status::DataLoss(
+            fmt::format("tensor \"{}\" is replicated but differs between {} and {}", dst.name,
+                        names_[static_cast<size_t>(pieces.front().rank)],
+                        names_[static_cast<size_t>(pieces[i].rank)]));
       }
     }
     CopyOverlap(pieces.front().spec, first_replica_.data(), dst, out);
@@ -247,8 +247,8 @@ Result<OptimShards> OptimShards::Open(const LlamaConfig& config, int tp, int dp,
   o.readers_ = std::move(readers);
   o.names_ = std::move(names);
   if (o.readers_.size() != static_cast<size_t>(tp) * static_cast<size_t>(dp)) {
-    return Status::Internal(fmt::format("{} optimizer shards for a {}x{} layout",
-                                        o.readers_.size(), tp, dp));
+    return Status::Internal(
+        fmt::format("{} optimizer shards for a {}x{} layout", o.readers_.size(), tp, dp));
   }
   for (int r = 0; r < tp; ++r) {
     o.layouts_.emplace_back(config, TensorParallel{r, tp});
@@ -258,11 +258,11 @@ Result<OptimShards> OptimShards::Open(const LlamaConfig& config, int tp, int dp,
       for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
         const TensorInfo* t = o.readers_[i]->Find(moment);
         if (t == nullptr || t->numel() != want) {
-          return Status::DataLoss(fmt::format("{}: {} must have {} elements (this rank's share "
-                                              "of TP rank {}'s {} parameters), it has {}",
-                                              o.names_[i], moment, want, r,
-                                              o.layouts_.back().total(),
-                                              t == nullptr ? 0 : t->numel()));
+          return Status::DataLoss(
+              fmt::format("{}: {} must have {} elements (this rank's share "
+                          "of TP rank {}'s {} parameters), it has {}",
+                          o.names_[i], moment, want, r, o.layouts_.back().total(),
+                          t == nullptr ? 0 : t->numel()));
         }
       }
     }
@@ -287,9 +287,9 @@ Status OptimShards::Read(const TensorSpec& dst, const std::string& moment, float
       const int64_t hi = std::min(file.end, src->offset + src->numel);
       if (lo >= hi) continue;
       const size_t i = static_cast<size_t>(r * dp_ + d);
-      RETURN_IF_ERROR(WithFile(
-          readers_[i]->ReadFloatRange(moment, lo - file.begin, hi - lo, buf_.data() + lo - src->offset),
-          names_[i]));
+      RETURN_IF_ERROR(WithFile(readers_[i]->ReadFloatRange(moment, lo - file.begin, hi - lo,
+                                                           buf_.data() + lo - src->offset),
+                               names_[i]));
       readers_[i]->Evict(moment, lo - file.begin, hi - lo);
     }
     CopyOverlap(*src, buf_.data(), dst, out);

@@ -286,8 +286,8 @@ Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std:
     headers.push_back({spec.name, spec.shape});
     largest = std::max(largest, spec.numel);
   }
-  ASSIGN_OR_RETURN(auto writer,
-                   SafetensorsWriter::Create(path, headers, {{"format", "pt"}, {"producer", "lote"}}));
+  ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(
+                                    path, headers, {{"format", "pt"}, {"producer", "lote"}}));
   std::vector<float> tensor(static_cast<size_t>(largest));
   for (const TensorSpec& spec : layout.tensors()) {
     RETURN_IF_ERROR(model->Read(spec, tensor.data(), /*check_replicas=*/true));
@@ -321,7 +321,8 @@ Result<ChosenCheckpoint> ChosenCheckpoint::Open(std::string_view uri_in,
   }
   ChosenCheckpoint c;
   c.summary_ = *chosen;
-  ASSIGN_OR_RETURN(c.store_, one ? OpenStore(open_store, ParentUri(uri)) : OpenStore(open_store, uri));
+  ASSIGN_OR_RETURN(c.store_,
+                   one ? OpenStore(open_store, ParentUri(uri)) : OpenStore(open_store, uri));
   c.folder_ = chosen->name + "/";
   ASSIGN_OR_RETURN(std::string text, c.store_->GetBytes(c.folder_ + kManifest));
   ASSIGN_OR_RETURN(c.manifest_, ParseJson(text));
@@ -347,8 +348,8 @@ Result<ChosenCheckpoint> ChosenCheckpoint::Open(std::string_view uri_in,
   return c;
 }
 
-Result<const SafetensorsReader*> ChosenCheckpoint::Shard(const std::string& name,
-                                                         const std::function<void(std::string_view)>& log) {
+Result<const SafetensorsReader*> ChosenCheckpoint::Shard(
+    const std::string& name, const std::function<void(std::string_view)>& log) {
   const std::string& uri = summary_.uri;
   const Json& entry = manifest_["files"][name];
   const std::string path = local_dir_ + "/" + name;
@@ -410,8 +411,7 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri, const ExportOptions&
   result.model_path = options.output_dir + "/model.safetensors";
   result.config_path = options.output_dir + "/config.json";
   RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path));
-  RETURN_IF_ERROR(
-      WriteFileAtomic(result.config_path, chosen.manifest()["config"].dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, chosen.manifest()["config"].dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));
   return result;

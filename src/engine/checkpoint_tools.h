@@ -32,9 +32,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/files.h"
 #include "common/json.h"
 #include "common/status.h"
-#include "common/files.h"
 #include "engine/checkpoint_shards.h"
 #include "engine/llama_config.h"
 #include "engine/safetensors.h"
@@ -99,8 +99,8 @@ class ChosenCheckpoint {
   Json manifest_;
   LlamaConfig config_;
   std::unique_ptr<objstore::ObjectStore> store_;
-  std::string folder_;     // "step_<N>/" inside store_
-  std::string local_dir_;  // where the shard files are read
+  std::string folder_;                 // "step_<N>/" inside store_
+  std::string local_dir_;              // where the shard files are read
   std::unique_ptr<DirGuard> staging_;  // non-file:// stores: the download folder
   std::vector<std::unique_ptr<SafetensorsReader>> readers_;
 };

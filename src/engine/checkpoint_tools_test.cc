@@ -18,9 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <utility>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "common/crypto.h"
 #include "common/files.h"
@@ -566,7 +566,6 @@ TEST_F(S3CheckpointTest, ListsAndExportsFromS3) {
                   .status()
                   .IsNotFound());
 }
-
 
 // ---- Re-sharding: `lote checkpoint reshard` and LoadCheckpoint on another layout ----
 

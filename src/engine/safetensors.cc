@@ -279,8 +279,8 @@ Status SafetensorsWriter::Finish() {
   if (file_ == nullptr) return Status::FailedPrecondition(path_ + ": the writer has stopped");
   if (written_ != expected_) {
     (void)Failed("incomplete");
-    return Status::Internal(fmt::format("{}: {} of the header's {} data bytes were appended",
-                                        path_, written_, expected_));
+    return Status::Internal(fmt::format("{}: {} of the header's {} data bytes were appended", path_,
+                                        written_, expected_));
   }
   bool ok = std::fflush(file_) == 0;
   ok = ::fsync(::fileno(file_)) == 0 && ok;

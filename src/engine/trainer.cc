@@ -708,8 +708,8 @@ Status Trainer::Finish() {
   if (!o_.output_dir.empty() && dims_.dp_rank() == 0) {
     const bool writes = dims_.rank() == 0;
     const Status dir = writes ? MakeDirs(o_.output_dir) : Status::Ok();
-    const Status saved = SaveWeightsGathered(*model_, tp_, writes && dir.ok(),
-                                             o_.output_dir + "/model.safetensors");
+    const Status saved =
+        SaveWeightsGathered(*model_, tp_, writes && dir.ok(), o_.output_dir + "/model.safetensors");
     RETURN_IF_ERROR(dir);
     RETURN_IF_ERROR(saved);
     if (writes) {

@@ -168,8 +168,7 @@ Status SaveWeights(const LlamaModel& model, const std::string& path) {
 namespace {
 
 const std::map<std::string, std::string>& WeightsMetadata() {
-  static const std::map<std::string, std::string> kMetadata{{"format", "pt"},
-                                                            {"producer", "lote"}};
+  static const std::map<std::string, std::string> kMetadata{{"format", "pt"}, {"producer", "lote"}};
   return kMetadata;
 }
 
