@@ -41,20 +41,25 @@ echo "checkpoint: $LAYERS 7B-shaped layers, ${TP}x${DP}, $(du -sb "$SRC" | awk '
 echo "largest tensor: $(mib $LARGEST) MiB (model.embed_tokens.weight, lm_head.weight: 32000 x 4096 fp32)"
 
 # peak RSS in bytes of a command (its stdout/stderr to $WORK/last.log)
-peak() { /usr/bin/time -f '%M' -o "$WORK/time.txt" "$@" >"$WORK/last.log" 2>&1; echo $(( $(tail -1 "$WORK/time.txt") * 1024 )); }
+peak() {
+  if ! /usr/bin/time -f '%M' -o "$WORK/time.txt" "$@" >"$WORK/last.log" 2>&1; then
+    echo "failed: $*" >&2; cat "$WORK/last.log" >&2; return 1
+  fi
+  echo $(( $(tail -1 "$WORK/time.txt") * 1024 ))
+}
 row() { printf '%-44s %8s MiB  %5.2f x largest tensor\n' "$1" "$(mib "$2")" "$(echo "$2 / $LARGEST" | bc -l)"; }
 
 printf '%-44s %12s  %s\n' "tool" "peak RSS" "ratio"
-rss=$(peak "$LOTE" checkpoint export "$SRC" --output "$WORK/ex1")
+rss=$(peak "$LOTE" checkpoint export "$SRC" --output "$WORK/ex1") || exit 1
 row "lote checkpoint export (${TP}x${DP})" "$rss"
 if [ -n "$BEFORE" ]; then
-  rss_before=$(peak "$BEFORE" checkpoint export "$SRC" --output "$WORK/ex0")
+  rss_before=$(peak "$BEFORE" checkpoint export "$SRC" --output "$WORK/ex0") || exit 1
   row "BEFORE checkpoint export (${TP}x${DP})" "$rss_before"
   cmp "$WORK/ex0/model.safetensors" "$WORK/ex1/model.safetensors"
   rm -rf "$WORK/ex0"
   echo "export memory, this build / BEFORE: $(echo "$rss / $rss_before" | bc -l | xargs printf '%.3f')"
 fi
-rss=$(peak "$LOTE" checkpoint reshard "$SRC" --output "$WORK/r11" --tensor-parallel-size 1 --data-parallel-size 1)
+rss=$(peak "$LOTE" checkpoint reshard "$SRC" --output "$WORK/r11" --tensor-parallel-size 1 --data-parallel-size 1) || exit 1
 row "lote checkpoint reshard (${TP}x${DP} -> 1x1)" "$rss"
 out=$("$SYNTH" load --config "$WORK/config.json" --tp 1 --dp 8 --rank 0 --uri "file://$SRC")
 state=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state_bytes"])')

@@ -52,7 +52,7 @@ uint64_t Mix(uint64_t x) {
 
 // Value `which` (0 parameter, 1 m, 2 v) of element `global` of a tensor.
 float Value(uint64_t tensor, int64_t global, int which) {
-  const uint64_t h = Mix(tensor ^ Mix(static_cast<uint64_t>(global) * 3 + which));
+  const uint64_t h = Mix(tensor + static_cast<uint64_t>(global) * 4 + static_cast<uint64_t>(which));
   const float u = static_cast<float>(h >> 40) * 0x1.0p-24f;  // [0, 1)
   return which == 2 ? u * 1e-4f : (u - 0.5f) * 0.04f;
 }

@@ -147,6 +147,32 @@ Status WithFile(const Status& s, const std::string& file) {
   return Status(s.code(), fmt::format("{}: {}", file, s.message()));
 }
 
+// Elements [begin, begin + count) of a tensor into out, a chunk at a time, each
+// chunk's mapped pages dropped once copied: the mapping never holds more than a chunk.
+Status ReadEvicting(const SafetensorsReader& reader, const std::string& file,
+                    const std::string& name, int64_t begin, int64_t count, float* out) {
+  constexpr int64_t kChunk = int64_t{1} << 22;  // 16 MiB of F32
+  for (int64_t at = 0; at < count; at += kChunk) {
+    const int64_t n = std::min(kChunk, count - at);
+    RETURN_IF_ERROR(WithFile(reader.ReadFloatRange(name, begin + at, n, out + at), file));
+    reader.Evict(name, begin + at, n);
+  }
+  return Status::Ok();
+}
+
+// Rows [begin, end) of a tensor seen as [global_shape[0], the rest], and that row's
+// length, for a shard holding whole rows (split_dim -1 or 0).
+struct Rows {
+  int64_t begin, end, width;
+};
+
+Rows RowsOf(const TensorSpec& spec) {
+  Rows r{0, spec.global_shape.empty() ? 1 : spec.global_shape[0], 1};
+  for (size_t d = 1; d < spec.global_shape.size(); ++d) r.width *= spec.global_shape[d];
+  if (spec.split_dim == 0) r = {spec.split_begin, spec.split_begin + spec.shape[0], r.width};
+  return r;
+}
+
 }  // namespace
 
 Result<ModelShards> ModelShards::Open(const LlamaConfig& config,
@@ -196,12 +222,19 @@ Result<ModelShards> ModelShards::Open(const LlamaConfig& config,
 }
 
 Status ModelShards::ReadPiece(const Piece& p) {
-  const SafetensorsReader& reader = *readers_[static_cast<size_t>(p.rank)];
   buf_.resize(static_cast<size_t>(p.spec.numel));
-  RETURN_IF_ERROR(WithFile(reader.ReadFloat(p.spec.name, buf_.data(), p.spec.numel),
-                           names_[static_cast<size_t>(p.rank)]));
-  reader.Evict(p.spec.name);
-  return Status::Ok();
+  return ReadEvicting(*readers_[static_cast<size_t>(p.rank)], names_[static_cast<size_t>(p.rank)],
+                      p.spec.name, 0, p.spec.numel, buf_.data());
+}
+
+// When the piece and dst both hold whole rows, their common rows are one contiguous
+// run in each: read straight into dst, no buffer.
+Status ModelShards::ReadRows(const Piece& p, const TensorSpec& dst, float* out) {
+  const Rows src = RowsOf(p.spec), want = RowsOf(dst);
+  const int64_t lo = std::max(src.begin, want.begin), hi = std::min(src.end, want.end);
+  return ReadEvicting(*readers_[static_cast<size_t>(p.rank)], names_[static_cast<size_t>(p.rank)],
+                      p.spec.name, (lo - src.begin) * src.width, (hi - lo) * src.width,
+                      out + (lo - want.begin) * want.width);
 }
 
 Status ModelShards::Read(const TensorSpec& dst, float* out, bool check_replicas) {
@@ -217,7 +250,7 @@ Status ModelShards::Read(const TensorSpec& dst, float* out, bool check_replicas)
       return Status::Ok();
     }
     RETURN_IF_ERROR(ReadPiece(pieces.front()));
-    std::swap(buf_, first_replica_);
+    first_replica_.assign(buf_.begin(), buf_.end());  // a copy: buf_ keeps its capacity
     for (size_t i = 1; i < pieces.size(); ++i) {
       RETURN_IF_ERROR(ReadPiece(pieces[i]));
       if (std::memcmp(buf_.data(), first_replica_.data(), sizeof(float) * buf_.size()) != 0) {
@@ -232,6 +265,10 @@ Status ModelShards::Read(const TensorSpec& dst, float* out, bool check_replicas)
   }
   for (const Piece& p : pieces) {
     if (!Overlaps(p.spec, dst)) continue;
+    if (p.spec.split_dim != 1 && dst.split_dim != 1) {
+      RETURN_IF_ERROR(ReadRows(p, dst, out));
+      continue;
+    }
     RETURN_IF_ERROR(ReadPiece(p));
     CopyOverlap(p.spec, buf_.data(), dst, out);
   }
@@ -287,10 +324,8 @@ Status OptimShards::Read(const TensorSpec& dst, const std::string& moment, float
       const int64_t hi = std::min(file.end, src->offset + src->numel);
       if (lo >= hi) continue;
       const size_t i = static_cast<size_t>(r * dp_ + d);
-      RETURN_IF_ERROR(WithFile(readers_[i]->ReadFloatRange(moment, lo - file.begin, hi - lo,
-                                                           buf_.data() + lo - src->offset),
-                               names_[i]));
-      readers_[i]->Evict(moment, lo - file.begin, hi - lo);
+      RETURN_IF_ERROR(ReadEvicting(*readers_[i], names_[i], moment, lo - file.begin, hi - lo,
+                                   buf_.data() + lo - src->offset));
     }
     CopyOverlap(*src, buf_.data(), dst, out);
   }

@@ -15,9 +15,11 @@
 // from the last TP rank that holds it (as every rank's copy was placed in turn before);
 // with check_replicas (the export) every copy must be bit-identical to the first.
 //
-// Memory: one source shard of one tensor at a time (a buffer the object keeps), and
-// the mapped pages of what was read are dropped right after (SafetensorsReader::Evict),
-// so reading a whole checkpoint costs about a tensor, not the model. Errors are values
+// Memory: at most one source shard of one tensor at a time (a buffer the object
+// keeps; none when source and target both hold whole rows, which are read straight
+// into the target), and the mapped pages are dropped every 16 MiB as they are read
+// (SafetensorsReader::Evict), so reading a whole checkpoint costs about a tensor, not
+// the model. Errors are values
 // naming the file: DataLoss (metadata that does not assemble, a missing tensor),
 // InvalidArgument (a tensor the config lacks or shaped otherwise). The readers are
 // borrowed and must outlive the object. Not thread-safe (the buffer).
@@ -50,6 +52,7 @@ class ModelShards {
   };
   ModelShards() = default;
   Status ReadPiece(const Piece& p);
+  Status ReadRows(const Piece& p, const TensorSpec& dst, float* out);
 
   std::vector<const SafetensorsReader*> readers_;
   std::vector<std::string> names_;
