@@ -7,10 +7,13 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/files.h"
 #include "data/prepare.h"
+#include "engine/checkpoint_shards.h"
 #include "engine/communicator.h"
 #include "engine/safetensors.h"
 #include "objstore/objstore.h"
@@ -20,10 +23,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string ModelFile(int tp_rank) { return fmt::format("model-tp{}.safetensors", tp_rank); }
-std::string OptimFile(int tp_rank, int dp_rank) {
-  return fmt::format("optim-tp{}-dp{}.safetensors", tp_rank, dp_rank);
-}
 std::string DoneMarker(int rank) { return fmt::format("rank-{}.done", rank); }
 
 // "step_12/..." -> 12; -1 when the key is not in a step folder.
@@ -46,16 +45,6 @@ Status WithRetries(const std::string& what, const std::function<Status()>& fn) {
   return Status(s.code(), fmt::format("{} failed after 3 attempts: {}", what, s.message()));
 }
 
-Json ShardMetadata(const ParamLayout& layout) {
-  Json j = Json::object();
-  for (const TensorSpec& t : layout.tensors()) {
-    j[t.name] = {{"global_shape", t.global_shape},
-                 {"split_dim", t.split_dim},
-                 {"split_begin", t.split_begin}};
-  }
-  return j;
-}
-
 std::string SpoolDir(const std::string& tag) {
   std::error_code ec;
   std::string base = std::filesystem::temp_directory_path(ec).string();
@@ -63,7 +52,42 @@ std::string SpoolDir(const std::string& tag) {
   return fmt::format("{}/lote-ckpt-{}-{}", base, ::getpid(), tag);
 }
 
+std::map<std::string, std::string> FileMetadata(const ParamLayout& layout) {
+  return {{"format", "pt"},
+          {"producer", "lote"},
+          {"tp_rank", std::to_string(layout.tp().rank)},
+          {"tp_size", std::to_string(layout.tp().size)}};
+}
+
 }  // namespace
+
+std::string ModelShardFile(int tp_rank) { return fmt::format("model-tp{}.safetensors", tp_rank); }
+
+std::string OptimShardFile(int tp_rank, int dp_rank) {
+  return fmt::format("optim-tp{}-dp{}.safetensors", tp_rank, dp_rank);
+}
+
+std::map<std::string, std::string> ModelShardMetadata(const ParamLayout& layout) {
+  Json shards = Json::object();
+  for (const TensorSpec& t : layout.tensors()) {
+    shards[t.name] = {{"global_shape", t.global_shape},
+                      {"split_dim", t.split_dim},
+                      {"split_begin", t.split_begin}};
+  }
+  auto meta = FileMetadata(layout);
+  meta["lote_shards"] = shards.dump();
+  return meta;
+}
+
+std::map<std::string, std::string> OptimShardMetadata(const ParamLayout& layout, int dp_rank,
+                                                      int dp, Range shard) {
+  auto meta = FileMetadata(layout);
+  meta["dp_rank"] = std::to_string(dp_rank);
+  meta["dp_size"] = std::to_string(dp);
+  meta["begin"] = std::to_string(shard.begin);
+  meta["end"] = std::to_string(shard.end);
+  return meta;
+}
 
 CheckpointWriter::CheckpointWriter(CheckpointOptions options, const LlamaConfig& config,
                                    const ParallelDims& dims)
@@ -123,11 +147,7 @@ Status CheckpointWriter::Upload(const TrainState& s) {
   const ParamLayout layout(config_, dims_.tensor_parallel());
   Json mine = Json::object();
   auto put = [&](const std::string& name, const std::vector<TensorToWrite>& tensors,
-                 std::map<std::string, std::string> meta) -> Status {
-    meta["format"] = "pt";
-    meta["producer"] = "lote";
-    meta["tp_rank"] = std::to_string(dims_.tp_rank());
-    meta["tp_size"] = std::to_string(dims_.tp());
+                 const std::map<std::string, std::string>& meta) -> Status {
     if (local_root_) {
       // file://: written in place (WriteSafetensors is atomic: temp file, fsync, rename).
       const std::string dir = *local_root_ + "/" + step_dir;
@@ -154,17 +174,13 @@ Status CheckpointWriter::Upload(const TrainState& s) {
     for (const TensorSpec& t : layout.tensors()) {
       tensors.push_back({t.name, t.shape, s.params.data() + t.offset});
     }
-    RETURN_IF_ERROR(
-        put(ModelFile(dims_.tp_rank()), tensors, {{"lote_shards", ShardMetadata(layout).dump()}}));
+    RETURN_IF_ERROR(put(ModelShardFile(dims_.tp_rank()), tensors, ModelShardMetadata(layout)));
   }
   const int64_t n = s.shard_end - s.shard_begin;
   RETURN_IF_ERROR(
-      put(OptimFile(dims_.tp_rank(), dims_.dp_rank()),
+      put(OptimShardFile(dims_.tp_rank(), dims_.dp_rank()),
           {{"exp_avg", {n}, s.exp_avg.data()}, {"exp_avg_sq", {n}, s.exp_avg_sq.data()}},
-          {{"dp_rank", std::to_string(dims_.dp_rank())},
-           {"dp_size", std::to_string(dims_.dp())},
-           {"begin", std::to_string(s.shard_begin)},
-           {"end", std::to_string(s.shard_end)}}));
+          OptimShardMetadata(layout, dims_.dp_rank(), dims_.dp(), {s.shard_begin, s.shard_end})));
   RETURN_IF_ERROR(WithRetries("writing the completion marker", [&] {
     return store->PutBytes(step_dir + "/" + DoneMarker(dims_.rank()), mine.dump());
   }));
@@ -286,6 +302,59 @@ Result<std::unique_ptr<SafetensorsReader>> FetchShard(objstore::ObjectStore* sto
   return SafetensorsReader::Open(local);
 }
 
+// Every shard file of a checkpoint, verified and opened, as ModelShards/OptimShards.
+struct CheckpointFiles {
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;  // owned; the shards borrow them
+  std::optional<ModelShards> model;
+  std::optional<OptimShards> optim;
+};
+
+Result<CheckpointFiles> OpenCheckpointFiles(objstore::ObjectStore* store, const Json& manifest,
+                                            const LlamaConfig& config, int tp, int dp,
+                                            const std::string& dir) {
+  CheckpointFiles f;
+  std::vector<const SafetensorsReader*> model, optim;
+  std::vector<std::string> model_names, optim_names;
+  for (int r = 0; r < tp; ++r) {
+    ASSIGN_OR_RETURN(auto reader, FetchShard(store, manifest, ModelShardFile(r), dir));
+    model.push_back(reader.get());
+    model_names.push_back(ModelShardFile(r));
+    f.readers.push_back(std::move(reader));
+    for (int d = 0; d < dp; ++d) {
+      ASSIGN_OR_RETURN(auto o, FetchShard(store, manifest, OptimShardFile(r, d), dir));
+      optim.push_back(o.get());
+      optim_names.push_back(OptimShardFile(r, d));
+      f.readers.push_back(std::move(o));
+    }
+  }
+  ASSIGN_OR_RETURN(ModelShards m, ModelShards::Open(config, model, model_names));
+  ASSIGN_OR_RETURN(OptimShards o, OptimShards::Open(config, tp, dp, optim, optim_names));
+  f.model.emplace(std::move(m));
+  f.optim.emplace(std::move(o));
+  return f;
+}
+
+// Another layout: tensor by tensor, this rank's shard of the parameters and, where
+// the tensor meets its ZeRO-1 range, of both moments. Beyond the state itself it holds
+// one tensor's shard and one source shard (ModelShards / OptimShards' buffer).
+Result<TrainState> Reshard(CheckpointFiles* files, const ParamLayout& local, TrainState st) {
+  std::vector<float> moment;
+  for (const TensorSpec& t : local.tensors()) {
+    RETURN_IF_ERROR(files->model->Read(t, st.params.data() + t.offset));
+    const int64_t lo = std::max(t.offset, st.shard_begin);
+    const int64_t hi = std::min(t.offset + t.numel, st.shard_end);
+    if (lo >= hi) continue;
+    moment.resize(static_cast<size_t>(t.numel));
+    for (auto [name, out] :
+         {std::pair{"exp_avg", &st.exp_avg}, std::pair{"exp_avg_sq", &st.exp_avg_sq}}) {
+      RETURN_IF_ERROR(files->optim->Read(t, name, moment.data()));
+      std::copy(moment.begin() + (lo - t.offset), moment.begin() + (hi - t.offset),
+                out->begin() + (lo - st.shard_begin));
+    }
+  }
+  return st;
+}
+
 }  // namespace
 
 Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig& config,
@@ -326,53 +395,21 @@ Result<TrainState> LoadCheckpoint(const std::string& step_uri, const LlamaConfig
 
   if (old_tp == dims.tp() && old_dp == dims.dp()) {
     // Same layout: this rank's own shards only.
-    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(dims.tp_rank()), dir));
+    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelShardFile(dims.tp_rank()), dir));
     for (const TensorSpec& t : local.tensors()) {
       RETURN_IF_ERROR(model->ReadFloat(t.name, st.params.data() + t.offset, t.numel));
+      model->Evict(t.name);
     }
-    ASSIGN_OR_RETURN(auto optim,
-                     FetchShard(store.get(), m, OptimFile(dims.tp_rank(), dims.dp_rank()), dir));
+    ASSIGN_OR_RETURN(auto optim, FetchShard(store.get(), m,
+                                            OptimShardFile(dims.tp_rank(), dims.dp_rank()), dir));
     const int64_t n = shard_end - shard_begin;
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg", st.exp_avg.data(), n));
     RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", st.exp_avg_sq.data(), n));
     return st;
   }
-
-  // Another layout: whole tensors (parameters and both moments) from every shard,
-  // then this rank's pieces.
-  const ParamLayout whole(config);
-  std::vector<float> full(static_cast<size_t>(whole.total())), full_m(full.size()),
-      full_v(full.size());
-  for (int r = 0; r < old_tp; ++r) {
-    const ParamLayout old(config, {r, old_tp});
-    ASSIGN_OR_RETURN(auto model, FetchShard(store.get(), m, ModelFile(r), dir));
-    std::vector<float> flat(static_cast<size_t>(old.total())), fm(flat.size()), fv(flat.size());
-    for (const TensorSpec& t : old.tensors()) {
-      RETURN_IF_ERROR(model->ReadFloat(t.name, flat.data() + t.offset, t.numel));
-    }
-    for (int d = 0; d < old_dp; ++d) {
-      ASSIGN_OR_RETURN(auto optim, FetchShard(store.get(), m, OptimFile(r, d), dir));
-      const Range shard = EvenSplit(old.total(), old_dp, d);
-      RETURN_IF_ERROR(optim->ReadFloat("exp_avg", fm.data() + shard.begin, shard.size()));
-      RETURN_IF_ERROR(optim->ReadFloat("exp_avg_sq", fv.data() + shard.begin, shard.size()));
-    }
-    for (const TensorSpec& t : old.tensors()) {
-      const int64_t at = whole.Find(t.name)->offset;
-      PlaceShard(t, flat.data() + t.offset, full.data() + at);
-      PlaceShard(t, fm.data() + t.offset, full_m.data() + at);
-      PlaceShard(t, fv.data() + t.offset, full_v.data() + at);
-    }
-  }
-  std::vector<float> lm(static_cast<size_t>(local.total())), lv(lm.size());
-  for (const TensorSpec& t : local.tensors()) {
-    const int64_t at = whole.Find(t.name)->offset;
-    SliceShard(t, full.data() + at, st.params.data() + t.offset);
-    SliceShard(t, full_m.data() + at, lm.data() + t.offset);
-    SliceShard(t, full_v.data() + at, lv.data() + t.offset);
-  }
-  std::copy(lm.begin() + shard_begin, lm.begin() + shard_end, st.exp_avg.begin());
-  std::copy(lv.begin() + shard_begin, lv.begin() + shard_end, st.exp_avg_sq.begin());
-  return st;
+  ASSIGN_OR_RETURN(CheckpointFiles files,
+                   OpenCheckpointFiles(store.get(), m, config, old_tp, old_dp, dir));
+  return Reshard(&files, local, std::move(st));
 }
 
 }  // namespace lote::engine

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -90,6 +91,15 @@ class CheckpointWriter {
   TrainState buffer_;  // the snapshot; written by the caller between Snapshot and Start
   Status result_;      // of the last finished upload (read after joining worker_)
 };
+
+// The objects of a checkpoint folder (docs/checkpoints.md) and their safetensors
+// metadata, as the writer writes them: a re-sharded checkpoint gets the same bytes as
+// one trained in its layout.
+std::string ModelShardFile(int tp_rank);
+std::string OptimShardFile(int tp_rank, int dp_rank);
+std::map<std::string, std::string> ModelShardMetadata(const ParamLayout& layout);
+std::map<std::string, std::string> OptimShardMetadata(const ParamLayout& layout, int dp_rank,
+                                                      int dp, Range shard);
 
 // The newest complete checkpoint (manifest present) under <uri>/<job id>/, as its
 // step folder URI; NotFound when there is none.

@@ -1,4 +1,5 @@
-// `lote checkpoints list`, `lote checkpoint export` (docs/checkpoints.md).
+// `lote checkpoints list`, `lote checkpoint export`, `lote checkpoint reshard`
+// (docs/checkpoints.md).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "common/recipe_config.h"
+#include "engine/checkpoint_reshard.h"
 #include "engine/checkpoint_tools.h"
 #include "lote/registry.h"
 
@@ -67,6 +69,43 @@ int List(const std::string& arg, const std::string& base_flag, bool json) {
   return 0;
 }
 
+void AddReshard(CLI::App* ckpt) {
+  auto* cmd = ckpt->add_subcommand(
+      "reshard",
+      "Rewrite a checkpoint for another TP x DP layout, tensor by tensor (bounded memory)");
+  struct ReshardArgs {
+    std::string uri;
+    ReshardOptions options;
+  };
+  auto a = std::make_shared<ReshardArgs>();
+  cmd->add_option("uri", a->uri,
+                  "a step_<N> checkpoint folder, or a job folder (its latest complete "
+                  "checkpoint)")
+      ->required();
+  cmd->add_option("--output", a->options.output_dir,
+                  "local folder (path or file:// URI): the new checkpoint goes to its "
+                  "step_<N>/ (or to the folder itself if it is named step_<N>)")
+      ->required();
+  cmd->add_option("--tensor-parallel-size", a->options.tensor_parallel, "the new TP size")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--data-parallel-size", a->options.data_parallel, "the new DP size")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([a] {
+    a->options.log = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
+    auto r = ReshardCheckpoint(a->uri, a->options);
+    if (!r.ok()) {
+      SetExitCode(Fail(r.status()));
+      return;
+    }
+    fmt::print("re-sharded step {} of {} from {}x{} to {}x{}: {} files, {} in {}\n", r->step,
+               r->checkpoint_uri, r->from_tp, r->from_dp, a->options.tensor_parallel,
+               a->options.data_parallel, r->files, HumanBytes(r->bytes), r->step_dir);
+    SetExitCode(0);
+  });
+}
+
 void Register(CLI::App& app) {
   auto* lists = app.add_subcommand("checkpoints", "List a training job's checkpoints");
   lists->require_subcommand(1);
@@ -116,6 +155,7 @@ void Register(CLI::App& app) {
                r->tensor_parallel, ea->output);
     SetExitCode(0);
   });
+  AddReshard(ckpt);
 }
 
 lote::CommandRegistrar checkpoint_registrar(Register);

@@ -16,8 +16,9 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "engine/checkpoint.h"
+#include "engine/checkpoint_shards.h"
 #include "engine/param_layout.h"
-#include "engine/weights_io.h"
 
 namespace lote::engine {
 namespace {
@@ -49,8 +50,8 @@ bool ParseStepName(std::string_view name, int64_t* step) {
   return true;
 }
 
-Result<std::unique_ptr<objstore::ObjectStore>> Open(const OpenStoreFn& open_store,
-                                                    const std::string& uri) {
+Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const OpenStoreFn& open_store,
+                                                         const std::string& uri) {
   if (open_store) return open_store(uri);
   return objstore::OpenObjectStore(uri);
 }
@@ -70,8 +71,6 @@ int64_t IntOr(const Json& j, const char* key, int64_t fallback) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return fallback;
   return j[key].get<int64_t>();
 }
-
-std::string ModelShardName(int r) { return fmt::format("model-tp{}.safetensors", r); }
 
 // Fills the manifest-dependent fields of `s` from manifest text and the folder's
 // objects (file name -> size).
@@ -109,8 +108,8 @@ void Evaluate(const std::string& text, const std::map<std::string, uint64_t>& si
   }
   const Json& files = m["files"];
   for (int r = 0; r < s->tensor_parallel; ++r) {
-    if (!files.contains(ModelShardName(r))) {
-      s->problem = fmt::format("manifest.json does not list {}", ModelShardName(r));
+    if (!files.contains(ModelShardFile(r))) {
+      s->problem = fmt::format("manifest.json does not list {}", ModelShardFile(r));
       return;
     }
   }
@@ -148,48 +147,6 @@ void GuessLayout(const std::map<std::string, uint64_t>& sizes, CheckpointSummary
   }
   s->tensor_parallel = tp;
   s->data_parallel = dp;
-}
-
-struct ShardEntry {
-  std::vector<int64_t> global_shape;
-  int split_dim = -1;
-  int64_t split_begin = 0;
-};
-
-Result<std::map<std::string, ShardEntry>> ParseLoteShards(const SafetensorsReader& reader,
-                                                          const std::string& name) {
-  auto it = reader.metadata().find("lote_shards");
-  if (it == reader.metadata().end()) {
-    return Status::DataLoss(
-        fmt::format("{} has no \"lote_shards\" metadata; it is not a lote checkpoint shard", name));
-  }
-  auto parsed = ParseJson(it->second);
-  if (!parsed.ok() || !parsed->is_object()) {
-    return Status::DataLoss(fmt::format("{}: \"lote_shards\" is not a JSON object", name));
-  }
-  std::map<std::string, ShardEntry> out;
-  for (const auto& [tensor, e] : parsed->items()) {
-    auto bad = [&](const char* why) {
-      return Status::DataLoss(fmt::format("{}: lote_shards[\"{}\"]: {}", name, tensor, why));
-    };
-    if (!e.is_object() || !e.contains("global_shape") || !e["global_shape"].is_array() ||
-        !e.contains("split_dim") || !e["split_dim"].is_number_integer()) {
-      return bad("needs global_shape and split_dim");
-    }
-    ShardEntry s;
-    for (const auto& d : e["global_shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad("bad global_shape");
-      s.global_shape.push_back(d.get<int64_t>());
-    }
-    s.split_dim = e["split_dim"].get<int>();
-    s.split_begin = IntOr(e, "split_begin", 0);
-    if (s.split_dim < -1 || s.split_dim > 1 ||
-        s.split_dim >= static_cast<int>(s.global_shape.size()) || s.split_begin < 0) {
-      return bad("split_dim must be -1, 0 or 1 (below the rank) and split_begin >= 0");
-    }
-    out[tensor] = std::move(s);
-  }
-  return out;
 }
 
 }  // namespace
@@ -230,7 +187,7 @@ Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri_in,
   std::string job_uri = uri;
   if (IsStepFolder(uri, &only_step)) job_uri = ParentUri(uri);
   RETURN_IF_ERROR(CheckLocalRootExists(only_step >= 0 ? uri : job_uri));
-  ASSIGN_OR_RETURN(auto store, Open(open_store, job_uri));
+  ASSIGN_OR_RETURN(auto store, OpenStore(open_store, job_uri));
   const std::string prefix =
       only_step >= 0
           ? uri.substr(uri.rfind('/') == std::string::npos ? 0 : uri.rfind('/') + 1) + "/"
@@ -308,146 +265,46 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
 Status AssembleModelShards(const LlamaConfig& config,
                            const std::vector<const SafetensorsReader*>& shards,
                            const std::vector<std::string>& names, std::vector<float>* params) {
+  ASSIGN_OR_RETURN(ModelShards model, ModelShards::Open(config, shards, names));
   const ParamLayout layout(config);
   params->assign(static_cast<size_t>(layout.total()), 0.0f);
-  // Per tensor: the [begin, end) ranges placed along split_dim, or "whole" (-1).
-  struct Coverage {
-    int split_dim = -2;  // -2: not seen yet
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    std::string first_file;
-  };
-  std::map<std::string, Coverage> seen;
-  std::vector<float> buf;
-  const int tp = static_cast<int>(shards.size());
-  for (int r = 0; r < tp; ++r) {
-    const SafetensorsReader& reader = *shards[static_cast<size_t>(r)];
-    const std::string& file = names[static_cast<size_t>(r)];
-    const auto& md = reader.metadata();
-    if (md.count("tp_size") != 0 && md.at("tp_size") != std::to_string(tp)) {
-      return Status::DataLoss(
-          fmt::format("{} says tp_size {}, but the checkpoint has {} model "
-                      "shards",
-                      file, md.at("tp_size"), tp));
-    }
-    if (md.count("tp_rank") != 0 && md.at("tp_rank") != std::to_string(r)) {
-      return Status::DataLoss(fmt::format("{} says tp_rank {}", file, md.at("tp_rank")));
-    }
-    ASSIGN_OR_RETURN(auto entries, ParseLoteShards(reader, file));
-    for (const auto& [name, info] : reader.tensors()) {
-      auto e = entries.find(name);
-      if (e == entries.end()) {
-        return Status::DataLoss(
-            fmt::format("{}: tensor \"{}\" has no entry in lote_shards", file, name));
-      }
-      const TensorSpec* whole = layout.Find(name);
-      if (whole == nullptr) {
-        return Status::InvalidArgument(fmt::format(
-            "{} has tensor \"{}\", which the manifest's model config does not have", file, name));
-      }
-      const ShardEntry& se = e->second;
-      if (se.global_shape != whole->global_shape) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: tensor \"{}\" has global shape [{}] but the manifest's config "
-            "needs [{}]",
-            file, name, fmt::join(se.global_shape, ", "), fmt::join(whole->global_shape, ", ")));
-      }
-      // The shard's shape equals the global one but along split_dim.
-      bool shape_ok = info.shape.size() == se.global_shape.size();
-      for (size_t d = 0; shape_ok && d < info.shape.size(); ++d) {
-        if (static_cast<int>(d) == se.split_dim) {
-          shape_ok = se.split_begin + info.shape[d] <= se.global_shape[d];
-        } else {
-          shape_ok = info.shape[d] == se.global_shape[d];
-        }
-      }
-      if (!shape_ok) {
-        return Status::DataLoss(fmt::format(
-            "{}: tensor \"{}\" of shape [{}] does not fit global shape [{}] at split_dim {}, "
-            "split_begin {}",
-            file, name, fmt::join(info.shape, ", "), fmt::join(se.global_shape, ", "), se.split_dim,
-            se.split_begin));
-      }
-      Coverage& c = seen[name];
-      if (c.split_dim != -2 && c.split_dim != se.split_dim) {
-        return Status::DataLoss(
-            fmt::format("tensor \"{}\" is split along dim {} in {} but {} in {}", name, c.split_dim,
-                        c.first_file, se.split_dim, file));
-      }
-      TensorSpec spec;
-      spec.name = name;
-      spec.shape = info.shape;
-      spec.global_shape = se.global_shape;
-      spec.split_dim = se.split_dim;
-      spec.split_begin = se.split_begin;
-      spec.numel = info.numel();
-      buf.resize(static_cast<size_t>(spec.numel));
-      {
-        Status st = reader.ReadFloat(name, buf.data(), spec.numel);
-        if (!st.ok()) return Status(st.code(), fmt::format("{}: {}", file, st.message()));
-      }
-      float* full = params->data() + whole->offset;
-      if (se.split_dim < 0 && c.split_dim == -1) {
-        // Replicated on every TP rank: the copies must agree bit for bit.
-        if (std::memcmp(full, buf.data(), sizeof(float) * buf.size()) != 0) {
-          return Status::DataLoss(
-              fmt::format("tensor \"{}\" is replicated but differs between {} and {}", name,
-                          c.first_file, file));
-        }
-        continue;
-      }
-      if (c.split_dim == -2) {
-        c.split_dim = se.split_dim;
-        c.first_file = file;
-      }
-      if (spec.numel > 0) PlaceShard(spec, buf.data(), full);
-      if (se.split_dim >= 0) {
-        c.ranges.emplace_back(se.split_begin,
-                              se.split_begin + info.shape[static_cast<size_t>(se.split_dim)]);
-      }
-    }
-    for (const auto& [name, se] : entries) {
-      if (reader.Find(name) == nullptr) {
-        return Status::DataLoss(fmt::format(
-            "{}: lote_shards lists \"{}\" but the file has no such tensor", file, name));
-      }
-    }
-  }
   for (const TensorSpec& spec : layout.tensors()) {
-    auto it = seen.find(spec.name);
-    if (it == seen.end()) {
-      return Status::NotFound(fmt::format(
-          "no model shard has tensor \"{}\", which the manifest's config needs", spec.name));
-    }
-    Coverage& c = it->second;
-    if (c.split_dim < 0) continue;
-    std::sort(c.ranges.begin(), c.ranges.end());
-    int64_t next = 0;
-    for (const auto& [b, e] : c.ranges) {
-      if (b != next) {
-        return Status::DataLoss(
-            fmt::format("the shards of tensor \"{}\" do not tile it along dim {}: {} at {}",
-                        spec.name, c.split_dim, b < next ? "overlap" : "gap", std::min(b, next)));
-      }
-      next = e;
-    }
-    if (next != spec.global_shape[static_cast<size_t>(c.split_dim)]) {
-      return Status::DataLoss(
-          fmt::format("the shards of tensor \"{}\" cover {} of its {} along dim {}", spec.name,
-                      next, spec.global_shape[static_cast<size_t>(c.split_dim)], c.split_dim));
-    }
+    RETURN_IF_ERROR(model.Read(spec, params->data() + spec.offset, /*check_replicas=*/true));
   }
   return Status::Ok();
 }
 
-Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptions& options) {
-  auto log = [&](const std::string& line) {
-    if (options.log) options.log(line);
-  };
-  if (options.output_dir.empty()) return Status::InvalidArgument("give an output folder");
+namespace {
+
+// model.safetensors of the whole model, written tensor by tensor from the shards (one
+// tensor in memory at a time), with SaveWeights' header and metadata.
+Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std::string& path) {
+  const ParamLayout layout(config);
+  std::vector<TensorHeader> headers;
+  int64_t largest = 0;
+  for (const TensorSpec& spec : layout.tensors()) {
+    headers.push_back({spec.name, spec.shape});
+    largest = std::max(largest, spec.numel);
+  }
+  ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(
+                                    path, headers, {{"format", "pt"}, {"producer", "lote"}}));
+  std::vector<float> tensor(static_cast<size_t>(largest));
+  for (const TensorSpec& spec : layout.tensors()) {
+    RETURN_IF_ERROR(model->Read(spec, tensor.data(), /*check_replicas=*/true));
+    RETURN_IF_ERROR(writer->Append(tensor.data(), spec.numel));
+  }
+  return writer->Finish();
+}
+
+}  // namespace
+
+Result<ChosenCheckpoint> ChosenCheckpoint::Open(std::string_view uri_in,
+                                                const OpenStoreFn& open_store,
+                                                const std::string& work_dir) {
   const std::string uri = TrimSlashes(uri_in);
   int64_t step = 0;
   const bool one = IsStepFolder(uri, &step);
-  ASSIGN_OR_RETURN(std::vector<CheckpointSummary> all, ListCheckpoints(uri, options.open_store));
+  ASSIGN_OR_RETURN(std::vector<CheckpointSummary> all, ListCheckpoints(uri, open_store));
   const CheckpointSummary* chosen = nullptr;
   for (const CheckpointSummary& s : all) {
     if (s.complete) chosen = &s;
@@ -462,86 +319,99 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri_in, const ExportOptio
     return Status::NotFound(
         fmt::format("no complete checkpoint under {} ({} incomplete{})", uri, all.size(), why));
   }
-  ExportResult result;
-  result.checkpoint_uri = chosen->uri;
-  result.step = chosen->step;
-  log(fmt::format("exporting {} (step {})", chosen->uri, chosen->step));
-
-  ASSIGN_OR_RETURN(auto store,
-                   one ? Open(options.open_store, ParentUri(uri)) : Open(options.open_store, uri));
-  const std::string folder = chosen->name + "/";
-  ASSIGN_OR_RETURN(std::string text, store->GetBytes(folder + kManifest));
-  ASSIGN_OR_RETURN(Json manifest, ParseJson(text));
-  if (!manifest.contains("config") || !manifest["config"].is_object()) {
+  ChosenCheckpoint c;
+  c.summary_ = *chosen;
+  ASSIGN_OR_RETURN(c.store_,
+                   one ? OpenStore(open_store, ParentUri(uri)) : OpenStore(open_store, uri));
+  c.folder_ = chosen->name + "/";
+  ASSIGN_OR_RETURN(std::string text, c.store_->GetBytes(c.folder_ + kManifest));
+  ASSIGN_OR_RETURN(c.manifest_, ParseJson(text));
+  if (!c.manifest_.contains("config") || !c.manifest_["config"].is_object()) {
     return Status::InvalidArgument(
         fmt::format("{}/manifest.json has no \"config\" object", chosen->uri));
   }
-  auto config = LlamaConfig::FromJson(manifest["config"]);
+  auto config = LlamaConfig::FromJson(c.manifest_["config"]);
   if (!config.ok()) {
     return Status::InvalidArgument(
         fmt::format("{}/manifest.json: config: {}", chosen->uri, config.status().message()));
   }
-  const int tp = chosen->tensor_parallel;
-  result.tensor_parallel = tp;
-
-  RETURN_IF_ERROR(MakeDirs(options.output_dir));
+  c.config_ = *config;
   ASSIGN_OR_RETURN(objstore::Uri parsed, objstore::ParseUri(chosen->uri));
-  const bool local = parsed.scheme == "file";
-  const std::string staging = options.output_dir + "/.lote-export-" + HexEncode(RandomBytes(6));
-  DirGuard cleanup;
-  if (!local) {
-    RETURN_IF_ERROR(MakeDirs(staging));
-    cleanup.Reset(staging);
+  if (parsed.scheme == "file") {
+    c.local_dir_ = parsed.key;
+  } else {
+    RETURN_IF_ERROR(MakeDirs(work_dir));
+    c.local_dir_ = work_dir + "/.lote-checkpoint-" + HexEncode(RandomBytes(6));
+    RETURN_IF_ERROR(MakeDirs(c.local_dir_));
+    c.staging_ = std::make_unique<DirGuard>(c.local_dir_);
   }
+  return c;
+}
 
-  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+Result<const SafetensorsReader*> ChosenCheckpoint::Shard(
+    const std::string& name, const std::function<void(std::string_view)>& log) {
+  const std::string& uri = summary_.uri;
+  const Json& entry = manifest_["files"][name];
+  const std::string path = local_dir_ + "/" + name;
+  if (staging_ != nullptr) {
+    if (log) log(fmt::format("downloading {}", name));
+    RETURN_IF_ERROR(store_->GetFile(folder_ + name, path));
+  }
+  uint64_t size = 0;
+  ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
+  const int64_t want_bytes = IntOr(entry, "bytes", -1);
+  const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
+                                   ? entry["sha256"].get<std::string>()
+                                   : "";
+  if (static_cast<int64_t>(size) != want_bytes) {
+    return Status::DataLoss(
+        fmt::format("{}/{} has {} bytes, manifest.json says {}", uri, name, size, want_bytes));
+  }
+  if (sha != want_sha) {
+    return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}", uri,
+                                        name, sha, want_sha.empty() ? "(none)" : want_sha));
+  }
+  auto reader = SafetensorsReader::Open(path);
+  if (!reader.ok()) {
+    return Status(reader.status().code(),
+                  fmt::format("{}/{}: {}", uri, name, reader.status().message()));
+  }
+  readers_.push_back(std::move(*reader));
+  return readers_.back().get();
+}
+
+Result<ModelShards> ChosenCheckpoint::OpenModel(const std::function<void(std::string_view)>& log) {
   std::vector<const SafetensorsReader*> views;
   std::vector<std::string> names;
-  for (int r = 0; r < tp; ++r) {
-    const std::string name = ModelShardName(r);
-    const Json& entry = manifest["files"][name];
-    std::string path;
-    if (local) {
-      path = parsed.key + "/" + name;
-    } else {
-      path = staging + "/" + name;
-      log(fmt::format("downloading {}", name));
-      RETURN_IF_ERROR(store->GetFile(folder + name, path));
-    }
-    uint64_t size = 0;
-    ASSIGN_OR_RETURN(std::string sha, Sha256File(path, &size));
-    const int64_t want_bytes = IntOr(entry, "bytes", -1);
-    const std::string want_sha = entry.contains("sha256") && entry["sha256"].is_string()
-                                     ? entry["sha256"].get<std::string>()
-                                     : "";
-    if (static_cast<int64_t>(size) != want_bytes) {
-      return Status::DataLoss(fmt::format("{}/{} has {} bytes, manifest.json says {}", chosen->uri,
-                                          name, size, want_bytes));
-    }
-    if (sha != want_sha) {
-      return Status::DataLoss(fmt::format("{}/{} is corrupt: sha256 {}, manifest.json says {}",
-                                          chosen->uri, name, sha,
-                                          want_sha.empty() ? "(none)" : want_sha));
-    }
-    auto reader = SafetensorsReader::Open(path);
-    if (!reader.ok()) {
-      return Status(reader.status().code(),
-                    fmt::format("{}/{}: {}", chosen->uri, name, reader.status().message()));
-    }
-    views.push_back(reader->get());
-    readers.push_back(std::move(*reader));
-    names.push_back(name);
+  for (int r = 0; r < summary_.tensor_parallel; ++r) {
+    ASSIGN_OR_RETURN(const SafetensorsReader* reader, Shard(ModelShardFile(r), log));
+    views.push_back(reader);
+    names.push_back(ModelShardFile(r));
   }
-  std::vector<float> params;
-  RETURN_IF_ERROR(AssembleModelShards(*config, views, names, &params));
-  readers.clear();
-  const ParamLayout layout(*config);
+  return ModelShards::Open(config_, views, names);
+}
+
+Result<ExportResult> ExportCheckpoint(std::string_view uri, const ExportOptions& options) {
+  if (options.output_dir.empty()) return Status::InvalidArgument("give an output folder");
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  ASSIGN_OR_RETURN(ChosenCheckpoint chosen,
+                   ChosenCheckpoint::Open(uri, options.open_store, options.output_dir));
+  ExportResult result;
+  result.checkpoint_uri = chosen.summary().uri;
+  result.step = chosen.summary().step;
+  result.tensor_parallel = chosen.summary().tensor_parallel;
+  log(fmt::format("exporting {} (step {})", result.checkpoint_uri, result.step));
+  RETURN_IF_ERROR(MakeDirs(options.output_dir));
+  ASSIGN_OR_RETURN(ModelShards model, chosen.OpenModel(options.log));
+  const ParamLayout layout(chosen.config());
   result.tensors = static_cast<int64_t>(layout.tensors().size());
   result.parameters = layout.total();
   result.model_path = options.output_dir + "/model.safetensors";
   result.config_path = options.output_dir + "/config.json";
-  RETURN_IF_ERROR(SaveWeights(*config, params.data(), result.model_path));
-  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, manifest["config"].dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path));
+  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, chosen.manifest()["config"].dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));
   return result;

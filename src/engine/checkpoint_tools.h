@@ -32,8 +32,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/files.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "engine/checkpoint_shards.h"
 #include "engine/llama_config.h"
 #include "engine/safetensors.h"
 #include "objstore/objstore.h"
@@ -70,6 +72,38 @@ bool IsStepFolder(std::string_view uri, int64_t* step);
 
 Result<std::vector<CheckpointSummary>> ListCheckpoints(std::string_view uri,
                                                        const OpenStoreFn& open_store = nullptr);
+
+// A complete checkpoint chosen from a step folder (it must be complete) or a job folder
+// (its latest complete one), with its manifest and model config. Shard(name) checks a
+// file against the manifest (size, then sha256) and opens it: file:// shards in place,
+// others downloaded first into a staging folder inside `work_dir` that is removed with
+// the object. The readers live as long as the object. Not thread-safe.
+class ChosenCheckpoint {
+ public:
+  static Result<ChosenCheckpoint> Open(std::string_view uri, const OpenStoreFn& open_store,
+                                       const std::string& work_dir);
+
+  const CheckpointSummary& summary() const { return summary_; }
+  const Json& manifest() const { return manifest_; }
+  const LlamaConfig& config() const { return config_; }
+
+  Result<const SafetensorsReader*> Shard(const std::string& name,
+                                         const std::function<void(std::string_view)>& log = {});
+  // Every TP rank's model shard, as ModelShards.
+  Result<ModelShards> OpenModel(const std::function<void(std::string_view)>& log = {});
+
+ private:
+  ChosenCheckpoint() = default;
+
+  CheckpointSummary summary_;
+  Json manifest_;
+  LlamaConfig config_;
+  std::unique_ptr<objstore::ObjectStore> store_;
+  std::string folder_;                 // "step_<N>/" inside store_
+  std::string local_dir_;              // where the shard files are read
+  std::unique_ptr<DirGuard> staging_;  // non-file:// stores: the download folder
+  std::vector<std::unique_ptr<SafetensorsReader>> readers_;
+};
 
 struct ExportOptions {
   std::string output_dir;  // created if missing; model.safetensors and config.json go here

@@ -17,13 +17,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "engine/checkpoint.h"
+#include "engine/checkpoint_reshard.h"
 #include "engine/communicator.h"
 #include "engine/llama_model.h"
+#include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 #include "engine/weights_io.h"
 #include "objstore/moto_for_tests.h"
@@ -560,6 +565,174 @@ TEST_F(S3CheckpointTest, ListsAndExportsFromS3) {
   EXPECT_TRUE(ListCheckpoints(std::string("s3://") + kBucket + "/runs/none", Opener())
                   .status()
                   .IsNotFound());
+}
+
+// ---- Re-sharding: `lote checkpoint reshard` and LoadCheckpoint on another layout ----
+
+// One training state as whole tensors: parameters and both AdamW moments, laid out as
+// ParamLayout(config), with arbitrary bit patterns.
+struct WholeState {
+  std::vector<float> params, m, v;
+};
+
+WholeState RandomState(const LlamaConfig& c, uint32_t seed) {
+  return {WholeModel(c, seed), WholeModel(c, seed + 1), WholeModel(c, seed + 2)};
+}
+
+// Rank `rank` of a TP x DP layout as a run holds it: its TP rank's flat buffer and its
+// ZeRO-1 range of the moments, cut from the whole state (today's algorithm: whole
+// tensors, then slices).
+TrainState RankState(const LlamaConfig& c, const WholeState& w, const ParallelDims& dims) {
+  const ParamLayout whole(c), local(c, dims.tensor_parallel());
+  std::vector<float> p(static_cast<size_t>(local.total())), m(p.size()), v(p.size());
+  for (const TensorSpec& t : local.tensors()) {
+    const int64_t at = whole.Find(t.name)->offset;
+    SliceShard(t, w.params.data() + at, p.data() + t.offset);
+    SliceShard(t, w.m.data() + at, m.data() + t.offset);
+    SliceShard(t, w.v.data() + at, v.data() + t.offset);
+  }
+  const Range shard = dims.ZeroShard(local.total());
+  TrainState st;
+  st.step = 12;
+  st.adam_step = 12;
+  st.sampler_epoch = 1;
+  st.sampler_position = 96;
+  st.params = std::move(p);
+  st.exp_avg.assign(m.begin() + shard.begin, m.begin() + shard.end);
+  st.exp_avg_sq.assign(v.begin() + shard.begin, v.begin() + shard.end);
+  st.shard_begin = shard.begin;
+  st.shard_end = shard.end;
+  st.train = Json{{"seed", 1234}};
+  return st;
+}
+
+ParallelDims Dims(const LlamaConfig& c, int tp, int dp, int rank) {
+  auto d = ParallelDims::Create(c, tp * dp, tp, rank);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return *d;
+}
+
+// Writes step_12 of <base>/<job> with the training loop's CheckpointWriter, one writer
+// per rank (rank 0 last: it waits for the others' markers); returns the step folder.
+std::string WriteWithCheckpointWriter(const LlamaConfig& c, const WholeState& w, int tp, int dp,
+                                      const std::string& base, const std::string& job) {
+  for (int rank = tp * dp - 1; rank >= 0; --rank) {
+    const ParallelDims dims = Dims(c, tp, dp, rank);
+    auto writer = CheckpointWriter::Create({base, job}, c, dims);
+    EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+    if (!writer.ok()) return "";
+    EXPECT_TRUE((*writer)->Save(RankState(c, w, dims)).ok());
+    Status s = (*writer)->Wait();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  return base + "/" + job + "/step_12";
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Every shard file of two step folders of one layout is byte-identical.
+void ExpectSameShardFiles(const std::string& a, const std::string& b, int tp, int dp) {
+  for (int r = 0; r < tp; ++r) {
+    std::vector<std::string> names{ModelShardFile(r)};
+    for (int d = 0; d < dp; ++d) names.push_back(OptimShardFile(r, d));
+    for (const std::string& n : names) {
+      const std::string x = Bytes(a + "/" + n), y = Bytes(b + "/" + n);
+      EXPECT_FALSE(x.empty()) << a << "/" << n;
+      EXPECT_TRUE(x == y) << n << " differs between " << a << " and " << b;
+    }
+  }
+}
+
+Result<ReshardResult> Reshard(const std::string& from, const std::string& to, int tp, int dp) {
+  ReshardOptions o;
+  o.output_dir = to;
+  o.tensor_parallel = tp;
+  o.data_parallel = dp;
+  return ReshardCheckpoint(from, o);
+}
+
+// 2x2 -> 1x3 -> 2x2 gives back the original files byte for byte, and every re-sharded
+// checkpoint is byte for byte what the checkpoint writer writes for that layout from
+// the whole state (uneven vocabulary, MLP and ZeRO splits).
+TEST(CheckpointReshardTest, RoundTripIsByteIdenticalToTheWritersFiles) {
+  const std::string root = TempDir("reshard");
+  const LlamaConfig c = TinyConfig();
+  const WholeState w = RandomState(c, 40);
+  const std::string src = WriteWithCheckpointWriter(c, w, 2, 2, "file://" + root, "orig");
+  const std::string ref13 = WriteWithCheckpointWriter(c, w, 1, 3, "file://" + root, "ref13");
+  auto r = Reshard(src, root + "/r13", 1, 3);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->step, 12);
+  EXPECT_EQ(r->from_tp, 2);
+  EXPECT_EQ(r->from_dp, 2);
+  EXPECT_EQ(r->files, 4);
+  EXPECT_EQ(r->largest_tensor, 45 * 16);  // gate_proj / up_proj [45, 16]
+  EXPECT_EQ(r->step_dir, root + "/r13/step_12");
+  ExpectSameShardFiles(ref13.substr(7), r->step_dir, 1, 3);
+  auto back = Reshard("file://" + root + "/r13", root + "/r22/step_12", 2, 2);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->step_dir, root + "/r22/step_12");
+  ExpectSameShardFiles(src.substr(7), back->step_dir, 2, 2);
+
+  auto manifest = ReadJsonFile(root + "/r22/step_12/manifest.json");
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_EQ((*manifest)["layout"]["tensor_parallel"], 2);
+  EXPECT_EQ((*manifest)["layout"]["data_parallel"], 2);
+  EXPECT_EQ((*manifest)["step"], 12);
+  EXPECT_EQ((*manifest)["sampler"]["position"], 96);
+  // The re-sharded checkpoint resumes on its own layout as the original does.
+  for (int rank = 0; rank < 4; ++rank) {
+    const ParallelDims dims = Dims(c, 2, 2, rank);
+    auto a = LoadCheckpoint(src, c, dims);
+    auto b = LoadCheckpoint("file://" + root + "/r22/step_12", c, dims);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->params, b->params);
+    EXPECT_EQ(a->exp_avg_sq, b->exp_avg_sq);
+  }
+}
+
+// Resuming on another layout (LoadCheckpoint's streaming re-shard) gives every rank
+// exactly the slices of the whole state.
+TEST(CheckpointReshardTest, ResumeOnAnotherLayoutEqualsWholeThenSlice) {
+  const std::string root = TempDir("resume_reshard");
+  const LlamaConfig c = TinyConfig();
+  const WholeState w = RandomState(c, 50);
+  const std::string src = WriteWithCheckpointWriter(c, w, 2, 2, "file://" + root, "j");
+  for (auto [tp, dp] : {std::pair{1, 3}, std::pair{2, 1}, std::pair{1, 1}, std::pair{2, 3}}) {
+    for (int rank = 0; rank < tp * dp; ++rank) {
+      const ParallelDims dims = Dims(c, tp, dp, rank);
+      auto got = LoadCheckpoint(src, c, dims);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const TrainState want = RankState(c, w, dims);
+      EXPECT_EQ(got->step, 12);
+      EXPECT_EQ(got->sampler_position, 96);
+      EXPECT_EQ(got->shard_begin, want.shard_begin);
+      EXPECT_TRUE(got->params == want.params) << tp << "x" << dp << " rank " << rank;
+      EXPECT_TRUE(got->exp_avg == want.exp_avg) << tp << "x" << dp << " rank " << rank;
+      EXPECT_TRUE(got->exp_avg_sq == want.exp_avg_sq) << tp << "x" << dp << " rank " << rank;
+    }
+  }
+}
+
+TEST(CheckpointReshardTest, RefusesLayoutsTheModelCannotTakeAndNonEmptyOutputs) {
+  const std::string root = TempDir("reshard_bad");
+  const LlamaConfig c = TinyConfig();
+  const std::string src =
+      WriteWithCheckpointWriter(c, RandomState(c, 60), 2, 1, "file://" + root, "j");
+  auto r = Reshard(src, root + "/out", 4, 1);  // 2 key/value heads
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("tensor"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(root + "/out"));
+  r = Reshard(src, src, 1, 1);
+  ASSERT_EQ(r.status().code(), StatusCode::kAlreadyExists) << r.status().ToString();
+  r = Reshard(src, root + "/out/step_5", 1, 1);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("step 12"), std::string::npos) << r.status().message();
+  r = Reshard(src, "s3://bucket/x", 1, 1);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
 }
 
 }  // namespace

@@ -16,13 +16,13 @@
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
 #include "engine/gloo_communicator.h"
-#include "engine/grad_reducer.h"
 #include "engine/llama_model.h"
 #include "engine/memory_plan.h"
 #include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 #include "engine/rendezvous_store.h"
 #include "engine/vocab_parallel.h"
+#include "engine/zero_comm.h"
 
 namespace lote::engine {
 namespace {
@@ -127,7 +127,7 @@ void OnGroup(int n, Fn fn) {
 // The bucketed reduce-scatter, fed suffixes as backward would, leaves every rank's
 // shard bit-identical to one reduce-scatter of the whole buffer (3 ranks, so the ring
 // order matters; values whose float sums depend on the order).
-TEST(GradReducerTest, BucketsEqualOneWholeReduceScatter) {
+TEST(ZeroCommTest, BucketsEqualOneWholeReduceScatter) {
   const int n = 3;
   const int64_t total = 1000;
   const std::vector<int64_t> counts = EvenCounts(total, n);
@@ -138,18 +138,47 @@ TEST(GradReducerTest, BucketsEqualOneWholeReduceScatter) {
     std::vector<float> whole(total), bucketed(total);
     for (int64_t i = 0; i < total; ++i) whole[i] = bucketed[i] = value(r, i);
     ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
-    GradReducer reducer(comm, counts, 64);
-    for (int step = 0; step < 2; ++step) {  // a reducer serves every step
+    ZeroComm reducer(comm, counts, 64);
+    for (int step = 0; step < 2; ++step) {  // one object serves every step
       for (int64_t i = 0; i < total; ++i) bucketed[i] = value(r, i);
-      reducer.Begin(bucketed.data());
-      for (int64_t begin : {990, 950, 900, 700, 333, 300, 10}) reducer.Ready(begin);
-      ASSERT_TRUE(reducer.Finish().ok());
+      reducer.BeginReduce(bucketed.data());
+      for (int64_t begin : {990, 950, 900, 700, 333, 300, 10}) reducer.GradsReady(begin);
+      ASSERT_TRUE(reducer.FinishReduce().ok());
       const Range mine = EvenSplit(total, n, r);
       for (int64_t i = mine.begin; i < mine.end; ++i) {
         ASSERT_EQ(bucketed[i], whole[i]) << "rank " << r << " element " << i;
       }
     }
     EXPECT_GT(reducer.comm_seconds(), 0.0);
+  });
+}
+
+// The bucketed all-gather of the parameters: each WaitParams(end) returns with [0, end)
+// holding every rank's values, and the whole buffer ends as one all-gather leaves it,
+// step after step (3 uneven shards, buckets crossing the shard boundaries).
+TEST(ZeroCommTest, GatherInBucketsEqualsOneWholeAllGather) {
+  const int n = 3;
+  const int64_t total = 1001;
+  const std::vector<int64_t> counts = EvenCounts(total, n);
+  auto value = [](int step, int64_t i) { return static_cast<float>(step * 10000 + i) * 0.5f; };
+  OnGroup(n, [&](int r, Communicator* comm) {
+    const Range mine = EvenSplit(total, n, r);
+    ZeroComm zero(comm, counts, 100);
+    std::vector<float> params(total);
+    ASSERT_TRUE(zero.WaitParams(total).ok());  // nothing under way: at once
+    for (int step = 0; step < 2; ++step) {
+      for (int64_t i = 0; i < total; ++i) {
+        params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
+      }
+      zero.StartGather(params.data());
+      for (int64_t end : {1, 150, 333, 334, 700, 1001}) {
+        ASSERT_TRUE(zero.WaitParams(end).ok());
+        for (int64_t i = 0; i < end; ++i) {
+          ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+        }
+      }
+    }
+    EXPECT_GT(zero.comm_seconds(), 0.0);
   });
 }
 

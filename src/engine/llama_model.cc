@@ -171,6 +171,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     rope_len_ = T;
   }
 
+  const int64_t L = c.num_hidden_layers;
+  NeedParams(L > 0 ? layout_.layer(0).input_norm : layout_.final_norm());  // the embedding
   if (tp_comm_ != nullptr) {
     LocalTokens(local_tokens_.data(), inputs, N, layout_.vocab_begin(), V);
     EmbeddingForwardShard(A + acts_.layers[0].res, local_tokens_.data(), W + layout_.embed(), N, C);
@@ -183,6 +185,7 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     const LayerOffsets& w = layout_.layer(l);
     float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
                                                   : A + acts_.res_final;
+    NeedParams(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
     RmsNormForward(A + acts_.ln, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
     MatmulForward(A + la.qkv, A + acts_.ln, W + w.wqkv, N, C, D);
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
@@ -197,6 +200,7 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     TpAllReduce(res_next, N * C, ReduceOp::kSum);  // row-parallel down_proj
     AddInPlace(res_next, A + la.res_mid, N * C);
   }
+  NeedParams(num_params());  // the final norm and the LM head
   RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N, C,
                  eps);
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -62,6 +63,11 @@ class LlamaModel {
   // call, begin decreasing: after the LM head and final norm, after each layer from the
   // last, and after the embedding (begin 0). A reducer sends them while backward goes on.
   using GradReady = std::function<void(int64_t begin)>;
+  // Called before forward reads parameters [0, end) (end increasing: the embedding, each
+  // layer, the final norm and LM head), when set: a ZeRO-1 gather still filling the
+  // buffer blocks until they are there. Kept until set again (empty: none).
+  using ParamsNeeded = std::function<void(int64_t end)>;
+  void set_params_needed(ParamsNeeded fn) { params_needed_ = std::move(fn); }
 
   // inputs, targets: [B,T]. Returns the mean cross-entropy over targets != -1 (0 if
   // none) and, when grad_scale != 0, adds grad_scale * d(mean loss)/d(params) to
@@ -85,6 +91,9 @@ class LlamaModel {
   void GradsReady(int64_t begin) const {
     if (ready_ != nullptr) (*ready_)(begin);
   }
+  void NeedParams(int64_t end) const {
+    if (params_needed_) params_needed_(end);
+  }
 
   LlamaConfig config_;
   LlamaConfig shard_;
@@ -101,6 +110,7 @@ class LlamaModel {
   std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
   std::vector<float> ce_sums_;         // [3 * kHeadChunkRows] row max and sums (TP only)
   const GradReady* ready_ = nullptr;   // during ForwardBackward
+  ParamsNeeded params_needed_;
 };
 
 }  // namespace lote::engine

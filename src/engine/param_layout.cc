@@ -81,31 +81,64 @@ const TensorSpec* ParamLayout::Find(const std::string& name) const {
 
 namespace {
 
-// Calls fn(full_offset, shard_offset, count) for each contiguous run of the shard.
-template <typename Fn>
-void ForEachRun(const TensorSpec& spec, Fn&& fn) {
-  if (spec.split_dim < 0) {
-    fn(int64_t{0}, int64_t{0}, spec.numel);
-  } else if (spec.split_dim == 0) {
-    const int64_t row = spec.numel / spec.shape[0];
-    fn(spec.split_begin * row, int64_t{0}, spec.numel);
-  } else {
-    const int64_t rows = spec.shape[0], cols = spec.shape[1], gcols = spec.global_shape[1];
-    for (int64_t r = 0; r < rows; ++r) fn(r * gcols + spec.split_begin, r * cols, cols);
+// A shard as a block of the tensor seen as a matrix [global_shape[0], the rest]:
+// rows [r0, r1), columns [c0, c1).
+struct Block {
+  int64_t r0, r1, c0, c1;
+};
+
+Block BlockOf(const TensorSpec& spec) {
+  const int64_t rows = spec.global_shape.empty() ? 1 : spec.global_shape[0];
+  int64_t cols = 1;
+  for (size_t d = 1; d < spec.global_shape.size(); ++d) cols *= spec.global_shape[d];
+  Block b{0, rows, 0, cols};
+  if (spec.split_dim == 0) {
+    b.r0 = spec.split_begin;
+    b.r1 = spec.split_begin + spec.shape[0];
+  } else if (spec.split_dim == 1) {
+    b.c0 = spec.split_begin;
+    b.c1 = spec.split_begin + spec.shape[1];
   }
+  return b;
 }
 
 }  // namespace
 
+int64_t CopyOverlap(const TensorSpec& src, const float* src_data, const TensorSpec& dst,
+                    float* dst_data) {
+  const Block s = BlockOf(src), d = BlockOf(dst);
+  const int64_t r0 = std::max(s.r0, d.r0), r1 = std::min(s.r1, d.r1);
+  const int64_t c0 = std::max(s.c0, d.c0), c1 = std::min(s.c1, d.c1);
+  if (r0 >= r1 || c0 >= c1) return 0;
+  const int64_t sw = s.c1 - s.c0, dw = d.c1 - d.c0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* from = src_data + (r - s.r0) * sw + (c0 - s.c0);
+    std::copy(from, from + (c1 - c0), dst_data + (r - d.r0) * dw + (c0 - d.c0));
+  }
+  return (r1 - r0) * (c1 - c0);
+}
+
+bool Overlaps(const TensorSpec& a, const TensorSpec& b) {
+  const Block x = BlockOf(a), y = BlockOf(b);
+  return std::max(x.r0, y.r0) < std::min(x.r1, y.r1) && std::max(x.c0, y.c0) < std::min(x.c1, y.c1);
+}
+
+TensorSpec WholeSpec(const TensorSpec& spec) {
+  TensorSpec whole = spec;
+  whole.shape = spec.global_shape;
+  whole.split_dim = -1;
+  whole.split_begin = 0;
+  whole.numel = 1;
+  for (int64_t d : whole.shape) whole.numel *= d;
+  return whole;
+}
+
 void SliceShard(const TensorSpec& spec, const float* full, float* shard) {
-  ForEachRun(
-      spec, [&](int64_t f, int64_t s, int64_t n) { std::copy(full + f, full + f + n, shard + s); });
+  CopyOverlap(WholeSpec(spec), full, spec, shard);
 }
 
 void PlaceShard(const TensorSpec& spec, const float* shard, float* full) {
-  ForEachRun(spec, [&](int64_t f, int64_t s, int64_t n) {
-    std::copy(shard + s, shard + s + n, full + f);
-  });
+  CopyOverlap(spec, shard, WholeSpec(spec), full);
 }
 
 }  // namespace lote::engine

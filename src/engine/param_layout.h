@@ -61,6 +61,16 @@ LlamaConfig ShardConfig(const LlamaConfig& config, TensorParallel tp);
 // shard (shape), and back.
 void SliceShard(const TensorSpec& spec, const float* full, float* shard);
 void PlaceShard(const TensorSpec& spec, const float* shard, float* full);
+// Copies the elements two shards of one tensor (the same global shape, any TP sizes)
+// have in common from src_data (src.shape) into dst_data (dst.shape); returns how
+// many. So a tensor is re-sharded from another layout's shards without ever being
+// whole in memory.
+int64_t CopyOverlap(const TensorSpec& src, const float* src_data, const TensorSpec& dst,
+                    float* dst_data);
+// Whether two shards of one tensor have an element in common.
+bool Overlaps(const TensorSpec& a, const TensorSpec& b);
+// The spec of the whole tensor of a shard (split_dim -1, shape = global_shape).
+TensorSpec WholeSpec(const TensorSpec& spec);
 
 class ParamLayout {
  public:

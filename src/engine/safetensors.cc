@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -161,17 +162,30 @@ Status SafetensorsReader::ReadFloat(const std::string& name, float* out, int64_t
     return Status::InvalidArgument(fmt::format("{}: tensor \"{}\" has {} elements, expected {}",
                                                path_, name, t->numel(), numel));
   }
+  return ReadFloatRange(name, 0, numel, out);
+}
+
+Status SafetensorsReader::ReadFloatRange(const std::string& name, int64_t begin, int64_t count,
+                                         float* out) const {
+  const TensorInfo* t = Find(name);
+  if (t == nullptr) return Status::NotFound(fmt::format("{} has no tensor \"{}\"", path_, name));
+  if (begin < 0 || count < 0 || begin + count > t->numel()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: tensor \"{}\" has {} elements; elements [{}, {}) were asked for", path_,
+                    name, t->numel(), begin, begin + count));
+  }
   switch (t->dtype) {
     case DType::kF32:
-      std::memcpy(out, t->data, sizeof(float) * static_cast<size_t>(numel));
+      std::memcpy(out, t->data + 4 * begin, sizeof(float) * static_cast<size_t>(count));
       return Status::Ok();
     case DType::kF16:
     case DType::kBF16: {
       const bool bf = t->dtype == DType::kBF16;
+      const uint8_t* src = t->data + 2 * begin;
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < numel; ++i) {
+      for (int64_t i = 0; i < count; ++i) {
         uint16_t h;
-        std::memcpy(&h, t->data + 2 * i, 2);
+        std::memcpy(&h, src + 2 * i, 2);
         out[i] = bf ? BFloat16ToFloat(h) : HalfToFloat(h);
       }
       return Status::Ok();
@@ -183,8 +197,24 @@ Status SafetensorsReader::ReadFloat(const std::string& name, float* out, int64_t
   }
 }
 
-Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                        const std::map<std::string, std::string>& metadata) {
+void SafetensorsReader::Evict(const std::string& name, int64_t first, int64_t count) const {
+  const TensorInfo* t = Find(name);
+  if (t == nullptr || t->nbytes == 0 || t->numel() == 0) return;
+  const int64_t elem = t->nbytes / t->numel();
+  first = std::clamp<int64_t>(first, 0, t->numel());
+  if (count < 0 || first + count > t->numel()) count = t->numel() - first;
+  if (count == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t at = reinterpret_cast<uintptr_t>(t->data + first * elem);
+  const uintptr_t begin = at & ~(page - 1);
+  const uintptr_t end = at + static_cast<uintptr_t>(count * elem);
+  // A read-only file mapping: dropped pages are read from the file again on access.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
+    const std::string& path, const std::vector<TensorHeader>& tensors,
+    const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
@@ -197,29 +227,83 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   }
   std::string text = header.dump();
   while ((text.size() + 8) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return Status::Unavailable(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
+  w->path_ = path;
+  w->tmp_ = path + ".tmp";
+  w->expected_ = off;
+  w->file_ = std::fopen(w->tmp_.c_str(), "wb");
+  if (w->file_ == nullptr) {
+    return Status::Unavailable(fmt::format("cannot write {}: {}", w->tmp_, std::strerror(errno)));
   }
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>((text.size() >> (8 * i)) & 0xFF);
-  bool ok =
-      std::fwrite(len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fwrite(len, 1, 8, w->file_) != 8 ||
+      std::fwrite(text.data(), 1, text.size(), w->file_) != text.size()) {
+    return w->Failed("cannot write");
+  }
+  return w;
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (file_ != nullptr) {
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+Status SafetensorsWriter::Failed(const std::string& what) {
+  const int e = errno;
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  std::remove(tmp_.c_str());
+  return Status::Unavailable(fmt::format("{} {}: {}", what, path_, std::strerror(e)));
+}
+
+Status SafetensorsWriter::Append(const float* data, int64_t count) {
+  if (file_ == nullptr) return Status::FailedPrecondition(path_ + ": the writer has stopped");
+  const uint64_t bytes = static_cast<uint64_t>(count) * 4;
+  if (written_ + bytes > expected_) {
+    (void)Failed("too much data for");
+    return Status::Internal(fmt::format("{}: {} bytes appended beyond the header's {}", path_,
+                                        written_ + bytes - expected_, expected_));
+  }
+  if (std::fwrite(data, sizeof(float), static_cast<size_t>(count), file_) !=
+      static_cast<size_t>(count)) {
+    return Failed("cannot write");
+  }
+  written_ += bytes;
+  return Status::Ok();
+}
+
+Status SafetensorsWriter::Finish() {
+  if (file_ == nullptr) return Status::FailedPrecondition(path_ + ": the writer has stopped");
+  if (written_ != expected_) {
+    (void)Failed("incomplete");
+    return Status::Internal(fmt::format("{}: {} of the header's {} data bytes were appended", path_,
+                                        written_, expected_));
+  }
+  bool ok = std::fflush(file_) == 0;
+  ok = ::fsync(::fileno(file_)) == 0 && ok;
+  ok = std::fclose(file_) == 0 && ok;
+  file_ = nullptr;
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    return Status::Unavailable(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorHeader> headers;
+  for (const auto& t : tensors) headers.push_back({t.name, t.shape});
+  ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, headers, metadata));
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    if (!ok) break;
-    ok = std::fwrite(t.data, sizeof(float), static_cast<size_t>(n), f) == static_cast<size_t>(n);
+    RETURN_IF_ERROR(writer->Append(t.data, n));
   }
-  ok = std::fflush(f) == 0 && ok;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::Unavailable(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
-  return Status::Ok();
+  return writer->Finish();
 }
 
 }  // namespace lote::engine

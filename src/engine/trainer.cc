@@ -20,12 +20,12 @@
 #include "engine/communicator.h"
 #include "engine/compile_cache.h"
 #include "engine/cpu_kernels.h"
-#include "engine/grad_reducer.h"
 #include "engine/indexed_dataset.h"
 #include "engine/llama_config.h"
 #include "engine/llama_model.h"
 #include "engine/memory_plan.h"
 #include "engine/weights_io.h"
+#include "engine/zero_comm.h"
 
 namespace lote::engine {
 namespace {
@@ -134,7 +134,8 @@ TrainOptions PrecompileOptions(TrainOptions o) {
 }
 
 // Gradients are reduce-scattered over DP in buckets of this many floats (16 MiB) while
-// backward runs (grad_reducer.h).
+// backward runs, and parameters all-gathered in such buckets during the next forward
+// (zero_comm.h).
 constexpr int64_t kGradBucketFloats = int64_t{1} << 22;
 
 // What one optimizer step measured.
@@ -166,6 +167,7 @@ class Trainer {
   Status RecordPlan();
   Result<StepResult> Step(int64_t step);
   Status UpdateWeights(int64_t step, StepResult* r);
+  Status ParamsGathered();
   Status Checkpoint(int64_t step);
   void FillSnapshot(int64_t step, TrainState& st);
   void Log(int64_t step, const StepResult& r);
@@ -173,7 +175,6 @@ class Trainer {
   Result<double> Evaluate();
   Json Metrics(double total_s, int64_t steps_run) const;
   double ExposedCommSeconds() const;
-  Result<std::vector<float>> WholeParams();
 
   const TrainOptions& o_;
   const LlamaConfig& config_;
@@ -192,10 +193,10 @@ class Trainer {
   MemoryPlan memory_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<AdamW> adamw_;
-  Range shard_;                           // ZeRO-1: this DP rank's part of the flat buffer
-  std::vector<int64_t> dp_counts_;        // every DP rank's shard size
-  std::vector<Range> norm_ranges_;        // of the shard, counted in the global gradient norm
-  std::unique_ptr<GradReducer> reducer_;  // DP > 1: the overlapped reduce-scatter
+  Range shard_;                     // ZeRO-1: this DP rank's part of the flat buffer
+  std::vector<int64_t> dp_counts_;  // every DP rank's shard size
+  std::vector<Range> norm_ranges_;  // of the shard, counted in the global gradient norm
+  std::unique_ptr<ZeroComm> zero_;  // DP > 1: reduce-scatter and all-gather, overlapped
   std::vector<int32_t> inputs_, targets_;
   // Checkpoints.
   std::string job_id_;
@@ -299,7 +300,11 @@ Status Trainer::BuildModel() {
   AdamWOptions adam_opts;
   adam_opts.weight_decay = static_cast<float>(o_.weight_decay);
   adamw_ = std::make_unique<AdamW>(model_->layout(), adam_opts, shard_.begin, shard_.end);
-  if (dims_.dp() > 1) reducer_ = std::make_unique<GradReducer>(dp_, dp_counts_, kGradBucketFloats);
+  if (dims_.dp() > 1) {
+    zero_ = std::make_unique<ZeroComm>(dp_, dp_counts_, kGradBucketFloats);
+    // A forward reads each layer's parameters once the gather has brought them.
+    model_->set_params_needed([this](int64_t end) { (void)zero_->WaitParams(end); });
+  }
   // Ranges of the shard that count towards the global gradient norm: everything on TP
   // rank 0; on the others only the TP-sharded tensors (replicated ones are counted once).
   for (const TensorSpec& t : model_->layout().tensors()) {
@@ -436,6 +441,7 @@ Status Trainer::RecordPlan() {
 
 // The validation loss over --eval-batches micro batches, split over the DP ranks.
 Result<double> Trainer::Evaluate() {
+  RETURN_IF_ERROR(ParamsGathered());
   const int64_t n = std::min(sampler_->num_val_samples(), o_.eval_batches * B_);
   double acc[2] = {0.0, 0.0};  // loss sum, targets
   for (int64_t i = 0, micro = 0; i < n; i += B_, ++micro) {
@@ -457,13 +463,14 @@ Result<double> Trainer::Evaluate() {
 
 // Forward and backward of this DP rank's micro batches [d*A, (d+1)*A) of the global
 // batch (every rank draws the whole batch in one order), then the update. With DP > 1
-// the last micro batch's backward hands finished gradients to the reducer as it goes.
+// the first forward reads the parameters as their gather brings them, and the last
+// micro batch's backward hands finished gradients to the reduce-scatter as it goes.
 Result<StepResult> Trainer::Step(int64_t step) {
   model_->ZeroGrad();
   const float micro_scale = 1.0f / static_cast<float>(accum_ * dims_.dp());
   const int64_t last_micro = (dims_.dp_rank() + 1) * accum_ - 1;
-  const LlamaModel::GradReady ready = [this](int64_t begin) { reducer_->Ready(begin); };
-  if (reducer_ != nullptr) reducer_->Begin(model_->grads());
+  const LlamaModel::GradReady ready = [this](int64_t begin) { zero_->GradsReady(begin); };
+  if (zero_ != nullptr) zero_->BeginReduce(model_->grads());
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < accum_ * dims_.dp(); ++micro) {
     if (micro / accum_ != dims_.dp_rank()) {
@@ -473,11 +480,11 @@ Result<StepResult> Trainer::Step(int64_t step) {
     sampler_->NextTrainBatch(B_, inputs_.data(), targets_.data());
     RETURN_IF_ERROR(CheckTokens(inputs_, config_.vocab_size));
     RETURN_IF_ERROR(CheckTokens(targets_, config_.vocab_size));
-    const bool hook = reducer_ != nullptr && micro == last_micro;
+    const bool hook = zero_ != nullptr && micro == last_micro;
     loss_sum += model_->ForwardBackward(inputs_.data(), targets_.data(), B_, T_, micro_scale,
                                         nullptr, hook ? &ready : nullptr);
   }
-  const Status reduced = reducer_ != nullptr ? reducer_->Finish() : Status::Ok();
+  const Status reduced = zero_ != nullptr ? zero_->FinishReduce() : Status::Ok();
   RETURN_IF_ERROR(model_->comm_status());
   RETURN_IF_ERROR(reduced);
   RETURN_IF_ERROR(dp_->AllReduce(&loss_sum, 1, ReduceOp::kSum));
@@ -496,7 +503,7 @@ Result<StepResult> Trainer::Step(int64_t step) {
 Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
   float* params = model_->params();
   float* grads = model_->grads();
-  if (reducer_ == nullptr) RETURN_IF_ERROR(dp_->ReduceScatter(grads, dp_counts_));
+  if (zero_ == nullptr) RETURN_IF_ERROR(dp_->ReduceScatter(grads, dp_counts_));
   double ss = 0.0;
   for (const Range& range : norm_ranges_) ss += SumOfSquares(grads, range.begin, range.end);
   // The norm's all-reduce also carries "a rank was asked to stop" (SIGTERM), so
@@ -512,7 +519,18 @@ Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
   r->lr = LearningRate(step, o_.warmup_steps, o_.max_steps, o_.lr);
   adamw_->Step(params, grads, static_cast<float>(r->lr),
                coef < 1.0 ? static_cast<float>(coef) : 1.0f);
+  // The other shards arrive during the next forward (or before anything else reads
+  // the parameters: ParamsGathered).
+  if (zero_ != nullptr) {
+    zero_->StartGather(params);
+    return Status::Ok();
+  }
   return dp_->AllGather(params, dp_counts_);
+}
+
+// Waits for the parameters' all-gather of the last update, if one is under way.
+Status Trainer::ParamsGathered() {
+  return zero_ != nullptr ? zero_->WaitParams(zero_->total()) : Status::Ok();
 }
 
 // Fills the writer's snapshot buffer: the only time training waits for a checkpoint.
@@ -551,6 +569,7 @@ void Trainer::FillSnapshot(int64_t step, TrainState& st) {
 
 Status Trainer::Checkpoint(int64_t step) {
   const auto t0 = Clock::now();
+  RETURN_IF_ERROR(ParamsGathered());
   ASSIGN_OR_RETURN(TrainState * st, writer_->Snapshot());
   FillSnapshot(step, *st);
   checkpoint_block_s_ += Seconds(t0, Clock::now());
@@ -608,8 +627,8 @@ double CollectiveSeconds(const Communicator* a, const Communicator* b, const Com
 // and its waits for the reducer (whose collectives ran beside backward).
 double Trainer::ExposedCommSeconds() const {
   const double all = CollectiveSeconds(world_, tp_, dp_);
-  if (reducer_ == nullptr) return all;
-  return all - reducer_->comm_seconds() + reducer_->wait_seconds();
+  if (zero_ == nullptr) return all;
+  return all - zero_->comm_seconds() + zero_->wait_seconds();
 }
 
 // The step loop: step, checkpoint, stop when preempted, log, evaluate.
@@ -683,35 +702,9 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"sampler", sampler_->state().ToJson()}};
 }
 
-// Whole tensors assembled from the tensor-parallel shards (every TP group does the
-// same all-gather, so the groups stay in step).
-Result<std::vector<float>> Trainer::WholeParams() {
-  const float* params = model_->params();
-  const int tp = dims_.tp();
-  if (tp == 1) return std::vector<float>(params, params + model_->num_params());
-  std::vector<int64_t> tp_counts;
-  for (int r = 0; r < tp; ++r) tp_counts.push_back(ParamLayout(config_, {r, tp}).total());
-  int64_t total = 0, offset = 0;
-  for (int64_t c : tp_counts) total += c;
-  for (int r = 0; r < dims_.tp_rank(); ++r) offset += tp_counts[static_cast<size_t>(r)];
-  std::vector<float> all(static_cast<size_t>(total));
-  std::copy(params, params + model_->num_params(), all.begin() + offset);
-  RETURN_IF_ERROR(tp_->AllGather(all.data(), tp_counts));
-  const ParamLayout global(config_);
-  std::vector<float> full(static_cast<size_t>(global.total()), 0.0f);
-  offset = 0;
-  for (int r = 0; r < tp; ++r) {
-    const ParamLayout lr(config_, {r, tp});
-    for (const TensorSpec& t : lr.tensors()) {
-      PlaceShard(t, all.data() + offset + t.offset, full.data() + global.Find(t.name)->offset);
-    }
-    offset += tp_counts[static_cast<size_t>(r)];
-  }
-  return full;
-}
-
 // The last checkpoint's upload, metrics, the summary line and --output (rank 0).
 Status Trainer::Finish() {
+  RETURN_IF_ERROR(ParamsGathered());
   const auto start = Clock::now();
   if (writer_ != nullptr) {
     RETURN_IF_ERROR(writer_->Wait());
@@ -732,11 +725,15 @@ Status Trainer::Finish() {
              steps_run, total_s, last_loss_, last_val_, metrics.value("avg_tokens_per_s", 0.0),
              100.0 * metrics.value("collective_share", 0.0),
              100.0 * metrics.value("exposed_comm_share", 0.0));
-  if (!o_.output_dir.empty()) {
-    ASSIGN_OR_RETURN(std::vector<float> full, WholeParams());
-    if (dims_.rank() == 0) {
-      RETURN_IF_ERROR(MakeDirs(o_.output_dir));
-      RETURN_IF_ERROR(SaveWeights(config_, full.data(), o_.output_dir + "/model.safetensors"));
+  // --output: whole tensors from DP rank 0's tensor-parallel group, one at a time.
+  if (!o_.output_dir.empty() && dims_.dp_rank() == 0) {
+    const bool writes = dims_.rank() == 0;
+    const Status dir = writes ? MakeDirs(o_.output_dir) : Status::Ok();
+    const Status saved =
+        SaveWeightsGathered(*model_, tp_, writes && dir.ok(), o_.output_dir + "/model.safetensors");
+    RETURN_IF_ERROR(dir);
+    RETURN_IF_ERROR(saved);
+    if (writes) {
       RETURN_IF_ERROR(
           WriteFileAtomic(o_.output_dir + "/config.json", config_.ToJson().dump(2) + "\n"));
       RETURN_IF_ERROR(WriteFileAtomic(o_.output_dir + "/metrics.json", metrics.dump(2) + "\n"));

@@ -165,13 +165,69 @@ Status SaveWeights(const LlamaModel& model, const std::string& path) {
   return SaveWeights(model.config(), model.params(), path);
 }
 
+namespace {
+
+const std::map<std::string, std::string>& WeightsMetadata() {
+  static const std::map<std::string, std::string> kMetadata{{"format", "pt"}, {"producer", "lote"}};
+  return kMetadata;
+}
+
+}  // namespace
+
 Status SaveWeights(const LlamaConfig& config, const float* params, const std::string& path) {
   const ParamLayout layout(config);
   std::vector<TensorToWrite> tensors;
   for (const TensorSpec& spec : layout.tensors()) {
     tensors.push_back({spec.name, spec.shape, params + spec.offset});
   }
-  return WriteSafetensors(path, tensors, {{"format", "pt"}, {"producer", "lote"}});
+  return WriteSafetensors(path, tensors, WeightsMetadata());
+}
+
+Status SaveWeightsGathered(const LlamaModel& model, Communicator* tp, bool write,
+                           const std::string& path) {
+  const LlamaConfig& config = model.config();
+  const int size = model.tp().size;
+  const ParamLayout global(config);
+  std::vector<ParamLayout> ranks;  // every TP rank's layout: the same tensors, in order
+  for (int r = 0; r < size; ++r) ranks.emplace_back(config, TensorParallel{r, size});
+  Status written;
+  std::unique_ptr<SafetensorsWriter> writer;
+  if (write) {
+    std::vector<TensorHeader> headers;
+    for (const TensorSpec& t : global.tensors()) headers.push_back({t.name, t.shape});
+    auto created = SafetensorsWriter::Create(path, headers, WeightsMetadata());
+    if (created.ok()) writer = std::move(*created);
+    written = created.status();
+  }
+  std::vector<float> gathered, whole;
+  std::vector<int64_t> counts(static_cast<size_t>(size));
+  for (size_t i = 0; i < global.tensors().size(); ++i) {
+    const TensorSpec& g = global.tensors()[i];
+    const TensorSpec& mine = model.layout().tensors()[i];
+    const float* data = model.params() + mine.offset;
+    if (!mine.replicated()) {
+      int64_t total = 0, at = 0;
+      for (int r = 0; r < size; ++r) {
+        counts[static_cast<size_t>(r)] = ranks[static_cast<size_t>(r)].tensors()[i].numel;
+        if (r == model.tp().rank) at = total;
+        total += counts[static_cast<size_t>(r)];
+      }
+      gathered.resize(static_cast<size_t>(total));
+      std::copy(data, data + mine.numel, gathered.begin() + at);
+      RETURN_IF_ERROR(tp->AllGather(gathered.data(), counts));
+      whole.resize(static_cast<size_t>(g.numel));
+      at = 0;
+      for (int r = 0; r < size; ++r) {
+        CopyOverlap(ranks[static_cast<size_t>(r)].tensors()[i], gathered.data() + at, g,
+                    whole.data());
+        at += counts[static_cast<size_t>(r)];
+      }
+      data = whole.data();
+    }
+    if (writer != nullptr && written.ok()) written = writer->Append(data, g.numel);
+  }
+  if (writer != nullptr && written.ok()) written = writer->Finish();
+  return written;
 }
 
 }  // namespace lote::engine

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "engine/communicator.h"
 #include "engine/llama_model.h"
 
 namespace lote::engine {
@@ -19,5 +20,12 @@ Status LoadWeights(LlamaModel* model, const std::string& path);
 Status SaveWeights(const LlamaModel& model, const std::string& path);
 // The same from whole tensors laid out as ParamLayout(config) (one rank's view).
 Status SaveWeights(const LlamaConfig& config, const float* params, const std::string& path);
+// The same from a tensor-parallel model: every rank of the TP group `tp` calls it; each
+// tensor's shards are all-gathered and placed one tensor at a time, and the rank with
+// `write` writes path (the bytes SaveWeights writes for the whole model). Beyond the
+// model a rank holds twice the largest tensor. A write error is returned after the
+// gathers, so the group stays in step.
+Status SaveWeightsGathered(const LlamaModel& model, Communicator* tp, bool write,
+                           const std::string& path);
 
 }  // namespace lote::engine

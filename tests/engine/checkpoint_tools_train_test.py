@@ -2,7 +2,8 @@
 `lote train --checkpoint-uri` itself wrote (TP=2 x DP=2, uneven MLP and vocabulary
 splits): both checkpoints are listed complete with layout 2x2, and the export of the
 last one is bit for bit the model.safetensors that training wrote with --output, and
-scores the same. Skipped (with a message) when `lote train` has no --checkpoint-uri.
+scores the same; `lote checkpoint reshard` of it to 1x1 and 1x3 lists complete, exports
+the same bytes, and the 1x1 one resumes in one process. Skipped (with a message) when `lote train` has no --checkpoint-uri.
 
 usage: checkpoint_tools_train_test.py LOTE_BINARY
 """
@@ -87,6 +88,37 @@ class CheckpointToolsTrainTest(unittest.TestCase):
             self.assertEqual(res.returncode, 0, res.stderr)
             scores.append(json.loads(res.stdout)["logprobs"])
         self.assertEqual(scores[0], scores[1])
+
+        # Re-sharded offline to 1 x 1 and to 1 x 3: both are listed complete with their
+        # layout, export byte for byte the same model, and the 1 x 1 one resumes.
+        last = os.path.join(ck, "job-x", "step_4")
+        with open(os.path.join(exported, "model.safetensors"), "rb") as f:
+            exported_bytes = f.read()
+        for tp_dp in ((1, 1), (1, 3)):
+            name = "r%dx%d" % tp_dp
+            res = self.lote("checkpoint", "reshard", last, "--output",
+                            os.path.join(self.dir, name), "--tensor-parallel-size",
+                            str(tp_dp[0]), "--data-parallel-size", str(tp_dp[1]))
+            self.assertEqual(res.returncode, 0, res.stderr)
+            res = self.lote("checkpoints", "list", os.path.join(self.dir, name), "--json")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            (c,) = json.loads(res.stdout)["checkpoints"]
+            self.assertEqual((c["step"], c["complete"], c["tensor_parallel"],
+                              c["data_parallel"]), (4, True) + tp_dp, res.stdout)
+            again = os.path.join(self.dir, "export-" + name)
+            res = self.lote("checkpoint", "export", os.path.join(self.dir, name), "--output",
+                            again)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            with open(os.path.join(again, "model.safetensors"), "rb") as f:
+                self.assertTrue(f.read() == exported_bytes, name)
+        res = self.lote("train", "--config", config, "--data", data, "--seq-len", "32",
+                        "--batch-size", "2", "--global-batch-size", "8", "--max-steps", "5",
+                        "--warmup-steps", "1", "--lr", "3e-3", "--logging-interval", "1",
+                        "--threads", "1", "--peak-gflops", "10", "--resume",
+                        "file://" + os.path.join(self.dir, "r1x1", "step_4"))
+        self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-3000:])
+        self.assertIn("resumed from", res.stdout, res.stdout[-2000:])
+        self.assertIn("done: 1 steps", res.stdout, res.stdout[-2000:])
 
 
 if __name__ == "__main__":
