@@ -32,6 +32,10 @@
 //   fails its attempt as HANG.
 // Thread safety: every method may be called from any thread; Pass from one
 // thread at a time. State is guarded by mu_.
+//
+// Files: job_operations.cc (the API operations), job_loop.cc (the pass and
+// scheduling), job_launch.cc (gangs handed to backends, teardown),
+// job_journal.cc (events applied and stored), job_recovery.cc (start-up).
 #pragma once
 
 #include <cstdint>
@@ -132,6 +136,13 @@ class JobLoop {
   // Hands the open attempt of each job to its backend (after the Scheduled
   // events are committed); records Launched and NodeStarted, or the failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
+  // The gang of the job's open attempt for `backend` (InvalidArgument when
+  // the job's spec cannot run there), and one node of it.
+  Result<exec::GangSpec> MakeGang(const Job& job, const ComputeEnvironmentSpec& ce,
+                                  const exec::Backend& backend) const;
+  Result<exec::NodeSpec> MakeNodeSpec(const Job& job, const exec::AttemptKey& attempt,
+                                      int32_t node_index, const ComputeEnvironmentSpec& ce,
+                                      const exec::Capabilities& caps, bool in_container) const;
   void ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, int64_t now);
   void Schedule(int64_t now, std::vector<std::string>* launches);
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
