@@ -5,6 +5,10 @@
 namespace lote::control {
 namespace {
 
+bool IsRunnable(const Job& job) {
+  return job.status == JobStatus::kRunnable && !job.IsArrayParent();
+}
+
 bool WaitsOnDependencies(const Job& job) {
   return !job.IsArrayParent() &&
          (job.status == JobStatus::kSubmitted || job.status == JobStatus::kPending);
@@ -20,6 +24,8 @@ std::string DependencyKey(const std::string& dep) {
 
 void JobIndex::Update(const Job* before, const Job& after) {
   const bool status_changed = before == nullptr || before->status != after.status;
+  if (IsRunnable(after) != (before != nullptr && IsRunnable(*before)))
+    runnable_changes_.insert(after.id);
   if (before != nullptr) Remove(*before);
   Add(after);
   if (status_changed) {
@@ -67,8 +73,7 @@ void JobIndex::Add(const Job& job) {
     hang_watched_.insert(job.id);
   if (WaitsOnDependencies(job))
     for (const std::string& dep : job.wait_for) waiters_[DependencyKey(dep)].insert(job.id);
-  if (job.status == JobStatus::kRunnable && !job.IsArrayParent())
-    runnable_[job.queue_arn].insert(job.id);
+  if (IsRunnable(job)) runnable_[job.queue_arn].insert(job.id);
   if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
 }
 
@@ -93,6 +98,12 @@ std::vector<std::string> JobIndex::TakeDependencyCandidates() {
 std::vector<std::string> JobIndex::TakeChangedArrayParents() {
   std::vector<std::string> out(changed_parents_.begin(), changed_parents_.end());
   changed_parents_.clear();
+  return out;
+}
+
+std::vector<std::string> JobIndex::TakeRunnableChanges() {
+  std::vector<std::string> out(runnable_changes_.begin(), runnable_changes_.end());
+  runnable_changes_.clear();
   return out;
 }
 

@@ -42,6 +42,9 @@ class JobIndex {
   std::map<std::string, int32_t> ArrayChildCounts(const std::string& parent) const;
   // RUNNABLE jobs (array parents excluded) per queue ARN.
   const std::map<std::string, std::set<std::string>>& RunnableByQueue() const { return runnable_; }
+  // Jobs that entered or left RunnableByQueue since the last call (what the
+  // scheduler's kept input converts again), in id order; cleared by the call.
+  std::vector<std::string> TakeRunnableChanges();
   // Jobs with an open attempt (what instances hold).
   const std::set<std::string>& Holding() const { return holding_; }
   // Jobs that wait on `id` (tests).
@@ -61,6 +64,7 @@ class JobIndex {
   std::map<std::string, std::map<JobStatus, int32_t>> child_counts_;  // parent -> counts
   std::set<std::string> changed_parents_;
   std::map<std::string, std::set<std::string>> runnable_;  // queue ARN -> jobs
+  std::set<std::string> runnable_changes_;
   std::set<std::string> holding_;
 };
 

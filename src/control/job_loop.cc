@@ -191,114 +191,15 @@ JobEvent JobLoop::NodeStartedLocked(const Job& job, const exec::NodeEvent& ev,
                                stream, at, std::move(notices));
 }
 
-void JobLoop::Schedule(int64_t now, std::vector<std::string>* launches) {
-  auto apply = [&](const std::string& id, const JobEvent& e) {
-    Result<Job> r = ApplyLocked(id, e);
-    if (!r.ok())
-      spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
-                   r.status().ToString());
-  };
-  // Capacity of the environments whose backend owns its machines (Slurm).
-  std::map<std::string, exec::Capacity> capacity;
-  for (const ComputeEnvironmentSpec& ce : control_->ComputeEnvironments()) {
-    if (!ce.instance_types.empty()) continue;  // lote launches its instances
-    Result<exec::Backend*> backend = options_.backends->ForEnvironment(ce);
-    if (!backend.ok()) continue;
-    std::optional<exec::Capacity> c = (*backend)->GetCapacity();
-    if (c) {
-      capacity[ce.name] = *c;
-      control_->SetBackendCapacity(ce.name, Json{{"nodes", c->nodes},
-                                                 {"vcpusPerNode", c->milli_vcpu_per_node / 1000},
-                                                 {"memoryMiBPerNode", c->memory_mib_per_node},
-                                                 {"description", c->description},
-                                                 {"backend", (*backend)->Name()}});
-    }
-  }
-  SchedulerJobs candidates;
-  for (const std::string& id : index_.Holding()) candidates.holding.push_back(&jobs_.at(id));
-  for (const auto& [queue, ids] : index_.RunnableByQueue())
-    for (const std::string& id : ids) candidates.runnable.push_back(&jobs_.at(id));
-  Result<sched::Snapshot> snap = BuildSchedulerSnapshot(candidates, submit_order_, &instances_,
-                                                        control_, share_history_, now, capacity);
-  if (!snap.ok()) {
-    spdlog::error("jobs: snapshot: {}", snap.status().ToString());
-    return;
-  }
-  if (snap->jobs.empty()) {
-    queue_order_.clear();
-    return;
-  }
-  Result<sched::Decisions> decisions = sched::Decide(*snap, now);
-  if (!decisions.ok()) {
-    spdlog::error("jobs: scheduling pass failed: {}", decisions.status().ToString());
-    return;
-  }
-  queue_order_ = decisions->order;
-  std::vector<std::string> launched_ids;
-  for (const sched::Launch& l : decisions->launches) {
-    const std::string iid = NewInstanceIdLocked();
-    Result<std::string> ip = exec::InstancePrivateIp(next_instance_index_);
-    ++next_instance_index_;
-    instances_[iid] = VirtualInstance{iid, l.compute_environment, l.shape,
-                                      ip.ok() ? *ip : std::string("127.0.0.1"), now};
-    launched_ids.push_back(iid);
-  }
-  for (const sched::Removal& r : decisions->removals) instances_.erase(r.instance_id);
-  for (const sched::CeTarget& t : decisions->targets) {
-    if (capacity.count(t.compute_environment)) continue;  // nothing to scale
-    Status st =
-        control_->SetDesiredVcpus(t.compute_environment, static_cast<int32_t>(t.desired_vcpus));
-    if (!st.ok())
-      spdlog::warn("jobs: desiredvCpus of {}: {}", t.compute_environment, st.ToString());
-  }
-  for (const sched::ShareUsageUpdate& u : decisions->share_usage)
-    share_history_[u.queue + "/" + u.share_identifier] = u;
-  for (const sched::NeverFits& nf : decisions->never_fits)
-    apply(nf.job_id, JobEvent::AttemptFailed(0, FailureCategory::kCapacity, nf.message, -1, now));
-  // A malformed request fails its own job, never the pass.
-  for (const sched::Rejected& r : decisions->rejected) {
-    spdlog::warn("jobs: {} cannot be scheduled: {}", r.job_id, r.message);
-    apply(r.job_id, JobEvent::AttemptFailed(0, FailureCategory::kCapacity,
-                                            "the job cannot be scheduled: " + r.message, -1, now));
-  }
-  for (const sched::Wait& w : decisions->waiting) {
-    auto it = jobs_.find(w.job_id);
-    if (it != jobs_.end() && it->second.status_reason != w.message)
-      apply(w.job_id, JobEvent::StatusReason(w.message, now));
-  }
-  auto ip_of = [this](const std::string& iid) {
-    auto it = instances_.find(iid);
-    return it == instances_.end() ? std::string() : it->second.private_ip;
-  };
-  // A placement that cannot be recorded fails its own job (with the reason),
-  // never the pass, and never leaves the job silently RUNNABLE.
-  auto placement_failed = [&](const std::string& id, const Status& why) {
-    spdlog::error("jobs: placement of {}: {}", id, why.ToString());
-    apply(id, JobEvent::AttemptFailed(0, FailureCategory::kInfrastructure,
-                                      "lote could not place the job: " + why.message(), -1, now));
-  };
-  for (const sched::Placement& p : decisions->placements) {
-    Result<JobEvent> e = ScheduledEvent(p, launched_ids, ip_of, now);
-    if (!e.ok()) {
-      placement_failed(p.job_id, e.status());
-      continue;
-    }
-    Result<Job> r = ApplyLocked(p.job_id, *e);
-    if (r.ok()) {
-      launches->push_back(p.job_id);
-    } else {
-      placement_failed(p.job_id, r.status());
-    }
-  }
-}
-
 void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   std::vector<std::string> launches;
   std::vector<exec::AttemptKey> terminate;
   Result<uint64_t> ticket = uint64_t{0};
+  Result<uint64_t> placed_ticket = uint64_t{0};
+  const int64_t now = clock_->NowMillis();
+  bool decide = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const int64_t now = clock_->NowMillis();
     auto apply = [&](const std::string& id, const JobEvent& e) {
       Result<Job> r = ApplyLocked(id, e);
       if (!r.ok())
@@ -335,13 +236,32 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     }
     // Progress of the attempts that ended is kept with the job.
     PersistClosedAttemptsLocked(now);
-    // 5. Scheduling (nothing new starts once the server is stopping).
-    if (!stopping_) Schedule(now, &launches);
-    terminate.swap(to_terminate_);
+    // 5. Scheduling (nothing new starts once the server is stopping), when
+    // something the policy reads changed.
+    decide = !stopping_ && PrepareScheduleLocked(now);
     ticket = FlushLocked();
+  }
+  // The policy runs without the lock: the API goes on meanwhile, and what it
+  // changes is checked when the decisions are applied.
+  if (decide) {
+    Result<sched::Decisions> decisions = sched::Decide(sched_input_.snapshot(), now);
+    sched_input_.MarkDecided(now);
+    if (decisions.ok()) {
+      const std::vector<std::pair<std::string, std::string>> reasons = ChangedReasons(*decisions);
+      std::lock_guard<std::mutex> lock(mu_);
+      ApplyDecisionsLocked(std::move(*decisions), reasons, now, &launches);
+      placed_ticket = FlushLocked();
+    } else {
+      spdlog::error("jobs: scheduling pass failed: {}", decisions.status().ToString());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    terminate.swap(to_terminate_);
   }
   // Placements are durable before anything runs.
   Status committed = WaitTicket(std::move(ticket));
+  if (committed.ok()) committed = WaitTicket(std::move(placed_ticket));
   if (!committed.ok()) {
     spdlog::error("jobs: store commit failed: {}", committed.ToString());
     return;

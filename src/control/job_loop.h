@@ -15,10 +15,14 @@
 //   mutation answers only after that batch is committed.
 // - A pass: node events, timeouts (the due deadlines), hangs (the watched
 //   jobs), dependencies (of the jobs whose dependencies changed), array
-//   parents (whose children changed), all from JobIndex; a scheduling pass (sched::Decide) over the
-//   compute environments (virtual instances, or the capacity a backend reports), then the placed
-//   attempts are handed to their backends, each gang as one unit (after the placements are
-//   committed); the backend's reference is stored with the attempt.
+//   parents (whose children changed), all from JobIndex; a scheduling pass
+//   (sched::Decide) over the compute environments (virtual instances, or the
+//   capacity a backend reports) when something it reads changed (a job
+//   entered or left RUNNABLE, capacity was taken or freed, an environment or
+//   queue changed, an idle instance timed out: SchedulerInput), run without
+//   the lock; then the placed attempts are handed to their backends, each
+//   gang as one unit (after the placements are committed); the backend's
+//   reference is stored with the attempt.
 // - Gang teardown: when an attempt ends (success, failure, timeout,
 //   termination) every node of it still running is terminated (grace:
 //   lote:terminationGraceSeconds, else options.terminate_grace_ms).
@@ -33,8 +37,8 @@
 // Thread safety: every method may be called from any thread; Pass from one
 // thread at a time. State is guarded by mu_.
 //
-// Files: job_operations.cc (the API operations), job_loop.cc (the pass and
-// scheduling), job_launch.cc (gangs handed to backends, teardown),
+// Files: job_operations.cc (the API operations), job_loop.cc (the pass),
+// job_schedule.cc (its scheduling step), job_launch.cc (gangs handed to backends, teardown),
 // job_journal.cc (events applied and stored), job_recovery.cc (start-up).
 #pragma once
 
@@ -58,6 +62,7 @@
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
+#include "control/scheduler_input.h"
 #include "exec/backend.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
@@ -144,7 +149,20 @@ class JobLoop {
                                       int32_t node_index, const ComputeEnvironmentSpec& ce,
                                       const exec::Capabilities& caps, bool in_container) const;
   void ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, int64_t now);
-  void Schedule(int64_t now, std::vector<std::string>* launches);
+  // The scheduling step (job_schedule.cc): the kept input brought up to
+  // date; true when sched::Decide is due (something it reads changed).
+  bool PrepareScheduleLocked(int64_t now);
+  // The waiting jobs whose statusReason the decisions change (pass thread).
+  std::vector<std::pair<std::string, std::string>> ChangedReasons(
+      const sched::Decisions& decisions);
+  // The decisions applied to the jobs that are still RUNNABLE; the placed
+  // jobs are added to `launches`.
+  void ApplyDecisionsLocked(sched::Decisions decisions,
+                            const std::vector<std::pair<std::string, std::string>>& reasons,
+                            int64_t now, std::vector<std::string>* launches);
+  bool StillRunnableLocked(const std::string& id) const;
+  // Whether the queue of a job in the scheduler's input is known to it.
+  bool KnownQueue(const std::string& job_id) const;
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
   Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
   // The backend of an attempt: the one recorded at its launch, else its
@@ -197,6 +215,11 @@ class JobLoop {
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
   store::WriteBatch batch_;  // pending rows (under mu_)
+  // The scheduler's input kept across passes, and what the backends that own
+  // their machines reported: owned by the thread that runs Pass (read and
+  // changed by it alone, with or without mu_).
+  SchedulerInput sched_input_;
+  std::map<std::string, exec::Capacity> backend_capacity_;
   bool dirty_ = true;
   bool stopping_ = false;
 };
