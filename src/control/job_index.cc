@@ -61,6 +61,8 @@ void JobIndex::Remove(const Job& job) {
     if (q->second.empty()) runnable_.erase(q);
   }
   holding_.erase(job.id);
+  if (auto c = counts_.find({job.queue_arn, job.status}); c != counts_.end() && --c->second == 0)
+    counts_.erase(c);
 }
 
 void JobIndex::Add(const Job& job) {
@@ -75,6 +77,7 @@ void JobIndex::Add(const Job& job) {
     for (const std::string& dep : job.wait_for) waiters_[DependencyKey(dep)].insert(job.id);
   if (IsRunnable(job)) runnable_[job.queue_arn].insert(job.id);
   if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
+  ++counts_[{job.queue_arn, job.status}];
 }
 
 void JobIndex::Rebuild(const JobTable& jobs) {
@@ -123,7 +126,8 @@ std::set<std::string> JobIndex::WaitersOf(const std::string& id) const {
 bool JobIndex::operator==(const JobIndex& o) const {
   return deadlines_ == o.deadlines_ && deadline_of_ == o.deadline_of_ &&
          hang_watched_ == o.hang_watched_ && waiters_ == o.waiters_ &&
-         child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_;
+         child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_ &&
+         counts_ == o.counts_;
 }
 
 }  // namespace lote::control

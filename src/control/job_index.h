@@ -47,6 +47,11 @@ class JobIndex {
   std::vector<std::string> TakeRunnableChanges();
   // Jobs with an open attempt (what instances hold).
   const std::set<std::string>& Holding() const { return holding_; }
+  // How many jobs (array parents and children included) each queue ARN has
+  // per status (those with none left out).
+  const std::map<std::pair<std::string, JobStatus>, int64_t>& CountsByQueue() const {
+    return counts_;
+  }
   // Jobs that wait on `id` (tests).
   std::set<std::string> WaitersOf(const std::string& id) const;
 
@@ -65,6 +70,7 @@ class JobIndex {
   std::set<std::string> changed_parents_;
   std::map<std::string, std::set<std::string>> runnable_;  // queue ARN -> jobs
   std::set<std::string> runnable_changes_;
+  std::map<std::pair<std::string, JobStatus>, int64_t> counts_;  // (queue ARN, status)
   std::set<std::string> holding_;
 };
 

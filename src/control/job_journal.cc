@@ -27,7 +27,9 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
     const Job previous = std::move(it->second);
     it->second = after;
     AfterChangeLocked(previous, after);
+    if (previous.status != after.status) CountJobsLocked(previous.queue_arn, previous.status);
   }
+  CountJobsLocked(after.queue_arn, after.status);
   dirty_ = true;
   return after;
 }
@@ -45,6 +47,11 @@ void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {
       closed_attempts_.push_back(
           exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
   }
+}
+
+void JobLoop::CountJobsLocked(const std::string& queue_arn, JobStatus status) {
+  auto it = index_.CountsByQueue().find({queue_arn, status});
+  metrics_.SetJobCount(queue_arn, status, it == index_.CountsByQueue().end() ? 0 : it->second);
 }
 
 Result<uint64_t> JobLoop::FlushLocked() {

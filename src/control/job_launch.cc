@@ -175,9 +175,11 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   {
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i = next++; i < handovers.size(); i = next++)
-        if (handovers[i].backend != nullptr)
-          handovers[i].launched = handovers[i].backend->LaunchGang(handovers[i].gang);
+      for (size_t i = next++; i < handovers.size(); i = next++) {
+        if (handovers[i].backend == nullptr) continue;
+        handovers[i].launched = handovers[i].backend->LaunchGang(handovers[i].gang);
+        metrics_.CountLaunch(handovers[i].backend->Name(), !handovers[i].launched.ok());
+      }
     };
     std::vector<std::thread> helpers;
     const size_t extra = std::min<size_t>(kParallelLaunches - 1, handovers.size() / 2);

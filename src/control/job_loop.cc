@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
@@ -17,13 +18,21 @@
 #include "logs/stream_names.h"
 
 namespace lote::control {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
 
 JobLoop::JobLoop(JobLoopOptions options)
     : options_(std::move(options)),
       clock_(options_.clock),
       store_(options_.store),
       control_(options_.control),
-      output_(options_.output) {}
+      output_(options_.output),
+      metrics_(options_.metrics != nullptr ? options_.metrics : &own_metrics_) {}
 
 Result<std::unique_ptr<JobLoop>> JobLoop::Create(JobLoopOptions options) {
   if (options.clock == nullptr || options.store == nullptr || options.control == nullptr ||
@@ -192,6 +201,7 @@ JobEvent JobLoop::NodeStartedLocked(const Job& job, const exec::NodeEvent& ev,
 }
 
 void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
+  const auto began = std::chrono::steady_clock::now();
   std::vector<std::string> launches;
   std::vector<exec::AttemptKey> terminate;
   Result<uint64_t> ticket = uint64_t{0};
@@ -244,8 +254,10 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   // The policy runs without the lock: the API goes on meanwhile, and what it
   // changes is checked when the decisions are applied.
   if (decide) {
+    const auto decide_began = std::chrono::steady_clock::now();
     Result<sched::Decisions> decisions = sched::Decide(sched_input_.snapshot(), now);
     sched_input_.MarkDecided(now);
+    metrics_.decide_seconds()->Observe(SecondsSince(decide_began));
     if (decisions.ok()) {
       const std::vector<std::pair<std::string, std::string>> reasons = ChangedReasons(*decisions);
       std::lock_guard<std::mutex> lock(mu_);
@@ -268,5 +280,6 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   }
   TerminateAttempts(terminate);
   LaunchPlaced(launches);
+  metrics_.pass_seconds()->Observe(SecondsSince(began));
 }
 }  // namespace lote::control

@@ -54,11 +54,13 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
 #include "control/job_env.h"
 #include "control/job_index.h"
+#include "control/job_metrics.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
@@ -94,6 +96,8 @@ struct JobLoopOptions {
   std::string default_runtime = "process";
   // Called (from any thread, with no lock held) when a pass is due soon.
   std::function<void()> wake;
+  // Where the loop's metrics go (JobLoopMetrics); null: a registry of its own.
+  metrics::Registry* metrics = nullptr;
 };
 
 class JobLoop {
@@ -134,6 +138,7 @@ class JobLoop {
  private:
   explicit JobLoop(JobLoopOptions options);
   Status Load();
+  Result<Json> SubmitJobTimed(const Json& request);  // SubmitJob without its latency metric
   Status RecoverNodes();
   void ResumeLogs();
   void PersistClosedAttemptsLocked(int64_t now);
@@ -176,6 +181,8 @@ class JobLoop {
   Result<uint64_t> FlushLocked();
   Status WaitTicket(Result<uint64_t> ticket);
   void AfterChangeLocked(const Job& before, const Job& after);
+  // lote_jobs for the queue and status from the index.
+  void CountJobsLocked(const std::string& queue_arn, JobStatus status);
   void UpdateArrayParentLocked(const std::string& parent_id, int64_t now);
   std::string NewInstanceIdLocked();
   Result<Job> RequestStopLocked(const std::string& job_id, bool terminate,
@@ -192,6 +199,8 @@ class JobLoop {
   store::Store* store_;
   ControlPlane* control_;
   JobOutput* output_;
+  metrics::Registry own_metrics_;  // when options.metrics is null
+  JobLoopMetrics metrics_;
 
   std::mutex mu_;
   JobTable jobs_;                            // every job incl. array children

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -26,6 +27,14 @@ std::string RequiredString(const Json& request, const char* field) {
 }  // namespace
 
 Result<Json> JobLoop::SubmitJob(const Json& request) {
+  const auto began = std::chrono::steady_clock::now();
+  Result<Json> answer = SubmitJobTimed(request);
+  metrics_.submit_seconds()->Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  return answer;
+}
+
+Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
   if (!request.is_object())
     return Status::InvalidArgument("the request body must be a JSON object");
   const std::string queue_ref = RequiredString(request, "jobQueue");
