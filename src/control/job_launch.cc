@@ -47,6 +47,10 @@ void JobLoop::TerminateAttempts(const std::vector<exec::AttemptKey>& keys) {
       if (it == jobs_.end() || key.attempt < 1 ||
           key.attempt > static_cast<int32_t>(it->second.attempts.size()))
         continue;
+      // Open again: the change that closed it was not stored (ReconcileLocked).
+      if (key.attempt == static_cast<int32_t>(it->second.attempts.size()) &&
+          it->second.CurrentAttempt() != nullptr)
+        continue;
       attempt = it->second.attempts[static_cast<size_t>(key.attempt - 1)];
     }
     exec::Backend* backend = BackendOf(attempt);
@@ -213,6 +217,7 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   std::vector<exec::AttemptKey> terminate;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     for (const auto& [id, e] : all_events) {
       Result<Job> r = ApplyLocked(id, e);
       if (!r.ok())

@@ -210,13 +210,18 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   bool decide = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     auto apply = [&](const std::string& id, const JobEvent& e) {
       Result<Job> r = ApplyLocked(id, e);
       if (!r.ok())
         spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
                      r.status().ToString());
     };
-    // 1. What the backends saw.
+    // 1. What the backends saw (first what a pass could not store).
+    if (!unstored_events_.empty()) {
+      node_events.insert(node_events.begin(), unstored_events_.begin(), unstored_events_.end());
+      unstored_events_.clear();
+    }
     ApplyNodeEventsLocked(node_events, now);
     // 2. Timeouts.
     for (const std::string& id : index_.DueTimeouts(now))
@@ -250,6 +255,7 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     // something the policy reads changed.
     decide = !stopping_ && PrepareScheduleLocked(now);
     ticket = FlushLocked();
+    if (!ticket.ok()) decide = false;  // memory was set back to the store
   }
   // The policy runs without the lock: the API goes on meanwhile, and what it
   // changes is checked when the decisions are applied.
@@ -261,6 +267,7 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     if (decisions.ok()) {
       const std::vector<std::pair<std::string, std::string>> reasons = ChangedReasons(*decisions);
       std::lock_guard<std::mutex> lock(mu_);
+      SyncWithStoreLocked();
       ApplyDecisionsLocked(std::move(*decisions), reasons, now, &launches);
       placed_ticket = FlushLocked();
     } else {
@@ -271,11 +278,19 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     std::lock_guard<std::mutex> lock(mu_);
     terminate.swap(to_terminate_);
   }
-  // Placements are durable before anything runs.
-  Status committed = WaitTicket(std::move(ticket));
-  if (committed.ok()) committed = WaitTicket(std::move(placed_ticket));
-  if (!committed.ok()) {
-    spdlog::error("jobs: store commit failed: {}", committed.ToString());
+  // Placements are durable before anything runs. When a write failed,
+  // memory was set back to the store (WaitTicket): the backends' events are
+  // applied again by the next pass, and placements stored after that (a
+  // batch queued after the failure) still run.
+  const Status events_stored = WaitTicket(std::move(ticket));
+  const Status placed = WaitTicket(std::move(placed_ticket));
+  if (!events_stored.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unstored_events_.insert(unstored_events_.end(), node_events.begin(), node_events.end());
+    spdlog::error("jobs: store commit failed: {}", events_stored.ToString());
+  }
+  if (!placed.ok()) {
+    spdlog::error("jobs: store commit of placements failed: {}", placed.ToString());
     return;
   }
   TerminateAttempts(terminate);

@@ -12,7 +12,10 @@
 // Contract:
 // - Every accepted event is applied with control::Apply, appended to the
 //   store's job_events and the job row is rewritten in the same batch; an API
-//   mutation answers only after that batch is committed.
+//   mutation answers only after that batch is committed. When the store
+//   refuses a write (the disk full), the jobs of every batch not committed are
+//   read back from it (ReconcileLocked): nothing acknowledged is lost, nothing
+//   refused stays, and reads go on meanwhile.
 // - A pass: node events, timeouts (the due deadlines), hangs (the watched
 //   jobs), dependencies (of the jobs whose dependencies changed), array
 //   parents (whose children changed), all from JobIndex; a scheduling pass
@@ -43,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -178,8 +182,18 @@ class JobLoop {
                              std::vector<std::string> notices);
 
   Result<Job> ApplyLocked(const std::string& id, const JobEvent& event);
+  // The pending rows to the store, unless a write failed since memory last
+  // matched it: then memory is set back to what is stored and the error
+  // returned (as WaitTicket does when the batch itself fails).
   Result<uint64_t> FlushLocked();
   Status WaitTicket(Result<uint64_t> ticket);
+  // Every job touched by a batch not known committed read back from the store
+  // (gone if it has no row), the index rebuilt.
+  void ReconcileLocked();
+  // ReconcileLocked when a write failed since memory last matched the store
+  // (first thing of every change, so that it is not refused for an old failure).
+  void SyncWithStoreLocked();
+  Status ReloadJobLocked(const std::string& id);
   void AfterChangeLocked(const Job& before, const Job& after);
   // lote_jobs for the queue and status from the index.
   void CountJobsLocked(const std::string& queue_arn, JobStatus status);
@@ -223,7 +237,14 @@ class JobLoop {
   std::map<std::string, std::vector<std::string>> queue_order_;
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
-  store::WriteBatch batch_;  // pending rows (under mu_)
+  store::WriteBatch batch_;           // pending rows (under mu_)
+  std::set<std::string> batch_jobs_;  // the jobs batch_ writes
+  // The jobs of each batch handed to the store and not known committed.
+  std::deque<std::pair<store::Store::Ticket, std::vector<std::string>>> unstored_;
+  uint64_t failures_seen_ = 0;        // store failure_count() when memory matched it
+  bool rebuild_sched_input_ = false;  // ReconcileLocked: sched_input_ starts over
+  // Node events of a pass whose commit failed, applied again by the next.
+  std::vector<exec::NodeEvent> unstored_events_;
   // The scheduler's input kept across passes, and what the backends that own
   // their machines reported: owned by the thread that runs Pass (read and
   // changed by it alone, with or without mu_).

@@ -35,6 +35,10 @@ void JobLoopMetrics::SetJobCount(const std::string& queue_arn, JobStatus status,
   it->second->Set(count);
 }
 
+void JobLoopMetrics::ClearJobCounts() {
+  for (auto& [key, gauge] : job_counts_) gauge->Set(0);
+}
+
 void JobLoopMetrics::CountLaunch(const std::string& backend, bool failed) {
   registry_
       ->GetCounter("lote_backend_launches_total", "Gangs handed to a compute backend.",

@@ -27,6 +27,8 @@ class JobLoopMetrics {
   metrics::Histogram* submit_seconds() const { return submit_seconds_; }
   // lote_jobs{queue, status} = count.
   void SetJobCount(const std::string& queue_arn, JobStatus status, int64_t count);
+  // Every lote_jobs series to 0 (before they are set again).
+  void ClearJobCounts();
   // One gang handed to `backend`; failed: the backend refused it.
   void CountLaunch(const std::string& backend, bool failed);
 

@@ -51,6 +51,7 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
   Json response;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     SubmitContext ctx;
     ctx.job_id = NewUuid();
     ctx.queue_arn = queue.arn;
@@ -214,6 +215,7 @@ Result<Json> JobLoop::ChangeJobTags(const Json& request, bool untag) {
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     ASSIGN_OR_RETURN(std::string id, JobIdOfArnLocked(RequiredString(request, "resourceArn")));
     RETURN_IF_ERROR(
         ApplyLocked(id, JobEvent::TagsChanged(set, removed, clock_->NowMillis())).status());
@@ -293,6 +295,7 @@ Result<Json> JobLoop::TerminateOrCancel(const Json& request, bool terminate) {
   Result<uint64_t> ticket = uint64_t{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     // AWS answers 200 {} for an id it does not know (nothing to stop).
     if (!jobs_.count(id)) return Json::object();
     ASSIGN_OR_RETURN(Job job, RequestStopLocked(id, terminate, reason, clock_->NowMillis()));
@@ -315,6 +318,7 @@ Result<Json> JobLoop::DeleteJobQueue(const Json& request) {
   size_t stopped = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    SyncWithStoreLocked();
     const int64_t now = clock_->NowMillis();
     std::vector<std::string> ids;
     for (const auto& [id, job] : jobs_)

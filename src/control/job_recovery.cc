@@ -13,6 +13,7 @@
 namespace lote::control {
 
 Status JobLoop::Load() {
+  failures_seen_ = store_->failure_count();
   ASSIGN_OR_RETURN(store::Snapshot snapshot, store_->Load());
   std::vector<const Job*> order;
   for (const store::JobRow& row : snapshot.jobs) {

@@ -31,6 +31,10 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
                                                  {"backend", (*backend)->Name()}});
     }
   }
+  if (rebuild_sched_input_) {
+    sched_input_ = SchedulerInput();
+    rebuild_sched_input_ = false;
+  }
   // Only the jobs that entered or left RUNNABLE are converted.
   for (const std::string& id : index_.TakeRunnableChanges()) {
     auto it = jobs_.find(id);
