@@ -206,11 +206,12 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   std::vector<exec::AttemptKey> terminate;
   Result<uint64_t> ticket = uint64_t{0};
   Result<uint64_t> placed_ticket = uint64_t{0};
-  const int64_t now = clock_->NowMillis();
+  int64_t now = 0;
   bool decide = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     SyncWithStoreLocked();
+    now = clock_->NowMillis();
     auto apply = [&](const std::string& id, const JobEvent& e) {
       Result<Job> r = ApplyLocked(id, e);
       if (!r.ok())
