@@ -52,24 +52,29 @@ measure() {
 
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N single jobs waiting RUNNABLE, $CLIENTS clients, idle ${IDLE_S} s"
-THIS=$(measure this "$BUILD/lote")
-PEER_RES=""
-[ -n "$PEER" ] && PEER_RES=$(measure peer "$(cd "$PEER" && pwd)/lote")
-python3 - "$THIS" "$PEER_RES" <<'PY'
+# Each side is printed as soon as it is measured (a long peer run may be cut short).
+show() {
+  python3 - "$@" <<'PY'
 import json, sys
-def show(name, r):
-    if "windows" not in r:
-        print("%s ERROR: %s" % (name, json.dumps(r)[:400])); return {}
-    s = r["submit"]
-    print("%s SubmitJob: %.0f req/s overall (p50 %.2f ms, p99 %.2f ms, errors %d); sample: %s"
-          % (name, s["rps"], s["p50_ms"], s["p99_ms"], s["errors"], json.dumps(r["sample"]["statuses"])))
+name, r = sys.argv[1], json.loads(sys.argv[2])
+if "windows" not in r:
+    print("%s ERROR: %s" % (name, json.dumps(r)[:400])); sys.exit(0)
+s = r["submit"]
+print("%s SubmitJob: %.0f req/s overall (p50 %.2f ms, p99 %.2f ms, errors %d); sample: %s"
+      % (name, s["rps"], s["p50_ms"], s["p99_ms"], s["errors"], json.dumps(r["sample"]["statuses"])))
+for w in r["windows"]:
+    print("%s   submissions %d-%d: %.0f SubmitJob/s" % (name, w["from"], w["to"], w["rps"]))
+print("%s idle with %d waiting: server CPU %.1f%% of a core" % (name, r["jobs"], r["idle_cpu_pct"]))
+if len(sys.argv) > 3 and "windows" in json.loads(sys.argv[3]):
+    this = {w["to"]: w["rps"] for w in json.loads(sys.argv[3])["windows"]}
     for w in r["windows"]:
-        print("%s   submissions %d-%d: %.0f SubmitJob/s" % (name, w["from"], w["to"], w["rps"]))
-    print("%s idle with %d waiting: server CPU %.1f%% of a core" % (name, r["jobs"], r["idle_cpu_pct"]))
-    return {w["to"]: w["rps"] for w in r["windows"]}
-this = show("this", json.loads(sys.argv[1]))
-if sys.argv[2]:
-    peer = show("peer", json.loads(sys.argv[2]))
-    for k in sorted(this):
-        if k in peer: print("ratio this/peer SubmitJob/s at %d: %.2fx" % (k, this[k] / max(peer[k], 1e-9)))
+        if w["to"] in this:
+            print("ratio this/peer SubmitJob/s at %d: %.2fx" % (w["to"], this[w["to"]] / max(w["rps"], 1e-9)))
 PY
+}
+THIS=$(measure this "$BUILD/lote")
+show this "$THIS"
+if [ -n "$PEER" ]; then
+  PEER_RES=$(measure peer "$(cd "$PEER" && pwd)/lote")
+  show peer "$PEER_RES" "$THIS"
+fi

@@ -221,10 +221,18 @@ HttpResponse ApiRouter::HandleAuthenticated(const HttpRequest& request,
   return HandleChecked(request, /*verify=*/false);
 }
 
+void ApiRouter::RegisterTextGet(std::string path, std::string content_type,
+                                std::function<std::string()> render) {
+  text_gets_[std::move(path)] = {std::move(content_type), std::move(render)};
+}
+
 HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify) const {
   const std::string id = NewRequestId();
   const std::string target = request.Header("x-amz-target");
   try {
+    if (auto text = text_gets_.find(request.raw_path);
+        text != text_gets_.end() && request.method == "GET" && target.empty())
+      return HttpResponse{200, {{"Content-Type", text->second.first}}, text->second.second()};
     if (!target.empty()) return HandleJsonTarget(request, target, id, verify);
     if (IsQueryRequest(request)) return HandleQuery(request, id, verify);
     return HandleRest(request, id, verify);

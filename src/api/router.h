@@ -98,6 +98,11 @@ class ApiRouter : public HttpHandler {
   void RegisterJsonService(JsonService service);
   // A Query-protocol service; replaces one with the same signing service.
   void RegisterQueryService(QueryService service);
+  // An unsigned GET of an exact path answered 200 with `render()` as
+  // `content_type` (the Prometheus /metrics endpoint); any other method on it
+  // is refused as for an unknown operation.
+  void RegisterTextGet(std::string path, std::string content_type,
+                       std::function<std::string()> render);
 
   HttpResponse Handle(const HttpRequest& request) const override;
   // Handle for a request its caller has authenticated by other means (a web
@@ -151,6 +156,8 @@ class ApiRouter : public HttpHandler {
   std::map<std::string, JsonService> json_services_;    // by target prefix
   std::map<std::string, QueryService> query_services_;  // by signing service
   std::map<std::string, size_t> body_limits_;           // by "Batch.SubmitJob"
+  std::map<std::string, std::pair<std::string, std::function<std::string()>>>
+      text_gets_;  // path -> content type, render
 };
 
 // Builds the response for an error in the given protocol (json 1.1 when

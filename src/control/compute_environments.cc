@@ -192,7 +192,6 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
 
   const std::string arn = doc["computeEnvironmentArn"];
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (compute_environments_.count(name)) {
     return Status::AlreadyExists("compute environment " + name +
                                  " already exists; choose another computeEnvironmentName or "
@@ -250,7 +249,6 @@ Result<Json> ControlPlane::UpdateComputeEnvironment(const Json& request) {
                    OptString(request, "serviceRole", "serviceRole"));
   ASSIGN_OR_RETURN(std::optional<std::string> context, OptString(request, "context", "context"));
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = compute_environments_.find(name);
   if (it == compute_environments_.end()) {
     return Status::NotFound("compute environment " + ref +
@@ -312,7 +310,6 @@ Result<Json> ControlPlane::DeleteComputeEnvironment(const Json& request) {
   ASSIGN_OR_RETURN(std::string name,
                    NameFromReference(ref, "compute-environment", "computeEnvironment"));
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = compute_environments_.find(name);
   if (it == compute_environments_.end()) {
     return Status::NotFound("compute environment " + ref +

@@ -1,5 +1,7 @@
 #include "control/control_plane.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -23,6 +25,19 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(store::Store* store, co
 
 Status ControlPlane::LoadFrom(const store::Snapshot& snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
+  return LoadLocked(snapshot);
+}
+
+Status ControlPlane::LoadLocked(const store::Snapshot& snapshot) {
+  compute_environments_.clear();
+  job_queues_.clear();
+  job_definitions_.clear();
+  last_revision_.clear();
+  scheduling_policies_.clear();
+  placement_groups_.clear();
+  launch_templates_.clear();
+  ssm_parameters_.clear();
+  tags_.clear();
   for (const store::ResourceRow& row : snapshot.resources) {
     Result<Json> doc = ParseJson(row.doc);
     if (!doc.ok()) {
@@ -82,29 +97,16 @@ Result<std::string> ControlPlane::NameFromReference(const std::string& ref, cons
   return ref;
 }
 
-Status ControlPlane::CheckHealthyLocked() const {
-  if (!broken_.ok()) {
-    return Status::Internal("the server's storage failed (" + broken_.message() +
-                            "); restart lote server to reload the committed state");
-  }
-  return Status::Ok();
-}
-
 Status ControlPlane::CommitLocked(std::unique_lock<std::mutex>& lock, WriteBatch batch) {
-  Result<store::Store::Ticket> ticket = store_->Enqueue(std::move(batch));
-  if (!ticket.ok()) {
-    broken_ = ticket.status();
-    return Status::Internal("could not persist the change: " + ticket.status().message());
-  }
-  lock.unlock();
-  Status st = store_->Wait(*ticket);
-  if (!st.ok()) {
-    lock.lock();
-    broken_ = st;
-    lock.unlock();
-    return Status::Internal("could not persist the change: " + st.message());
-  }
-  return Status::Ok();
+  // Waited for under the lock: nobody sees a change before it is stored.
+  Status st = store_->Write(std::move(batch));
+  if (st.ok()) return st;
+  // What is in memory is ahead of the store: back to what is committed.
+  Result<store::Snapshot> committed = store_->Load(/*with_jobs=*/false);
+  Status reloaded = committed.ok() ? LoadLocked(*committed) : committed.status();
+  if (!reloaded.ok())
+    spdlog::error("control plane: could not reload the committed state: {}", reloaded.ToString());
+  return Status::Unavailable("could not store the change: " + st.message());
 }
 
 void ControlPlane::PutResource(WriteBatch* batch, ResourceKind kind, const Json& doc,
@@ -144,7 +146,6 @@ Result<Json> ControlPlane::DescribeByName(const Json& request, const char* list_
     names.erase(std::unique(names.begin(), names.end()), names.end());
   }
   std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   std::vector<std::string> keys;
   if (wanted) {
     for (const std::string& n : names) {
@@ -200,7 +201,6 @@ Result<Json> ControlPlane::TagResource(const Json& request) {
     return Status::InvalidArgument("tags is empty; give at least one tag as {\"key\": \"value\"}");
   }
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (!ResourceExistsLocked(arn)) {
     return Status::NotFound("resource " + arn +
                             " does not exist; tag a compute environment, job queue, job "
@@ -230,7 +230,6 @@ Result<Json> ControlPlane::UntagResource(const Json& request) {
         "(query parameter tagKeys=<key>)");
   }
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (!ResourceExistsLocked(arn)) {
     return Status::NotFound("resource " + arn + " does not exist; check the ARN");
   }
@@ -249,7 +248,6 @@ Result<Json> ControlPlane::UntagResource(const Json& request) {
 Result<Json> ControlPlane::ListTagsForResource(const Json& request) {
   ASSIGN_OR_RETURN(std::string arn, ReqString(request, "resourceArn", "resourceArn"));
   std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (!ResourceExistsLocked(arn)) {
     return Status::NotFound("resource " + arn + " does not exist; check the ARN");
   }
@@ -263,7 +261,6 @@ Result<Json> ControlPlane::ListTagsForResource(const Json& request) {
 
 Status ControlPlane::SetDesiredVcpus(const std::string& compute_environment, int32_t vcpus) {
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = compute_environments_.find(compute_environment);
   if (it == compute_environments_.end())
     return Status::NotFound("compute environment " + compute_environment + " does not exist");
@@ -276,11 +273,11 @@ Status ControlPlane::SetDesiredVcpus(const std::string& compute_environment, int
   WriteBatch batch;
   PutResource(&batch, ResourceKind::kComputeEnvironment, doc,
               doc.value("computeEnvironmentArn", ""), compute_environment, 0);
+  // Not waited for (the next pass writes it again if it is lost: it is
+  // informational).
   Result<store::Store::Ticket> ticket = store_->Enqueue(std::move(batch));
-  if (!ticket.ok()) {
-    broken_ = ticket.status();
-    return Status::Internal("could not persist the change: " + ticket.status().message());
-  }
+  if (!ticket.ok())
+    return Status::Unavailable("could not store the change: " + ticket.status().message());
   return Status::Ok();
 }
 
@@ -288,7 +285,6 @@ Status ControlPlane::SetDesiredVcpus(const std::string& compute_environment, int
 
 Result<int32_t> ControlPlane::Reconcile() {
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   WriteBatch batch;
   int32_t changed = 0;
   auto settle = [&](std::map<std::string, Json>& docs, ResourceKind kind, const char* arn_field) {

@@ -182,14 +182,16 @@ class ControlPlane {
  private:
   ControlPlane(store::Store* store, const Clock* clock, ControlConfig config);
   Status LoadFrom(const store::Snapshot& snapshot);
+  // Replaces every resource (backend capacity aside) with the snapshot's.
+  Status LoadLocked(const store::Snapshot& snapshot);
 
   // Resolves a name or ARN of `type` ("compute-environment", ...) to a name.
   Result<std::string> NameFromReference(const std::string& ref, const std::string& type,
                                         const std::string& field) const;
-  // Enqueues `batch` while mu_ is held (so store order is memory order),
-  // releases the lock, and waits for the commit.
+  // Writes `batch` with mu_ held (store order is memory order, and nobody
+  // sees a change before it is stored). When the store refuses it, memory is
+  // reloaded from what is committed and Unavailable (ServerException) says why.
   Status CommitLocked(std::unique_lock<std::mutex>& lock, store::WriteBatch batch);
-  Status CheckHealthyLocked() const;
 
   Result<Json> ValidateComputeResources(const Json& cr, bool for_update,
                                         const Json* existing) const;
@@ -258,7 +260,6 @@ class ControlPlane {
   std::map<std::string, Json>
       launch_templates_;                // EC2, by name; doc["versions"] holds every version
   std::map<std::string, TagMap> tags_;  // by resource ARN
-  Status broken_;                       // set when a commit failed
 };
 
 }  // namespace lote::control

@@ -146,7 +146,6 @@ Result<Json> ControlPlane::CreatePlacementGroup(const Json& request) {
     doc["partitionCount"] = std::atoi(count.c_str());
   }
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (placement_groups_.count(name))
     return Status::AlreadyExists("the placement group '" + name + "' already exists");
   if (placement_groups_.size() >= kMaxEc2Resources)
@@ -195,7 +194,6 @@ Result<Json> ControlPlane::DeletePlacementGroup(const Json& request) {
   const std::string name = Param(request, "GroupName");
   if (name.empty()) return Status::InvalidArgument("GroupName is required");
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = placement_groups_.find(name);
   if (it == placement_groups_.end())
     return Status::NotFound("The specified placement group " + name + " does not exist.");
@@ -253,7 +251,6 @@ Result<Json> ControlPlane::CreateLaunchTemplate(const Json& request) {
   ASSIGN_OR_RETURN(Json tags, TagSetFor(request, "launch-template"));
   const int64_t now = clock_->NowMillis();
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (launch_templates_.count(name))
     return Status::AlreadyExists("Launch template name already in use.");
   if (launch_templates_.size() >= kMaxEc2Resources)
@@ -284,7 +281,6 @@ Result<Json> ControlPlane::CreateLaunchTemplateVersion(const Json& request) {
     return Status::InvalidArgument("LaunchTemplateData is required");
   const int64_t now = clock_->NowMillis();
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   ASSIGN_OR_RETURN(Json * found, FindLaunchTemplateLocked(request));
   Json doc = *found;
   Json merged = *data;
@@ -393,7 +389,6 @@ Result<Json> ControlPlane::DescribeLaunchTemplateVersions(const Json& request) {
 
 Result<Json> ControlPlane::DeleteLaunchTemplate(const Json& request) {
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   ASSIGN_OR_RETURN(Json * found, FindLaunchTemplateLocked(request));
   const Json summary = LaunchTemplateSummary(*found);
   const std::string name = summary["launchTemplateName"];

@@ -59,11 +59,41 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
     const SchedulerJobs& jobs, const SubmitOrder& submit_order, InstanceTable* instances,
     ControlPlane* control, const ShareHistory& share_history, int64_t now,
     const std::map<std::string, exec::Capacity>& backend_capacity) {
+  ASSIGN_OR_RETURN(sched::Snapshot snap,
+                   BuildSchedulerEnvironments(jobs.holding, instances, control, share_history, now,
+                                              backend_capacity));
+  std::set<std::string> known_queues;
+  for (const auto& q : snap.queues) known_queues.insert(q.name);
+  for (const Job* runnable : jobs.runnable) {
+    const std::string id = runnable->id;
+    sched::Job sj =
+        SchedulerJobOrNodeless(*runnable, submit_order.count(id) ? submit_order.at(id) : 0);
+    // Jobs of a queue that has gone are left RUNNABLE.
+    if (known_queues.count(sj.queue)) snap.jobs.push_back(std::move(sj));
+  }
+  return snap;
+}
+
+sched::Job SchedulerJobOrNodeless(const Job& job, int64_t submit_order) {
+  Result<sched::Job> sj = SchedulerJob(job, submit_order);
+  if (sj.ok()) return std::move(sj).value();
+  // No nodes to schedule: the pass rejects the job (with a reason) instead
+  // of leaving it RUNNABLE for ever.
+  sched::Job nodeless;
+  nodeless.id = job.id;
+  nodeless.queue = QueueNameOfArn(job.queue_arn);
+  return nodeless;
+}
+
+Result<sched::Snapshot> BuildSchedulerEnvironments(
+    const std::vector<const Job*>& holding, InstanceTable* instances, ControlPlane* control,
+    const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity) {
   sched::Snapshot snap;
   // What running attempts hold on each instance.
   std::map<std::string, std::pair<sched::Resources, uint64_t>> held;    // resources, devices
   std::map<std::string, std::map<std::string, int64_t>> running_share;  // queue -> share -> mvcpu
-  for (const Job* holder : jobs.holding) {
+  for (const Job* holder : holding) {
     const Job& job = *holder;
     const Attempt* attempt = job.CurrentAttempt();
     if (attempt == nullptr) continue;
@@ -204,23 +234,6 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
       }
     }
     snap.queues.push_back(std::move(out));
-  }
-  std::set<std::string> known_queues;
-  for (const auto& q : snap.queues) known_queues.insert(q.name);
-  for (const Job* runnable : jobs.runnable) {
-    const Job& job = *runnable;
-    const std::string& id = job.id;
-    Result<sched::Job> sj = SchedulerJob(job, submit_order.count(id) ? submit_order.at(id) : 0);
-    if (!sj.ok()) {
-      // No nodes to schedule: the pass rejects the job (with a reason) instead
-      // of leaving it RUNNABLE for ever.
-      sched::Job nodeless;
-      nodeless.id = id;
-      nodeless.queue = QueueNameOfArn(job.queue_arn);
-      sj = std::move(nodeless);
-    }
-    // Jobs of a queue that has gone are left RUNNABLE.
-    if (known_queues.count(sj->queue)) snap.jobs.push_back(std::move(sj).value());
   }
   return snap;
 }

@@ -69,6 +69,17 @@ Result<sched::Snapshot> BuildSchedulerSnapshot(
     ControlPlane* control, const ShareHistory& share_history, int64_t now,
     const std::map<std::string, exec::Capacity>& backend_capacity = {});
 
+// BuildSchedulerSnapshot in two parts, for a caller that keeps the jobs
+// across passes (SchedulerInput): the environments, queues and instances
+// (what `holding` jobs hold), without jobs; and one RUNNABLE job as the
+// scheduler sees it (a job without nodes as a nodeless one, which the pass
+// rejects with a reason instead of leaving it RUNNABLE for ever).
+Result<sched::Snapshot> BuildSchedulerEnvironments(
+    const std::vector<const Job*>& holding, InstanceTable* instances, ControlPlane* control,
+    const ShareHistory& share_history, int64_t now,
+    const std::map<std::string, exec::Capacity>& backend_capacity = {});
+sched::Job SchedulerJobOrNodeless(const Job& job, int64_t submit_order);
+
 // The ArrayChildrenUpdated event of an array parent given its children's
 // status counts (CountStatuses' shape); nullopt when they did not change or
 // not every child is counted yet.

@@ -5,6 +5,10 @@
 namespace lote::control {
 namespace {
 
+bool IsRunnable(const Job& job) {
+  return job.status == JobStatus::kRunnable && !job.IsArrayParent();
+}
+
 bool WaitsOnDependencies(const Job& job) {
   return !job.IsArrayParent() &&
          (job.status == JobStatus::kSubmitted || job.status == JobStatus::kPending);
@@ -20,6 +24,8 @@ std::string DependencyKey(const std::string& dep) {
 
 void JobIndex::Update(const Job* before, const Job& after) {
   const bool status_changed = before == nullptr || before->status != after.status;
+  if (IsRunnable(after) != (before != nullptr && IsRunnable(*before)))
+    runnable_changes_.insert(after.id);
   if (before != nullptr) Remove(*before);
   Add(after);
   if (status_changed) {
@@ -55,6 +61,8 @@ void JobIndex::Remove(const Job& job) {
     if (q->second.empty()) runnable_.erase(q);
   }
   holding_.erase(job.id);
+  if (auto c = counts_.find({job.queue_arn, job.status}); c != counts_.end() && --c->second == 0)
+    counts_.erase(c);
 }
 
 void JobIndex::Add(const Job& job) {
@@ -67,9 +75,9 @@ void JobIndex::Add(const Job& job) {
     hang_watched_.insert(job.id);
   if (WaitsOnDependencies(job))
     for (const std::string& dep : job.wait_for) waiters_[DependencyKey(dep)].insert(job.id);
-  if (job.status == JobStatus::kRunnable && !job.IsArrayParent())
-    runnable_[job.queue_arn].insert(job.id);
+  if (IsRunnable(job)) runnable_[job.queue_arn].insert(job.id);
   if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
+  ++counts_[{job.queue_arn, job.status}];
 }
 
 void JobIndex::Rebuild(const JobTable& jobs) {
@@ -96,6 +104,12 @@ std::vector<std::string> JobIndex::TakeChangedArrayParents() {
   return out;
 }
 
+std::vector<std::string> JobIndex::TakeRunnableChanges() {
+  std::vector<std::string> out(runnable_changes_.begin(), runnable_changes_.end());
+  runnable_changes_.clear();
+  return out;
+}
+
 std::map<std::string, int32_t> JobIndex::ArrayChildCounts(const std::string& parent) const {
   std::vector<JobStatus> none;
   std::map<std::string, int32_t> counts = CountStatuses(none);
@@ -112,7 +126,8 @@ std::set<std::string> JobIndex::WaitersOf(const std::string& id) const {
 bool JobIndex::operator==(const JobIndex& o) const {
   return deadlines_ == o.deadlines_ && deadline_of_ == o.deadline_of_ &&
          hang_watched_ == o.hang_watched_ && waiters_ == o.waiters_ &&
-         child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_;
+         child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_ &&
+         counts_ == o.counts_;
 }
 
 }  // namespace lote::control

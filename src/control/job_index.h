@@ -42,8 +42,16 @@ class JobIndex {
   std::map<std::string, int32_t> ArrayChildCounts(const std::string& parent) const;
   // RUNNABLE jobs (array parents excluded) per queue ARN.
   const std::map<std::string, std::set<std::string>>& RunnableByQueue() const { return runnable_; }
+  // Jobs that entered or left RunnableByQueue since the last call (what the
+  // scheduler's kept input converts again), in id order; cleared by the call.
+  std::vector<std::string> TakeRunnableChanges();
   // Jobs with an open attempt (what instances hold).
   const std::set<std::string>& Holding() const { return holding_; }
+  // How many jobs (array parents and children included) each queue ARN has
+  // per status (those with none left out).
+  const std::map<std::pair<std::string, JobStatus>, int64_t>& CountsByQueue() const {
+    return counts_;
+  }
   // Jobs that wait on `id` (tests).
   std::set<std::string> WaitersOf(const std::string& id) const;
 
@@ -61,6 +69,8 @@ class JobIndex {
   std::map<std::string, std::map<JobStatus, int32_t>> child_counts_;  // parent -> counts
   std::set<std::string> changed_parents_;
   std::map<std::string, std::set<std::string>> runnable_;  // queue ARN -> jobs
+  std::set<std::string> runnable_changes_;
+  std::map<std::pair<std::string, JobStatus>, int64_t> counts_;  // (queue ARN, status)
   std::set<std::string> holding_;
 };
 

@@ -37,7 +37,12 @@ TEST(JobIndex, ARunningJobIsIndexedUntilItEnds) {
   EXPECT_TRUE(index.DueTimeouts(1'000'000).empty());
   EXPECT_TRUE(index.HangWatched().empty());
   EXPECT_TRUE(index.Holding().empty());
-  EXPECT_EQ(index, JobIndex());
+  // Only counted now (lote_jobs).
+  JobIndex only_ended;
+  only_ended.Update(nullptr, ended);
+  EXPECT_EQ(index, only_ended);
+  EXPECT_EQ(index.CountsByQueue().size(), 1u);
+  EXPECT_EQ(index.CountsByQueue().begin()->second, 1);
 }
 
 TEST(JobIndex, WaitersAreWokenByTheJobTheyWaitOnAndLeaveWhenRunnable) {

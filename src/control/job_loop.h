@@ -12,13 +12,20 @@
 // Contract:
 // - Every accepted event is applied with control::Apply, appended to the
 //   store's job_events and the job row is rewritten in the same batch; an API
-//   mutation answers only after that batch is committed.
+//   mutation answers only after that batch is committed. When the store
+//   refuses a write (the disk full), the jobs of every batch not committed are
+//   read back from it (ReconcileLocked): nothing acknowledged is lost, nothing
+//   refused stays, and reads go on meanwhile.
 // - A pass: node events, timeouts (the due deadlines), hangs (the watched
 //   jobs), dependencies (of the jobs whose dependencies changed), array
-//   parents (whose children changed), all from JobIndex; a scheduling pass (sched::Decide) over the
-//   compute environments (virtual instances, or the capacity a backend reports), then the placed
-//   attempts are handed to their backends, each gang as one unit (after the placements are
-//   committed); the backend's reference is stored with the attempt.
+//   parents (whose children changed), all from JobIndex; a scheduling pass
+//   (sched::Decide) over the compute environments (virtual instances, or the
+//   capacity a backend reports) when something it reads changed (a job
+//   entered or left RUNNABLE, capacity was taken or freed, an environment or
+//   queue changed, an idle instance timed out: SchedulerInput), run without
+//   the lock; then the placed attempts are handed to their backends, each
+//   gang as one unit (after the placements are committed); the backend's
+//   reference is stored with the attempt.
 // - Gang teardown: when an attempt ends (success, failure, timeout,
 //   termination) every node of it still running is terminated (grace:
 //   lote:terminationGraceSeconds, else options.terminate_grace_ms).
@@ -32,9 +39,14 @@
 //   fails its attempt as HANG.
 // Thread safety: every method may be called from any thread; Pass from one
 // thread at a time. State is guarded by mu_.
+//
+// Files: job_operations.cc (the API operations), job_loop.cc (the pass),
+// job_schedule.cc (its scheduling step), job_launch.cc (gangs handed to backends, teardown),
+// job_journal.cc (events applied and stored), job_recovery.cc (start-up).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -46,14 +58,17 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
 #include "control/job_env.h"
 #include "control/job_index.h"
+#include "control/job_metrics.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
+#include "control/scheduler_input.h"
 #include "exec/backend.h"
 #include "sched/scheduler.h"
 #include "store/store.h"
@@ -85,6 +100,8 @@ struct JobLoopOptions {
   std::string default_runtime = "process";
   // Called (from any thread, with no lock held) when a pass is due soon.
   std::function<void()> wake;
+  // Where the loop's metrics go (JobLoopMetrics); null: a registry of its own.
+  metrics::Registry* metrics = nullptr;
 };
 
 class JobLoop {
@@ -125,6 +142,7 @@ class JobLoop {
  private:
   explicit JobLoop(JobLoopOptions options);
   Status Load();
+  Result<Json> SubmitJobTimed(const Json& request);  // SubmitJob without its latency metric
   Status RecoverNodes();
   void ResumeLogs();
   void PersistClosedAttemptsLocked(int64_t now);
@@ -132,8 +150,28 @@ class JobLoop {
   // Hands the open attempt of each job to its backend (after the Scheduled
   // events are committed); records Launched and NodeStarted, or the failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
+  // The gang of the job's open attempt for `backend` (InvalidArgument when
+  // the job's spec cannot run there), and one node of it.
+  Result<exec::GangSpec> MakeGang(const Job& job, const ComputeEnvironmentSpec& ce,
+                                  const exec::Backend& backend) const;
+  Result<exec::NodeSpec> MakeNodeSpec(const Job& job, const exec::AttemptKey& attempt,
+                                      int32_t node_index, const ComputeEnvironmentSpec& ce,
+                                      const exec::Capabilities& caps, bool in_container) const;
   void ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, int64_t now);
-  void Schedule(int64_t now, std::vector<std::string>* launches);
+  // The scheduling step (job_schedule.cc): the kept input brought up to
+  // date; true when sched::Decide is due (something it reads changed).
+  bool PrepareScheduleLocked(int64_t now);
+  // The waiting jobs whose statusReason the decisions change (pass thread).
+  std::vector<std::pair<std::string, std::string>> ChangedReasons(
+      const sched::Decisions& decisions);
+  // The decisions applied to the jobs that are still RUNNABLE; the placed
+  // jobs are added to `launches`.
+  void ApplyDecisionsLocked(sched::Decisions decisions,
+                            const std::vector<std::pair<std::string, std::string>>& reasons,
+                            int64_t now, std::vector<std::string>* launches);
+  bool StillRunnableLocked(const std::string& id) const;
+  // Whether the queue of a job in the scheduler's input is known to it.
+  bool KnownQueue(const std::string& job_id) const;
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
   Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
   // The backend of an attempt: the one recorded at its launch, else its
@@ -144,9 +182,21 @@ class JobLoop {
                              std::vector<std::string> notices);
 
   Result<Job> ApplyLocked(const std::string& id, const JobEvent& event);
+  // The pending rows to the store, unless a write failed since memory last
+  // matched it: then memory is set back to what is stored and the error
+  // returned (as WaitTicket does when the batch itself fails).
   Result<uint64_t> FlushLocked();
   Status WaitTicket(Result<uint64_t> ticket);
+  // Every job touched by a batch not known committed read back from the store
+  // (gone if it has no row), the index rebuilt.
+  void ReconcileLocked();
+  // ReconcileLocked when a write failed since memory last matched the store
+  // (first thing of every change, so that it is not refused for an old failure).
+  void SyncWithStoreLocked();
+  Status ReloadJobLocked(const std::string& id);
   void AfterChangeLocked(const Job& before, const Job& after);
+  // lote_jobs for the queue and status from the index.
+  void CountJobsLocked(const std::string& queue_arn, JobStatus status);
   void UpdateArrayParentLocked(const std::string& parent_id, int64_t now);
   std::string NewInstanceIdLocked();
   Result<Job> RequestStopLocked(const std::string& job_id, bool terminate,
@@ -163,6 +213,8 @@ class JobLoop {
   store::Store* store_;
   ControlPlane* control_;
   JobOutput* output_;
+  metrics::Registry own_metrics_;  // when options.metrics is null
+  JobLoopMetrics metrics_;
 
   std::mutex mu_;
   JobTable jobs_;                            // every job incl. array children
@@ -185,7 +237,19 @@ class JobLoop {
   std::map<std::string, std::vector<std::string>> queue_order_;
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
-  store::WriteBatch batch_;  // pending rows (under mu_)
+  store::WriteBatch batch_;           // pending rows (under mu_)
+  std::set<std::string> batch_jobs_;  // the jobs batch_ writes
+  // The jobs of each batch handed to the store and not known committed.
+  std::deque<std::pair<store::Store::Ticket, std::vector<std::string>>> unstored_;
+  uint64_t failures_seen_ = 0;        // store failure_count() when memory matched it
+  bool rebuild_sched_input_ = false;  // ReconcileLocked: sched_input_ starts over
+  // Node events of a pass whose commit failed, applied again by the next.
+  std::vector<exec::NodeEvent> unstored_events_;
+  // The scheduler's input kept across passes, and what the backends that own
+  // their machines reported: owned by the thread that runs Pass (read and
+  // changed by it alone, with or without mu_).
+  SchedulerInput sched_input_;
+  std::map<std::string, exec::Capacity> backend_capacity_;
   bool dirty_ = true;
   bool stopping_ = false;
 };

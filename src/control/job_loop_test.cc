@@ -147,6 +147,7 @@ class JobLoopTest : public ::testing::Test {
     o.store = store_.get();
     o.control = control_.get();
     o.backends = &directory_;
+    o.metrics = &metrics_;
     auto loop = JobLoop::Create(o);
     ASSERT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(loop).value();
@@ -181,6 +182,11 @@ class JobLoopTest : public ::testing::Test {
     for (int i = 0; i < 5; ++i) loop_->Pass(backend_.Wait(0).value());
   }
 
+  uint64_t Decides() {
+    return metrics_.GetHistogram("lote_scheduler_decide_seconds", "", metrics::LatencyBuckets())
+        ->count();
+  }
+
   std::string dir_;
   FakeClock clock_;
   FakeBackend backend_;
@@ -188,6 +194,7 @@ class JobLoopTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<JobLoop> loop_;
+  metrics::Registry metrics_;
 };
 
 TEST_F(JobLoopTest, AJobRunsWhenItsBackendSaysSoAndEndsWithItsExit) {
@@ -453,4 +460,57 @@ TEST_F(JobLoopTest, AStoppedChildNodeKeepsItsOrderAndItsLateExitCode) {
   EXPECT_EQ(child["attempts"][0]["container"].value("exitCode", -1), 143) << child;
 }
 
+}  // namespace lote::control
+
+namespace lote::control {
+namespace {
+
+TEST_F(JobLoopTest, PassesWithNothingChangedRunNoSchedulingPolicy) {
+  // uq's only environment is UNMANAGED with no capacity: its jobs wait.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back(Submit("uq", "d"));
+  Settle();
+  const Json waiting = Describe(ids[17]);
+  EXPECT_EQ(waiting["status"], "RUNNABLE");
+  EXPECT_NE(waiting["statusReason"].get<std::string>().find("UNMANAGED"), std::string::npos)
+      << waiting;
+  const uint64_t decided = Decides();
+  EXPECT_GE(decided, 1u);
+  for (int i = 0; i < 20; ++i) {
+    clock_.AdvanceMillis(1000);
+    loop_->Pass({});
+  }
+  EXPECT_EQ(Decides(), decided);
+  // A new job is something new: one policy run, and it gets its reason.
+  const std::string late = Submit("uq", "d");
+  loop_->Pass({});
+  EXPECT_EQ(Decides(), decided + 1);
+  EXPECT_EQ(Describe(late)["statusReason"], waiting["statusReason"]);
+  // So is a cancelled one (it leaves RUNNABLE).
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", ids[0]}, {"reason", "test"}}).ok());
+  loop_->Pass({});
+  EXPECT_EQ(Decides(), decided + 2);
+  loop_->Pass({});
+  EXPECT_EQ(Decides(), decided + 2);
+}
+
+TEST_F(JobLoopTest, MetricsCountJobsPerQueueAndStatusAndLaunches) {
+  for (int i = 0; i < 3; ++i) Submit("uq", "d");
+  Submit("q", "d");
+  Settle();
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("lote_jobs{queue=\"uq\",status=\"RUNNABLE\"} 3\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("lote_jobs{queue=\"q\",status=\"STARTING\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("lote_jobs{queue=\"q\",status=\"RUNNABLE\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("lote_backend_launches_total{backend=\"fake\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("lote_submit_job_seconds_count 4\n"), std::string::npos);
+  backend_.launch_error = Status::Unavailable("the backend is down");
+  Submit("q", "d");
+  Settle();
+  EXPECT_NE(metrics_.Render().find("lote_backend_launch_failures_total{backend=\"fake\"} 1\n"),
+            std::string::npos);
+}
+
+}  // namespace
 }  // namespace lote::control

@@ -138,7 +138,6 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
   }
 
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (job_queues_.count(name)) {
     return Status::AlreadyExists("job queue " + name +
                                  " already exists; choose another jobQueueName or delete the "
@@ -191,7 +190,6 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
     ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = job_queues_.find(name);
   if (it == job_queues_.end()) {
     return Status::NotFound("job queue " + ref +
@@ -235,7 +233,6 @@ Result<Json> ControlPlane::DeleteJobQueue(const Json& request) {
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "jobQueue", "jobQueue"));
   ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "job-queue", "jobQueue"));
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = job_queues_.find(name);
   if (it == job_queues_.end()) {
     return Status::NotFound("job queue " + ref +

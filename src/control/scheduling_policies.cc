@@ -91,7 +91,6 @@ Result<Json> ControlPlane::CreateSchedulingPolicy(const Json& request) {
   const std::string arn = MakeArn("scheduling-policy/" + name);
   Json doc = {{"name", name}, {"arn", arn}, {"fairsharePolicy", std::move(fairshare)}};
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   if (scheduling_policies_.count(name)) {
     return Status::AlreadyExists("scheduling policy " + name +
                                  " already exists; choose another name or update it with "
@@ -121,7 +120,6 @@ Result<Json> ControlPlane::DescribeSchedulingPolicies(const Json& request) {
     names.push_back(n);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   Json list = Json::array();
   for (const std::string& n : names) {
     auto it = scheduling_policies_.find(n);
@@ -136,7 +134,6 @@ Result<Json> ControlPlane::ListSchedulingPolicies(const Json& request) {
                    OptInt(request, "maxResults", "maxResults", 1, 1000));
   ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));
   std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   std::vector<std::string> keys;
   for (const auto& [n, _] : scheduling_policies_) keys.push_back(n);
   return Page(keys, token, max_results, "schedulingPolicies", [&](size_t i) {
@@ -157,7 +154,6 @@ Result<Json> ControlPlane::UpdateSchedulingPolicy(const Json& request) {
     ASSIGN_OR_RETURN(fairshare, ValidateFairsharePolicy(request["fairsharePolicy"]));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = scheduling_policies_.find(name);
   if (it == scheduling_policies_.end()) {
     return Status::NotFound("scheduling policy " + ref +
@@ -177,7 +173,6 @@ Result<Json> ControlPlane::DeleteSchedulingPolicy(const Json& request) {
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "arn", "arn"));
   ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "scheduling-policy", "arn"));
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = scheduling_policies_.find(name);
   if (it == scheduling_policies_.end()) {
     return Status::NotFound("scheduling policy " + ref +

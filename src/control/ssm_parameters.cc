@@ -155,7 +155,6 @@ Result<Json> ControlPlane::PutParameter(const Json& request) {
   const bool overwrite = request.value("Overwrite", false);
   const int64_t now = clock_->NowMillis();
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   auto it = ssm_parameters_.find(name);
   if (it != ssm_parameters_.end() && !overwrite)
     return Status::AlreadyExists(
@@ -266,7 +265,6 @@ Result<Json> ControlPlane::DeleteParameters(const Json& request) {
     for (const Json& n : request["Names"]) names.push_back(n.get<std::string>());
   if (names.empty()) return Status::InvalidArgument("Name or Names is required");
   std::unique_lock<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(CheckHealthyLocked());
   Json deleted = Json::array(), invalid = Json::array();
   WriteBatch batch;
   for (const std::string& name : names) {

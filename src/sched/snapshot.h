@@ -35,6 +35,8 @@ struct Instance {
 
   bool IsFeasible(const Resources& need) const { return need.FitsIn(total); }       // ever
   bool IsAvailable(const Resources& need) const { return need.FitsIn(available); }  // now
+
+  friend bool operator==(const Instance&, const Instance&) = default;
 };
 
 // An idle instance of `shape` with every device free, idle since `now_ms`.
@@ -43,6 +45,8 @@ Instance MakeIdleInstance(std::string id, const Resources& shape, int64_t now_ms
 struct InstanceType {
   std::string name;  // e.g. "trn1.32xlarge"; used in messages only
   Resources shape;
+
+  friend bool operator==(const InstanceType&, const InstanceType&) = default;
 };
 
 struct ComputeEnvironment {
@@ -60,6 +64,8 @@ struct ComputeEnvironment {
   int64_t max_vcpus = 0;
   int64_t desired_vcpus = 0;        // informational; Decide() returns the new value
   std::vector<Instance> instances;  // existing virtual instances, any order (ids break ties)
+
+  friend bool operator==(const ComputeEnvironment&, const ComputeEnvironment&) = default;
 };
 
 // One entry of a fair-share policy's shareDistribution. An identifier ending
@@ -68,12 +74,16 @@ struct ComputeEnvironment {
 struct ShareWeight {
   std::string share_identifier;
   double weight_factor = 1.0;  // lower = larger share; 0.125 gets 8x the share of 1.0
+
+  friend bool operator==(const ShareWeight&, const ShareWeight&) = default;
 };
 
 struct FairSharePolicy {
   int32_t compute_reservation = 0;  // 0..99
   int64_t share_decay_seconds = 0;  // 0 = only current usage counts; max 604800
   std::vector<ShareWeight> share_distribution;
+
+  friend bool operator==(const FairSharePolicy&, const FairSharePolicy&) = default;
 };
 
 // What one share identifier of a fair-share queue has used. The control plane
@@ -83,6 +93,8 @@ struct ShareUsage {
   int64_t running_milli_vcpu = 0;   // vCPUs held by its STARTING/RUNNING jobs now
   double history_vcpu_seconds = 0;  // decayed vCPU-seconds as of history_as_of_ms
   int64_t history_as_of_ms = 0;
+
+  friend bool operator==(const ShareUsage&, const ShareUsage&) = default;
 };
 
 struct JobQueue {
@@ -92,12 +104,16 @@ struct JobQueue {
   std::vector<std::string> compute_environments;  // in computeEnvironmentOrder
   std::optional<FairSharePolicy> fair_share;      // absent = FIFO queue
   std::vector<ShareUsage> share_usage;            // fair-share queues only
+
+  friend bool operator==(const JobQueue&, const JobQueue&) = default;
 };
 
 // A run of consecutive nodes with the same requirements (AWS node ranges).
 struct NodeRange {
   int32_t count = 1;
   Resources each;
+
+  friend bool operator==(const NodeRange&, const NodeRange&) = default;
 };
 
 // A RUNNABLE job (or array child: one per child). More than one node in
@@ -114,11 +130,15 @@ struct Job {
 
   int32_t NumNodes() const;
   bool IsGang() const { return NumNodes() > 1; }
+
+  friend bool operator==(const Job&, const Job&) = default;
 };
 
 // Policy knobs; part of the snapshot so that the policy reads no globals.
 struct SchedulerConfig {
   int64_t idle_timeout_ms = 5 * 60 * 1000;  // an idle instance is removed after this long
+
+  friend bool operator==(const SchedulerConfig&, const SchedulerConfig&) = default;
 };
 
 struct Snapshot {

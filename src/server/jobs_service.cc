@@ -114,6 +114,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.terminate_grace_ms = options.terminate_grace_ms;
   loop.default_runtime = context.default_runtime;
   loop.wake = [svc = service.get()] { svc->Notify(); };
+  loop.metrics = context.metrics;
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);

@@ -44,7 +44,9 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   ASSIGN_OR_RETURN(sigv4::Credentials creds,
                    api::EnsureCredentialsFile(s->credentials_path_, api::kLoteProfile));
 
-  ASSIGN_OR_RETURN(s->store_, store::Store::Open(options.home + "/lote.db"));
+  store::StoreOptions store_options;
+  store_options.metrics = &s->metrics_;
+  ASSIGN_OR_RETURN(s->store_, store::Store::Open(options.home + "/lote.db", store_options));
   control::ControlConfig config;
   config.region = options.region;
   config.account_id = options.account_id;
@@ -70,6 +72,8 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   api::RegisterEc2(s->router_.get(), s->control_.get());
   api::RegisterSsm(s->router_.get(), s->control_.get());
   api::RegisterSts(s->router_.get(), options.account_id);
+  s->router_->RegisterTextGet("/metrics", "text/plain; version=0.0.4; charset=utf-8",
+                              [m = &s->metrics_] { return m->Render(); });
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
@@ -86,6 +90,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           console_listen,   options.console_listen == "auto",
                           &s->on_serving_,  options.runtime,
                           options.registry};
+    context.metrics = &s->metrics_;
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {

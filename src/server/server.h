@@ -23,6 +23,7 @@
 #include "api/http_server.h"
 #include "api/router.h"
 #include "common/clock.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "control/control_plane.h"
 #include "logs/log_store.h"
@@ -53,6 +54,8 @@ struct ServerContext {
   std::string default_runtime = "process";
   // ServerOptions::registry.
   bool registry = false;
+  // The server's metrics (GET /metrics): components add their series here.
+  metrics::Registry* metrics = nullptr;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -119,6 +122,7 @@ class LoteServer {
   LoteServer() = default;
   void ReconcileLoop();
 
+  metrics::Registry metrics_;  // first: every component's series outlive it
   ServerOptions options_;
   const Clock* clock_ = nullptr;
   std::string credentials_path_;

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -29,6 +31,13 @@ Status Exec(sqlite3* db, std::string_view sql) {
     return Status::Internal("sqlite: " + msg + " (in: " + std::string(sql.substr(0, 80)) + ")");
   }
   return Status::Ok();
+}
+
+// Whether the last error of `db` is the disk's (full, I/O), not the batch's.
+bool DiskFault(sqlite3* db) {
+  const int code = sqlite3_extended_errcode(db) & 0xff;
+  return code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN ||
+         code == SQLITE_READONLY || code == SQLITE_CORRUPT || code == SQLITE_BUSY;
 }
 
 // A prepared statement, reset after each use.
@@ -218,11 +227,26 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
     sqlite3_close(writer);
     return reader.status();
   }
-  return std::unique_ptr<Store>(new Store(writer, *reader, options, *version));
+  return std::unique_ptr<Store>(new Store(writer, *reader, path, options, *version));
 }
 
-Store::Store(sqlite3* writer, sqlite3* reader, StoreOptions options, int32_t schema_version)
-    : writer_db_(writer), reader_db_(reader), options_(options), schema_version_(schema_version) {
+Store::Store(sqlite3* writer, sqlite3* reader, std::string path, StoreOptions options,
+             int32_t schema_version)
+    : writer_db_(writer),
+      reader_db_(reader),
+      path_(std::move(path)),
+      options_(options),
+      schema_version_(schema_version) {
+  if (options_.metrics != nullptr) {
+    commit_seconds_ = options_.metrics->GetHistogram(
+        "lote_store_commit_seconds",
+        "Wall time of one store transaction (a group of batches, fsync included).",
+        metrics::LatencyBuckets());
+    write_failures_ = options_.metrics->GetCounter(
+        "lote_store_write_failures_total",
+        "Store transactions that failed (the disk full, an I/O error); their batches were "
+        "refused.");
+  }
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -238,13 +262,31 @@ Store::~Store() {
 }
 
 Result<Store::Ticket> Store::Enqueue(WriteBatch batch) {
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen = failure_count_;
+  }
+  return EnqueueUnlessFailed(std::move(batch), seen);
+}
+
+Result<Store::Ticket> Store::EnqueueUnlessFailed(WriteBatch batch, uint64_t failures_seen,
+                                                 Ticket* committed_through) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!fatal_.ok()) return fatal_;
   if (stopping_) return Status::Unavailable("the store is shutting down; retry after restart");
+  if (failure_count_ != failures_seen)
+    return Status::Unavailable(last_failure_.message() +
+                               " (an earlier write failed; this change was not stored)");
+  if (committed_through != nullptr) *committed_through = finished_through_;
   Ticket t = next_ticket_++;
   queue_.emplace_back(t, std::move(batch));
   work_cv_.notify_one();
   return t;
+}
+
+uint64_t Store::failure_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_count_;
 }
 
 Status Store::Wait(Ticket ticket) {
@@ -325,44 +367,74 @@ void Store::WriterLoop() {
         queue_.pop_front();
       }
     }
+    const auto began = std::chrono::steady_clock::now();
     std::vector<Status> results(group.size());
-    Status group_status = fatal_.ok() ? Exec(writer_db_, "BEGIN IMMEDIATE") : fatal_;
-    if (group_status.ok()) {
-      for (size_t i = 0; i < group.size(); ++i) {
-        Status st = Exec(writer_db_, "SAVEPOINT batch");
-        if (st.ok()) st = ApplyBatch(group[i].second);
-        if (st.ok()) {
-          st = Exec(writer_db_, "RELEASE batch");
-        } else {
-          (void)Exec(writer_db_, "ROLLBACK TO batch");
-          (void)Exec(writer_db_, "RELEASE batch");
-        }
-        results[i] = st;
-      }
-      group_status = Exec(writer_db_, "COMMIT");
-      if (!group_status.ok()) {
-        (void)Exec(writer_db_, "ROLLBACK");
-        group_status = group_status.WithContext(
-            "commit failed; the store refuses writes until "
-            "the server restarts");
-      }
-    }
+    const bool failed = !CommitGroup(group, &results);  // the disk failed the whole group
+    if (commit_seconds_ != nullptr && !failed)
+      commit_seconds_->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     std::lock_guard<std::mutex> lock(mu_);
-    if (!group_status.ok()) fatal_ = group_status;
-    for (size_t i = 0; i < group.size(); ++i) {
-      Status st = group_status.ok() ? results[i] : group_status;
-      if (!st.ok()) failures_[group[i].first] = st;
+    Ticket last = group.back().first;
+    for (size_t i = 0; i < group.size(); ++i)
+      if (!results[i].ok()) failures_[group[i].first] = results[i];
+    if (failed) {
+      // What is queued now was queued before its writers knew: it may build
+      // on what failed, so it fails too (see Enqueue).
+      ++failure_count_;
+      last_failure_ = results.back();
+      if (write_failures_ != nullptr) write_failures_->Add();
+      for (auto& [ticket, batch] : queue_) failures_[ticket] = results.back();
+      if (!queue_.empty()) last = queue_.back().first;
+      queue_.clear();
     }
-    if (group_status.ok()) {
+    if (!failed) {
       ++stats_.commits;
       stats_.batches += static_cast<int64_t>(group.size());
     }
-    finished_through_ = group.back().first;
+    finished_through_ = last;
     done_cv_.notify_all();
   }
 }
 
-Result<Snapshot> Store::Load() {
+bool Store::CommitGroup(const std::vector<std::pair<Ticket, WriteBatch>>& group,
+                        std::vector<Status>* results) {
+  auto fail_all = [&](const Status& st) {
+    const Status why = WriteFailure(st);
+    (void)Exec(writer_db_, "ROLLBACK");
+    std::fill(results->begin(), results->end(), why);
+    return false;
+  };
+  Status st = Exec(writer_db_, "BEGIN IMMEDIATE");
+  if (!st.ok()) return fail_all(st);
+  for (size_t i = 0; i < group.size(); ++i) {
+    st = Exec(writer_db_, "SAVEPOINT batch");
+    if (st.ok()) st = ApplyBatch(group[i].second);
+    if (st.ok()) st = Exec(writer_db_, "RELEASE batch");
+    if (st.ok()) continue;
+    // The disk (full, I/O error): nothing of the group is kept. A batch
+    // the database refuses (a constraint) fails alone.
+    if (DiskFault(writer_db_)) return fail_all(st);
+    (void)Exec(writer_db_, "ROLLBACK TO batch");
+    (void)Exec(writer_db_, "RELEASE batch");
+    (*results)[i] = st;
+  }
+  st = Exec(writer_db_, "COMMIT");
+  if (!st.ok()) return fail_all(st);
+  return true;
+}
+
+Status Store::WriteFailure(const Status& sqlite_status) const {
+  const int code = sqlite3_extended_errcode(writer_db_) & 0xff;
+  if (code == SQLITE_FULL) {
+    return Status::Unavailable("no space left for the server's database (" + path_ +
+                               "): the change was not stored; free space on that filesystem and "
+                               "retry (lote server resumes writing by itself)");
+  }
+  return Status::Unavailable("the server's database could not store the change (" +
+                             sqlite_status.message() + "); retry later");
+}
+
+Result<Snapshot> Store::Load(bool with_jobs) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   Snapshot snap;
   RETURN_IF_ERROR(Exec(reader_db_, "BEGIN"));
@@ -388,6 +460,10 @@ Result<Snapshot> Store::Load() {
     if (!q.status().ok()) return finish(q.status());
     while (q.Next()) snap.tags.push_back(TagRow{q.Text(0), q.Text(1), q.Text(2)});
     if (!q.status().ok()) return finish(q.status());
+  }
+  if (!with_jobs) {
+    RETURN_IF_ERROR(finish(Status::Ok()));
+    return snap;
   }
   {
     Stmt q(reader_db_,
@@ -423,6 +499,20 @@ Result<std::vector<JobEvent>> Store::JobEvents(const std::string& job_id) {
   while (q.Next()) events.push_back(JobEvent{q.Text(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4)});
   RETURN_IF_ERROR(q.status());
   return events;
+}
+
+Result<std::optional<JobRow>> Store::FindJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_,
+         "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs WHERE "
+         "job_id = ?1");
+  RETURN_IF_ERROR(q.status());
+  q.Bind(1, job_id);
+  std::optional<JobRow> row;
+  if (q.Next())
+    row = JobRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5), q.Text(6)};
+  RETURN_IF_ERROR(q.status());
+  return row;
 }
 
 }  // namespace lote::store

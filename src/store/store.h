@@ -10,10 +10,15 @@
 //   transaction (group commit), so concurrent callers share one fsync.
 //   Each batch runs inside its own savepoint: a batch that fails (e.g. a
 //   constraint) fails alone and the others in the group still commit.
-// - If a COMMIT itself fails (disk full, I/O error) the store becomes failed:
-//   that group and every later batch return the error; restart to recover.
-// - Reads (Load, JobEvents) use a separate connection and see only committed
-//   data. Callers keep their own in-memory state, loaded once with Load().
+// - If the disk fails a transaction (full, I/O error) nothing of its group is
+//   kept: that group and every batch queued at that moment return
+//   Unavailable (the disk full named as such); later batches are tried
+//   again, so the store resumes by itself once space is back. Reads go on
+//   meanwhile. failure_count() and EnqueueUnlessFailed let a caller whose
+//   memory runs ahead of its batches roll it back before it queues more.
+// - Reads (Load, JobEvents, FindJob) use a separate connection and see only
+//   committed data. Callers keep their own in-memory state, loaded once with
+//   Load().
 // - Thread safety: every method may be called from any thread.
 #pragma once
 
@@ -23,11 +28,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/status.h"
 
 struct sqlite3;
@@ -138,6 +145,9 @@ struct StoreOptions {
   bool durable = true;
   // Upper bound of batches grouped into one transaction.
   size_t max_group = 512;
+  // Where lote_store_commit_seconds and lote_store_write_failures_total go
+  // (may be null: none).
+  metrics::Registry* metrics = nullptr;
 };
 
 struct StoreStats {
@@ -160,29 +170,56 @@ class Store {
   // Queues `batch` behind every batch queued before it; never waits for disk.
   // Callers that need a global order (the control plane) enqueue under their
   // own lock and Wait() outside it.
+  //
+  // A transaction the disk fails (full, an I/O error) fails every batch of
+  // its group and every batch queued at that time (they may build on them),
+  // each with Unavailable saying why; the store goes on with the batches
+  // queued later (it resumes by itself once space is back) and keeps
+  // answering reads. failure_count() counts such failures.
   Result<Ticket> Enqueue(WriteBatch batch);
+  // Enqueue, unless a write failed since failure_count() was
+  // `failures_seen` (then Unavailable, nothing queued): a caller whose
+  // memory follows its batches learns of the failure before it queues more.
+  // On success `*committed_through` (may be null) is the ticket up to which
+  // every batch is committed.
+  Result<Ticket> EnqueueUnlessFailed(WriteBatch batch, uint64_t failures_seen,
+                                     Ticket* committed_through = nullptr);
+  uint64_t failure_count() const;
   // Blocks until the batch with `ticket` is committed (OK) or failed.
   Status Wait(Ticket ticket);
   // Enqueue + Wait.
   Status Write(WriteBatch batch);
 
-  // All committed rows (call once at start-up).
-  Result<Snapshot> Load();
+  // All committed rows (at start-up; without jobs: resources and tags only,
+  // jobs and attempts left empty, as the control plane reloads them).
+  Result<Snapshot> Load(bool with_jobs = true);
   // A job's events in seq order.
   Result<std::vector<JobEvent>> JobEvents(const std::string& job_id);
+  // A job's committed row, or nullopt when it has none.
+  Result<std::optional<JobRow>> FindJob(const std::string& job_id);
 
   int32_t schema_version() const { return schema_version_; }
   StoreStats stats() const;
 
  private:
-  Store(sqlite3* writer, sqlite3* reader, StoreOptions options, int32_t schema_version);
+  Store(sqlite3* writer, sqlite3* reader, std::string path, StoreOptions options,
+        int32_t schema_version);
   void WriterLoop();
+  // One transaction over `group`, a status per batch in `results` (sized
+  // like it). False when the disk failed it as a whole (every batch failed).
+  bool CommitGroup(const std::vector<std::pair<Ticket, WriteBatch>>& group,
+                   std::vector<Status>* results);
   Status ApplyBatch(const WriteBatch& batch);
+  // A failed write as the callers see it (the disk full named as such).
+  Status WriteFailure(const Status& sqlite_status) const;
 
   sqlite3* writer_db_;  // used only by the writer thread after construction
   sqlite3* reader_db_;  // guarded by reader_mu_
+  const std::string path_;
   const StoreOptions options_;
   const int32_t schema_version_;
+  metrics::Histogram* commit_seconds_ = nullptr;  // null without metrics
+  metrics::Counter* write_failures_ = nullptr;
 
   std::mutex reader_mu_;
 
@@ -194,7 +231,8 @@ class Store {
   Ticket next_ticket_ = 1;
   Ticket finished_through_ = 0;  // every ticket <= this has a final result
   std::map<Ticket, Status> failures_;
-  Status fatal_;  // non-OK once a COMMIT failed
+  uint64_t failure_count_ = 0;
+  Status last_failure_;  // the latest of them
   bool stopping_ = false;
   StoreStats stats_;
 

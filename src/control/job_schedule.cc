@@ -1,0 +1,155 @@
+// The job loop's scheduling step: the scheduler's kept input brought up to
+// date with what changed (PrepareScheduleLocked), and the policy's decisions
+// applied (ApplyDecisionsLocked). sched::Decide runs between the two without
+// the lock (JobLoop::Pass), so a decision about a job that changed meanwhile
+// (cancelled, terminated) is dropped when it is applied.
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "control/job_controller.h"
+#include "control/job_loop.h"
+#include "control/job_sched.h"
+#include "exec/batch_env.h"
+
+namespace lote::control {
+
+bool JobLoop::PrepareScheduleLocked(int64_t now) {
+  // Capacity of the environments whose backend owns its machines (Slurm).
+  backend_capacity_.clear();
+  for (const ComputeEnvironmentSpec& ce : control_->ComputeEnvironments()) {
+    if (!ce.instance_types.empty()) continue;  // lote launches its instances
+    Result<exec::Backend*> backend = options_.backends->ForEnvironment(ce);
+    if (!backend.ok()) continue;
+    std::optional<exec::Capacity> c = (*backend)->GetCapacity();
+    if (c) {
+      backend_capacity_[ce.name] = *c;
+      control_->SetBackendCapacity(ce.name, Json{{"nodes", c->nodes},
+                                                 {"vcpusPerNode", c->milli_vcpu_per_node / 1000},
+                                                 {"memoryMiBPerNode", c->memory_mib_per_node},
+                                                 {"description", c->description},
+                                                 {"backend", (*backend)->Name()}});
+    }
+  }
+  if (rebuild_sched_input_) {
+    sched_input_ = SchedulerInput();
+    rebuild_sched_input_ = false;
+  }
+  // Only the jobs that entered or left RUNNABLE are converted.
+  for (const std::string& id : index_.TakeRunnableChanges()) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second.status == JobStatus::kRunnable &&
+        !it->second.IsArrayParent()) {
+      sched_input_.PutJob(SchedulerJobOrNodeless(it->second, submit_order_.at(id)),
+                          it->second.status_reason);
+    } else {
+      sched_input_.EraseJob(id);
+    }
+  }
+  std::vector<const Job*> holding;
+  for (const std::string& id : index_.Holding()) holding.push_back(&jobs_.at(id));
+  Result<sched::Snapshot> environments = BuildSchedulerEnvironments(
+      holding, &instances_, control_, share_history_, now, backend_capacity_);
+  if (!environments.ok()) {
+    spdlog::error("jobs: snapshot: {}", environments.status().ToString());
+    return false;
+  }
+  sched_input_.SetEnvironments(std::move(*environments));
+  if (sched_input_.snapshot().jobs.empty()) {
+    queue_order_.clear();
+    return false;
+  }
+  return sched_input_.DecideDue(now);
+}
+
+std::vector<std::pair<std::string, std::string>> JobLoop::ChangedReasons(
+    const sched::Decisions& decisions) {
+  std::vector<std::pair<std::string, std::string>> changed;
+  for (const sched::Wait& w : decisions.waiting)
+    if (sched_input_.ChangeReason(w.job_id, w.message)) changed.emplace_back(w.job_id, w.message);
+  return changed;
+}
+
+bool JobLoop::StillRunnableLocked(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it != jobs_.end() && it->second.status == JobStatus::kRunnable &&
+         it->second.CurrentAttempt() == nullptr;
+}
+
+void JobLoop::ApplyDecisionsLocked(sched::Decisions decisions,
+                                   const std::vector<std::pair<std::string, std::string>>& reasons,
+                                   int64_t now, std::vector<std::string>* launches) {
+  auto apply = [&](const std::string& id, const JobEvent& e) {
+    if (!StillRunnableLocked(id)) return;  // changed while the policy ran
+    Result<Job> r = ApplyLocked(id, e);
+    if (!r.ok())
+      spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
+                   r.status().ToString());
+  };
+  queue_order_ = std::move(decisions.order);
+  std::vector<std::string> launched_ids;
+  for (const sched::Launch& l : decisions.launches) {
+    const std::string iid = NewInstanceIdLocked();
+    Result<std::string> ip = exec::InstancePrivateIp(next_instance_index_);
+    ++next_instance_index_;
+    instances_[iid] = VirtualInstance{iid, l.compute_environment, l.shape,
+                                      ip.ok() ? *ip : std::string("127.0.0.1"), now};
+    launched_ids.push_back(iid);
+  }
+  for (const sched::Removal& r : decisions.removals) instances_.erase(r.instance_id);
+  for (const sched::CeTarget& t : decisions.targets) {
+    if (backend_capacity_.count(t.compute_environment)) continue;  // nothing to scale
+    Status st =
+        control_->SetDesiredVcpus(t.compute_environment, static_cast<int32_t>(t.desired_vcpus));
+    if (!st.ok())
+      spdlog::warn("jobs: desiredvCpus of {}: {}", t.compute_environment, st.ToString());
+  }
+  for (const sched::ShareUsageUpdate& u : decisions.share_usage)
+    share_history_[u.queue + "/" + u.share_identifier] = u;
+  for (const sched::NeverFits& nf : decisions.never_fits)
+    apply(nf.job_id, JobEvent::AttemptFailed(0, FailureCategory::kCapacity, nf.message, -1, now));
+  // A malformed request fails its own job, never the pass; a job whose queue
+  // has gone is left RUNNABLE.
+  for (const sched::Rejected& r : decisions.rejected) {
+    if (!KnownQueue(r.job_id)) continue;
+    spdlog::warn("jobs: {} cannot be scheduled: {}", r.job_id, r.message);
+    apply(r.job_id, JobEvent::AttemptFailed(0, FailureCategory::kCapacity,
+                                            "the job cannot be scheduled: " + r.message, -1, now));
+  }
+  for (const auto& [id, message] : reasons) apply(id, JobEvent::StatusReason(message, now));
+  auto ip_of = [this](const std::string& iid) {
+    auto it = instances_.find(iid);
+    return it == instances_.end() ? std::string() : it->second.private_ip;
+  };
+  // A placement that cannot be recorded fails its own job (with the reason),
+  // never the pass, and never leaves the job silently RUNNABLE.
+  auto placement_failed = [&](const std::string& id, const Status& why) {
+    spdlog::error("jobs: placement of {}: {}", id, why.ToString());
+    apply(id, JobEvent::AttemptFailed(0, FailureCategory::kInfrastructure,
+                                      "lote could not place the job: " + why.message(), -1, now));
+  };
+  for (const sched::Placement& p : decisions.placements) {
+    if (!StillRunnableLocked(p.job_id)) continue;  // its capacity waits for the next pass
+    Result<JobEvent> e = ScheduledEvent(p, launched_ids, ip_of, now);
+    if (!e.ok()) {
+      placement_failed(p.job_id, e.status());
+      continue;
+    }
+    Result<Job> r = ApplyLocked(p.job_id, *e);
+    if (r.ok()) {
+      launches->push_back(p.job_id);
+    } else {
+      placement_failed(p.job_id, r.status());
+    }
+  }
+}
+
+bool JobLoop::KnownQueue(const std::string& job_id) const {
+  const sched::Job* job = sched_input_.FindJob(job_id);
+  if (job == nullptr) return false;
+  for (const sched::JobQueue& q : sched_input_.snapshot().queues)
+    if (q.name == job->queue) return true;
+  return false;
+}
+
+}  // namespace lote::control
