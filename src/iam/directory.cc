@@ -42,6 +42,18 @@ bool IsAdministrator(const User& user) {
 
 }  // namespace
 
+Result<Policy> ParsePolicyDocument(const std::string& policy_name, const std::string& document) {
+  RETURN_IF_ERROR(ValidatePolicyName(policy_name));
+  if (document.size() > Directory::kMaxPolicyBytes) {
+    return Status::InvalidArgument("PolicyDocument: " + std::to_string(document.size()) +
+                                   " bytes; the limit is " +
+                                   std::to_string(Directory::kMaxPolicyBytes));
+  }
+  Result<Policy> parsed = Policy::Parse(policy_name, document);
+  if (!parsed.ok()) return Status::InvalidArgument("PolicyDocument: " + parsed.status().message());
+  return parsed;
+}
+
 Status ValidateUserName(const std::string& name) {
   if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), NameChar)) {
     return Status::InvalidArgument("UserName '" + name +
@@ -230,12 +242,7 @@ Status Directory::DeleteUser(const std::string& name) {
 
 Status Directory::PutUserPolicy(const std::string& user, const std::string& policy_name,
                                 const std::string& document) {
-  RETURN_IF_ERROR(ValidatePolicyName(policy_name));
-  if (document.size() > kMaxPolicyBytes) {
-    return Status::InvalidArgument("PolicyDocument is " + std::to_string(document.size()) +
-                                   " bytes; the limit is " + std::to_string(kMaxPolicyBytes));
-  }
-  ASSIGN_OR_RETURN(Policy parsed, Policy::Parse(policy_name, document));
+  ASSIGN_OR_RETURN(Policy parsed, ParsePolicyDocument(policy_name, document));
   return Change(user, [&](User& u) {
     u.policy_documents[policy_name] = document;
     u.policies.erase(std::remove_if(u.policies.begin(), u.policies.end(),

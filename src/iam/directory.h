@@ -120,6 +120,10 @@ class Directory {
   std::map<std::string, KeyOwner> keys_;  // access key id → owner
 };
 
+// A policy document as PutUserPolicy takes it: at most kMaxPolicyBytes, and
+// parse errors prefixed "PolicyDocument: ".
+Result<Policy> ParsePolicyDocument(const std::string& policy_name, const std::string& document);
+
 // A user name as IAM allows it: 1-64 of [A-Za-z0-9+=,.@_-].
 Status ValidateUserName(const std::string& name);
 
