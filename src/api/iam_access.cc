@@ -29,6 +29,19 @@ void IamAccessControl::Audit(const ApiCall& call, const std::string& principal,
   options_.audit->Record(std::move(row));
 }
 
+std::optional<std::string> IamAccessControl::CheckUnixUsers(const iam::User& user,
+                                                            const Json& request) const {
+  if (!options_.job_definition || !request.contains("jobDefinition") ||
+      !request["jobDefinition"].is_string()) {
+    return std::nullopt;
+  }
+  const std::string reference = request["jobDefinition"].get<std::string>();
+  Result<Json> definition = options_.job_definition(reference);
+  if (!definition.ok()) return std::nullopt;  // SubmitJob answers the unknown definition
+  return iam::CheckJobUsers(user, iam::JobDefinitionUsers(*definition), options_.server_user,
+                            reference);
+}
+
 std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
                                                        const Json& request) const {
   const iam::RequiredAccess access =
@@ -49,13 +62,20 @@ std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
   }
   std::optional<iam::Refusal> refusal =
       iam::Authorize(*owner->user, access, options_.resource_tags, job_owner);
-  if (!refusal) return std::nullopt;
+  std::optional<std::string> message;
+  if (refusal) {
+    message = refusal->message;
+  } else if (call.service == "batch" && call.operation == "SubmitJob") {
+    message = CheckUnixUsers(*owner->user, request);
+  }
+  if (!message) return std::nullopt;
   Audit(call, owner->user->name, access, "AccessDenied");
-  return refusal->message;
+  return message;
 }
 
 void IamAccessControl::Completed(const ApiCall& call, const Json& request, const Json* response,
                                  const std::string& error_code) const {
+  if (call.service != "sts" && iam::IsReadOperation(call.operation)) return;  // not audited
   const iam::RequiredAccess access =
       iam::Access(call.service, call.operation, request, options_.scope);
   if (!access.mutation) return;

@@ -4,12 +4,13 @@
 // every mutation and every refusal written to the audit log, and the
 // principal of each submitted job recorded in the job owners.
 //
-// A call signed by a key the directory does not hold (a fixed key added to
-// the Authenticator, e.g. in tests) acts as `fallback_user` when it is set,
-// else is refused.
+// SubmitJob is also refused when the job would run as a Unix user the
+// principal is not allowed (iam/unix_users.h). A call signed by a key the
+// directory does not hold (a fixed key added to the Authenticator) is refused.
 // Thread safety: as AccessControl (every collaborator is thread safe).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "api/access_control.h"
@@ -18,6 +19,7 @@
 #include "iam/authorize.h"
 #include "iam/directory.h"
 #include "iam/job_owners.h"
+#include "iam/unix_users.h"
 
 namespace lote::api {
 
@@ -27,6 +29,10 @@ struct IamAccessOptions {
   iam::AuditLog* audit = nullptr;
   iam::ArnScope scope;
   iam::ResourceTagLookup resource_tags;  // may be empty: no resource tags
+  // A job definition by SubmitJob's reference (name, name:revision or ARN);
+  // empty or NotFound: SubmitJob's own error answers.
+  std::function<Result<Json>(const std::string& reference)> job_definition;
+  std::string server_user;  // who a job definition without `user` runs as
 };
 
 class IamAccessControl final : public AccessControl {
@@ -40,6 +46,8 @@ class IamAccessControl final : public AccessControl {
  private:
   void Audit(const ApiCall& call, const std::string& principal, const iam::RequiredAccess& access,
              const std::string& result) const;
+  // SubmitJob: the job definition's Unix users against the principal's.
+  std::optional<std::string> CheckUnixUsers(const iam::User& user, const Json& request) const;
 
   IamAccessOptions options_;
 };

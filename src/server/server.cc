@@ -1,7 +1,9 @@
 #include "server/server.h"
 
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -165,6 +167,10 @@ Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::stri
       if (v.is_string()) tags[k] = v.get<std::string>();
     return tags;
   };
+  access.job_definition = [control](const std::string& reference) {
+    return control->FindJobDefinition(reference);
+  };
+  if (const struct passwd* pw = ::getpwuid(::geteuid())) access.server_user = pw->pw_name;
   access_ = std::make_unique<api::IamAccessControl>(std::move(access));
   if (!options_.insecure_no_auth) router_->SetAccessControl(access_.get());
   api::RegisterIam(router_.get(), directory_.get(), audit_.get());

@@ -82,9 +82,12 @@ class Lote:
     def json(self, *args):
         return json.loads(self.run(*args).stdout)
 
-    def user(self, name, policy=None):
-        """Creates `name` (with `policy`) and one access key: (key id, secret)."""
+    def user(self, name, policy=None, unix_users=()):
+        """Creates `name` (with `policy` and `unix_users`) and one access key:
+        (key id, secret)."""
         args = ["users", "create", name]
+        for u in unix_users:
+            args += ["--unix-user", u]
         if policy is not None:
             path = os.path.join(self.server.home, "policy-%s.json" % name)
             with open(path, "w") as f:
@@ -112,12 +115,14 @@ def setup_resources(batch):
     for queue, team in (("qa", "a"), ("qb", "b")):
         batch.create_job_queue(jobQueueName=queue, priority=1, tags={"team": team},
                                computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
-    for name in ("defa", "defb", "denied"):
-        batch.register_job_definition(
-            jobDefinitionName=name, type="container",
-            containerProperties={"image": "host", "command": ["true"],
-                                 "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                                          {"type": "MEMORY", "value": "256"}]})
+    for name, user in (("defa", None), ("defb", None), ("denied", None), ("as-nobody", "nobody"),
+                       ("as-root", "root")):
+        props = {"image": "host", "command": ["true"],
+                 "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]}
+        if user:
+            props["user"] = user
+        batch.register_job_definition(jobDefinitionName=name, type="container",
+                                      containerProperties=props)
 
 
 class IamTest(unittest.TestCase):
@@ -128,8 +133,8 @@ class IamTest(unittest.TestCase):
         cls.admin = cls.server.client("batch")
         cls.admin_logs = cls.server.client("logs")
         setup_resources(cls.admin)
-        cls.keys = {"alice": cls.lote.user("alice", ALICE_POLICY),
-                    "bob": cls.lote.user("bob", BOB_POLICY)}
+        cls.keys = {"alice": cls.lote.user("alice", ALICE_POLICY, unix_users=["*"]),
+                    "bob": cls.lote.user("bob", BOB_POLICY, unix_users=["*"])}
 
     @classmethod
     def tearDownClass(cls):
@@ -283,6 +288,33 @@ class IamTest(unittest.TestCase):
         self.assertIn("qa", out["bob_describe_queues"])
         self.assertEqual(out["bob_reads_alice_stream"]["name"], "AccessDeniedException")
         self.assertEqual(out["alice_reads_own_stream"], ["js-visible"])
+
+    # --- job users ------------------------------------------------------------
+    def test_jobs_run_as_a_mapped_unix_user_only(self):
+        self.keys["nina"] = self.lote.user("nina", ALICE_POLICY, unix_users=["nobody"])
+        job = self.submit("nina", "qa", "as-nobody", command=["id", "-un"], name="nina-nobody")["jobId"]
+        status = self.wait_status(job, ("SUCCEEDED", "FAILED"))
+        if os.geteuid() == 0:
+            self.assertEqual(status, "SUCCEEDED")
+            detail = self.admin.describe_jobs(jobs=[job])["jobs"][0]
+            self.assertEqual(self.server.job_output(self.admin_logs, detail), ["nobody"])
+        else:  # only root can start a job as another user
+            self.assertEqual(status, "FAILED")
+        nina = "arn:aws:iam::%s:user/nina" % ACCOUNT
+        self.assertDenied(lambda: self.submit("nina", "qa", "as-root", name="nina-root"),
+                          "User: %s is not allowed to run jobs as the Unix user 'root' (the user of "
+                          "job definition as-root); its Unix users are: nobody "
+                          "(lote users set-unix-users)" % nina)
+        self.assertEqual(self.jobs_named("qa", "nina-root"), [])
+        # A definition without `user` runs as the server's own user: refused too
+        # (unless the server runs as nobody).
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.submit("nina", "qa", "defa", name="nina-server-user")
+        self.assertIn("names no user", ctx.exception.response["Error"]["Message"])
+        # Granting root (via the CLI) lets it through.
+        self.lote.run("users", "set-unix-users", "nina", "nobody", "root")
+        self.submit("nina", "qa", "as-root", name="nina-root-granted")
+        self.assertEqual(len(self.jobs_named("qa", "nina-root-granted")), 1)
 
     # --- identity and keys -----------------------------------------------------
     def test_caller_identity_is_the_principal(self):
