@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 import botocore.exceptions
 
@@ -288,6 +290,47 @@ class IamTest(unittest.TestCase):
         self.assertIn("qa", out["bob_describe_queues"])
         self.assertEqual(out["bob_reads_alice_stream"]["name"], "AccessDeniedException")
         self.assertEqual(out["alice_reads_own_stream"], ["js-visible"])
+
+    def test_console_signs_in_per_principal(self):
+        job = self.submit("alice", "qa", "defa", command=["echo", "console-a"], name="console-a")["jobId"]
+        self.wait_status(job, ("SUCCEEDED", "FAILED"))
+        detail = self.admin.describe_jobs(jobs=[job])["jobs"][0]
+        self.server.job_output(self.admin_logs, detail)
+        with open(os.path.join(self.server.home, "console.json")) as f:
+            url = json.load(f)["url"]
+
+        def call(method, path, body, headers):
+            req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode(),
+                                         headers=dict(headers, **{"Content-Type": "application/json"}))
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status, json.loads(r.read() or b"{}"), dict(r.headers)
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"{}"), dict(e.headers)
+
+        def sign_in(who):
+            key, secret = self.keys[who]
+            status, body, headers = call("POST", "api/signin",
+                                         {"accessKeyId": key, "secretAccessKey": secret}, {})
+            self.assertEqual(status, 200, body)
+            cookie = headers["Set-Cookie"].split(";")[0]
+            req = urllib.request.Request(url + "api/session", headers={"Cookie": cookie})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                session = json.loads(r.read())
+            self.assertEqual(session["principal"], key)
+            return {"Cookie": cookie, "X-CSRF-Token": session["csrfToken"]}
+
+        read = {"logGroupName": "/aws/batch/job", "logStreamName": detail["container"]["logStreamName"],
+                "startFromHead": True}
+        status, body, _ = call("POST", "api/logs/GetLogEvents", read, sign_in("bob"))
+        self.assertEqual(status, 403, body)
+        self.assertIn("logs:GetLogEvents", json.dumps(body))
+        status, body, _ = call("POST", "api/logs/GetLogEvents", read, sign_in("alice"))
+        self.assertEqual(status, 200, body)
+        self.assertEqual([e["message"] for e in body["events"]], ["console-a"])
+        status, body, _ = call("POST", "api/signin", {"accessKeyId": self.keys["bob"][0],
+                                                      "secretAccessKey": "wrong"}, {})
+        self.assertEqual(status, 401, body)
 
     # --- job users ------------------------------------------------------------
     def test_jobs_run_as_a_mapped_unix_user_only(self):
