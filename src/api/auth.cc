@@ -22,8 +22,10 @@ void Authenticator::AddKey(const std::string& access_key_id, const std::string& 
   secrets_[access_key_id] = secret;
 }
 
-std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
-                                              std::string_view service) const {
+void Authenticator::SetKeySource(KeySource source) { key_source_ = std::move(source); }
+
+std::optional<ApiError> Authenticator::Verify(const HttpRequest& request, std::string_view service,
+                                              std::string* access_key_id) const {
   const std::string header = request.Header("authorization");
   if (header.empty()) {
     return Denied("MissingAuthenticationTokenException",
@@ -68,13 +70,19 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
                         std::string(n) + " header");
     }
   }
-  auto secret = secrets_.find(auth->access_key_id);
-  if (secret == secrets_.end()) {
+  std::optional<std::string> secret;
+  if (auto fixed = secrets_.find(auth->access_key_id); fixed != secrets_.end()) {
+    secret = fixed->second;
+  } else if (key_source_) {
+    secret = key_source_(auth->access_key_id);
+  }
+  if (!secret) {
     return Denied("UnrecognizedClientException",
                   "The security token included in the request is invalid: access key " +
                       auth->access_key_id +
-                      " is not known to this lote server. Use the key pair in the server's "
-                      "credentials file ($LOTE_HOME/credentials, profile lote)");
+                      " is not known to this lote server (never created, rotated or deleted). Use "
+                      "a key of yours (`lote keys create`), or the administrator's key pair in "
+                      "the server's credentials file ($LOTE_HOME/credentials, profile lote)");
   }
   if (auth->service != service) {
     return Denied("InvalidSignatureException",
@@ -113,8 +121,8 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
   canonical.raw_query = request.raw_query;
   canonical.headers = request.headers;
   canonical.payload_sha256_hex = Sha256Hex(request.body);
-  const std::string expected = sigv4::ComputeSignature(
-      canonical, auth->signed_headers, secret->second, amz_date, auth->region, auth->service);
+  const std::string expected = sigv4::ComputeSignature(canonical, auth->signed_headers, *secret,
+                                                       amz_date, auth->region, auth->service);
   if (!ConstantTimeEquals(expected, auth->signature)) {
     return Denied("InvalidSignatureException",
                   "The request signature we calculated does not match the signature you "
@@ -122,6 +130,7 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request,
                   "key " +
                       auth->access_key_id + " is in the lote credentials file)");
   }
+  if (access_key_id) *access_key_id = auth->access_key_id;
   return std::nullopt;
 }
 

@@ -11,10 +11,14 @@
 //   wrong scope (region/service/day) → 403 InvalidSignatureException
 //   clock skew over 15 minutes       → 403 InvalidSignatureException ("Signature expired")
 //   signature mismatch               → 403 InvalidSignatureException
-// Thread safety: keys are added before serving; Verify is then const and
-// safe to call concurrently.
+// Keys come from AddKey (fixed, added before serving) and from the key source
+// (the IAM directory: keys created, rotated and deleted while serving, each
+// change seen by the next request).
+// Thread safety: AddKey and SetKeySource before serving; Verify is then const
+// and safe to call concurrently (the key source must be thread safe).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,9 +35,14 @@ class Authenticator {
   Authenticator(const Clock* clock, std::string region);
 
   void AddKey(const std::string& access_key_id, const std::string& secret_access_key);
+  // The secret of an access key id, nullopt for an unknown key.
+  using KeySource = std::function<std::optional<std::string>(const std::string& access_key_id)>;
+  void SetKeySource(KeySource source);
 
-  // nullopt when the request is authentic.
-  std::optional<ApiError> Verify(const HttpRequest& request, std::string_view service) const;
+  // nullopt when the request is authentic; then *access_key_id (when not
+  // null) is the key that signed it.
+  std::optional<ApiError> Verify(const HttpRequest& request, std::string_view service,
+                                 std::string* access_key_id = nullptr) const;
 
   static constexpr int64_t kMaxSkewMillis = 15 * 60 * 1000;
 
@@ -41,6 +50,7 @@ class Authenticator {
   const Clock* clock_;
   std::string region_;
   std::map<std::string, std::string, std::less<>> secrets_;  // access key id → secret
+  KeySource key_source_;
 };
 
 }  // namespace lote::api

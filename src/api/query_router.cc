@@ -68,8 +68,8 @@ bool ApiRouter::IsQueryRequest(const HttpRequest& request) const {
   return request.method == "GET" && request.raw_query.find("Action=") != std::string::npos;
 }
 
-HttpResponse ApiRouter::HandleQuery(const HttpRequest& request, const std::string& id,
-                                    bool verify) const {
+HttpResponse ApiRouter::HandleQuery(const HttpRequest& request, const std::string& id, bool verify,
+                                    std::string key) const {
   auto pairs = ParseFormEncoded(request.method == "POST" ? request.body : request.raw_query);
   std::string action;
   for (const auto& [k, v] : pairs)
@@ -97,7 +97,7 @@ HttpResponse ApiRouter::HandleQuery(const HttpRequest& request, const std::strin
         ec2, service->xml_namespace, id);
   }
   if (auth_ && verify) {
-    if (auto denied = auth_->Verify(request, service->signing_service)) {
+    if (auto denied = auth_->Verify(request, service->signing_service, &key)) {
       return QueryError(*denied, ec2, service->xml_namespace, id);
     }
   }
@@ -111,16 +111,27 @@ HttpResponse ApiRouter::HandleQuery(const HttpRequest& request, const std::strin
   Result<Json> tree = UnflattenQuery(pairs);
   if (!tree.ok())
     return QueryError(service->map_error(action, tree.status()), ec2, service->xml_namespace, id);
-  (*tree)["@accessKeyId"] = access_key;
-  Result<Json> result = op->second(*tree);
+  const std::string signer = key.empty() ? access_key : key;
+  (*tree)["@accessKeyId"] = signer;
+  const ApiCall call{service->signing_service, action, signer, id};
+  bool denied = false;
+  Result<Json> result = Run(call, op->second, *tree, &denied);
+  if (denied) {
+    return QueryError({403, ec2 ? "UnauthorizedOperation" : "AccessDenied",
+                       (ec2 ? "You are not authorized to perform this operation. " : "") +
+                           result.status().message()},
+                      ec2, service->xml_namespace, id);
+  }
   if (!result.ok()) {
     ApiError err = service->map_error(action, result.status());
     if (err.http_status >= 500) {
       spdlog::error("request {}: {}.{} failed: {}", id, service->signing_service, action,
                     result.status().ToString());
     }
+    Finish(call, *tree, result, err.code);
     return QueryError(err, ec2, service->xml_namespace, id);
   }
+  Finish(call, *tree, result, "");
   std::string members;
   AppendXml(*result, &members);
   const std::string open = "<" + action + "Response xmlns=\"" + service->xml_namespace + "\">";

@@ -211,14 +211,14 @@ std::vector<std::string> ApiRouter::OperationNames() const {
 }
 
 HttpResponse ApiRouter::Handle(const HttpRequest& request) const {
-  return HandleChecked(request, /*verify=*/true);
+  return HandleChecked(request, /*verify=*/true, "");
 }
 
 HttpResponse ApiRouter::HandleAuthenticated(const HttpRequest& request,
-                                            const std::string& principal) const {
+                                            const std::string& access_key_id) const {
   spdlog::debug("{} {} {} as {}", request.method, request.raw_path, request.Header("x-amz-target"),
-                principal);
-  return HandleChecked(request, /*verify=*/false);
+                access_key_id);
+  return HandleChecked(request, /*verify=*/false, access_key_id);
 }
 
 void ApiRouter::RegisterTextGet(std::string path, std::string content_type,
@@ -226,23 +226,43 @@ void ApiRouter::RegisterTextGet(std::string path, std::string content_type,
   text_gets_[std::move(path)] = {std::move(content_type), std::move(render)};
 }
 
-HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify) const {
+Result<Json> ApiRouter::Run(const ApiCall& call, const JsonHandler& handler, const Json& request,
+                            bool* denied) const {
+  *denied = false;
+  if (access_ != nullptr) {
+    if (std::optional<std::string> refusal = access_->Authorize(call, request)) {
+      *denied = true;
+      return Status::PermissionDenied(*refusal);
+    }
+  }
+  return Invoke(handler, request);
+}
+
+void ApiRouter::Finish(const ApiCall& call, const Json& request, const Result<Json>& result,
+                       const std::string& error_code) const {
+  if (access_ == nullptr) return;
+  access_->Completed(call, request, result.ok() ? &*result : nullptr, error_code);
+}
+
+HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify,
+                                      std::string key) const {
   const std::string id = NewRequestId();
   const std::string target = request.Header("x-amz-target");
   try {
     if (auto text = text_gets_.find(request.raw_path);
         text != text_gets_.end() && request.method == "GET" && target.empty())
       return HttpResponse{200, {{"Content-Type", text->second.first}}, text->second.second()};
-    if (!target.empty()) return HandleJsonTarget(request, target, id, verify);
-    if (IsQueryRequest(request)) return HandleQuery(request, id, verify);
-    return HandleRest(request, id, verify);
+    if (!target.empty()) return HandleJsonTarget(request, target, id, verify, std::move(key));
+    if (IsQueryRequest(request)) return HandleQuery(request, id, verify, std::move(key));
+    return HandleRest(request, id, verify, std::move(key));
   } catch (const std::exception& e) {
     return InternalError(request, e.what());
   }
 }
 
 HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::string& target,
-                                         const std::string& id, bool verify) const {
+                                         const std::string& id, bool verify,
+                                         std::string key) const {
   size_t dot = target.find('.');
   std::string prefix = target.substr(0, dot);
   std::string operation = dot == std::string::npos ? "" : target.substr(dot + 1);
@@ -266,7 +286,7 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::
     return ErrorResponse(err, true, id);
   }
   if (auth_ && verify) {
-    if (auto denied = auth_->Verify(request, service.signing_service)) {
+    if (auto denied = auth_->Verify(request, service.signing_service, &key)) {
       return ErrorResponse(*denied, true, id);
     }
   }
@@ -286,14 +306,20 @@ HttpResponse ApiRouter::HandleJsonTarget(const HttpRequest& request, const std::
       !st.ok()) {
     return ErrorResponse(service.map_error(st), true, id);
   }
-  Result<Json> result = Invoke(op->second, *body);
+  const ApiCall call{service.signing_service, operation, key, id};
+  bool denied = false;
+  Result<Json> result = Run(call, op->second, *body, &denied);
+  if (denied)
+    return ErrorResponse({403, "AccessDeniedException", result.status().message()}, true, id);
   if (!result.ok()) {
     ApiError err = service.map_error(result.status());
     if (err.http_status >= 500) {
       spdlog::error("request {}: {} failed: {}", id, target, result.status().ToString());
     }
+    Finish(call, *body, result, err.code);
     return ErrorResponse(err, true, id);
   }
+  Finish(call, *body, result, "");
   return JsonOk(*result, true, id);
 }
 
@@ -329,8 +355,8 @@ bool ApiRouter::IsNonblocking(const HttpRequest& request) const {
   return op != nullptr && op->nonblocking;
 }
 
-HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string& id,
-                                   bool verify) const {
+HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string& id, bool verify,
+                                   std::string key) const {
   const std::string path = sigv4::UriDecode(request.raw_path);
   std::string param_name, param_value;
   bool path_known = false;
@@ -359,7 +385,8 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string
     return ErrorResponse(err, false, id);
   }
   if (auth_ && verify) {
-    if (auto denied = auth_->Verify(request, "batch")) return ErrorResponse(*denied, false, id);
+    if (auto denied = auth_->Verify(request, "batch", &key))
+      return ErrorResponse(*denied, false, id);
   }
   Result<Json> body = ParseBody(request.body);
   if (!body.ok()) return client_error(body.status());
@@ -387,14 +414,21 @@ HttpResponse ApiRouter::HandleRest(const HttpRequest& request, const std::string
     }
   }
   if (Status st = CheckRequestValues(req, BatchValueRules()); !st.ok()) return client_error(st);
-  Result<Json> result = Invoke(found->handler, req);
+  const ApiCall call{"batch", found->name, key, id};
+  bool denied = false;
+  Result<Json> result = Run(call, found->handler, req, &denied);
+  if (denied) {
+    return ErrorResponse({403, "AccessDeniedException", result.status().message()}, false, id);
+  }
   if (!result.ok()) {
     ApiError err = BatchErrorFromStatus(result.status());
     if (err.http_status >= 500) {
       spdlog::error("request {}: {} failed: {}", id, found->name, result.status().ToString());
     }
+    Finish(call, req, result, err.code);
     return ErrorResponse(err, false, id);
   }
+  Finish(call, req, result, "");
   return JsonOk(*result, false, id);
 }
 

@@ -11,6 +11,12 @@
 //    RegisterJsonService (its target prefix, SigV4 service name, handler table
 //    and error mapper). Unknown operations answer UnknownOperationException.
 //
+// Once a request is authentic and valid, the access control (when set) is
+// asked whether its signer may make the call (access_control.h); a refusal is
+// the protocol's access-denied error (403 AccessDeniedException for Batch and
+// the json services, UnauthorizedOperation for EC2, AccessDenied for STS) and
+// the handler does not run.
+//
 // Every handler has the same shape: JsonHandler, AWS request JSON in, AWS
 // response JSON (or a Status) out. Path parameters and query parameters are
 // merged into the request JSON under their model member names.
@@ -32,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "api/access_control.h"
 #include "api/auth.h"
 #include "api/errors.h"
 #include "api/http_types.h"
@@ -103,12 +110,16 @@ class ApiRouter : public HttpHandler {
   // is refused as for an unknown operation.
   void RegisterTextGet(std::string path, std::string content_type,
                        std::function<std::string()> render);
+  // Consulted for every call from then on (null: none). Set before serving.
+  void SetAccessControl(const AccessControl* access) { access_ = access; }
 
   HttpResponse Handle(const HttpRequest& request) const override;
   // Handle for a request its caller has authenticated by other means (a web
-  // console session acting for `principal`): everything but the SigV4 check
-  // is the same (routing, limits, validation, handlers, error shapes).
-  HttpResponse HandleAuthenticated(const HttpRequest& request, const std::string& principal) const;
+  // console session signed in with `access_key_id`): everything but the SigV4
+  // check is the same (routing, limits, validation, authorization, handlers,
+  // error shapes).
+  HttpResponse HandleAuthenticated(const HttpRequest& request,
+                                   const std::string& access_key_id) const;
   // True when the operation the request addresses was registered nonblocking.
   bool IsNonblocking(const HttpRequest& request) const override;
 
@@ -135,23 +146,33 @@ class ApiRouter : public HttpHandler {
   std::vector<std::string> OperationNames() const;
 
  private:
-  HttpResponse HandleChecked(const HttpRequest& request, bool verify) const;
-  HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id,
-                          bool verify) const;
+  // `key`: the signer, known (console) or found by the SigV4 check (verify).
+  HttpResponse HandleChecked(const HttpRequest& request, bool verify, std::string key) const;
+  HttpResponse HandleRest(const HttpRequest& request, const std::string& request_id, bool verify,
+                          std::string key) const;
+  // The handler between the access control's two hooks. A refusal is
+  // PermissionDenied whose message is AWS's; *denied tells it from a
+  // handler's own error.
+  Result<Json> Run(const ApiCall& call, const JsonHandler& handler, const Json& request,
+                   bool* denied) const;
+  // Tells the access control how a call that ran ended.
+  void Finish(const ApiCall& call, const Json& request, const Result<Json>& result,
+              const std::string& error_code) const;
   // The operation at method + decoded path (path parameter into *name/*value),
   // or null; *path_known tells a wrong method from an unknown path.
   const RestOperation* FindRest(const std::string& method, const std::string& path,
                                 std::string* param_name, std::string* param_value,
                                 bool* path_known) const;
   HttpResponse HandleJsonTarget(const HttpRequest& request, const std::string& target,
-                                const std::string& request_id, bool verify) const;
+                                const std::string& request_id, bool verify, std::string key) const;
   size_t BodyLimit(const std::string& operation) const;
   // A Query-protocol request (form-encoded POST / or GET /?Action=).
   bool IsQueryRequest(const HttpRequest& request) const;
-  HttpResponse HandleQuery(const HttpRequest& request, const std::string& request_id,
-                           bool verify) const;
+  HttpResponse HandleQuery(const HttpRequest& request, const std::string& request_id, bool verify,
+                           std::string key) const;
 
   const Authenticator* auth_;
+  const AccessControl* access_ = nullptr;
   std::vector<RestOperation> rest_ops_;
   std::map<std::string, JsonService> json_services_;    // by target prefix
   std::map<std::string, QueryService> query_services_;  // by signing service

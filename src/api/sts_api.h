@@ -5,11 +5,14 @@
 #include <string>
 
 #include "api/router.h"
+#include "iam/directory.h"
 
 namespace lote::api {
 
-// Account and ARN of the signer ("arn:aws:iam::<account>:user/<principal>"),
-// UserId its access key id.
-void RegisterSts(ApiRouter* router, std::string account_id);
+// Account and ARN of the signer's user ("arn:aws:iam::<account>:user/<name>",
+// from `directory`; "user/lote" when there is none, --insecure-no-auth),
+// UserId the user's id (else the access key id).
+void RegisterSts(ApiRouter* router, std::string account_id,
+                 const iam::Directory* directory = nullptr);
 
 }  // namespace lote::api

@@ -90,4 +90,58 @@ std::string Sha256Hasher::FinishHex() {
   return HexEncode(std::string_view(reinterpret_cast<char*>(out), len));
 }
 
+Result<std::string> SealAes256Gcm(std::string_view key, std::string_view plain) {
+  if (key.size() != 32) return Status::InvalidArgument("an AES-256 key is 32 bytes");
+  const std::string nonce = RandomBytes(12);
+  std::string out(plain.size() + 16, '\0');
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int len = 0, total = 0;
+  bool ok = ctx != nullptr &&
+            EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
+                               reinterpret_cast<const unsigned char*>(key.data()),
+                               reinterpret_cast<const unsigned char*>(nonce.data())) == 1 &&
+            EVP_EncryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &len,
+                              reinterpret_cast<const unsigned char*>(plain.data()),
+                              static_cast<int>(plain.size())) == 1;
+  total = len;
+  ok = ok &&
+       EVP_EncryptFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()) + total, &len) == 1;
+  total += len;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, out.data() + total) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  if (!ok) return Status::Internal("could not encrypt a value with AES-256-GCM");
+  out.resize(static_cast<size_t>(total) + 16);
+  return Base64Encode(nonce + out);
+}
+
+Result<std::string> OpenAes256Gcm(std::string_view key, std::string_view sealed) {
+  if (key.size() != 32) return Status::InvalidArgument("an AES-256 key is 32 bytes");
+  std::string raw;
+  if (!Base64Decode(sealed, &raw) || raw.size() < 28)
+    return Status::DataLoss("a sealed value is damaged (too short or not base64)");
+  const std::string nonce = raw.substr(0, 12);
+  const std::string tag = raw.substr(raw.size() - 16);
+  const std::string cipher = raw.substr(12, raw.size() - 28);
+  std::string out(cipher.size(), '\0');
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int len = 0;
+  bool ok = ctx != nullptr &&
+            EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
+                               reinterpret_cast<const unsigned char*>(key.data()),
+                               reinterpret_cast<const unsigned char*>(nonce.data())) == 1 &&
+            EVP_DecryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &len,
+                              reinterpret_cast<const unsigned char*>(cipher.data()),
+                              static_cast<int>(cipher.size())) == 1;
+  std::string tag_copy = tag;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, tag_copy.data()) == 1;
+  int fin = 0;
+  ok =
+      ok && EVP_DecryptFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()) + len, &fin) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  if (!ok)
+    return Status::DataLoss(
+        "a sealed value does not decrypt with this key (damaged, or sealed under another key)");
+  return out;
+}
+
 }  // namespace lote

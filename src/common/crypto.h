@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace lote {
 
 std::string Sha256(std::string_view data);                            // 32 raw bytes
@@ -17,6 +19,14 @@ bool Base64Decode(std::string_view text, std::string* out);
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // Cryptographically random bytes.
 std::string RandomBytes(size_t n);
+
+// AES-256-GCM under a 32-byte key: base64(nonce (12) || ciphertext || tag (16)),
+// a fresh random nonce per call. What seals SSM SecureString values and IAM
+// secret access keys under the server's key ($LOTE_HOME/secrets.key).
+Result<std::string> SealAes256Gcm(std::string_view key, std::string_view plain);
+// The plain text of SealAes256Gcm's output; DataLoss when `sealed` is damaged
+// or was sealed under another key.
+Result<std::string> OpenAes256Gcm(std::string_view key, std::string_view sealed);
 
 // Incremental SHA-256 for files and streams.
 class Sha256Hasher {

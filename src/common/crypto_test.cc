@@ -36,5 +36,21 @@ TEST(CryptoTest, ConstantTimeEquals) {
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
 }
 
+TEST(CryptoTest, Aes256GcmSealsAndOpens) {
+  const std::string key = RandomBytes(32);
+  Result<std::string> sealed = SealAes256Gcm(key, "secret value");
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  EXPECT_EQ(sealed->find("secret"), std::string::npos);
+  EXPECT_NE(*SealAes256Gcm(key, "secret value"), *sealed);  // a fresh nonce each time
+  Result<std::string> opened = OpenAes256Gcm(key, *sealed);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(*opened, "secret value");
+  EXPECT_EQ(OpenAes256Gcm(RandomBytes(32), *sealed).status().code(), StatusCode::kDataLoss);
+  std::string tampered = *sealed;
+  tampered[20] = tampered[20] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(OpenAes256Gcm(key, tampered).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(SealAes256Gcm("short", "x").status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace lote

@@ -300,7 +300,7 @@ api::HttpResponse ConsoleService::CallRaw(const std::string& service, const std:
     call.headers.emplace_back("Content-Type", "application/x-amz-json-1.1");
     call.headers.emplace_back("X-Amz-Target", "Logs_20140328." + op);
   }
-  return router_->HandleAuthenticated(call, "console:" + session.principal);
+  return router_->HandleAuthenticated(call, session.principal);
 }
 
 Result<Json> ConsoleService::Call(const std::string& service, const std::string& op,

@@ -28,6 +28,29 @@ TEST_F(SessionsTest, SignInWithTheKeyPairStartsASessionThatExpires) {
   EXPECT_EQ(sessions_.Find(s->id).status().code(), StatusCode::kUnauthenticated);
 }
 
+// The server's users sign in with their own keys (the key source) and by
+// one-time token; a key the source no longer holds is refused.
+TEST_F(SessionsTest, KeySourceUsersSignInAsThemselves) {
+  std::map<std::string, std::string> keys = {{"AKIAALICE", "alice-secret"}};
+  sessions_.SetKeySource([&keys](const std::string& id) -> std::optional<std::string> {
+    auto it = keys.find(id);
+    if (it == keys.end()) return std::nullopt;
+    return it->second;
+  });
+  Result<Session> alice = sessions_.SignIn("AKIAALICE", "alice-secret");
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  EXPECT_EQ(alice->principal, "AKIAALICE");
+  EXPECT_FALSE(sessions_.SignIn("AKIAALICE", "alice-secreT").ok());
+  EXPECT_TRUE(sessions_.SignIn("AKIDLOTE", "s3cret-s3cret").ok());  // fixed keys still work
+  const std::string token = SessionManager::MakeSignInToken(
+      "AKIAALICE", "alice-secret", clock_.NowMillis() + 60'000, "nonce-0123456789abcdef");
+  Result<Session> by_token = sessions_.SignInWithToken(token);
+  ASSERT_TRUE(by_token.ok()) << by_token.status().ToString();
+  EXPECT_EQ(by_token->principal, "AKIAALICE");
+  keys.clear();
+  EXPECT_FALSE(sessions_.SignIn("AKIAALICE", "alice-secret").ok());
+}
+
 TEST_F(SessionsTest, WrongCredentialsAreRefusedWithOneMessage) {
   Result<Session> wrong_secret = sessions_.SignIn("AKIDLOTE", "s3cret-s3creT");
   Result<Session> wrong_id = sessions_.SignIn("AKIDLOTF", "s3cret-s3cret");

@@ -3,8 +3,6 @@
 // key; never stored in plain text), the public ECS-optimized AMI names, and
 // the values job secrets resolve to. Requests and answers are the SSM json
 // protocol's shapes.
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cctype>
 
@@ -22,57 +20,6 @@ namespace {
 constexpr size_t kMaxParameters = 10000;
 constexpr size_t kMaxValueBytes = 8192;  // AWS's advanced tier; standard is 4096
 constexpr const char* kPublicAmiPrefix = "/aws/service/ecs/optimized-ami/";
-
-// AES-256-GCM: nonce (12) || ciphertext || tag (16), base64.
-Result<std::string> Seal(const std::string& key, const std::string& plain) {
-  const std::string nonce = RandomBytes(12);
-  std::string out(plain.size() + 16, '\0');
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  int len = 0, total = 0;
-  bool ok = ctx != nullptr &&
-            EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
-                               reinterpret_cast<const unsigned char*>(key.data()),
-                               reinterpret_cast<const unsigned char*>(nonce.data())) == 1 &&
-            EVP_EncryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &len,
-                              reinterpret_cast<const unsigned char*>(plain.data()),
-                              static_cast<int>(plain.size())) == 1;
-  total = len;
-  ok = ok &&
-       EVP_EncryptFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()) + total, &len) == 1;
-  total += len;
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, out.data() + total) == 1;
-  EVP_CIPHER_CTX_free(ctx);
-  if (!ok) return Status::Internal("could not encrypt the SecureString value");
-  out.resize(static_cast<size_t>(total) + 16);
-  return Base64Encode(nonce + out);
-}
-
-Result<std::string> Unseal(const std::string& key, const std::string& sealed) {
-  std::string raw;
-  if (!Base64Decode(sealed, &raw) || raw.size() < 28)
-    return Status::DataLoss("a stored SecureString value is damaged");
-  const std::string nonce = raw.substr(0, 12);
-  const std::string tag = raw.substr(raw.size() - 16);
-  const std::string cipher = raw.substr(12, raw.size() - 28);
-  std::string out(cipher.size(), '\0');
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  int len = 0;
-  bool ok = ctx != nullptr &&
-            EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
-                               reinterpret_cast<const unsigned char*>(key.data()),
-                               reinterpret_cast<const unsigned char*>(nonce.data())) == 1 &&
-            EVP_DecryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &len,
-                              reinterpret_cast<const unsigned char*>(cipher.data()),
-                              static_cast<int>(cipher.size())) == 1;
-  std::string tag_copy = tag;
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, tag_copy.data()) == 1;
-  int fin = 0;
-  ok =
-      ok && EVP_DecryptFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()) + len, &fin) == 1;
-  EVP_CIPHER_CTX_free(ctx);
-  if (!ok) return Status::DataLoss("a stored SecureString value does not decrypt with this key");
-  return out;
-}
 
 std::string Str(const Json& request, const char* key) {
   auto it = request.find(key);
@@ -131,7 +78,8 @@ Result<Json> ControlPlane::ParameterAnswerLocked(const Json& doc, bool decrypt) 
               {"ARN", doc["ARN"]},         {"DataType", doc.value("DataType", "text")}};
   if (doc["Type"] == "SecureString") {
     if (decrypt) {
-      ASSIGN_OR_RETURN(std::string plain, Unseal(config_.secret_key, doc["Ciphertext"]));
+      ASSIGN_OR_RETURN(std::string plain,
+                       OpenAes256Gcm(config_.secret_key, doc["Ciphertext"].get<std::string>()));
       out["Value"] = plain;
     } else {
       out["Value"] = doc["Ciphertext"];
@@ -179,7 +127,7 @@ Result<Json> ControlPlane::PutParameter(const Json& request) {
     if (config_.secret_key.size() != 32)
       return Status::FailedPrecondition(
           "this server has no secret key, so it stores no SecureString");
-    ASSIGN_OR_RETURN(std::string sealed, Seal(config_.secret_key, value));
+    ASSIGN_OR_RETURN(std::string sealed, SealAes256Gcm(config_.secret_key, value));
     doc["Ciphertext"] = sealed;
     doc["KeyId"] = Str(request, "KeyId").empty() ? "alias/aws/ssm" : Str(request, "KeyId");
   } else {

@@ -47,7 +47,17 @@ Result<std::shared_ptr<void>> WireConsole(ServerContext& context) {
                    api::ReadCredentialsProfile(context.home + "/credentials", api::kLoteProfile));
   auto wiring = std::make_shared<ConsoleWiring>();
   wiring->sessions = std::make_unique<console::SessionManager>(context.clock);
-  wiring->sessions->AddKey(creds.access_key_id, creds.secret_access_key);
+  if (const iam::Directory* directory = context.directory) {
+    // Every user signs in with its own key pair, and acts as that user.
+    wiring->sessions->SetKeySource(
+        [directory](const std::string& id) -> std::optional<std::string> {
+          std::optional<iam::KeyOwner> owner = directory->FindKey(id);
+          if (!owner) return std::nullopt;
+          return owner->secret;
+        });
+  } else {
+    wiring->sessions->AddKey(creds.access_key_id, creds.secret_access_key);
+  }
   wiring->history = std::make_unique<logs::ProgressHistory>(context.log_store);
   wiring->service = std::make_unique<console::ConsoleService>(
       context.router, wiring->sessions.get(), wiring->history.get(), context.clock);
@@ -75,8 +85,8 @@ Result<std::shared_ptr<void>> WireConsole(ServerContext& context) {
     const std::string shown = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
     const std::string url = "http://" + shown + ":" + std::to_string(w->http->port()) + "/console/";
     spdlog::info(
-        "lote console at {} (sign in with the key pair in {}/credentials, or `lote "
-        "console`)",
+        "lote console at {} (sign in with a user's key pair, the administrator's is in "
+        "{}/credentials, or `lote console`)",
         url, home);
     return WriteFileAtomic(home + "/console.json", Json{{"url", url}}.dump(2) + "\n", 0600);
   });

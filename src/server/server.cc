@@ -1,7 +1,9 @@
 #include "server/server.h"
 
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include "api/batch_api.h"
 #include "api/credentials_file.h"
 #include "api/ec2_api.h"
+#include "api/iam_api.h"
 #include "api/ssm_api.h"
 #include "api/sts_api.h"
 #include "common/files.h"
@@ -58,7 +61,6 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   ASSIGN_OR_RETURN(s->log_store_, logs::LogStore::Open(log_options));
 
   s->auth_ = std::make_unique<api::Authenticator>(clock, options.region);
-  s->auth_->AddKey(creds.access_key_id, creds.secret_access_key);
   if (options.insecure_no_auth) {
     spdlog::warn("**************************************************************");
     spdlog::warn("* --insecure-no-auth: requests are NOT authenticated.         *");
@@ -71,9 +73,9 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   // The other AWS services Batch users' scripts call, on the same port.
   api::RegisterEc2(s->router_.get(), s->control_.get());
   api::RegisterSsm(s->router_.get(), s->control_.get());
-  api::RegisterSts(s->router_.get(), options.account_id);
   s->router_->RegisterTextGet("/metrics", "text/plain; version=0.0.4; charset=utf-8",
                               [m = &s->metrics_] { return m->Render(); });
+  RETURN_IF_ERROR(s->StartIam(creds, config.secret_key));
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
@@ -89,7 +91,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           s->router_.get(), s->log_store_.get(),
                           console_listen,   options.console_listen == "auto",
                           &s->on_serving_,  options.runtime,
-                          options.registry};
+                          options.registry, s->directory_.get()};
     context.metrics = &s->metrics_;
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
@@ -139,6 +141,49 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   return s;
 }
 
+Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::string& secret_key) {
+  iam::DirectoryOptions directory;
+  directory.account_id = options_.account_id;
+  directory.secret_key = secret_key;
+  ASSIGN_OR_RETURN(directory_, iam::Directory::Open(store_.get(), clock_, directory));
+  RETURN_IF_ERROR(
+      directory_->Bootstrap("admin", admin_key.access_key_id, admin_key.secret_access_key));
+  ASSIGN_OR_RETURN(job_owners_, iam::JobOwners::Open(store_.get()));
+  audit_ = std::make_unique<iam::AuditLog>(store_.get(), clock_);
+  const iam::Directory* keys = directory_.get();
+  auth_->SetKeySource([keys](const std::string& id) -> std::optional<std::string> {
+    std::optional<iam::KeyOwner> owner = keys->FindKey(id);
+    if (!owner) return std::nullopt;
+    return owner->secret;
+  });
+  api::IamAccessOptions access;
+  access.directory = directory_.get();
+  access.job_owners = job_owners_.get();
+  access.audit = audit_.get();
+  access.scope = iam::ArnScope{options_.region, options_.account_id};
+  control::ControlPlane* control = control_.get();
+  // aws:ResourceTag of the Batch resources the control plane holds (not jobs).
+  access.resource_tags = [control](const std::string& arn) {
+    std::map<std::string, std::string> tags;
+    if (arn.rfind("arn:aws:batch:", 0) != 0 || arn.find(":job/") != std::string::npos) return tags;
+    Result<Json> listed = control->ListTagsForResource(Json{{"resourceArn", arn}});
+    if (!listed.ok() || !listed->contains("tags")) return tags;
+    for (const auto& [k, v] : (*listed)["tags"].items())
+      if (v.is_string()) tags[k] = v.get<std::string>();
+    return tags;
+  };
+  access.job_definition = [control](const std::string& reference) {
+    return control->FindJobDefinition(reference);
+  };
+  if (const struct passwd* pw = ::getpwuid(::geteuid())) access.server_user = pw->pw_name;
+  access_ = std::make_unique<api::IamAccessControl>(std::move(access));
+  if (!options_.insecure_no_auth) router_->SetAccessControl(access_.get());
+  api::RegisterIam(router_.get(), directory_.get(), audit_.get());
+  api::RegisterSts(router_.get(), options_.account_id,
+                   options_.insecure_no_auth ? nullptr : directory_.get());
+  return Status::Ok();
+}
+
 LoteServer::~LoteServer() { Stop(); }
 
 std::string LoteServer::endpoint() const {
@@ -167,6 +212,10 @@ void LoteServer::Stop() {
   if (http_) http_->Stop();
   if (reconciler_.joinable()) reconciler_.join();
   while (!extension_handles_.empty()) extension_handles_.pop_back();
+  access_.reset();
+  audit_.reset();
+  job_owners_.reset();
+  directory_.reset();
   control_.reset();
   log_store_.reset();
   store_.reset();  // commits anything queued

@@ -3,7 +3,9 @@
 //
 // Contract: Start() opens (or creates) $home/lote.db and the log store at
 // $home/logs, loads the state,
-// creates $home/credentials (profile lote, mode 0600) on first start, writes
+// creates $home/credentials (profile lote, mode 0600) on first start and,
+// when the database has no users yet, the administrator "admin" (policy
+// AdministratorAccess) holding that key pair; writes
 // $home/server.json (endpoint and region, read by `lote env`) and serves until
 // Stop(). Every component that adds API operations registers them on
 // router() before the server starts serving (see Start's options hook).
@@ -21,11 +23,16 @@
 
 #include "api/auth.h"
 #include "api/http_server.h"
+#include "api/iam_access.h"
 #include "api/router.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/sigv4.h"
 #include "common/status.h"
 #include "control/control_plane.h"
+#include "iam/audit_log.h"
+#include "iam/directory.h"
+#include "iam/job_owners.h"
 #include "logs/log_store.h"
 #include "store/store.h"
 
@@ -56,6 +63,8 @@ struct ServerContext {
   bool registry = false;
   // The server's metrics (GET /metrics): components add their series here.
   metrics::Registry* metrics = nullptr;
+  // The principals (IAM users, their keys and Unix users).
+  const iam::Directory* directory = nullptr;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -121,6 +130,8 @@ class LoteServer {
  private:
   LoteServer() = default;
   void ReconcileLoop();
+  // The principals, the audit and the router's access control.
+  Status StartIam(const sigv4::Credentials& admin_key, const std::string& secret_key);
 
   metrics::Registry metrics_;  // first: every component's series outlive it
   ServerOptions options_;
@@ -130,6 +141,10 @@ class LoteServer {
   std::unique_ptr<control::ControlPlane> control_;
   std::unique_ptr<logs::LogStore> log_store_;
   std::unique_ptr<api::Authenticator> auth_;
+  std::unique_ptr<iam::Directory> directory_;
+  std::unique_ptr<iam::JobOwners> job_owners_;
+  std::unique_ptr<iam::AuditLog> audit_;
+  std::unique_ptr<api::IamAccessControl> access_;
   std::unique_ptr<api::ApiRouter> router_;
   std::unique_ptr<api::HttpServer> http_;
   std::vector<std::shared_ptr<void>> extension_handles_;  // destroyed in reverse in Stop()

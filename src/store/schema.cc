@@ -99,12 +99,44 @@ CREATE TABLE ssm_parameters (
 );
 )sql";
 
+// Version 3: IAM users (their policies, allowed Unix users and access keys,
+// secrets sealed with the server's key, in one JSON document per user), the
+// principal that submitted each job, and the audit trail (append-only).
+constexpr std::string_view kV3 = R"sql(
+CREATE TABLE iam_users (
+  name TEXT PRIMARY KEY,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE job_owners (
+  job_id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL,
+  queue_arn TEXT NOT NULL
+);
+CREATE TABLE audit_events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_ms INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  result TEXT NOT NULL,
+  request_id TEXT NOT NULL
+);
+CREATE INDEX audit_events_by_principal ON audit_events (principal, seq);
+CREATE INDEX audit_events_by_time ON audit_events (time_ms);
+CREATE TRIGGER audit_events_append_only BEFORE UPDATE ON audit_events
+BEGIN
+  SELECT RAISE(ABORT, 'audit_events is append-only: rows are never updated');
+END;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1},
       {2, kV2},
+      {3, kV3},
   };
   return kMigrations;
 }

@@ -213,6 +213,12 @@ void WriteBatch::DeleteAllTags(std::string resource_arn) {
 void WriteBatch::PutJob(JobRow row) { ops_.emplace_back(std::move(row)); }
 void WriteBatch::PutAttempt(AttemptRow row) { ops_.emplace_back(std::move(row)); }
 void WriteBatch::AppendJobEvent(JobEvent event) { ops_.emplace_back(std::move(event)); }
+void WriteBatch::PutIamUser(IamUserRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::DeleteIamUser(std::string name) {
+  ops_.emplace_back(DeleteIamUserOp{std::move(name)});
+}
+void WriteBatch::PutJobOwner(JobOwnerRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::AppendAudit(AuditRow row) { ops_.emplace_back(std::move(row)); }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
   RETURN_IF_ERROR(MakePrivate(path));
@@ -348,6 +354,20 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
           "INSERT INTO job_events (job_id, seq, time_ms, type, payload) VALUES (?1, ?2, ?3, ?4, "
           "?5)",
           e->job_id, e->seq, e->time_ms, e->type, e->payload);
+    } else if (auto* u = std::get_if<IamUserRow>(&op)) {
+      st = run("INSERT OR REPLACE INTO iam_users (name, doc, updated_ms) VALUES (?1, ?2, ?3)",
+               u->name, u->doc, u->updated_ms);
+    } else if (auto* du = std::get_if<WriteBatch::DeleteIamUserOp>(&op)) {
+      st = run("DELETE FROM iam_users WHERE name = ?1", du->name);
+    } else if (auto* o = std::get_if<JobOwnerRow>(&op)) {
+      st = run(
+          "INSERT OR REPLACE INTO job_owners (job_id, principal, queue_arn) VALUES (?1, ?2, ?3)",
+          o->job_id, o->principal, o->queue_arn);
+    } else if (auto* au = std::get_if<AuditRow>(&op)) {
+      st = run(
+          "INSERT INTO audit_events (time_ms, principal, operation, resource, result, request_id) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+          au->time_ms, au->principal, au->operation, au->resource, au->result, au->request_id);
     }
     RETURN_IF_ERROR(st);
   }
@@ -513,6 +533,39 @@ Result<std::optional<JobRow>> Store::FindJob(const std::string& job_id) {
     row = JobRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5), q.Text(6)};
   RETURN_IF_ERROR(q.status());
   return row;
+}
+
+Result<IamSnapshot> Store::LoadIam() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  IamSnapshot snap;
+  {
+    Stmt q(reader_db_, "SELECT name, doc, updated_ms FROM iam_users ORDER BY name");
+    RETURN_IF_ERROR(q.status());
+    while (q.Next()) snap.users.push_back(IamUserRow{q.Text(0), q.Text(1), q.Int(2)});
+    RETURN_IF_ERROR(q.status());
+  }
+  Stmt q(reader_db_, "SELECT job_id, principal, queue_arn FROM job_owners");
+  RETURN_IF_ERROR(q.status());
+  while (q.Next()) snap.job_owners.push_back(JobOwnerRow{q.Text(0), q.Text(1), q.Text(2)});
+  RETURN_IF_ERROR(q.status());
+  return snap;
+}
+
+Result<std::vector<AuditRow>> Store::Audit(const AuditQuery& query) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_,
+         "SELECT seq, time_ms, principal, operation, resource, result, request_id FROM "
+         "audit_events WHERE seq > ?1 AND time_ms >= ?2 AND (?3 = '' OR principal = ?3) "
+         "ORDER BY seq LIMIT ?4");
+  RETURN_IF_ERROR(q.status());
+  q.Bind(1, query.after_seq).Bind(2, query.since_ms).Bind(3, query.principal).Bind(4, query.limit);
+  std::vector<AuditRow> rows;
+  while (q.Next()) {
+    rows.push_back(
+        AuditRow{q.Int(0), q.Int(1), q.Text(2), q.Text(3), q.Text(4), q.Text(5), q.Text(6)});
+  }
+  RETURN_IF_ERROR(q.status());
+  return rows;
 }
 
 }  // namespace lote::store

@@ -98,6 +98,46 @@ struct JobEvent {
   std::string payload;  // JSON text
 };
 
+// An IAM user: its whole document (policies, Unix users, access keys with
+// sealed secrets) as JSON text (schema version 3).
+struct IamUserRow {
+  std::string name;
+  std::string doc;
+  int64_t updated_ms = 0;
+};
+
+// The principal that submitted a job, and the queue it was submitted to.
+struct JobOwnerRow {
+  std::string job_id;
+  std::string principal;
+  std::string queue_arn;
+};
+
+// One entry of the append-only audit trail; seq is assigned on insert
+// (ascending in commit order).
+struct AuditRow {
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string principal;  // user name, "anonymous" when unauthenticated
+  std::string operation;  // IAM action, "batch:SubmitJob"
+  std::string resource;   // ARN(s), comma separated, or "*"
+  std::string result;     // "Allowed", "AccessDenied", or the error code
+  std::string request_id;
+};
+
+struct AuditQuery {
+  std::string principal;  // empty: every principal
+  int64_t since_ms = 0;   // rows with time_ms >= since_ms
+  int64_t after_seq = 0;  // rows with seq > after_seq (paging)
+  int64_t limit = 1000;
+};
+
+// What the IAM layer loads at start-up.
+struct IamSnapshot {
+  std::vector<IamUserRow> users;  // by name
+  std::vector<JobOwnerRow> job_owners;
+};
+
 // A set of row changes applied atomically.
 class WriteBatch {
  public:
@@ -109,6 +149,10 @@ class WriteBatch {
   void PutJob(JobRow row);
   void PutAttempt(AttemptRow row);
   void AppendJobEvent(JobEvent event);
+  void PutIamUser(IamUserRow row);
+  void DeleteIamUser(std::string name);
+  void PutJobOwner(JobOwnerRow row);
+  void AppendAudit(AuditRow row);  // row.seq is ignored
 
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
@@ -126,8 +170,12 @@ class WriteBatch {
   struct DeleteAllTagsOp {
     std::string resource_arn;
   };
-  using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
-                          JobRow, AttemptRow, JobEvent>;
+  struct DeleteIamUserOp {
+    std::string name;
+  };
+  using Op =
+      std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp, JobRow,
+                   AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, JobOwnerRow, AuditRow>;
   std::vector<Op> ops_;
 };
 
@@ -197,6 +245,10 @@ class Store {
   Result<std::vector<JobEvent>> JobEvents(const std::string& job_id);
   // A job's committed row, or nullopt when it has none.
   Result<std::optional<JobRow>> FindJob(const std::string& job_id);
+  // IAM users and job owners (call once at start-up).
+  Result<IamSnapshot> LoadIam();
+  // Committed audit rows matching `query`, ascending by seq.
+  Result<std::vector<AuditRow>> Audit(const AuditQuery& query);
 
   int32_t schema_version() const { return schema_version_; }
   StoreStats stats() const;

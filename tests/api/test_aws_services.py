@@ -306,10 +306,12 @@ class AwsServicesTest(unittest.TestCase):
 
     # --- STS and error headers ------------------------------------------------
     def test_sts_get_caller_identity(self):
-        key, _ = self.server.credentials()
+        # The server's key pair is the first start's administrator, user "admin";
+        # UserId is the user's unique id (AIDA...), as AWS answers for IAM users.
         who = self.server.client("sts").get_caller_identity()
-        self.assertEqual((who["Account"], who["UserId"]), ("000000000000", key))
-        self.assertTrue(who["Arn"].startswith("arn:aws:iam::000000000000:"))
+        self.assertEqual(who["Account"], "000000000000")
+        self.assertTrue(who["UserId"].startswith("AIDA"), who)
+        self.assertEqual(who["Arn"], "arn:aws:iam::000000000000:user/admin")
         for binary in ("aws", "/usr/bin/aws"):
             out = json.loads(self.cli(binary, "sts", "get-caller-identity", "--output", "json"))
             self.assertEqual(out["Account"], "000000000000")

@@ -1,0 +1,99 @@
+#include "api/iam_access.h"
+
+namespace lote::api {
+
+namespace {
+
+std::string Resources(const iam::RequiredAccess& access) {
+  std::string out;
+  for (const iam::Permission& p : access.permissions) out += (out.empty() ? "" : ",") + p.resource;
+  return out.empty() ? "*" : out;
+}
+
+std::string Action(const ApiCall& call, const iam::RequiredAccess& access) {
+  return access.permissions.empty() ? call.service + ":" + call.operation
+                                    : access.permissions[0].action;
+}
+
+}  // namespace
+
+void IamAccessControl::Audit(const ApiCall& call, const std::string& principal,
+                             const iam::RequiredAccess& access, const std::string& result) const {
+  if (options_.audit == nullptr) return;
+  store::AuditRow row;
+  row.principal = principal;
+  row.operation = Action(call, access);
+  row.resource = Resources(access);
+  row.result = result;
+  row.request_id = call.request_id;
+  options_.audit->Record(std::move(row));
+}
+
+std::optional<std::string> IamAccessControl::CheckUnixUsers(const iam::User& user,
+                                                            const Json& request) const {
+  if (!options_.job_definition || !request.contains("jobDefinition") ||
+      !request["jobDefinition"].is_string()) {
+    return std::nullopt;
+  }
+  const std::string reference = request["jobDefinition"].get<std::string>();
+  Result<Json> definition = options_.job_definition(reference);
+  if (!definition.ok()) return std::nullopt;  // SubmitJob answers the unknown definition
+  return iam::CheckJobUsers(user, iam::JobDefinitionUsers(*definition), options_.server_user,
+                            reference);
+}
+
+std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
+                                                       const Json& request) const {
+  const iam::RequiredAccess access =
+      iam::Access(call.service, call.operation, request, options_.scope);
+  std::optional<iam::KeyOwner> owner = options_.directory->FindKey(call.access_key_id);
+  if (!owner) {
+    const std::string message =
+        "The security token included in the request is invalid: access "
+        "key " +
+        call.access_key_id + " belongs to no user of this server";
+    Audit(call, "unknown:" + call.access_key_id, access, "AccessDenied");
+    return message;
+  }
+  std::optional<iam::JobOwner> job_owner;
+  if ((call.operation == "CancelJob" || call.operation == "TerminateJob") &&
+      options_.job_owners != nullptr && request.contains("jobId") && request["jobId"].is_string()) {
+    job_owner = options_.job_owners->Find(request["jobId"].get<std::string>());
+  }
+  std::optional<iam::Refusal> refusal =
+      iam::Authorize(*owner->user, access, options_.resource_tags, job_owner);
+  std::optional<std::string> message;
+  if (refusal) {
+    message = refusal->message;
+  } else if (call.service == "batch" && call.operation == "SubmitJob") {
+    message = CheckUnixUsers(*owner->user, request);
+  }
+  if (!message) return std::nullopt;
+  Audit(call, owner->user->name, access, "AccessDenied");
+  return message;
+}
+
+void IamAccessControl::Completed(const ApiCall& call, const Json& request, const Json* response,
+                                 const std::string& error_code) const {
+  if (call.service != "sts" && iam::IsReadOperation(call.operation)) return;  // not audited
+  const iam::RequiredAccess access =
+      iam::Access(call.service, call.operation, request, options_.scope);
+  if (!access.mutation) return;
+  std::optional<iam::KeyOwner> owner = options_.directory->FindKey(call.access_key_id);
+  // A key deleted by this very call (DeleteAccessKey of one's own) has no
+  // owner any more: the audit names the key.
+  const std::string principal = owner ? owner->user->name : "key:" + call.access_key_id;
+  Audit(call, principal, access, response ? "Allowed" : error_code);
+  if (response && call.service == "batch" && call.operation == "SubmitJob" &&
+      options_.job_owners != nullptr && response->contains("jobId") && owner) {
+    const std::string queue =
+        access.permissions.empty() ? std::string() : access.permissions[0].resource;
+    if (Status st = options_.job_owners->Record((*response)["jobId"].get<std::string>(),
+                                                iam::JobOwner{owner->user->name, queue});
+        !st.ok()) {
+      (void)st;  // the store failed: the job's write failed the same way
+    }
+  }
+}
+
+}  // namespace lote::api
