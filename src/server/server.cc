@@ -91,8 +91,9 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           s->router_.get(), s->log_store_.get(),
                           console_listen,   options.console_listen == "auto",
                           &s->on_serving_,  options.runtime,
-                          options.registry, s->directory_.get()};
+                          options.registry};
     context.metrics = &s->metrics_;
+    context.directory = s->directory_.get();
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
