@@ -154,6 +154,9 @@ void JobLoop::ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, 
         break;
     }
     if (output_ != nullptr) output_->Complete(NodeOutputKey{id, attempt, ev.node.node_index});
+    if (ev.pull_started_at_ms > 0)
+      apply(id, JobEvent::NodePulled(attempt, ev.node.node_index, ev.pull_started_at_ms,
+                                     ev.pull_stopped_at_ms, at));
     switch (ev.outcome) {
       case exec::NodeOutcome::kExited:
       case exec::NodeOutcome::kSignaled:

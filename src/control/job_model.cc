@@ -100,6 +100,10 @@ Json NodeAttemptToJson(const NodeAttempt& n) {
             {"stoppedAt", n.stopped_at}};
   if (n.exit_code) j["exitCode"] = *n.exit_code;
   if (!n.notices.empty()) j["notices"] = n.notices;
+  if (n.pull_started_at > 0) {
+    j["pullStartedAt"] = n.pull_started_at;
+    j["pullStoppedAt"] = n.pull_stopped_at;
+  }
   return j;
 }
 
@@ -123,6 +127,10 @@ Result<NodeAttempt> NodeAttemptFromJson(const Json& j) {
   ASSIGN_OR_RETURN(n.reason, GetString(j, "reason"));
   ASSIGN_OR_RETURN(n.started_at, GetInt(j, "startedAt"));
   ASSIGN_OR_RETURN(n.stopped_at, GetInt(j, "stoppedAt"));
+  if (j.contains("pullStartedAt")) {
+    ASSIGN_OR_RETURN(n.pull_started_at, GetInt(j, "pullStartedAt"));
+    ASSIGN_OR_RETURN(n.pull_stopped_at, GetInt(j, "pullStoppedAt"));
+  }
   if (j.contains("notices")) {
     if (!j["notices"].is_array())
       return Status::InvalidArgument("stored job: notices is not a list");

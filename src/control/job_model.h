@@ -176,6 +176,9 @@ struct NodeAttempt {
   std::vector<std::string> notices;
   int64_t started_at = 0;
   int64_t stopped_at = 0;
+  // Container mode: the image pull the node's runner saw (0 when cached).
+  int64_t pull_started_at = 0;
+  int64_t pull_stopped_at = 0;
   friend bool operator==(const NodeAttempt&, const NodeAttempt&) = default;
 };
 

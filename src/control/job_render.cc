@@ -198,6 +198,10 @@ Json DescribeJobJson(const Job& job) {
       Json node = {{"nodeIndex", n.node_index}};
       if (n.started_at > 0) node["startedAt"] = n.started_at;
       if (n.stopped_at > 0) node["stoppedAt"] = n.stopped_at;
+      if (n.pull_started_at > 0) {  // container mode: the image was pulled
+        node["pullStartedAt"] = n.pull_started_at;
+        node["pullStoppedAt"] = n.pull_stopped_at;
+      }
       if (n.exit_code) node["exitCode"] = *n.exit_code;
       timeline["nodes"].push_back(node);
     }

@@ -25,6 +25,7 @@ constexpr std::pair<JobEventType, std::string_view> kEventNames[] = {
     {JobEventType::kTagsChanged, "TagsChanged"},
     {JobEventType::kLaunched, "Launched"},
     {JobEventType::kBackendPending, "BackendPending"},
+    {JobEventType::kNodePulled, "NodePulled"},
 };
 
 Status NotApplicable(const Job& job, const JobEvent& event, std::string_view why = "") {
@@ -392,6 +393,18 @@ JobEvent JobEvent::BackendPending(int32_t attempt, std::string reason, int64_t a
   return e;
 }
 
+JobEvent JobEvent::NodePulled(int32_t attempt, int32_t node_index, int64_t pull_started_at,
+                              int64_t pull_stopped_at, int64_t at_ms) {
+  JobEvent e;
+  e.type = JobEventType::kNodePulled;
+  e.at_ms = at_ms;
+  e.attempt = attempt;
+  e.node_index = node_index;
+  e.pull_started_at = pull_started_at;
+  e.pull_stopped_at = pull_stopped_at;
+  return e;
+}
+
 JobEvent JobEvent::NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code,
                               int32_t signal, int64_t at_ms) {
   JobEvent e;
@@ -506,6 +519,12 @@ Json EventToJson(const JobEvent& e) {
       j["exitCode"] = e.exit_code;
       j["signal"] = e.signal;
       break;
+    case JobEventType::kNodePulled:
+      j["attempt"] = e.attempt;
+      j["nodeIndex"] = e.node_index;
+      j["pullStartedAt"] = e.pull_started_at;
+      j["pullStoppedAt"] = e.pull_stopped_at;
+      break;
     case JobEventType::kAttemptFailed:
       j["attempt"] = e.attempt;
       j["nodeIndex"] = e.node_index;
@@ -587,6 +606,8 @@ Result<JobEvent> EventFromJson(const Json& j) {
     e.tags_removed = j.value("tagsRemoved", std::vector<std::string>{});
     e.backend_ref = j.value("backendRef", "");
     e.backend = j.value("backend", Json());
+    e.pull_started_at = j.value("pullStartedAt", int64_t{0});
+    e.pull_stopped_at = j.value("pullStoppedAt", int64_t{0});
   } catch (const Json::exception& ex) {
     return Status::InvalidArgument(std::string("malformed job event: ") + ex.what());
   }
@@ -627,6 +648,15 @@ Result<Job> Apply(const Job& job, const JobEvent& e) {
       return ApplyNodeStarted(std::move(next), e);
     case JobEventType::kNodeExited:
       return ApplyNodeExited(std::move(next), e);
+    case JobEventType::kNodePulled: {
+      // Any status of the node: the runner reports the pull with its end.
+      if (!IsLastAttempt(job, e.attempt)) return next;  // stale
+      NodeAttempt* node = next.attempts.back().MutableNode(e.node_index);
+      if (node == nullptr) return NotApplicable(job, e, "no node " + std::to_string(e.node_index));
+      node->pull_started_at = e.pull_started_at;
+      node->pull_stopped_at = e.pull_stopped_at;
+      return next;
+    }
     case JobEventType::kAttemptFailed:
       return ApplyAttemptFailed(std::move(next), e);
     case JobEventType::kTimedOut:

@@ -49,6 +49,7 @@ enum class JobEventType {
   kTagsChanged,           // TagResource / UntagResource on the job's ARN
   kLaunched,              // the attempt's gang was handed to its backend (backend_ref)
   kBackendPending,        // the backend holds the attempt waiting (reason: the backend's)
+  kNodePulled,            // a node's image was pulled (container mode): when, for the timeline
 };
 std::string_view JobEventTypeName(JobEventType type);
 
@@ -84,6 +85,8 @@ struct JobEvent {
   std::vector<std::string> tags_removed;              // kTagsChanged: keys removed
   std::string backend_ref;                            // kLaunched
   Json backend;                                       // kLaunched (Attempt::backend)
+  int64_t pull_started_at = 0;                        // kNodePulled
+  int64_t pull_stopped_at = 0;                        // kNodePulled
 
   static JobEvent Submitted(const Job& job, int64_t at_ms);
   static JobEvent DependenciesPending(int64_t at_ms);
@@ -109,6 +112,8 @@ struct JobEvent {
   static JobEvent Launched(int32_t attempt, std::string backend_ref, int64_t at_ms,
                            Json backend = Json());
   static JobEvent BackendPending(int32_t attempt, std::string reason, int64_t at_ms);
+  static JobEvent NodePulled(int32_t attempt, int32_t node_index, int64_t pull_started_at,
+                             int64_t pull_stopped_at, int64_t at_ms);
 
   friend bool operator==(const JobEvent&, const JobEvent&) = default;
 };

@@ -6,6 +6,8 @@
 #include <optional>
 #include <random>
 
+#include "control/job_render.h"
+
 namespace lote::control {
 namespace {
 
@@ -278,6 +280,29 @@ TEST(JobState, SuccessfulRunRecordsAttempt) {
   EXPECT_EQ(a.nodes[0].task_arn, "arn:task/1");
   EXPECT_EQ(a.nodes[0].private_ipv4, "127.0.1.1");
   h.ExpectReplayEqual();
+}
+
+TEST(JobState, AnImagePullIsKeptWithItsNodeAndShownInTheTimeline) {
+  History h(GangJob(2));
+  h.Add(JobEvent::DependenciesResolved(110));
+  h.Add(JobEvent::Scheduled("ce", Placement(2), 120));
+  h.Add(JobEvent::NodeStarted(1, 0, "task-0", "d/default/t0", 130));
+  h.Add(JobEvent::NodeStarted(1, 1, "task-1", "d/default/t1", 131));
+  h.Add(JobEvent::NodePulled(1, 1, 124, 129, 150));  // node 1 pulled; node 0 found it cached
+  h.Add(JobEvent::NodePulled(7, 0, 1, 2, 150));      // an attempt that does not exist: stale
+  const Job& job = h.Add(JobEvent::NodeExited(1, 0, 0, 0, 150));
+  EXPECT_EQ(job.status, JobStatus::kSucceeded);
+  const NodeAttempt& pulled = job.attempts[0].nodes[1];
+  EXPECT_EQ(pulled.pull_started_at, 124);
+  EXPECT_EQ(pulled.pull_stopped_at, 129);
+  EXPECT_EQ(job.attempts[0].nodes[0].pull_started_at, 0);
+  h.ExpectReplayEqual();
+  const Json timeline = DescribeJobJson(job)["attempts"][0]["loteTimeline"]["nodes"];
+  ASSERT_EQ(timeline.size(), 2u);
+  EXPECT_FALSE(timeline[0].contains("pullStartedAt")) << timeline.dump();
+  EXPECT_EQ(timeline[1]["pullStartedAt"], 124) << timeline.dump();
+  EXPECT_EQ(timeline[1]["pullStoppedAt"], 129) << timeline.dump();
+  EXPECT_FALSE(Apply(job, JobEvent::NodePulled(1, 5, 1, 2, 160)).ok()) << "node 5 does not exist";
 }
 
 TEST(JobState, UserErrorRetriedThenSucceeds) {

@@ -117,6 +117,8 @@ Result<JobReport> BuildReport(cli::BatchClient* client, const std::string& job_i
       span.placed_at_ms = placed;
       span.started_at_ms = n.value("startedAt", int64_t{0});
       span.stopped_at_ms = n.value("stoppedAt", int64_t{0});
+      span.pull_started_at_ms = n.value("pullStartedAt", int64_t{0});
+      span.pull_stopped_at_ms = n.value("pullStoppedAt", int64_t{0});
       if (n.contains("exitCode")) span.exit_code = n.value("exitCode", int64_t{0});
       r.nodes.push_back(span);
     }
@@ -190,17 +192,20 @@ std::string FormatReport(const JobReport& r) {
   // Timeline.
   if (!r.nodes.empty()) {
     out += "  timeline (from submission):\n";
-    out += fmt::format("    {:>7}  {:>4}  {:>10}  {:>10}  {:>10}  {}\n", "attempt", "node",
-                       "queued", "starting", "running", "exit");
+    out += fmt::format("    {:>7}  {:>4}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "attempt", "node",
+                       "queued", "starting", "running", "pull", "exit");
     for (const NodeSpan& n : r.nodes) {
       auto gap = [](int64_t from, int64_t to) {
         return from > 0 && to > 0 ? Seconds(to - from) : std::string("-");
       };
       std::string exit = n.exit_code ? std::to_string(*n.exit_code) : "-";
       if (!n.reason.empty()) exit += " (" + n.reason + ")";
-      out += fmt::format("    {:>7}  {:>4}  {:>10}  {:>10}  {:>10}  {}\n", n.attempt, n.node,
-                         gap(r.created_at_ms, n.placed_at_ms), gap(n.placed_at_ms, n.started_at_ms),
-                         gap(n.started_at_ms, n.stopped_at_ms), exit);
+      // The pull (container mode) is part of the running span.
+      out +=
+          fmt::format("    {:>7}  {:>4}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", n.attempt, n.node,
+                      gap(r.created_at_ms, n.placed_at_ms), gap(n.placed_at_ms, n.started_at_ms),
+                      gap(n.started_at_ms, n.stopped_at_ms),
+                      gap(n.pull_started_at_ms, n.pull_stopped_at_ms), exit);
     }
   }
 

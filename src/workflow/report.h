@@ -37,6 +37,9 @@ struct NodeSpan {
   int64_t placed_at_ms = 0;   // STARTING (0: unknown)
   int64_t started_at_ms = 0;  // RUNNING (0: never)
   int64_t stopped_at_ms = 0;  // 0: still running
+  // Container mode: the image pull inside the running span (0: cached / none).
+  int64_t pull_started_at_ms = 0;
+  int64_t pull_stopped_at_ms = 0;
   std::optional<int64_t> exit_code;
   std::string reason;
 };

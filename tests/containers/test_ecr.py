@@ -15,7 +15,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 sys.path.insert(0, HERE)
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 import test_containers  # noqa: E402  (make_base_image)
 
 LOTE = None
@@ -150,12 +150,18 @@ class EcrFlowTest(unittest.TestCase):
         self.assertLessEqual(pulled["started_at_ms"], pulled["pull_started_at_ms"])
         self.assertLessEqual(pulled["pull_started_at_ms"], pulled["pull_stopped_at_ms"])
         self.assertLessEqual(pulled["pull_stopped_at_ms"], pulled["stopped_at_ms"])
+        # DescribeJobs shows it in the attempt's timeline (loteTimeline, lote's extra).
+        node = describe_job_raw(self.batch, job["jobId"])["attempts"][0]["loteTimeline"]["nodes"][0]
+        self.assertEqual((node.get("pullStartedAt"), node.get("pullStoppedAt")),
+                         (pulled["pull_started_at_ms"], pulled["pull_stopped_at_ms"]), node)
         cached = self.run_job(uri + ":1")
         self.assertEqual(cached["status"], "SUCCEEDED", cached)
         self.assertEqual(self.output(cached), ["from-ecr"])
         status = self.node_status(cached)
         self.assertEqual((status["pull_started_at_ms"], status["pull_stopped_at_ms"]), (0, 0),
                          status)
+        timeline = describe_job_raw(self.batch, cached["jobId"])["attempts"][0]["loteTimeline"]
+        self.assertNotIn("pullStartedAt", timeline["nodes"][0], timeline)
 
         gone = self.aws("batch-delete-image", "--repository-name", REPO, "--image-ids",
                         "imageTag=1", "imageTag=nope")

@@ -151,6 +151,13 @@ class RecipeInContainerModeTest(unittest.TestCase):
                 self.assertEqual(status["pull_stopped_at_ms"], 0, status)
         self.assertTrue(pulls, "no node recorded a pull")
         print("pulls of the nodes that pulled: %s ms" % pulls)
+        # DescribeJobs' timeline carries them, and `lote report` shows them per node.
+        report = self.run_in(ex, LOTE, "report", job_id)
+        self.assertRegex(report, r"attempt\s+node\s+queued\s+starting\s+running\s+pull\s+exit")
+        rows = [re.split(r"\s{2,}", line.strip()) for line in report.splitlines()
+                if re.match(r"\s+1\s+[0-3]\s", line)]  # attempt, node, queued, ..., pull, exit
+        self.assertEqual(len(rows), 4, report)
+        self.assertEqual(len([r for r in rows if r[5] != "-"]), len(pulls), report)
         # Checkpoints and the model, written in the containers through the mounts.
         ckpt = os.path.join(ex, "build", "checkpoints", job_id)
         steps = sorted(os.path.basename(os.path.dirname(m))

@@ -6,8 +6,25 @@ import subprocess
 import tempfile
 import time
 
+import json
+
 import boto3
 import botocore.config
+
+
+def describe_job_raw(batch, job_id):
+    """DescribeJobs of one job as the server sent it: botocore drops the keys its
+    model does not know, such as lote's extras (`loteTimeline`, `progress`)."""
+    raw = {}
+
+    def keep(http_response, **kwargs):
+        raw["body"] = http_response.content
+    batch.meta.events.register("after-call.batch.DescribeJobs", keep)
+    try:
+        batch.describe_jobs(jobs=[job_id])
+    finally:
+        batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
+    return json.loads(raw["body"])["jobs"][0]
 
 
 class LoteServer:
