@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 
 LOTE = None
 DATA = None
@@ -198,16 +198,7 @@ class TrainJobTest(unittest.TestCase):
         return None
 
     def raw_job(self, job_id):
-        raw = {}
-
-        def keep(http_response, **kwargs):
-            raw["body"] = http_response.content
-        self.batch.meta.events.register("after-call.batch.DescribeJobs", keep)
-        try:
-            self.batch.describe_jobs(jobs=[job_id])
-        finally:
-            self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
-        return json.loads(raw["body"])["jobs"][0]
+        return describe_job_raw(self.batch, job_id)
 
     def job_logs(self, job_id, *extra):
         return subprocess.run([LOTE, "logs", job_id, *extra, "--endpoint", self.server.endpoint],

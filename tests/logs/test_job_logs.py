@@ -27,7 +27,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -152,20 +152,7 @@ class JobLogsTest(unittest.TestCase):
                                      **kwargs)["jobId"]
 
     def describe_raw(self, job_id):
-        """DescribeJobs as the server sent it: botocore drops keys its model does
-        not know, such as lote's extras `progress` and `failureCategory`."""
-        raw = {}
-
-        def keep(http_response, **kwargs):
-            raw["body"] = http_response.content
-        self.batch.meta.events.register("after-call.batch.DescribeJobs", keep)
-        try:
-            self.batch.describe_jobs(jobs=[job_id])
-        finally:
-            self.batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
-        jobs = json.loads(raw["body"])["jobs"]
-        self.assertEqual(len(jobs), 1, job_id)
-        return jobs[0]
+        return describe_job_raw(self.batch, job_id)
 
     def describe(self, job_id):
         jobs = self.batch.describe_jobs(jobs=[job_id])["jobs"]
