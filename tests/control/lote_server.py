@@ -12,6 +12,22 @@ import boto3
 import botocore.config
 
 
+def create_emulated_environment(batch, name="ce", max_vcpus=64):
+    """A MANAGED compute environment of c5.large virtual instances (emulation), once
+    it is VALID."""
+    batch.create_compute_environment(
+        computeEnvironmentName=name, type="MANAGED",
+        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": max_vcpus,
+                          "instanceTypes": ["c5.large"], "subnets": ["s"]},
+        tags={"lote:emulation": "true"})
+    deadline = time.time() + 30
+    while batch.describe_compute_environments(
+            computeEnvironments=[name])["computeEnvironments"][0]["status"] != "VALID":
+        if time.time() > deadline:
+            raise AssertionError("compute environment %s never became VALID" % name)
+        time.sleep(0.1)
+
+
 def describe_job_raw(batch, job_id):
     """DescribeJobs of one job as the server sent it: botocore drops the keys its
     model does not know, such as lote's extras (`loteTimeline`, `progress`)."""

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
@@ -26,7 +25,7 @@ import botocore.exceptions
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, create_emulated_environment  # noqa: E402
 
 LOTE = None
 SDK = None
@@ -103,17 +102,7 @@ class Lote:
 def setup_resources(batch):
     """Compute environment `ce` (emulated), queues qa (team=a) and qb (team=b),
     job definitions defa, defb, denied."""
-    batch.create_compute_environment(
-        computeEnvironmentName="ce", type="MANAGED",
-        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
-                          "instanceTypes": ["c5.large"], "subnets": ["s"]},
-        tags={"lote:emulation": "true"})
-    deadline = time.time() + 30
-    while batch.describe_compute_environments(
-            computeEnvironments=["ce"])["computeEnvironments"][0]["status"] != "VALID":
-        if time.time() > deadline:
-            raise AssertionError("compute environment ce never became VALID")
-        time.sleep(0.1)
+    create_emulated_environment(batch)
     for queue, team in (("qa", "a"), ("qb", "b")):
         batch.create_job_queue(jobQueueName=queue, priority=1, tags={"team": team},
                                computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])

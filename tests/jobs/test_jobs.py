@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, create_emulated_environment  # noqa: E402
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -28,17 +28,7 @@ def free_port():
 def setup_resources(batch):
     """Compute environment `ce` (c5.large virtual instances, emulated), queue `q`,
     job definition `sh` (1 vCPU, 256 MiB)."""
-    batch.create_compute_environment(
-            computeEnvironmentName="ce", type="MANAGED",
-            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 64,
-                              "instanceTypes": ["c5.large"], "subnets": ["s"]},
-            tags={"lote:emulation": "true"})
-    deadline = time.time() + 30
-    while batch.describe_compute_environments(
-            computeEnvironments=["ce"])["computeEnvironments"][0]["status"] != "VALID":
-        if time.time() > deadline:
-            raise AssertionError("compute environment never became VALID")
-        time.sleep(0.1)
+    create_emulated_environment(batch)
     batch.create_job_queue(jobQueueName="q", priority=1,
                            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
     batch.register_job_definition(
