@@ -10,6 +10,7 @@ at their own paths (what apt would bring in as the package's Depends). Then:
 adds the `lote` system user), the unit's ExecStart run in the root as its
 User, with its Environment and StateDirectory, and `aws batch
 describe-job-queues` against it with the admin key it wrote. Needs root (chroot).
+Also: `apt-get -s install ./lote_*.deb` on this host resolves every Depends.
 
 Run: python3 test_install.py --deb build/lote_0.1.0_amd64.deb
 """
@@ -176,6 +177,16 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual(json.loads(listed.stdout)["jobQueues"], [])
         self.assertTrue(os.path.exists(os.path.join(state, "lote.db")))  # the config's home
+
+
+class AptTest(unittest.TestCase):
+    def test_apt_install_resolves_every_depends_here(self):
+        # `apt install ./lote_*.deb`, simulated (-s: nothing changes): every Depends
+        # that dpkg-shlibdeps computed names a package apt can install here.
+        proc = subprocess.run(["apt-get", "-s", "--no-install-recommends", "install",
+                               os.path.abspath(DEB)], capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("Inst lote (0.1.0", proc.stdout)
 
 
 def main():
