@@ -4,10 +4,12 @@
 // with --insecure-no-auth.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "common/json.h"
+#include "iam/directory.h"
 
 namespace lote::api {
 
@@ -29,5 +31,13 @@ class AccessControl {
   virtual void Completed(const ApiCall& call, const Json& request, const Json* response,
                          const std::string& error_code) const = 0;
 };
+
+// The user whose call this thread's handler is running: set by the
+// AccessControl when it allows a call, reset by the router when the handler
+// returns. Null outside a handler and when the router has no AccessControl
+// (--insecure-no-auth). Handlers that answer per principal (SubmitJob's
+// owner, DescribeJobs' filter) read it.
+const iam::User* CurrentCaller();
+void SetCurrentCaller(std::shared_ptr<const iam::User> user);
 
 }  // namespace lote::api

@@ -1,5 +1,7 @@
 #include "api/iam_access.h"
 
+#include "iam/job_secrets.h"
+
 namespace lote::api {
 
 namespace {
@@ -30,7 +32,26 @@ void IamAccessControl::Audit(const ApiCall& call, const std::string& principal,
 }
 
 std::optional<std::string> IamAccessControl::CheckUnixUsers(const iam::User& user,
-                                                            const Json& request) const {
+                                                            const Json& definition,
+                                                            const std::string& reference) const {
+  return iam::CheckJobUsers(user, iam::JobDefinitionUsers(definition), options_.server_user,
+                            reference);
+}
+
+std::optional<std::string> IamAccessControl::CheckSecrets(const iam::User& user,
+                                                          const Json& definition) const {
+  const std::vector<std::string> secrets = iam::JobDefinitionSecrets(definition);
+  if (secrets.empty()) return std::nullopt;
+  const iam::RequiredAccess access =
+      iam::Access("ssm", "GetParameters", Json{{"Names", secrets}}, options_.scope);
+  std::optional<iam::Refusal> refusal =
+      iam::Authorize(user, access, options_.resource_tags, std::nullopt);
+  if (!refusal) return std::nullopt;
+  return refusal->message + " (the job definition's secrets name this parameter)";
+}
+
+std::optional<std::string> IamAccessControl::CheckSubmit(const iam::User& user,
+                                                         const Json& request) const {
   if (!options_.job_definition || !request.contains("jobDefinition") ||
       !request["jobDefinition"].is_string()) {
     return std::nullopt;
@@ -38,8 +59,15 @@ std::optional<std::string> IamAccessControl::CheckUnixUsers(const iam::User& use
   const std::string reference = request["jobDefinition"].get<std::string>();
   Result<Json> definition = options_.job_definition(reference);
   if (!definition.ok()) return std::nullopt;  // SubmitJob answers the unknown definition
-  return iam::CheckJobUsers(user, iam::JobDefinitionUsers(*definition), options_.server_user,
-                            reference);
+  if (auto refused = CheckUnixUsers(user, *definition, reference)) return refused;
+  return CheckSecrets(user, *definition);
+}
+
+bool IamAccessControl::MayReadJob(const std::string& action, const std::string& job_arn,
+                                  const std::string& queue_arn) const {
+  const iam::User* user = CurrentCaller();
+  if (user == nullptr) return true;
+  return iam::MayReadJob(*user, action, job_arn, queue_arn, options_.resource_tags);
 }
 
 std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
@@ -56,9 +84,9 @@ std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
     return message;
   }
   std::optional<iam::JobOwner> job_owner;
-  if ((call.operation == "CancelJob" || call.operation == "TerminateJob") &&
-      options_.job_owners != nullptr && request.contains("jobId") && request["jobId"].is_string()) {
-    job_owner = options_.job_owners->Find(request["jobId"].get<std::string>());
+  if ((call.operation == "CancelJob" || call.operation == "TerminateJob") && job_owner_ &&
+      request.contains("jobId") && request["jobId"].is_string()) {
+    job_owner = job_owner_(request["jobId"].get<std::string>());
   }
   std::optional<iam::Refusal> refusal =
       iam::Authorize(*owner->user, access, options_.resource_tags, job_owner);
@@ -66,9 +94,12 @@ std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
   if (refusal) {
     message = refusal->message;
   } else if (call.service == "batch" && call.operation == "SubmitJob") {
-    message = CheckUnixUsers(*owner->user, request);
+    message = CheckSubmit(*owner->user, request);
   }
-  if (!message) return std::nullopt;
+  if (!message) {
+    SetCurrentCaller(owner->user);
+    return std::nullopt;
+  }
   Audit(call, owner->user->name, access, "AccessDenied");
   return message;
 }
@@ -84,16 +115,6 @@ void IamAccessControl::Completed(const ApiCall& call, const Json& request, const
   // owner any more: the audit names the key.
   const std::string principal = owner ? owner->user->name : "key:" + call.access_key_id;
   Audit(call, principal, access, response ? "Allowed" : error_code);
-  if (response && call.service == "batch" && call.operation == "SubmitJob" &&
-      options_.job_owners != nullptr && response->contains("jobId") && owner) {
-    const std::string queue =
-        access.permissions.empty() ? std::string() : access.permissions[0].resource;
-    if (Status st = options_.job_owners->Record((*response)["jobId"].get<std::string>(),
-                                                iam::JobOwner{owner->user->name, queue});
-        !st.ok()) {
-      (void)st;  // the store failed: the job's write failed the same way
-    }
-  }
 }
 
 }  // namespace lote::api

@@ -1,13 +1,17 @@
 // IamAccessControl: the router's AccessControl over lote's IAM: the signer's
 // user from the directory, the call's permissions from iam::Access, the
 // decision from iam::Authorize (resource tags and job owners looked up here),
-// every mutation and every refusal written to the audit log, and the
-// principal of each submitted job recorded in the job owners.
+// every mutation and every refusal written to the audit log. An allowed
+// call's user is the thread's CurrentCaller() while its handler runs (the
+// server records it as the owner of the job SubmitJob makes).
 //
 // SubmitJob is also refused when the job would run as a Unix user the
-// principal is not allowed (iam/unix_users.h). A call signed by a key the
-// directory does not hold (a fixed key added to the Authenticator) is refused.
-// Thread safety: as AccessControl (every collaborator is thread safe).
+// principal is not allowed (iam/unix_users.h), or when its definition's
+// secrets name SSM parameters the principal may not ssm:GetParameters. A call
+// signed by a key the directory does not hold (a fixed key added to the
+// Authenticator) is refused.
+// Thread safety: as AccessControl (every collaborator is thread safe);
+// SetJobOwnerLookup only before the server serves.
 #pragma once
 
 #include <functional>
@@ -18,14 +22,12 @@
 #include "iam/audit_log.h"
 #include "iam/authorize.h"
 #include "iam/directory.h"
-#include "iam/job_owners.h"
 #include "iam/unix_users.h"
 
 namespace lote::api {
 
 struct IamAccessOptions {
   const iam::Directory* directory = nullptr;
-  iam::JobOwners* job_owners = nullptr;
   iam::AuditLog* audit = nullptr;
   iam::ArnScope scope;
   iam::ResourceTagLookup resource_tags;  // may be empty: no resource tags
@@ -35,6 +37,10 @@ struct IamAccessOptions {
   std::string server_user;  // who a job definition without `user` runs as
 };
 
+// Who submitted a job and to which queue (the job's own record); nullopt: no
+// such job.
+using JobOwnerLookup = std::function<std::optional<iam::JobOwner>(const std::string& job_id)>;
+
 class IamAccessControl final : public AccessControl {
  public:
   explicit IamAccessControl(IamAccessOptions options) : options_(std::move(options)) {}
@@ -43,13 +49,25 @@ class IamAccessControl final : public AccessControl {
   void Completed(const ApiCall& call, const Json& request, const Json* response,
                  const std::string& error_code) const override;
 
+  // CancelJob/TerminateJob ask it for the job's owner (set by the jobs layer).
+  void SetJobOwnerLookup(JobOwnerLookup lookup) { job_owner_ = std::move(lookup); }
+  // DescribeJobs/ListJobs' filter for the CurrentCaller() (iam::MayReadJob);
+  // true when there is none (the router has no AccessControl).
+  bool MayReadJob(const std::string& action, const std::string& job_arn,
+                  const std::string& queue_arn) const;
+
  private:
   void Audit(const ApiCall& call, const std::string& principal, const iam::RequiredAccess& access,
              const std::string& result) const;
   // SubmitJob: the job definition's Unix users against the principal's.
-  std::optional<std::string> CheckUnixUsers(const iam::User& user, const Json& request) const;
+  std::optional<std::string> CheckUnixUsers(const iam::User& user, const Json& definition,
+                                            const std::string& reference) const;
+  // SubmitJob: ssm:GetParameters on every parameter the definition's secrets name.
+  std::optional<std::string> CheckSecrets(const iam::User& user, const Json& definition) const;
+  std::optional<std::string> CheckSubmit(const iam::User& user, const Json& request) const;
 
   IamAccessOptions options_;
+  JobOwnerLookup job_owner_;
 };
 
 }  // namespace lote::api

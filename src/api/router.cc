@@ -106,7 +106,12 @@ Result<Json> Invoke(const JsonHandler& handler, const Json& request) {
   }
 }
 
+thread_local std::shared_ptr<const iam::User> current_caller;
+
 }  // namespace
+
+const iam::User* CurrentCaller() { return current_caller.get(); }
+void SetCurrentCaller(std::shared_ptr<const iam::User> user) { current_caller = std::move(user); }
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
@@ -222,13 +227,16 @@ HttpResponse ApiRouter::HandleAuthenticated(const HttpRequest& request,
 }
 
 void ApiRouter::RegisterTextGet(std::string path, std::string content_type,
-                                std::function<std::string()> render) {
+                                std::function<Result<std::string>()> render) {
   text_gets_[std::move(path)] = {std::move(content_type), std::move(render)};
 }
 
 Result<Json> ApiRouter::Run(const ApiCall& call, const JsonHandler& handler, const Json& request,
                             bool* denied) const {
   *denied = false;
+  struct ResetCaller {
+    ~ResetCaller() { SetCurrentCaller(nullptr); }
+  } reset_caller;
   if (access_ != nullptr) {
     if (std::optional<std::string> refusal = access_->Authorize(call, request)) {
       *denied = true;
@@ -250,8 +258,12 @@ HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify,
   const std::string target = request.Header("x-amz-target");
   try {
     if (auto text = text_gets_.find(request.raw_path);
-        text != text_gets_.end() && request.method == "GET" && target.empty())
-      return HttpResponse{200, {{"Content-Type", text->second.first}}, text->second.second()};
+        text != text_gets_.end() && request.method == "GET" && target.empty()) {
+      Result<std::string> body = text->second.second();
+      if (!body.ok())
+        return ErrorResponse({403, "AccessDeniedException", body.status().message()}, true, id);
+      return HttpResponse{200, {{"Content-Type", text->second.first}}, std::move(*body)};
+    }
     if (!target.empty()) return HandleJsonTarget(request, target, id, verify, std::move(key));
     if (IsQueryRequest(request)) return HandleQuery(request, id, verify, std::move(key));
     return HandleRest(request, id, verify, std::move(key));

@@ -106,10 +106,11 @@ class ApiRouter : public HttpHandler {
   // A Query-protocol service; replaces one with the same signing service.
   void RegisterQueryService(QueryService service);
   // An unsigned GET of an exact path answered 200 with `render()` as
-  // `content_type` (the Prometheus /metrics endpoint); any other method on it
-  // is refused as for an unknown operation.
+  // `content_type` (the Prometheus /metrics endpoint), or 403
+  // AccessDeniedException with its message when render() fails; any other
+  // method on it is refused as for an unknown operation.
   void RegisterTextGet(std::string path, std::string content_type,
-                       std::function<std::string()> render);
+                       std::function<Result<std::string>()> render);
   // Consulted for every call from then on (null: none). Set before serving.
   void SetAccessControl(const AccessControl* access) { access_ = access; }
 
@@ -177,7 +178,7 @@ class ApiRouter : public HttpHandler {
   std::map<std::string, JsonService> json_services_;    // by target prefix
   std::map<std::string, QueryService> query_services_;  // by signing service
   std::map<std::string, size_t> body_limits_;           // by "Batch.SubmitJob"
-  std::map<std::string, std::pair<std::string, std::function<std::string()>>>
+  std::map<std::string, std::pair<std::string, std::function<Result<std::string>()>>>
       text_gets_;  // path -> content type, render
 };
 

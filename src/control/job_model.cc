@@ -550,6 +550,7 @@ Json JobToJson(const Job& job) {
             {"tags", StringMapToJson(job.tags)},
             {"propagateTags", job.propagate_tags},
             {"shareIdentifier", job.share_identifier},
+            {"owner", job.owner},
             {"platformCapability", job.platform_capability},
             {"eksProperties", job.eks_properties},
             {"failureCategory", FailureCategoryName(job.failure_category)},
@@ -622,6 +623,7 @@ Result<Job> JobFromJsonUnchecked(const Json& j) {
   ASSIGN_OR_RETURN(job.tags, StringMapFromJson(j, "tags"));
   job.propagate_tags = j.value("propagateTags", false);
   ASSIGN_OR_RETURN(job.share_identifier, GetString(j, "shareIdentifier"));
+  ASSIGN_OR_RETURN(job.owner, GetString(j, "owner"));
   ASSIGN_OR_RETURN(job.platform_capability, GetString(j, "platformCapability"));
   job.eks_properties = j.value("eksProperties", Json());
   ASSIGN_OR_RETURN(std::string category, GetString(j, "failureCategory"));

@@ -226,6 +226,9 @@ struct Job {
   std::string definition_arn;  // with ":<revision>"
   std::string definition_name;
   int32_t definition_revision = 0;
+  // The IAM principal that submitted it (its user name); empty when the
+  // server runs with --insecure-no-auth. Array children carry their parent's.
+  std::string owner;
 
   JobStatus status = JobStatus::kSubmitted;
   std::string status_reason;

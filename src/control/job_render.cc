@@ -164,6 +164,7 @@ Json DescribeJobJson(const Job& job) {
              Json::array({job.platform_capability.empty() ? "EC2" : job.platform_capability})},
             {"isCancelled", job.is_cancelled},
             {"isTerminated", job.is_terminated}};
+  if (!job.owner.empty()) j["loteOwner"] = job.owner;  // lote extra: who submitted it
   for (const auto& [k, v] : job.parameters) j["parameters"][k] = v;
   for (const JobDependency& d : job.depends_on) {
     Json dep = Json::object();

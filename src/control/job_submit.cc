@@ -723,6 +723,8 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   job.definition_arn = def.value("jobDefinitionArn", "");
   job.definition_name = def_name;
   job.definition_revision = def.value("revision", 0);
+  if (auto owner = request.find(kSubmitOwnerKey); owner != request.end() && owner->is_string())
+    job.owner = owner->get<std::string>();
   job.status = JobStatus::kSubmitted;
   job.created_at = ctx.now_ms;
   job.platform_capability = "EC2";

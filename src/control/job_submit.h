@@ -20,6 +20,11 @@
 
 namespace lote::control {
 
+// The request key that carries the submitting principal into SubmitJob. The
+// server sets it from the request's signer (replacing whatever a client
+// sent); PrepareSubmit records it as Job::owner.
+inline constexpr char kSubmitOwnerKey[] = "loteOwner";
+
 struct SubmitContext {
   std::string job_id;  // a fresh NewUuid()
   std::string queue_arn;

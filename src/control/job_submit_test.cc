@@ -166,6 +166,26 @@ TEST(PrepareSubmit, LegacyVcpusMemoryOverride) {
   EXPECT_EQ(r->job.container->command, std::vector<std::string>{"true"});
 }
 
+// The server's owner key becomes the job's owner, its array children's too,
+// and survives the job's stored form.
+TEST(PrepareSubmit, OwnerKeyIsRecordedInTheJobAndItsChildren) {
+  Fixture f;
+  Json req = BaseRequest();
+  req[kSubmitOwnerKey] = "alice";
+  req["arrayProperties"] = {{"size", 2}};
+  Result<SubmittedJobs> r = PrepareSubmit(req, f.Context(ContainerDefinition()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.owner, "alice");
+  ASSERT_EQ(r->array_children.size(), 2u);
+  EXPECT_EQ(r->array_children[1].owner, "alice");
+  Result<Job> stored = JobFromJson(JobToJson(r->job));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->owner, "alice");
+  Result<SubmittedJobs> none = PrepareSubmit(BaseRequest(), f.Context(ContainerDefinition()));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->job.owner, "");
+}
+
 TEST(PrepareSubmit, ArrayChildrenWithSequentialAndNToN) {
   Fixture f;
   f.AddArray("other", 3);

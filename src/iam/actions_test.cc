@@ -153,6 +153,22 @@ TEST(AuthorizeTest, OwnJobsByQueueOthersByJobArn) {
   EXPECT_TRUE(Authorize(bob, cancel, {}, std::nullopt));
 }
 
+TEST(AuthorizeTest, MayReadJobByQueueOrJobArnDenyWins) {
+  const User dana = UserWith("dana", R"({"Statement":[
+      {"Effect":"Allow","Action":"batch:DescribeJobs","Resource":"arn:aws:batch:*:*:job-queue/qa"},
+      {"Effect":"Allow","Action":"batch:DescribeJobs","Resource":"arn:aws:batch:*:*:job/shared*"},
+      {"Effect":"Deny","Action":"batch:DescribeJobs","Resource":"arn:aws:batch:*:*:job/secret*"}]})");
+  const std::string qa = "arn:aws:batch:us-east-1:123456789012:job-queue/qa";
+  const std::string qb = "arn:aws:batch:us-east-1:123456789012:job-queue/qb";
+  const std::string job = "arn:aws:batch:us-east-1:123456789012:job/";
+  EXPECT_TRUE(MayReadJob(dana, "batch:DescribeJobs", job + "j1", qa, {}));
+  EXPECT_FALSE(MayReadJob(dana, "batch:DescribeJobs", job + "j1", qb, {}));
+  EXPECT_TRUE(MayReadJob(dana, "batch:DescribeJobs", job + "shared-1", qb, {}));
+  EXPECT_FALSE(MayReadJob(dana, "batch:DescribeJobs", job + "secret-1", qa, {}));
+  EXPECT_FALSE(MayReadJob(dana, "batch:ListJobs", job + "j1", qa, {}));
+  EXPECT_TRUE(Access("batch", "DescribeJobs", Json::object(), kScope).always_allowed);
+}
+
 TEST(AuthorizeTest, ResourceTagConditionsAskTheLookup) {
   const User carol =
       UserWith("carol", R"({"Statement":[{"Effect":"Allow","Action":"batch:UpdateJobQueue",

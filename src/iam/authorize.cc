@@ -78,4 +78,16 @@ std::optional<Refusal> Authorize(const User& user, const RequiredAccess& access,
   return std::nullopt;
 }
 
+bool MayReadJob(const User& user, const std::string& action, const std::string& job_arn,
+                const std::string& queue_arn, const ResourceTagLookup& resource_tags) {
+  const Request base = BaseRequest(user, RequiredAccess{});
+  const bool with_tags = UsesResourceTags(user);
+  const Decision on_job = Decide(user, base, Permission{action, job_arn}, resource_tags, with_tags);
+  if (on_job.outcome == Decision::Outcome::kExplicitDeny) return false;
+  const Decision on_queue =
+      Decide(user, base, Permission{action, queue_arn}, resource_tags, with_tags);
+  if (on_queue.outcome == Decision::Outcome::kExplicitDeny) return false;
+  return on_job.allowed() || on_queue.allowed();
+}
+
 }  // namespace lote::iam

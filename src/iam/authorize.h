@@ -15,6 +15,8 @@
 // ARN, and, for the job's submitter, also on the queue it was submitted to
 // (a policy that lets a user work in a queue lets it cancel its own jobs
 // there); an explicit Deny on the job's ARN still wins.
+// MayReadJob is DescribeJobs' and ListJobs' filter: the jobs a principal is
+// shown are those it may read (see its comment).
 // Thread safety: pure.
 #pragma once
 
@@ -25,10 +27,15 @@
 
 #include "iam/actions.h"
 #include "iam/directory.h"
-#include "iam/job_owners.h"
 #include "iam/policy.h"
 
 namespace lote::iam {
+
+// Who submitted a job (control::Job::owner) and the queue it went to.
+struct JobOwner {
+  std::string principal;
+  std::string queue_arn;
+};
 
 using ResourceTagLookup = std::function<std::map<std::string, std::string>(const std::string& arn)>;
 
@@ -41,6 +48,13 @@ struct Refusal {
 std::optional<Refusal> Authorize(const User& user, const RequiredAccess& access,
                                  const ResourceTagLookup& resource_tags,
                                  const std::optional<JobOwner>& job_owner);
+
+// Whether `user` may see the job `job_arn` of `queue_arn` in the answer of
+// DescribeJobs or ListJobs (`action`, "batch:DescribeJobs" or
+// "batch:ListJobs"): the action allowed on the job's ARN or on its queue's,
+// and explicitly denied on neither.
+bool MayReadJob(const User& user, const std::string& action, const std::string& job_arn,
+                const std::string& queue_arn, const ResourceTagLookup& resource_tags);
 
 // AWS's AccessDenied message for `permission` refused by `decision`.
 std::string DeniedMessage(const std::string& user_arn, const Permission& permission,

@@ -15,6 +15,7 @@
 #include "api/batch_api.h"
 #include "exec/slurm_backend.h"
 #include "images/registry_process.h"
+#include "server/job_access.h"
 
 namespace lote::server {
 
@@ -116,7 +117,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.wake = [svc = service.get()] { svc->Notify(); };
   loop.metrics = context.metrics;
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
-  service->RegisterOperations(context.router);
+  service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
   service->loop_thread_ = std::thread([s = service.get()] { s->Loop(); });
   return service;
@@ -220,18 +221,14 @@ bool JobsService::WaitForPass(int64_t timeout_ms) {
   }) && passes_done_ >= target;
 }
 
-void JobsService::RegisterOperations(api::ApiRouter* router) {
+void JobsService::RegisterOperations(api::ApiRouter* router, api::IamAccessControl* access) {
   control::JobLoop* loop = loop_.get();
-  router->RegisterRestOperation({"SubmitJob", "POST", "/v1/submitjob", {}, [loop](const Json& r) {
-                                   return loop->SubmitJob(r);
-                                 }});
+  if (access != nullptr) access->SetJobOwnerLookup(JobOwnersOf(loop));
+  router->RegisterRestOperation({"SubmitJob", "POST", "/v1/submitjob", {}, SubmitAsCaller(loop)});
   router->RegisterRestOperation(
-      {"DescribeJobs", "POST", "/v1/describejobs", {}, [loop](const Json& r) {
-         return loop->DescribeJobs(r);
-       }});
-  router->RegisterRestOperation({"ListJobs", "POST", "/v1/listjobs", {}, [loop](const Json& r) {
-                                   return loop->ListJobs(r);
-                                 }});
+      {"DescribeJobs", "POST", "/v1/describejobs", {}, DescribeReadableJobs(loop, access)});
+  router->RegisterRestOperation(
+      {"ListJobs", "POST", "/v1/listjobs", {}, ListReadableJobs(loop, control_, access)});
   router->RegisterRestOperation({"CancelJob", "POST", "/v1/canceljob", {}, [loop](const Json& r) {
                                    return loop->CancelJob(r);
                                  }});

@@ -66,7 +66,9 @@ class JobsService {
  private:
   class Backends;
   JobsService(ServerContext& context, JobsServiceOptions options);
-  void RegisterOperations(api::ApiRouter* router);
+  // `access` (null: none) learns the jobs' owners and filters what each
+  // principal is shown (job_access.h).
+  void RegisterOperations(api::ApiRouter* router, api::IamAccessControl* access);
   // Starts the thread that waits for `backend`'s events.
   void WatchBackend(exec::Backend* backend);
   void Notify();

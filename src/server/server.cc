@@ -73,9 +73,10 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   // The other AWS services Batch users' scripts call, on the same port.
   api::RegisterEc2(s->router_.get(), s->control_.get());
   api::RegisterSsm(s->router_.get(), s->control_.get());
-  s->router_->RegisterTextGet("/metrics", "text/plain; version=0.0.4; charset=utf-8",
-                              [m = &s->metrics_] { return m->Render(); });
   RETURN_IF_ERROR(s->StartIam(creds, config.secret_key));
+  s->router_->RegisterTextGet(
+      "/metrics", "text/plain; version=0.0.4; charset=utf-8",
+      MetricsPage(&s->metrics_, s->directory_.get(), options.insecure_no_auth));
   {
     std::vector<ServerExtension> extensions = GlobalServerExtensions();
     extensions.insert(extensions.end(), options.extensions.begin(), options.extensions.end());
@@ -94,6 +95,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           options.registry};
     context.metrics = &s->metrics_;
     context.directory = s->directory_.get();
+    context.access = s->access_.get();
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {
@@ -149,7 +151,6 @@ Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::stri
   ASSIGN_OR_RETURN(directory_, iam::Directory::Open(store_.get(), clock_, directory));
   RETURN_IF_ERROR(
       directory_->Bootstrap("admin", admin_key.access_key_id, admin_key.secret_access_key));
-  ASSIGN_OR_RETURN(job_owners_, iam::JobOwners::Open(store_.get()));
   audit_ = std::make_unique<iam::AuditLog>(store_.get(), clock_);
   const iam::Directory* keys = directory_.get();
   auth_->SetKeySource([keys](const std::string& id) -> std::optional<std::string> {
@@ -159,7 +160,6 @@ Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::stri
   });
   api::IamAccessOptions access;
   access.directory = directory_.get();
-  access.job_owners = job_owners_.get();
   access.audit = audit_.get();
   access.scope = iam::ArnScope{options_.region, options_.account_id};
   control::ControlPlane* control = control_.get();
@@ -183,6 +183,20 @@ Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::stri
   api::RegisterSts(router_.get(), options_.account_id,
                    options_.insecure_no_auth ? nullptr : directory_.get());
   return Status::Ok();
+}
+
+std::function<Result<std::string>()> MetricsPage(const metrics::Registry* metrics,
+                                                 const iam::Directory* directory,
+                                                 bool insecure_no_auth) {
+  return [=]() -> Result<std::string> {
+    // Unsigned, so only while the server is not shared: its series name
+    // every queue and job count.
+    if (!insecure_no_auth && directory->Users().size() > 1)
+      return Status::PermissionDenied(
+          "GET /metrics is served unsigned only while the server has no IAM user besides "
+          "admin; this server has more (docs/api.md, \"Metrics\")");
+    return metrics->Render();
+  };
 }
 
 LoteServer::~LoteServer() { Stop(); }
@@ -215,7 +229,6 @@ void LoteServer::Stop() {
   while (!extension_handles_.empty()) extension_handles_.pop_back();
   access_.reset();
   audit_.reset();
-  job_owners_.reset();
   directory_.reset();
   control_.reset();
   log_store_.reset();

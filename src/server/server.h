@@ -32,7 +32,6 @@
 #include "control/control_plane.h"
 #include "iam/audit_log.h"
 #include "iam/directory.h"
-#include "iam/job_owners.h"
 #include "logs/log_store.h"
 #include "store/store.h"
 
@@ -65,6 +64,9 @@ struct ServerContext {
   metrics::Registry* metrics = nullptr;
   // The principals (IAM users, their keys and Unix users).
   const iam::Directory* directory = nullptr;
+  // The IAM hook (built even with --insecure-no-auth, when the router does
+  // not ask it): the jobs layer gives it the jobs' owners.
+  api::IamAccessControl* access = nullptr;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -142,7 +144,6 @@ class LoteServer {
   std::unique_ptr<logs::LogStore> log_store_;
   std::unique_ptr<api::Authenticator> auth_;
   std::unique_ptr<iam::Directory> directory_;
-  std::unique_ptr<iam::JobOwners> job_owners_;
   std::unique_ptr<iam::AuditLog> audit_;
   std::unique_ptr<api::IamAccessControl> access_;
   std::unique_ptr<api::ApiRouter> router_;
@@ -156,6 +157,13 @@ class LoteServer {
   bool stopping_ = false;  // protected by mu_
   std::thread reconciler_;
 };
+
+// GET /metrics: the registry's series, unsigned; refused (403) once the
+// directory holds any user besides admin, unless the server runs with
+// --insecure-no-auth (where nothing is signed anyway).
+std::function<Result<std::string>()> MetricsPage(const metrics::Registry* metrics,
+                                                 const iam::Directory* directory,
+                                                 bool insecure_no_auth);
 
 // The `export` lines of `lote env` for a home folder (reads its server.json
 // when present, else the defaults; and the image registry's address when it

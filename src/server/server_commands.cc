@@ -9,8 +9,10 @@
 #include <iostream>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "lote/registry.h"
 #include "server/server.h"
+#include "server/server_config.h"
 
 namespace lote::server {
 namespace {
@@ -31,6 +33,45 @@ Status ParseListen(const std::string& listen, std::string* host, int* port) {
                                    "'; use a number from 0 (any free port) to 65535");
   }
   *port = static_cast<int>(v);
+  return Status::Ok();
+}
+
+// The keys a config file may set: `sub`'s long option names but help and config.
+std::string ConfigKeys(const CLI::App* sub) {
+  std::string keys;
+  for (const CLI::Option* opt : sub->get_options()) {
+    if (opt->get_lnames().empty()) continue;
+    const std::string& name = opt->get_lnames()[0];
+    if (name == "help" || name == "config") continue;
+    keys += (keys.empty() ? "" : ", ") + name;
+  }
+  return keys;
+}
+
+// Sets each option of `sub` that the file at `path` names, unless the
+// command line gave it (the command line wins); checked as on the command line.
+Status ApplyConfigFile(CLI::App* sub, const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status().WithContext("reading the config file");
+  ASSIGN_OR_RETURN(std::vector<ConfigEntry> entries, ParseServerConfig(*text, path));
+  for (const ConfigEntry& entry : entries) {
+    const std::string where = path + ":" + std::to_string(entry.line) + ": ";
+    CLI::Option* opt = entry.key == "config" || entry.key == "help"
+                           ? nullptr
+                           : sub->get_option_no_throw("--" + entry.key);
+    if (opt == nullptr)
+      return Status::InvalidArgument(where + "unknown key '" + entry.key +
+                                     "'; the keys are the options of `lote server` without "
+                                     "their --: " +
+                                     ConfigKeys(sub));
+    if (opt->count() > 0) continue;
+    try {
+      opt->add_result(entry.value);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return Status::InvalidArgument(where + entry.key + " = " + entry.value + ": " + e.what());
+    }
+  }
   return Status::Ok();
 }
 
@@ -70,9 +111,13 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
     ServerOptions options;
     std::string listen = "127.0.0.1:7480";
     std::string registry = "auto";
+    std::string config;
   };
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("server", "Run the lote server (AWS Batch + CloudWatch Logs API)");
+  sub->add_option("--config", args->config,
+                  "Read options from this file (`key = value` lines, keys as these options "
+                  "without --; the command line wins), e.g. /etc/lote/server.conf");
   sub->add_option("--home", args->options.home,
                   "State folder (lote.db, credentials); default $LOTE_HOME or ~/.lote");
   sub->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
@@ -114,7 +159,14 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "/usr/bin/docker-registry is installed)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  sub->callback([args] {
+  sub->callback([args, sub] {
+    if (!args->config.empty()) {
+      if (Status st = ApplyConfigFile(sub, args->config); !st.ok()) {
+        std::fprintf(stderr, "lote server: %s\n", st.message().c_str());
+        lote::SetExitCode(2);
+        return;
+      }
+    }
     ServerOptions options = args->options;
     options.registry = args->registry == "on" || (args->registry == "auto" &&
                                                   ::access("/usr/bin/docker-registry", X_OK) == 0);

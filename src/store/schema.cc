@@ -130,6 +130,16 @@ BEGIN
 END;
 )sql";
 
+// Version 4: a job's owner is part of the job (its doc's "owner", written
+// with the job itself); the owners version 3 kept apart move into their jobs
+// (array children included) and job_owners goes.
+constexpr std::string_view kV4 = R"sql(
+UPDATE jobs SET doc = json_set(doc, '$.owner', o.principal)
+  FROM job_owners AS o
+  WHERE jobs.job_id = o.job_id OR jobs.job_id LIKE o.job_id || ':%';
+DROP TABLE job_owners;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -137,6 +147,7 @@ const std::vector<Migration>& Migrations() {
       {1, kV1},
       {2, kV2},
       {3, kV3},
+      {4, kV4},
   };
   return kMigrations;
 }

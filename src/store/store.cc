@@ -217,7 +217,6 @@ void WriteBatch::PutIamUser(IamUserRow row) { ops_.emplace_back(std::move(row));
 void WriteBatch::DeleteIamUser(std::string name) {
   ops_.emplace_back(DeleteIamUserOp{std::move(name)});
 }
-void WriteBatch::PutJobOwner(JobOwnerRow row) { ops_.emplace_back(std::move(row)); }
 void WriteBatch::AppendAudit(AuditRow row) { ops_.emplace_back(std::move(row)); }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
@@ -359,10 +358,6 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
                u->name, u->doc, u->updated_ms);
     } else if (auto* du = std::get_if<WriteBatch::DeleteIamUserOp>(&op)) {
       st = run("DELETE FROM iam_users WHERE name = ?1", du->name);
-    } else if (auto* o = std::get_if<JobOwnerRow>(&op)) {
-      st = run(
-          "INSERT OR REPLACE INTO job_owners (job_id, principal, queue_arn) VALUES (?1, ?2, ?3)",
-          o->job_id, o->principal, o->queue_arn);
     } else if (auto* au = std::get_if<AuditRow>(&op)) {
       st = run(
           "INSERT INTO audit_events (time_ms, principal, operation, resource, result, request_id) "
@@ -538,15 +533,9 @@ Result<std::optional<JobRow>> Store::FindJob(const std::string& job_id) {
 Result<IamSnapshot> Store::LoadIam() {
   std::lock_guard<std::mutex> lock(reader_mu_);
   IamSnapshot snap;
-  {
-    Stmt q(reader_db_, "SELECT name, doc, updated_ms FROM iam_users ORDER BY name");
-    RETURN_IF_ERROR(q.status());
-    while (q.Next()) snap.users.push_back(IamUserRow{q.Text(0), q.Text(1), q.Int(2)});
-    RETURN_IF_ERROR(q.status());
-  }
-  Stmt q(reader_db_, "SELECT job_id, principal, queue_arn FROM job_owners");
+  Stmt q(reader_db_, "SELECT name, doc, updated_ms FROM iam_users ORDER BY name");
   RETURN_IF_ERROR(q.status());
-  while (q.Next()) snap.job_owners.push_back(JobOwnerRow{q.Text(0), q.Text(1), q.Text(2)});
+  while (q.Next()) snap.users.push_back(IamUserRow{q.Text(0), q.Text(1), q.Int(2)});
   RETURN_IF_ERROR(q.status());
   return snap;
 }

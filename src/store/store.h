@@ -106,13 +106,6 @@ struct IamUserRow {
   int64_t updated_ms = 0;
 };
 
-// The principal that submitted a job, and the queue it was submitted to.
-struct JobOwnerRow {
-  std::string job_id;
-  std::string principal;
-  std::string queue_arn;
-};
-
 // One entry of the append-only audit trail; seq is assigned on insert
 // (ascending in commit order).
 struct AuditRow {
@@ -135,7 +128,6 @@ struct AuditQuery {
 // What the IAM layer loads at start-up.
 struct IamSnapshot {
   std::vector<IamUserRow> users;  // by name
-  std::vector<JobOwnerRow> job_owners;
 };
 
 // A set of row changes applied atomically.
@@ -151,7 +143,6 @@ class WriteBatch {
   void AppendJobEvent(JobEvent event);
   void PutIamUser(IamUserRow row);
   void DeleteIamUser(std::string name);
-  void PutJobOwner(JobOwnerRow row);
   void AppendAudit(AuditRow row);  // row.seq is ignored
 
   bool empty() const { return ops_.empty(); }
@@ -173,9 +164,8 @@ class WriteBatch {
   struct DeleteIamUserOp {
     std::string name;
   };
-  using Op =
-      std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp, JobRow,
-                   AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, JobOwnerRow, AuditRow>;
+  using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
+                          JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow>;
   std::vector<Op> ops_;
 };
 

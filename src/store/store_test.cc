@@ -42,8 +42,36 @@ TEST_F(StoreTest, FreshDatabaseIsAtLatestSchemaVersion) {
   EXPECT_TRUE(snap->resources.empty());
 }
 
-// IAM users, job owners and the audit trail survive a reopen; the audit is
+// IAM users and the audit trail survive a reopen; the audit is
 // filtered by principal and time and keeps commit order.
+// Version 4 moves the owners version 3 kept in job_owners into their jobs'
+// docs (array children too) and drops the table.
+TEST_F(StoreTest, MigrationFourMovesJobOwnersIntoJobs) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+      "INSERT INTO schema_version (version) VALUES (3);";
+  for (const Migration& m : Migrations())
+    if (m.version <= 3) sql += std::string(m.sql);
+  sql += R"(INSERT INTO jobs VALUES ('j1', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j1"}');
+            INSERT INTO jobs VALUES ('j1:0', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j1:0"}');
+            INSERT INTO jobs VALUES ('j2', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j2"}');
+            INSERT INTO job_owners VALUES ('j1', 'alice', 'arn:q');)";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->schema_version(), LatestSchemaVersion());
+  for (const char* id : {"j1", "j1:0", "j2"}) {
+    auto row = (*store)->FindJob(id);
+    ASSERT_TRUE(row.ok() && row->has_value()) << id;
+    EXPECT_EQ((*row)->doc.find(R"("owner":"alice")") != std::string::npos, std::string(id) != "j2")
+        << (*row)->doc;
+  }
+}
+
 TEST_F(StoreTest, IamRowsAndAuditSurviveReopen) {
   {
     auto store = Store::Open(path_);
@@ -51,7 +79,6 @@ TEST_F(StoreTest, IamRowsAndAuditSurviveReopen) {
     WriteBatch b;
     b.PutIamUser(IamUserRow{"alice", R"({"UserName":"alice"})", 5});
     b.PutIamUser(IamUserRow{"bob", R"({"UserName":"bob"})", 6});
-    b.PutJobOwner(JobOwnerRow{"job-1", "alice", "arn:q"});
     b.AppendAudit(AuditRow{0, 100, "alice", "batch:SubmitJob", "arn:q", "Allowed", "r1"});
     b.AppendAudit(AuditRow{0, 200, "bob", "batch:SubmitJob", "arn:q", "AccessDenied", "r2"});
     b.AppendAudit(AuditRow{0, 300, "alice", "batch:CancelJob", "arn:j", "Allowed", "r3"});
@@ -66,8 +93,6 @@ TEST_F(StoreTest, IamRowsAndAuditSurviveReopen) {
   ASSERT_TRUE(iam.ok()) << iam.status().ToString();
   ASSERT_EQ(iam->users.size(), 1u);
   EXPECT_EQ(iam->users[0].name, "alice");
-  ASSERT_EQ(iam->job_owners.size(), 1u);
-  EXPECT_EQ(iam->job_owners[0].principal, "alice");
   auto all = (*store)->Audit(AuditQuery{});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->size(), 3u);
