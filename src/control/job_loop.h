@@ -177,6 +177,9 @@ class JobLoop {
   // Whether the queue of a job in the scheduler's input is known to it.
   bool KnownQueue(const std::string& job_id) const;
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
+  // ListJobs of a queue and status without a filter, from the index.
+  Json ListQueuePage(const std::string& queue_arn, JobStatus status, size_t offset,
+                     int32_t max_results);
   Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
   // The backend of an attempt: the one recorded at its launch, else its
   // compute environment's (null when neither can be had).
