@@ -73,6 +73,7 @@ struct Options {
   int paced_ms = 50;
   std::string ce_state = "ENABLED";
   std::string windows;  // "0-2000,8000-10000"
+  int array_size = 0;   // > 0: one array job of this many children instead
 };
 
 // SubmitJob/s over each window "A-B" of `windows`: (B - A) submissions
@@ -183,6 +184,48 @@ Result<std::vector<Json>> WaitAllSucceeded(const Options& o, BatchClient& c,
   }
 }
 
+// --array-size: one array job of `o.array_size` children, waited for until
+// it SUCCEEDED (polling DescribeJobs of the parent); completed children/s is
+// the size over first submit -> the parent's stoppedAt (server clock).
+int RunArray(const Options& o, BatchClient& c, Json out) {
+  out["array_size"] = o.array_size;
+  auto fail = [&](const std::string& what, const Status& s) {
+    out["error"] = what + ": " + s.ToString();
+    std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return 1;
+  };
+  const int64_t first_submit_ms = WallMs();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Json> r = c.SubmitJob({{"jobName", "array"},
+                                {"jobQueue", o.prefix + "-q"},
+                                {"jobDefinition", o.prefix + "-true"},
+                                {"arrayProperties", {{"size", o.array_size}}}});
+  if (!r.ok()) return fail("SubmitJob", r.status());
+  out["submit_ms"] = Since(t0);
+  const std::string id = (*r).value("jobId", "");
+  Json parent;
+  while (true) {
+    Result<std::vector<Json>> d = c.DescribeJobs({id});
+    if (!d.ok()) return fail("DescribeJobs", d.status());
+    if (!d->empty()) parent = d->front();
+    const std::string status = parent.value("status", "");
+    if (status == "SUCCEEDED" || status == "FAILED") break;
+    if (Since(t0) > o.wait_seconds * 1000) {
+      out["parent"] = parent;
+      return fail("wait", Status::DeadlineExceeded("the array did not end in time"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+  }
+  const double wall_s =
+      static_cast<double>(parent.value("stoppedAt", int64_t{0}) - first_submit_ms) / 1000;
+  out["completed"] = {{"status", parent.value("status", "")},
+                      {"status_summary", parent["arrayProperties"].value("statusSummary", Json())},
+                      {"first_submit_to_last_stop_s", wall_s},
+                      {"jobs_per_s", static_cast<double>(o.array_size) / wall_s}};
+  std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  return parent.value("status", "") == "SUCCEEDED" ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +254,8 @@ int main(int argc, char** argv) {
   app.add_option("--ce-state", o.ce_state,
                  "state of the compute environment made by --setup (DISABLED: jobs wait)");
   app.add_option("--windows", o.windows, "SubmitJob/s over these submissions, e.g. 0-2000");
+  app.add_option("--array-size", o.array_size,
+                 "submit one array job of this many children instead (waits for it)");
   CLI11_PARSE(app, argc, argv);
   const std::string queue = o.prefix + "-q";
   Json out = {{"endpoint", o.target.endpoint}, {"jobs", o.jobs}, {"clients", o.clients}};
@@ -230,6 +275,7 @@ int main(int argc, char** argv) {
   if (o.setup) {
     if (Status s = Setup(o, *control); !s.ok()) return fail("setup", s);
   }
+  if (o.array_size > 0) return RunArray(o, *control, out);
 
   // Warm up (moto_server loads its Batch code on first use), then submit.
   for (int i = 0; i < o.warmup; ++i) {

@@ -14,6 +14,9 @@ bool WaitsOnDependencies(const Job& job) {
          (job.status == JobStatus::kSubmitted || job.status == JobStatus::kPending);
 }
 
+// Whether a queue's ListJobs shows the job (not an array child, not a node view).
+bool ListedInQueue(const Job& job) { return !job.IsArrayChild() && job.node_index < 0; }
+
 // The job whose status a dependency reads (a node of a multi-node job: the job).
 std::string DependencyKey(const std::string& dep) {
   if (auto node = ParseNodeJobId(dep)) return node->first;
@@ -63,6 +66,11 @@ void JobIndex::Remove(const Job& job) {
   holding_.erase(job.id);
   if (auto c = counts_.find({job.queue_arn, job.status}); c != counts_.end() && --c->second == 0)
     counts_.erase(c);
+  if (!ListedInQueue(job)) return;
+  if (auto l = listed_.find({job.queue_arn, ShownStatus(job)}); l != listed_.end()) {
+    l->second.erase({job.created_at, job.id});
+    if (l->second.empty()) listed_.erase(l);
+  }
 }
 
 void JobIndex::Add(const Job& job) {
@@ -78,6 +86,13 @@ void JobIndex::Add(const Job& job) {
   if (IsRunnable(job)) runnable_[job.queue_arn].insert(job.id);
   if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
   ++counts_[{job.queue_arn, job.status}];
+  if (ListedInQueue(job))
+    listed_[{job.queue_arn, ShownStatus(job)}].insert({job.created_at, job.id});
+}
+
+const JobIndex::Listed* JobIndex::ListedJobs(const std::string& queue_arn, JobStatus shown) const {
+  auto it = listed_.find({queue_arn, shown});
+  return it == listed_.end() ? nullptr : &it->second;
 }
 
 void JobIndex::Rebuild(const JobTable& jobs) {
@@ -127,7 +142,7 @@ bool JobIndex::operator==(const JobIndex& o) const {
   return deadlines_ == o.deadlines_ && deadline_of_ == o.deadline_of_ &&
          hang_watched_ == o.hang_watched_ && waiters_ == o.waiters_ &&
          child_counts_ == o.child_counts_ && runnable_ == o.runnable_ && holding_ == o.holding_ &&
-         counts_ == o.counts_;
+         counts_ == o.counts_ && listed_ == o.listed_;
 }
 
 }  // namespace lote::control

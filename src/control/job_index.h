@@ -3,7 +3,8 @@
 // deadline (timeouts), RUNNING jobs watched for hangs, dependency waiters
 // keyed by the job they wait on, array children's status counts per parent,
 // the RUNNABLE jobs per queue and the jobs that hold an attempt (what the
-// scheduler's snapshot reads).
+// scheduler's snapshot reads), and each queue's jobs per status in ListJobs'
+// order (a ListJobs page without a filter reads only that page).
 //
 // Maintained in one place: Update(before, after) on every change of a job
 // (before null for a new one); Rebuild from the whole table on Load.
@@ -52,6 +53,11 @@ class JobIndex {
   const std::map<std::pair<std::string, JobStatus>, int64_t>& CountsByQueue() const {
     return counts_;
   }
+  // Per (queue ARN, shown status: ShownStatus): its top-level jobs (array
+  // children left out) by (createdAt, id), the order of an unfiltered
+  // ListJobs; null when there are none.
+  using Listed = std::set<std::pair<int64_t, std::string>>;
+  const Listed* ListedJobs(const std::string& queue_arn, JobStatus shown) const;
   // Jobs that wait on `id` (tests).
   std::set<std::string> WaitersOf(const std::string& id) const;
 
@@ -72,6 +78,7 @@ class JobIndex {
   std::set<std::string> runnable_changes_;
   std::map<std::pair<std::string, JobStatus>, int64_t> counts_;  // (queue ARN, status)
   std::set<std::string> holding_;
+  std::map<std::pair<std::string, JobStatus>, Listed> listed_;
 };
 
 }  // namespace lote::control

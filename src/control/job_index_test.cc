@@ -97,6 +97,49 @@ TEST(JobIndex, ArrayChildrenAreCountedPerParent) {
   EXPECT_EQ(index.RunnableByQueue().at("arn:q").size(), 2u);
 }
 
+// ListJobs' order per queue and shown status: top-level jobs by (createdAt,
+// id); array children left out; a job moves with its status; a STARTING job
+// the backend holds pending is listed as RUNNABLE (what ListJobs shows).
+TEST(JobIndex, QueueListingsFollowTheShownStatusInCreatedOrder) {
+  JobIndex index;
+  auto at = [](const std::string& id, JobStatus status, int64_t created) {
+    Job job = JobWith(id, status);
+    job.created_at = created;
+    return job;
+  };
+  index.Update(nullptr, at("b", JobStatus::kRunnable, 20));
+  index.Update(nullptr, at("a", JobStatus::kRunnable, 20));
+  index.Update(nullptr, at("c", JobStatus::kRunnable, 10));
+  Job child = at(ArrayChildId("c", 0), JobStatus::kRunnable, 10);
+  child.array = ArrayInfo{1, 0, {}, 0};
+  index.Update(nullptr, child);
+  const JobIndex::Listed* runnable = index.ListedJobs("arn:q", JobStatus::kRunnable);
+  ASSERT_NE(runnable, nullptr);
+  EXPECT_EQ(*runnable, (JobIndex::Listed{{10, "c"}, {20, "a"}, {20, "b"}}));
+  EXPECT_EQ(index.ListedJobs("arn:q", JobStatus::kSucceeded), nullptr);
+  EXPECT_EQ(index.ListedJobs("arn:other", JobStatus::kRunnable), nullptr);
+  Job before = at("a", JobStatus::kRunnable, 20);
+  Job pending = at("a", JobStatus::kStarting, 20);
+  Attempt held;
+  held.pending_reason = "the backend holds it";
+  pending.attempts.push_back(held);
+  index.Update(&before, pending);
+  EXPECT_EQ(index.ListedJobs("arn:q", JobStatus::kStarting), nullptr);
+  EXPECT_EQ(index.ListedJobs("arn:q", JobStatus::kRunnable)->size(), 3u);
+  Job done = at("a", JobStatus::kSucceeded, 20);
+  index.Update(&pending, done);
+  EXPECT_EQ(*index.ListedJobs("arn:q", JobStatus::kSucceeded), (JobIndex::Listed{{20, "a"}}));
+  EXPECT_EQ(*index.ListedJobs("arn:q", JobStatus::kRunnable),
+            (JobIndex::Listed{{10, "c"}, {20, "b"}}));
+  JobTable table;
+  for (const Job& j :
+       {at("b", JobStatus::kRunnable, 20), done, at("c", JobStatus::kRunnable, 10), child})
+    table[j.id] = j;
+  JobIndex rebuilt;
+  rebuilt.Rebuild(table);
+  EXPECT_EQ(index, rebuilt);
+}
+
 // What a sequence of changes leaves is what a restart (Rebuild) finds.
 TEST(JobIndex, ARebuildFromTheTableEqualsTheIndexKeptByChanges) {
   JobTable jobs;

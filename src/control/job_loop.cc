@@ -32,7 +32,8 @@ JobLoop::JobLoop(JobLoopOptions options)
       store_(options_.store),
       control_(options_.control),
       output_(options_.output),
-      metrics_(options_.metrics != nullptr ? options_.metrics : &own_metrics_) {}
+      metrics_(options_.metrics != nullptr ? options_.metrics : &own_metrics_),
+      sched_input_(options_.schedule_depth) {}
 
 Result<std::unique_ptr<JobLoop>> JobLoop::Create(JobLoopOptions options) {
   if (options.clock == nullptr || options.store == nullptr || options.control == nullptr ||
@@ -265,7 +266,7 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   // changes is checked when the decisions are applied.
   if (decide) {
     const auto decide_began = std::chrono::steady_clock::now();
-    Result<sched::Decisions> decisions = sched::Decide(sched_input_.snapshot(), now);
+    Result<sched::Decisions> decisions = sched::Decide(sched_input_.Window(), now);
     sched_input_.MarkDecided(now);
     metrics_.decide_seconds()->Observe(SecondsSince(decide_began));
     if (decisions.ok()) {

@@ -22,10 +22,11 @@
 //   (sched::Decide) over the compute environments (virtual instances, or the
 //   capacity a backend reports) when something it reads changed (a job
 //   entered or left RUNNABLE, capacity was taken or freed, an environment or
-//   queue changed, an idle instance timed out: SchedulerInput), run without
-//   the lock; then the placed attempts are handed to their backends, each
-//   gang as one unit (after the placements are committed); the backend's
-//   reference is stored with the attempt.
+//   queue changed, an idle instance timed out: SchedulerInput), over the
+//   first options.schedule_depth jobs of each queue (each share) in the
+//   scheduler's order, run without the lock; then the placed attempts are handed to their backends,
+//   each gang as one unit (after the placements are committed); the backend's reference is stored
+//   with the attempt.
 // - Gang teardown: when an attempt ends (success, failure, timeout,
 //   termination) every node of it still running is terminated (grace:
 //   lote:terminationGraceSeconds, else options.terminate_grace_ms).
@@ -102,6 +103,9 @@ struct JobLoopOptions {
   std::function<void()> wake;
   // Where the loop's metrics go (JobLoopMetrics); null: a registry of its own.
   metrics::Registry* metrics = nullptr;
+  // How many RUNNABLE jobs of a queue (of each share of a fair-share queue)
+  // one scheduling pass considers, in the scheduler's order (SchedulerInput).
+  size_t schedule_depth = kDefaultScheduleDepth;
 };
 
 class JobLoop {
@@ -173,6 +177,9 @@ class JobLoop {
   // Whether the queue of a job in the scheduler's input is known to it.
   bool KnownQueue(const std::string& job_id) const;
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
+  // ListJobs of a queue and status without a filter, from the index.
+  Json ListQueuePage(const std::string& queue_arn, JobStatus status, size_t offset,
+                     int32_t max_results);
   Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
   // The backend of an attempt: the one recorded at its launch, else its
   // compute environment's (null when neither can be had).

@@ -140,9 +140,10 @@ class JobLoopTest : public ::testing::Test {
     Start();
   }
 
-  void Start() {
+  void Start(size_t schedule_depth = kDefaultScheduleDepth) {
     loop_.reset();
     JobLoopOptions o;
+    o.schedule_depth = schedule_depth;
     o.clock = &clock_;
     o.store = store_.get();
     o.control = control_.get();
@@ -367,6 +368,23 @@ TEST_F(JobLoopTest, FieldsTheBackendCannotHonourAreNamedAndLaunchErrorsFailTheJo
 
 // Jobs that wait for capacity are written once (Submitted, then their reason),
 // not again on every pass: a pass over an unchanged queue stores nothing.
+// A pass hands the policy the first schedule_depth jobs of the queue: no pass
+// places more, and the next passes go on until every job is placed, in
+// submission order.
+TEST_F(JobLoopTest, APassConsidersTheHeadsOfTheQueueAndTheNextPassesTheRest) {
+  Start(3);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Submit("q", "d"));
+  size_t placed = 0;
+  for (int pass = 0; pass < 30 && placed < ids.size(); ++pass) {
+    loop_->Pass(backend_.Wait(0).value());
+    ASSERT_LE(backend_.gangs.size() - placed, 3u) << "pass " << pass;
+    placed = backend_.gangs.size();
+  }
+  ASSERT_EQ(backend_.gangs.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(backend_.gangs[i].attempt.job_id, ids[i]);
+}
+
 TEST_F(JobLoopTest, WaitingJobsAreWrittenOnceNotOnEveryPass) {
   ASSERT_TRUE(control_
                   ->CreateComputeEnvironment(Json::parse(R"({

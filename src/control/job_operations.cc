@@ -118,9 +118,11 @@ Result<Json> JobLoop::DescribeJobs(const Json& request) {
 
 Result<Json> JobLoop::ListJobs(const Json& request) {
   ASSIGN_OR_RETURN(ListJobsQuery query, ParseListJobsRequest(request));
+  std::string queue_arn;
   if (!query.job_queue.empty()) {
     // An unknown queue is an error (AWS: ClientException).
-    RETURN_IF_ERROR(control_->FindJobQueue(query.job_queue).status());
+    ASSIGN_OR_RETURN(JobQueueSpec queue, control_->FindJobQueue(query.job_queue));
+    queue_arn = queue.arn;
   }
   size_t offset = 0;
   if (!query.next_token.empty()) {
@@ -132,6 +134,8 @@ Result<Json> JobLoop::ListJobs(const Json& request) {
                                      "previous ListJobs answer unchanged");
     }
   }
+  if (!queue_arn.empty() && query.job_status && query.filter_name.empty())
+    return ListQueuePage(queue_arn, *query.job_status, offset, query.max_results);
   std::vector<Job> matched;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -161,6 +165,24 @@ Result<Json> JobLoop::ListJobs(const Json& request) {
   for (size_t i = offset; i < end; ++i) list.push_back(JobSummaryJson(matched[i]));
   Json out{{"jobSummaryList", list}};
   if (end < matched.size()) out["nextToken"] = std::to_string(end);
+  return out;
+}
+
+// One page of a queue's jobs in a status, no filter: read from the index in
+// ListJobs' order (createdAt, then id), only the page's jobs rendered.
+Json JobLoop::ListQueuePage(const std::string& queue_arn, JobStatus status, size_t offset,
+                            int32_t max_results) {
+  Json list = Json::array();
+  Json out = Json::object();
+  std::lock_guard<std::mutex> lock(mu_);
+  const JobIndex::Listed* listed = index_.ListedJobs(queue_arn, status);
+  if (listed != nullptr && offset < listed->size()) {
+    auto it = std::next(listed->begin(), static_cast<std::ptrdiff_t>(offset));
+    for (int32_t n = 0; it != listed->end() && n < max_results; ++it, ++n)
+      list.push_back(JobSummaryJson(jobs_.at(it->second)));
+    if (it != listed->end()) out["nextToken"] = std::to_string(offset + list.size());
+  }
+  out["jobSummaryList"] = std::move(list);
   return out;
 }
 

@@ -15,12 +15,13 @@ namespace lote::control {
 Status JobLoop::Load() {
   failures_seen_ = store_->failure_count();
   ASSIGN_OR_RETURN(store::Snapshot snapshot, store_->Load());
+  ASSIGN_OR_RETURN(auto seqs, store_->LastJobEventSeqs());
   std::vector<const Job*> order;
   for (const store::JobRow& row : snapshot.jobs) {
     ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
     ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
-    ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, store_->JobEvents(row.job_id));
-    last_seq_[row.job_id] = events.empty() ? 0 : events.back().seq;
+    auto seq = seqs.find(row.job_id);
+    last_seq_[row.job_id] = seq == seqs.end() ? 0 : seq->second;
     jobs_[row.job_id] = std::move(job);
   }
   for (const auto& [id, job] : jobs_) order.push_back(&job);

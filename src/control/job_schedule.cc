@@ -32,7 +32,7 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     }
   }
   if (rebuild_sched_input_) {
-    sched_input_ = SchedulerInput();
+    sched_input_ = SchedulerInput(options_.schedule_depth);
     rebuild_sched_input_ = false;
   }
   // Only the jobs that entered or left RUNNABLE are converted.
@@ -55,7 +55,7 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     return false;
   }
   sched_input_.SetEnvironments(std::move(*environments));
-  if (sched_input_.snapshot().jobs.empty()) {
+  if (sched_input_.size() == 0) {
     queue_order_.clear();
     return false;
   }
@@ -147,7 +147,7 @@ void JobLoop::ApplyDecisionsLocked(sched::Decisions decisions,
 bool JobLoop::KnownQueue(const std::string& job_id) const {
   const sched::Job* job = sched_input_.FindJob(job_id);
   if (job == nullptr) return false;
-  for (const sched::JobQueue& q : sched_input_.snapshot().queues)
+  for (const sched::JobQueue& q : sched_input_.queues())
     if (q.name == job->queue) return true;
   return false;
 }

@@ -19,54 +19,86 @@ std::vector<sched::JobQueue> WithoutHistory(std::vector<sched::JobQueue> queues)
 
 void SchedulerInput::PutJob(sched::Job job, std::string reason) {
   changed_ = true;
-  auto [it, added] = position_.try_emplace(job.id, snapshot_.jobs.size());
-  if (added) {
-    snapshot_.jobs.push_back(std::move(job));
-    reasons_.push_back(std::move(reason));
-    return;
+  window_stale_ = true;
+  auto it = jobs_.find(job.id);
+  if (it != jobs_.end()) {
+    Unlink(it->second.job);
+    jobs_.erase(it);
   }
-  snapshot_.jobs[it->second] = std::move(job);
-  reasons_[it->second] = std::move(reason);
+  by_queue_[job.queue].emplace(0, job.submit_order, job.id);
+  by_share_[job.queue][job.share_identifier].emplace(-int64_t{job.scheduling_priority},
+                                                     job.submit_order, job.id);
+  std::string id = job.id;
+  jobs_.emplace(std::move(id), Kept{std::move(job), std::move(reason)});
 }
 
 void SchedulerInput::EraseJob(const std::string& id) {
-  auto it = position_.find(id);
-  if (it == position_.end()) return;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
   changed_ = true;
-  // The last job takes its place: the policy reads jobs in any order.
-  const size_t at = it->second;
-  const size_t last = snapshot_.jobs.size() - 1;
-  position_.erase(it);
-  if (at != last) {
-    snapshot_.jobs[at] = std::move(snapshot_.jobs[last]);
-    reasons_[at] = std::move(reasons_[last]);
-    position_[snapshot_.jobs[at].id] = at;
-  }
-  snapshot_.jobs.pop_back();
-  reasons_.pop_back();
+  window_stale_ = true;
+  Unlink(it->second.job);
+  jobs_.erase(it);
+}
+
+void SchedulerInput::Unlink(const sched::Job& job) {
+  auto q = by_queue_.find(job.queue);
+  q->second.erase(OrderKey{0, job.submit_order, job.id});
+  if (q->second.empty()) by_queue_.erase(q);
+  auto shares = by_share_.find(job.queue);
+  auto share = shares->second.find(job.share_identifier);
+  share->second.erase(OrderKey{-int64_t{job.scheduling_priority}, job.submit_order, job.id});
+  if (share->second.empty()) shares->second.erase(share);
+  if (shares->second.empty()) by_share_.erase(shares);
 }
 
 const sched::Job* SchedulerInput::FindJob(const std::string& id) const {
-  auto it = position_.find(id);
-  return it == position_.end() ? nullptr : &snapshot_.jobs[it->second];
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second.job;
 }
 
 void SchedulerInput::SetEnvironments(sched::Snapshot environments) {
   environments.jobs.clear();
-  if (!SameEnvironments(snapshot_, environments)) changed_ = true;
-  snapshot_.compute_environments = std::move(environments.compute_environments);
-  snapshot_.queues = std::move(environments.queues);
-  snapshot_.config = environments.config;
+  if (!SameEnvironments(window_, environments)) {
+    changed_ = true;
+    window_stale_ = true;  // a queue may have come, gone or changed its policy
+  }
+  window_.compute_environments = std::move(environments.compute_environments);
+  window_.queues = std::move(environments.queues);
+  window_.config = environments.config;
+}
+
+void SchedulerInput::TakeHeads(const std::set<OrderKey>& order) {
+  size_t taken = 0;
+  for (auto it = order.begin(); it != order.end() && taken < depth_; ++it, ++taken)
+    window_.jobs.push_back(jobs_.at(std::get<2>(*it)).job);
+}
+
+const sched::Snapshot& SchedulerInput::Window() {
+  if (!window_stale_) return window_;
+  window_.jobs.clear();
+  for (const sched::JobQueue& q : window_.queues) {
+    if (!q.fair_share) {
+      auto it = by_queue_.find(q.name);
+      if (it != by_queue_.end()) TakeHeads(it->second);
+      continue;
+    }
+    auto shares = by_share_.find(q.name);
+    if (shares == by_share_.end()) continue;
+    for (const auto& [share, order] : shares->second) TakeHeads(order);
+  }
+  window_stale_ = false;
+  return window_;
 }
 
 bool SchedulerInput::DecideDue(int64_t now) const {
   if (changed_ || decided_at_ms_ < 0) return true;
   // An idle instance whose idle timeout passed since the last Decide (which
   // may remove it, or keep it for minvCpus: then it is not due again).
-  for (const sched::ComputeEnvironment& ce : snapshot_.compute_environments) {
+  for (const sched::ComputeEnvironment& ce : window_.compute_environments) {
     for (const sched::Instance& inst : ce.instances) {
       if (inst.idle_since_ms == sched::Instance::kBusy) continue;
-      const int64_t due = inst.idle_since_ms + snapshot_.config.idle_timeout_ms;
+      const int64_t due = inst.idle_since_ms + window_.config.idle_timeout_ms;
       if (due > decided_at_ms_ && due <= now) return true;
     }
   }
@@ -79,9 +111,9 @@ void SchedulerInput::MarkDecided(int64_t now) {
 }
 
 bool SchedulerInput::ChangeReason(const std::string& id, const std::string& reason) {
-  auto it = position_.find(id);
-  if (it == position_.end() || reasons_[it->second] == reason) return false;
-  reasons_[it->second] = reason;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.reason == reason) return false;
+  it->second.reason = reason;
   return true;
 }
 

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <tuple>
+
 namespace lote::control {
 namespace {
 
@@ -37,7 +42,7 @@ TEST(SchedulerInputTest, JobsArePutAndErasedInPlace) {
   in.PutJob(Single("c"), "");
   in.EraseJob("a");
   in.EraseJob("missing");
-  ASSERT_EQ(in.snapshot().jobs.size(), 2u);
+  ASSERT_EQ(in.size(), 2u);
   ASSERT_NE(in.FindJob("b"), nullptr);
   ASSERT_NE(in.FindJob("c"), nullptr);
   EXPECT_EQ(in.FindJob("a"), nullptr);
@@ -45,7 +50,7 @@ TEST(SchedulerInputTest, JobsArePutAndErasedInPlace) {
   sched::Job bigger = Single("b");
   bigger.nodes[0].each.milli_vcpu = 2000;
   in.PutJob(bigger, "");
-  EXPECT_EQ(in.snapshot().jobs.size(), 2u);
+  EXPECT_EQ(in.size(), 2u);
   EXPECT_EQ(in.FindJob("b")->nodes[0].each.milli_vcpu, 2000);
 }
 
@@ -100,6 +105,125 @@ TEST(SchedulerInputTest, ReasonsAreComparedWithTheLastOneGiven) {
   EXPECT_TRUE(in.ChangeReason("a", "job queue q is DISABLED"));
   EXPECT_FALSE(in.ChangeReason("a", "job queue q is DISABLED"));
   EXPECT_FALSE(in.ChangeReason("gone", "anything"));
+}
+
+// The window Decide reads, from scratch: per queue of `s` its jobs sorted in
+// the scheduler's order, cut at `depth` (per share in a fair-share queue).
+std::vector<std::string> WindowFromScratch(const std::vector<sched::Job>& jobs,
+                                           const sched::Snapshot& s, size_t depth) {
+  std::vector<std::string> out;
+  for (const sched::JobQueue& q : s.queues) {
+    std::map<std::string, std::vector<const sched::Job*>> groups;
+    for (const sched::Job& j : jobs)
+      if (j.queue == q.name) groups[q.fair_share ? j.share_identifier : ""].push_back(&j);
+    for (auto& [share, group] : groups) {
+      std::sort(group.begin(), group.end(), [&](const sched::Job* a, const sched::Job* b) {
+        const int32_t pa = q.fair_share ? a->scheduling_priority : 0;
+        const int32_t pb = q.fair_share ? b->scheduling_priority : 0;
+        return std::make_tuple(-pa, a->submit_order, a->id) <
+               std::make_tuple(-pb, b->submit_order, b->id);
+      });
+      for (size_t i = 0; i < group.size() && i < depth; ++i) out.push_back(group[i]->id);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> WindowIds(SchedulerInput* in) {
+  std::vector<std::string> out;
+  for (const sched::Job& j : in->Window().jobs) out.push_back(j.id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+sched::Snapshot TwoQueues() {
+  sched::Snapshot s = Environments(1000);  // "q": fair share
+  sched::JobQueue fifo;
+  fifo.name = "fifo";
+  fifo.compute_environments = {"ce"};
+  s.queues.push_back(fifo);
+  return s;
+}
+
+struct WindowCase {
+  std::string name;
+  size_t depth;
+  int operations;
+};
+
+class SchedulerInputWindowTest : public ::testing::TestWithParam<WindowCase> {};
+
+// Random puts (new jobs, and jobs replaced with another priority or share)
+// and erases: after each, the window equals one built from scratch from the
+// jobs kept, and a SchedulerInput fed only the final jobs gives the same.
+TEST_P(SchedulerInputWindowTest, EqualsARebuildFromScratch) {
+  const WindowCase& c = GetParam();
+  std::mt19937 rng(7);
+  SchedulerInput in(c.depth);
+  in.SetEnvironments(TwoQueues());
+  std::map<std::string, sched::Job> kept;
+  for (int op = 0; op < c.operations; ++op) {
+    const std::string id = "j" + std::to_string(rng() % 60);
+    if (rng() % 4 == 0) {
+      in.EraseJob(id);
+      kept.erase(id);
+    } else {
+      sched::Job j = Single(id);
+      j.queue = rng() % 2 == 0 ? "q" : "fifo";
+      j.share_identifier = std::string(1, static_cast<char>('a' + rng() % 3));
+      j.scheduling_priority = static_cast<int32_t>(rng() % 3);
+      j.submit_order = static_cast<int64_t>(rng() % 20);  // ties broken by id
+      in.PutJob(j, "");
+      kept[id] = j;
+    }
+    std::vector<sched::Job> jobs;
+    for (const auto& [id2, j] : kept) jobs.push_back(j);
+    ASSERT_EQ(WindowIds(&in), WindowFromScratch(jobs, TwoQueues(), c.depth)) << "op " << op;
+    ASSERT_EQ(in.size(), kept.size());
+  }
+  SchedulerInput fresh(c.depth);
+  fresh.SetEnvironments(TwoQueues());
+  for (const auto& [id, j] : kept) fresh.PutJob(j, "");
+  EXPECT_EQ(WindowIds(&in), WindowIds(&fresh));
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, SchedulerInputWindowTest,
+                         ::testing::Values(WindowCase{"depth1", 1, 400},
+                                           WindowCase{"depth3", 3, 400},
+                                           WindowCase{"depth10", 10, 400},
+                                           WindowCase{"deeperThanAll", 1000, 200}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(SchedulerInputTest, TheWindowFollowsAQueueThatBecomesFairShare) {
+  SchedulerInput in(1);
+  sched::Snapshot env = TwoQueues();
+  in.SetEnvironments(env);
+  sched::Job a = Single("a");
+  a.queue = "fifo";
+  a.share_identifier = "x";
+  sched::Job b = a;
+  b.id = "b";
+  b.share_identifier = "y";
+  b.submit_order = 1;
+  in.PutJob(a, "");
+  in.PutJob(b, "");
+  EXPECT_EQ(WindowIds(&in), std::vector<std::string>{"a"});
+  env.queues[1].fair_share = sched::FairSharePolicy{};  // one head per share now
+  in.SetEnvironments(env);
+  EXPECT_TRUE(in.DecideDue(2000));
+  EXPECT_EQ(WindowIds(&in), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(SchedulerInputTest, JobsOfAQueueNotInTheEnvironmentsAreLeftOut) {
+  SchedulerInput in;
+  in.SetEnvironments(TwoQueues());
+  sched::Job gone = Single("g");
+  gone.queue = "deleted";
+  in.PutJob(gone, "");
+  in.PutJob(Single("a"), "");
+  EXPECT_EQ(WindowIds(&in), std::vector<std::string>{"a"});
+  EXPECT_NE(in.FindJob("g"), nullptr);
 }
 
 }  // namespace

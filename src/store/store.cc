@@ -516,6 +516,16 @@ Result<std::vector<JobEvent>> Store::JobEvents(const std::string& job_id) {
   return events;
 }
 
+Result<std::unordered_map<std::string, int64_t>> Store::LastJobEventSeqs() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, "SELECT job_id, MAX(seq) FROM job_events GROUP BY job_id");
+  RETURN_IF_ERROR(q.status());
+  std::unordered_map<std::string, int64_t> seqs;
+  while (q.Next()) seqs.emplace(q.Text(0), q.Int(1));
+  RETURN_IF_ERROR(q.status());
+  return seqs;
+}
+
 Result<std::optional<JobRow>> Store::FindJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   Stmt q(reader_db_,

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -233,6 +234,9 @@ class Store {
   Result<Snapshot> Load(bool with_jobs = true);
   // A job's events in seq order.
   Result<std::vector<JobEvent>> JobEvents(const std::string& job_id);
+  // Per job with events: the seq of its last committed event (one query:
+  // start-up reads this instead of every job's events).
+  Result<std::unordered_map<std::string, int64_t>> LastJobEventSeqs();
   // A job's committed row, or nullopt when it has none.
   Result<std::optional<JobRow>> FindJob(const std::string& job_id);
   // IAM users and job owners (call once at start-up).

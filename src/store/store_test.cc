@@ -217,6 +217,23 @@ TEST_F(StoreTest, JobEventsAreAppendOnly) {
   sqlite3_close(db);
 }
 
+TEST_F(StoreTest, LastJobEventSeqsEqualTheLastOfEachJobsEvents) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  for (int64_t seq = 1; seq <= 3; ++seq) b.AppendJobEvent(JobEvent{"a", seq, seq, "T", "{}"});
+  b.AppendJobEvent(JobEvent{"b", 1, 1, "T", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  auto seqs = (*store)->LastJobEventSeqs();
+  ASSERT_TRUE(seqs.ok()) << seqs.status().ToString();
+  ASSERT_EQ(seqs->size(), 2u);
+  for (const std::string id : {"a", "b"}) {
+    auto events = (*store)->JobEvents(id);
+    ASSERT_TRUE(events.ok());
+    EXPECT_EQ(seqs->at(id), events->back().seq) << id;
+  }
+}
+
 TEST_F(StoreTest, JobsAndAttemptsRoundTrip) {
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok());

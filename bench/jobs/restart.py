@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""bench/jobs/restart.py: restart and reads with many finished jobs in the store (issue 22).
+
+A real `lote server` gets a compute environment, queue and job definition and
+runs TEMPLATES trivial jobs to SUCCEEDED (lote_jobs_load --setup); it is
+stopped, and the store is filled directly through SQL with N more finished
+jobs: copies of those rows under new job ids (the id replaced in the document),
+each with one job event (real jobs have about eight). Then, for this build
+and (with --peer) another build, on the same store:
+  - time to listen: from exec to the "lote server listening on" line;
+  - resident memory (VmRSS) after start, and per job over the empty store's;
+  - DescribeJobs p50/p99 (one random id per call) and ListJobs p50/p99
+    (jobQueue + jobStatus SUCCEEDED, maxResults 100, following nextToken).
+Usage: bench/jobs/restart.py --build build [--jobs 1000000] [--peer PEER_BUILD]
+"""
+import argparse
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "control"))
+from lote_server import LoteServer  # noqa: E402
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def start(binary, home):
+    began = time.monotonic()
+    server = LoteServer(binary, home=home).start()
+    return server, time.monotonic() - began
+
+
+def percentiles(ms):
+    ms = sorted(ms)
+    return ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+
+
+def reads(server, ids, calls, list_calls):
+    batch = server.client()
+    queue = "jobs-bench-q"
+    describe, listing = [], []
+    rng = random.Random(1)
+    for _ in range(calls):
+        job = rng.choice(ids)
+        t = time.monotonic()
+        got = batch.describe_jobs(jobs=[job])["jobs"]
+        describe.append(1000 * (time.monotonic() - t))
+        assert len(got) == 1 and got[0]["status"] == "SUCCEEDED", (job, got)
+    token = None
+    for _ in range(list_calls):
+        args = {"jobQueue": queue, "jobStatus": "SUCCEEDED", "maxResults": 100}
+        if token:
+            args["nextToken"] = token
+        t = time.monotonic()
+        page = batch.list_jobs(**args)
+        listing.append(1000 * (time.monotonic() - t))
+        assert len(page["jobSummaryList"]) == 100
+        token = page.get("nextToken")
+    return percentiles(describe), percentiles(listing)
+
+
+def fill(db_path, n):
+    db = sqlite3.connect(db_path)
+    templates = db.execute(
+        "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs "
+        "WHERE status = 'SUCCEEDED'").fetchall()
+    last_event = {row[0]: db.execute(
+        "SELECT time_ms, type, payload FROM job_events WHERE job_id = ? ORDER BY seq DESC LIMIT 1",
+        (row[0],)).fetchone() for row in templates}
+    rng = random.Random(7)
+
+    def rows():
+        for i in range(n):
+            t = templates[i % len(templates)]
+            new_id = "%08x-%04x-4%03x-8%03x-%012x" % (
+                rng.getrandbits(32), rng.getrandbits(16), rng.getrandbits(12),
+                rng.getrandbits(12), i)
+            yield (new_id, t[1], t[2], t[3], t[4], t[5], t[6].replace(t[0], new_id)), \
+                (new_id, 1) + tuple(last_event[t[0]])
+
+    ids = []
+    batch_jobs, batch_events = [], []
+    with db:
+        for job, event in rows():
+            ids.append(job[0])
+            batch_jobs.append(job)
+            batch_events.append(event)
+            if len(batch_jobs) >= 20000:
+                db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)", batch_jobs)
+                db.executemany("INSERT INTO job_events VALUES (?,?,?,?,?)", batch_events)
+                batch_jobs, batch_events = [], []
+        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)", batch_jobs)
+        db.executemany("INSERT INTO job_events VALUES (?,?,?,?,?)", batch_events)
+    db.close()
+    return ids
+
+
+def measure(name, binary, home, ids, base_rss, calls, list_calls):
+    server, listen_s = start(binary, home)
+    try:
+        rss = rss_kib(server.proc.pid)
+        (d50, d99), (l50, l99) = reads(server, ids, calls, list_calls)
+        per_job = (rss - base_rss) * 1024.0 / len(ids) if base_rss else float("nan")
+        print("%s: time to listen %.2f s; VmRSS %.0f MiB (%.0f bytes per finished job over the "
+              "empty store); DescribeJobs p50 %.1f ms p99 %.1f ms; ListJobs p50 %.1f ms p99 %.1f ms"
+              % (name, listen_s, rss / 1024.0, per_job, d50, d99, l50, l99), flush=True)
+        return listen_s
+    finally:
+        server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--jobs", type=int, default=1000000)
+    ap.add_argument("--templates", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--list-calls", type=int, default=20)
+    ap.add_argument("--peer", default="")
+    a = ap.parse_args()
+    binary = os.path.abspath(os.path.join(a.build, "lote"))
+    load = os.path.abspath(os.path.join(a.build, "bench", "jobs", "lote_jobs_load"))
+    home = tempfile.mkdtemp(prefix="lote_bench_restart_")
+    try:
+        print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+        print("host: %d CPUs, load average %s; %d finished jobs filled into the store"
+              % (os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]), a.jobs))
+        server, _ = start(binary, home)
+        key, secret = server.credentials()
+        subprocess.run([load, "--endpoint", server.endpoint, "--key", key, "--secret", secret,
+                        "--jobs", str(a.templates), "--clients", "2", "--setup",
+                        "--instance-type", "local", "--wait-seconds", "120", "--paced-jobs", "0",
+                        "--warmup", "0"], check=True, stdout=subprocess.DEVNULL)
+        server.stop()
+        server, base_listen = start(binary, home)
+        base_rss = rss_kib(server.proc.pid)
+        server.stop()
+        print("empty store (%d jobs): time to listen %.2f s, VmRSS %.0f MiB"
+              % (a.templates, base_listen, base_rss / 1024.0), flush=True)
+        t = time.monotonic()
+        ids = fill(os.path.join(home, "lote.db"), a.jobs)
+        print("filled %d jobs through SQL in %.1f s" % (a.jobs, time.monotonic() - t), flush=True)
+        this = measure("this", binary, home, ids, base_rss, a.calls, a.list_calls)
+        if a.peer:
+            peer = measure("peer", os.path.abspath(os.path.join(a.peer, "lote")), home, ids,
+                           0, a.calls, a.list_calls)
+            print("ratio peer/this time to listen: %.2fx" % (peer / this))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
