@@ -330,44 +330,6 @@ void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, in
   }
 }
 
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
-                                   int64_t V, float grad_scale) {
-  double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-  for (int64_t r = 0; r < n; ++r) {
-    float* x = logits + r * V;
-    const int32_t target = targets[r];
-    if (target < 0) {
-      if (logprob != nullptr) logprob[r] = 0.0f;
-      if (grad_scale != 0.0f) std::memset(x, 0, sizeof(float) * V);
-      continue;
-    }
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
-    const float lp_unnorm = x[target] - mx;
-    float sum = 0.0f;
-    if (grad_scale != 0.0f) {
-      // Keep the exponentials: the gradient is exp(x - mx) / sum - onehot.
-      for (int64_t j = 0; j < V; ++j) {
-        x[j] = FastExp(x[j] - mx);
-        sum += x[j];
-      }
-    } else {
-      for (int64_t j = 0; j < V; ++j) sum += FastExp(x[j] - mx);
-    }
-    const float lp = lp_unnorm - std::log(sum);
-    if (logprob != nullptr) logprob[r] = lp;
-    total += -static_cast<double>(lp);
-    if (grad_scale != 0.0f) {
-      const float inv = grad_scale / sum;
-      for (int64_t j = 0; j < V; ++j) x[j] *= inv;
-      x[target] -= grad_scale;
-    }
-  }
-  return total;
-}
-
 }  // namespace lote::engine
 
 #include <chrono>

@@ -107,14 +107,6 @@ void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I);
 // dgate_up[N,2I] = gradients from dout[N,I] (overwrites).
 void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t I);
 
-// Cross-entropy over rows of logits[n,V] with targets[n] (-1 = ignored row).
-// Writes logprob[n] = log softmax(logits)[target] (0 for ignored rows) when non-null and
-// returns the sum of -logprob over valid rows. When grad_scale != 0, overwrites logits
-// with d(loss)/d(logits) * grad_scale, i.e. (softmax - onehot) * grad_scale (0 for
-// ignored rows).
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
-                                   int64_t V, float grad_scale);
-
 }  // namespace lote::engine
 
 namespace lote::engine {
