@@ -94,6 +94,7 @@ void RmsNormForward(float* out, float* rstd, const float* inp, const float* weig
     const float* x = inp + n * C;
     float* y = out + n * C;
     float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
     const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
     rstd[n] = r;
@@ -124,6 +125,7 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
       float* dx = dinp + n * C;
       const float r = rstd[n];
       float dot = 0.0f;  // sum_c dy*w*x
+#pragma omp simd reduction(+ : dot)
       for (int64_t c = 0; c < C; ++c) {
         dot += dy[c] * weight[c] * x[c];
         dw[static_cast<size_t>(c)] += dy[c] * x[c] * r;
@@ -225,6 +227,7 @@ void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, 
 #pragma omp simd reduction(max : mx)
           for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
           float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j <= i; ++j) {
             p[j] = FastExp(p[j] - mx);
             sum += p[j];
@@ -276,6 +279,7 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
             const float* oi = O + i * Da;
             const float* doi = dO + i * Da;
             float drow = 0.0f;
+#pragma omp simd reduction(+ : drow)
             for (int64_t c = 0; c < hd; ++c) drow += doi[c] * oi[c];
             const float li = L[i];
             for (int64_t j = 0; j <= i; ++j) {
