@@ -154,6 +154,40 @@ TEST(ZeroCommTest, BucketsEqualOneWholeReduceScatter) {
   });
 }
 
+// The embedding's rows that no rank touched are zero everywhere: sending only the listed
+// rows (packed, cut at the same shard boundaries) leaves every shard bit-identical to
+// one whole reduce-scatter, with the sparse range inside buckets and across shards.
+TEST(ZeroCommTest, SparseRowsEqualOneWholeReduceScatter) {
+  const int n = 3;
+  const int64_t total = 1000, begin = 100, row = 12, nrows = 50;
+  const std::vector<int64_t> counts = EvenCounts(total, n);
+  const std::vector<int64_t> rows = {0, 3, 7, 8, 20, 27, 28, 33, 49};
+  auto value = [&](int rank, int64_t i) {
+    if (i >= begin && i < begin + nrows * row) {
+      const int64_t r = (i - begin) / row;
+      if (std::find(rows.begin(), rows.end(), r) == rows.end()) return 0.0f;
+    }
+    return 1.0f / static_cast<float>(1 + i) + 1e-3f * static_cast<float>(rank * 7 + i % 13);
+  };
+  OnGroup(n, [&](int r, Communicator* comm) {
+    std::vector<float> whole(total), sparse(total);
+    for (int64_t i = 0; i < total; ++i) whole[i] = value(r, i);
+    ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
+    ZeroComm reducer(comm, counts, 64);
+    for (int step = 0; step < 2; ++step) {
+      for (int64_t i = 0; i < total; ++i) sparse[i] = value(r, i);
+      reducer.BeginReduce(sparse.data());
+      reducer.SetSparseRows(begin, begin + nrows * row, row, rows);
+      for (int64_t b : {990, 900, 650, 300, 50}) reducer.GradsReady(b);
+      ASSERT_TRUE(reducer.FinishReduce().ok());
+      const Range mine = EvenSplit(total, n, r);
+      for (int64_t i = mine.begin; i < mine.end; ++i) {
+        ASSERT_EQ(sparse[i], whole[i]) << "rank " << r << " element " << i;
+      }
+    }
+  });
+}
+
 // The bucketed all-gather of the parameters: each WaitParams(end) returns with [0, end)
 // holding every rank's values, and the whole buffer ends as one all-gather leaves it,
 // step after step (3 uneven shards, buckets crossing the shard boundaries).
