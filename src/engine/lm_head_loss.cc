@@ -51,10 +51,11 @@ void LmHeadForward(float* logits, const HeadStats& s, const float* x, const floa
   std::fill(s.target, s.target + m, 0.0f);
   for (int64_t j = 0; j < s.blocks; ++j) {
     const int64_t j0 = j * s.vocab_block, n = std::min(Vl, j0 + s.vocab_block) - j0;
-    Gemm(false, true, m, n, C, 1.0f, x, C, w + j0 * C, C, 0.0f, logits + j0, Vl);
+    float* block = logits + m * j0;  // [m, n], contiguous (see lm_head_loss.h)
+    Gemm(false, true, m, n, C, 1.0f, x, C, w + j0 * C, C, 0.0f, block, n);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
-      float* y = logits + r * Vl + j0;
+      float* y = block + r * n;
       if (raw != nullptr) std::memcpy(raw + r * raw_ld + j0, y, sizeof(float) * n);
       if (local[r] >= j0 && local[r] < j0 + n) s.target[r] = y[local[r] - j0];
       ForwardRowBlock(y, n, j, r, s);
@@ -82,9 +83,10 @@ void LmHeadBackward(float* dx, float* dw, float* logits, const HeadStats& s, con
                     int64_t C, int64_t Vl, float grad_scale) {
   for (int64_t j = 0; j < s.blocks; ++j) {
     const int64_t j0 = j * s.vocab_block, n = std::min(Vl, j0 + s.vocab_block) - j0;
+    float* block = logits + m * j0;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
-      float* y = logits + r * Vl + j0;
+      float* y = block + r * n;
       if (targets[r] < 0) {
         std::memset(y, 0, sizeof(float) * static_cast<size_t>(n));
         continue;
@@ -96,8 +98,8 @@ void LmHeadBackward(float* dx, float* dw, float* logits, const HeadStats& s, con
       for (int64_t i = 0; i < n; ++i) y[i] *= f;
       if (local[r] >= j0 && local[r] < j0 + n) y[local[r] - j0] -= grad_scale;
     }
-    Gemm(false, false, m, C, n, 1.0f, logits + j0, Vl, w + j0 * C, C, j == 0 ? 0.0f : 1.0f, dx, C);
-    Gemm(true, false, n, C, m, 1.0f, logits + j0, Vl, x, C, 1.0f, dw + j0 * C, C);
+    Gemm(false, false, m, C, n, 1.0f, block, n, w + j0 * C, C, j == 0 ? 0.0f : 1.0f, dx, C);
+    Gemm(true, false, n, C, m, 1.0f, block, n, x, C, 1.0f, dw + j0 * C, C);
   }
 }
 
