@@ -102,6 +102,25 @@ void RmsNormForward(float* out, float* rstd, const float* inp, const float* weig
   }
 }
 
+void AddRmsNormForward(float* out, float* rstd, float* res, const float* add, const float* weight,
+                       int64_t N, int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float* x = res + n * C;
+    const float* a = add + n * C;
+    float* y = out + n * C;
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) {
+      x[c] += a[c];
+      ss += x[c] * x[c];
+    }
+    const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
+    rstd[n] = r;
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
+  }
+}
+
 void RmsNormApply(float* out, const float* inp, const float* weight, const float* rstd, int64_t N,
                   int64_t C) {
 #pragma omp parallel for schedule(static)

@@ -53,6 +53,11 @@ void EmbeddingBackward(float* dwte, const float* dout, const int32_t* tokens, in
 // out[N,C] = inp * rstd * weight[C], rstd[N] = 1/sqrt(mean(inp^2) + eps).
 void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                     int64_t C, float eps);
+// The residual add fused with the RMSNorm after it (one pass over the stream instead of
+// two): res[N,C] += add, then out and rstd as RmsNormForward(out, rstd, res, ...),
+// bit-identical to the two calls.
+void AddRmsNormForward(float* out, float* rstd, float* res, const float* add, const float* weight,
+                       int64_t N, int64_t C, float eps);
 // out[N,C] = inp * rstd * weight from a saved rstd[N]: bit-identical to RmsNormForward's
 // output, so backward recomputes the norm outputs instead of storing them.
 void RmsNormApply(float* out, const float* inp, const float* weight, const float* rstd, int64_t N,

@@ -191,8 +191,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
     TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
-    AddInPlace(A + la.res_mid, A + la.res, N * C);
-    RmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
+    AddRmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, N, C,
+                      eps);  // res_mid += res, then ln2
     MatmulForward(A + la.gate_up, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
     SwiGluForward(A + la.act, A + la.gate_up, N, I);
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
