@@ -227,6 +227,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     r.spec.multi_node = gang.multi_node;
     r.spec.main_node_index = gang.main_node_index;
     r.spec.default_grace_ms = options_.default_grace_ms;
+    if (r.spec.fault.at_step > 0)  // the main node's output, on the shared state folder
+      r.spec.fault.progress_path = dir + "/node-" + std::to_string(gang.main_node_index) + ".out";
     for (std::string& w : r.warnings) out.warnings[k].push_back(std::move(w));
     cpus = std::max(cpus, (n.vcpu_milli + 999) / 1000);
     mem = std::max(mem, n.memory_mib);

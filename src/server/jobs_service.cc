@@ -244,6 +244,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router) {
          return loop->GetJobQueueSnapshot(r);
        }});
   api::RegisterBatchSharedOperations(router, control_, loop);
+  api::RegisterLoteJobOperations(router, loop);
 }
 
 Status MakeHomePrivate(const std::string& home) {
