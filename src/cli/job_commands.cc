@@ -211,8 +211,8 @@ struct JobsArgs {
 Result<Json> InjectRequest(const JobsArgs& a) {
   Json r = Json::object();
   int kinds = 0;
-  for (const auto& [node, action] : {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"},
-                                     {a.stop_node, "stop"}}) {
+  for (const auto& [node, action] :
+       {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"}, {a.stop_node, "stop"}}) {
     if (node < 0) continue;
     ++kinds;
     r["action"] = action;

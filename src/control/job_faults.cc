@@ -9,6 +9,18 @@
 
 namespace lote::control {
 
+std::string JobLoop::InjectedFaultLocked(const Job& job, const exec::NodeEvent& ev) {
+  if (!ev.injected.empty()) return ev.injected;
+  const bool failed = ev.outcome == exec::NodeOutcome::kSignaled || ev.exit_code != 0;
+  const int32_t number = ev.node.attempt.attempt;
+  if (!failed || ev.terminated || number < 1 || number > static_cast<int32_t>(job.attempts.size()))
+    return "";
+  const Attempt& attempt = job.attempts[static_cast<size_t>(number - 1)];
+  if (attempt.stopped_at != 0) return "";  // already ended: a gang member's late end
+  exec::Backend* backend = BackendOf(attempt);
+  return backend == nullptr ? "" : backend->InjectedFault(ev.node.attempt, job.NumNodes());
+}
+
 Result<Json> JobLoop::InjectFault(const Json& request) {
   std::string id =
       request.value("jobId", Json()).is_string() ? request["jobId"].get<std::string>() : "";

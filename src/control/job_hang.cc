@@ -33,14 +33,16 @@ Result<JobLoop::EvidenceTarget> JobLoop::EvidenceTargetLocked(const std::string&
   t.backend = BackendOf(*attempt);
   for (const NodeAttempt& n : attempt->nodes)
     if (!n.log_stream_name.empty()) t.streams[n.node_index] = n.log_stream_name;
+  t.num_nodes = static_cast<int32_t>(attempt->nodes.size());
   return t;
 }
 
-std::string JobLoop::CollectEvidence(const EvidenceTarget& t, Json* nodes) {
-  if (t.backend == nullptr) return EvidenceSentence({}, "", "the attempt's backend is gone");
+JobLoop::HangEvidence JobLoop::CollectEvidence(const EvidenceTarget& t, Json* nodes) {
+  if (t.backend == nullptr) return {"", EvidenceSentence({}, "", "the attempt's backend is gone")};
+  const std::string injected = t.backend->InjectedFault(t.key, t.num_nodes);
   Result<std::map<int32_t, std::string>> dumps =
       t.backend->CollectStackDumps(t.key, kDumpTimeoutMs);
-  if (!dumps.ok()) return EvidenceSentence({}, "", dumps.status().message());
+  if (!dumps.ok()) return {injected, EvidenceSentence({}, "", dumps.status().message())};
   const int64_t now = clock_->NowMillis();
   std::string stored_as = "<node's log stream>/dump";
   for (const auto& [node, text] : *dumps) {
@@ -56,7 +58,7 @@ std::string JobLoop::CollectEvidence(const EvidenceTarget& t, Json* nodes) {
                             {"stopped", text.find("(T (stopped))") != std::string::npos}});
   }
   if (t.streams.size() == 1) stored_as = DumpStreamName(t.streams.begin()->second);
-  return EvidenceSentence(*dumps, stored_as, "");
+  return {injected, EvidenceSentence(*dumps, stored_as, "")};
 }
 
 void JobLoop::CollectHangEvidence() {
@@ -68,7 +70,7 @@ void JobLoop::CollectHangEvidence() {
       if (t.ok() && t->key == key) {
         targets.push_back(std::move(*t));
       } else {
-        hang_evidence_[key] = "";  // it ended meanwhile: fail it without evidence
+        hang_evidence_[key] = HangEvidence{};  // it ended meanwhile: no evidence
       }
     }
     evidence_wanted_.clear();
@@ -77,9 +79,9 @@ void JobLoop::CollectHangEvidence() {
   for (const EvidenceTarget& t : targets) {
     spdlog::info("jobs: {} attempt {} hangs: collecting stack dumps of its nodes", t.key.job_id,
                  t.key.attempt);
-    std::string sentence = CollectEvidence(t, nullptr);
+    HangEvidence evidence = CollectEvidence(t, nullptr);
     std::lock_guard<std::mutex> lock(mu_);
-    hang_evidence_[t.key] = std::move(sentence);
+    hang_evidence_[t.key] = std::move(evidence);
   }
   Wake();
 }
@@ -96,9 +98,12 @@ Result<Json> JobLoop::DumpJob(const Json& request) {
     ASSIGN_OR_RETURN(t, EvidenceTargetLocked(id));
   }
   Json nodes = Json::array();
-  std::string sentence = CollectEvidence(t, &nodes);
+  HangEvidence evidence = CollectEvidence(t, &nodes);
+  std::string sentence = evidence.sentence;
   if (sentence.rfind("; ", 0) == 0) sentence = sentence.substr(2);
-  return Json{{"jobId", id}, {"attempt", t.key.attempt}, {"nodes", nodes}, {"summary", sentence}};
+  Json out{{"jobId", id}, {"attempt", t.key.attempt}, {"nodes", nodes}, {"summary", sentence}};
+  if (!evidence.injected.empty()) out["injectedFault"] = evidence.injected;
+  return out;
 }
 
 }  // namespace lote::control

@@ -121,9 +121,10 @@ std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t 
       continue;
     }
     const std::string reason =
+        (evidence->second.injected.empty() ? "" : evidence->second.injected + "; then ") +
         HangReason(job, *attempt, stalled, *timeout_s,
                    [this](const std::string& stream) { return output_->LastLines(stream, 3); }) +
-        evidence->second;
+        evidence->second.sentence;
     hang_evidence_.erase(evidence);
     hangs.emplace_back(
         id, JobEvent::AttemptFailed(number, FailureCategory::kHang, reason, stalled.front(), now));
@@ -169,11 +170,10 @@ void JobLoop::ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, 
     switch (ev.outcome) {
       case exec::NodeOutcome::kExited:
       case exec::NodeOutcome::kSignaled:
-        apply(id,
-              JobEvent::NodeExited(attempt, ev.node.node_index,
-                                   ev.outcome == exec::NodeOutcome::kExited ? ev.exit_code : 0,
-                                   ev.outcome == exec::NodeOutcome::kSignaled ? ev.signal : 0, at,
-                                   ev.injected));
+        apply(id, JobEvent::NodeExited(attempt, ev.node.node_index,
+                                       ev.outcome == exec::NodeOutcome::kExited ? ev.exit_code : 0,
+                                       ev.outcome == exec::NodeOutcome::kSignaled ? ev.signal : 0,
+                                       at, InjectedFaultLocked(it->second, ev)));
         break;
       case exec::NodeOutcome::kLost:
       case exec::NodeOutcome::kStartFailed: {

@@ -159,10 +159,21 @@ class JobLoop {
     exec::AttemptKey key;
     exec::Backend* backend = nullptr;
     std::map<int32_t, std::string> streams;  // node index -> its log stream
+    int32_t num_nodes = 1;
+  };
+  // What a hang's attempt fails with, after its dumps: the injected fault
+  // that caused it, if any ("Injected fault: ...; " first), and the
+  // evidence sentence (last).
+  struct HangEvidence {
+    std::string injected;
+    std::string sentence;
   };
   Result<EvidenceTarget> EvidenceTargetLocked(const std::string& job_id);
-  std::string CollectEvidence(const EvidenceTarget& target, Json* nodes);
+  HangEvidence CollectEvidence(const EvidenceTarget& target, Json* nodes);
   void CollectHangEvidence();  // no lock held
+  // Injected faults (job_faults.cc): the sentence of a fault a runner of the
+  // node's attempt injected, when the node's end fails the attempt ("" else).
+  std::string InjectedFaultLocked(const Job& job, const exec::NodeEvent& event);
   // Hands the open attempt of each job to its backend (after the Scheduled
   // events are committed); records Launched and NodeStarted, or the failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
@@ -233,12 +244,12 @@ class JobLoop {
   JobLoopMetrics metrics_;
 
   std::mutex mu_;
-  std::set<exec::AttemptKey> evidence_wanted_;             // hangs to dump; protected by mu_
-  std::map<exec::AttemptKey, std::string> hang_evidence_;  // their sentences; protected by mu_
-  JobTable jobs_;                            // every job incl. array children
-  JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
-  std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored
-  SubmitOrder submit_order_;                 // per job
+  std::set<exec::AttemptKey> evidence_wanted_;              // hangs to dump; protected by mu_
+  std::map<exec::AttemptKey, HangEvidence> hang_evidence_;  // protected by mu_
+  JobTable jobs_;                                           // every job incl. array children
+  JobIndex index_;                                          // over jobs_ (ApplyLocked keeps it)
+  std::map<std::string, int64_t> last_seq_;                 // per job: last event seq stored
+  SubmitOrder submit_order_;                                // per job
   int64_t next_submit_order_ = 1;
   InstanceTable instances_;
   int32_t next_instance_index_ = 0;

@@ -25,7 +25,10 @@ Result<std::map<int32_t, std::string>> Backend::CollectStackDumps(const AttemptK
 }
 
 Status Backend::InjectFault(const NodeKey&, const NodeFault&, int32_t) {
-  return Status::Unimplemented("the " + Name() + " backend cannot inject a fault into a running node");
+  return Status::Unimplemented("the " + Name() +
+                               " backend cannot inject a fault into a running node");
 }
+
+std::string Backend::InjectedFault(const AttemptKey&, int32_t) { return ""; }
 
 }  // namespace lote::exec

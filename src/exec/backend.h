@@ -305,6 +305,12 @@ class Backend {
   // Unimplemented for a backend that cannot reach its runners (the default);
   // NotFound when the node does not run here.
   virtual Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index);
+
+  // What a runner of the attempt's `num_nodes` nodes injected (the first
+  // such sentence, fault.json), "" if none: another node of the gang may end
+  // before the faulted one, and the attempt's reason must still say it was
+  // injected. Asked only when an attempt fails. The default: "".
+  virtual std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes);
 };
 
 }  // namespace lote::exec

@@ -449,8 +449,8 @@ Result<std::map<int32_t, std::string>> LocalBackend::CollectStackDumps(const Att
       const NodePaths& p = nodes[i].second;
       Result<ProcessRecord> command = ReadProcessRecord(p.command());
       if (!command.ok()) {
-        dumps[i] = "(no stack: the command's record is unreadable: " +
-                   command.status().message() + ")\n";
+        dumps[i] =
+            "(no stack: the command's record is unreadable: " + command.status().message() + ")\n";
         return;
       }
       Result<ShimSpec> spec = ReadShimSpec(p.spec());
@@ -484,6 +484,17 @@ Status LocalBackend::InjectFault(const NodeKey& key, const NodeFault& fault,
     return Status::Internal("cannot signal the runner of node " + key.ToString() + ": " +
                             ErrnoText());
   return Status::Ok();
+}
+
+std::string LocalBackend::InjectedFault(const AttemptKey& attempt, int32_t num_nodes) {
+  for (int32_t i = 0; i < num_nodes; ++i) {
+    Result<NodePaths> p = NodePathsFor(options_.home, NodeKey{attempt, i});
+    if (!p.ok()) return "";
+    Result<Json> fault = ReadJsonFile(p->fault());
+    if (fault.ok() && fault->value("injected", Json()).is_string())
+      return (*fault)["injected"].get<std::string>();
+  }
+  return "";
 }
 
 void LocalBackend::Wake() {

@@ -95,6 +95,7 @@ class LocalBackend final : public Backend {
                                                            int64_t timeout_ms) override;
   // inject.json in the node's folder, then SIGUSR1 to its supervisor.
   Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index) override;
+  std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
 
   // One node (LaunchGang's step; tests drive nodes one at a time). No kRunning
   // event is queued for it: it runs when this returns OK.

@@ -189,6 +189,15 @@ std::optional<Capacity> SlurmBackend::GetCapacity() {
   return capacity_;
 }
 
+std::string SlurmBackend::InjectedFault(const AttemptKey& attempt, int32_t num_nodes) {
+  for (int32_t k = 0; k < num_nodes; ++k) {
+    Result<Json> fault = ReadJsonFile(NodeFolder(AttemptDir(attempt), k).fault());
+    if (fault.ok() && fault->value("injected", Json()).is_string())
+      return (*fault)["injected"].get<std::string>();
+  }
+  return "";
+}
+
 std::string SlurmBackend::AttemptDir(const AttemptKey& attempt) const {
   return options_.state_dir + "/" + attempt.job_id + "/" + std::to_string(attempt.attempt);
 }
