@@ -242,6 +242,9 @@ void InjectCommand(CLI::App* jobs) {
   sub->add_option("--stop-node", args->stop_node, "SIGSTOP this node's processes");
   sub->add_option("--at-step", args->at_step, "When the job's progress reaches this step");
   sub->add_option("--after", args->after_seconds, "This many seconds from now (0: at once)");
+  sub->footer(
+      "Example: lote jobs inject JOB_ID --kill-node 1 --at-step 50\n"
+      "Faults at submission: the lote:inject... parameters (docs/faults.md).");
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args] {
     Guarded("jobs inject", kExitError, [&] {

@@ -67,8 +67,9 @@ struct JobEvent {
   JobEventType type = JobEventType::kSubmitted;
   int64_t at_ms = 0;
   Json job;                          // kSubmitted: JobToJson of the new job
-  std::string reason;                // kDependencyFailed (dependency id), kStatusReason, kNodeExited,
-                                     // kAttemptFailed, kCancelRequested, kTerminateRequested
+  std::string reason;                // kDependencyFailed (dependency id), kStatusReason,
+                                     // kAttemptFailed, kCancelRequested, kTerminateRequested,
+                                     // kNodeExited (an injected fault's sentence)
   std::string compute_environment;   // kScheduled
   std::vector<ScheduledNode> nodes;  // kScheduled: every node, index order
   int32_t attempt = 0;               // 1-based attempt the node event is about (0 = the job)

@@ -205,16 +205,16 @@ Result<TerminateRequest> TerminateRequestFromJson(const Json& j) {
 
 Json ToJson(const StatusRecord& r) {
   Json j{{"outcome", std::string(NodeOutcomeName(r.outcome))},
-              {"exit_code", r.exit_code},
-              {"signal", r.signal},
-              {"terminated", r.terminated},
-              {"never_started", r.never_started},
-              {"bad_command", r.bad_command},
-              {"reason", r.reason},
-              {"started_at_ms", r.started_at_ms},
-              {"stopped_at_ms", r.stopped_at_ms},
-              {"pull_started_at_ms", r.pull_started_at_ms},
-              {"pull_stopped_at_ms", r.pull_stopped_at_ms}};
+         {"exit_code", r.exit_code},
+         {"signal", r.signal},
+         {"terminated", r.terminated},
+         {"never_started", r.never_started},
+         {"bad_command", r.bad_command},
+         {"reason", r.reason},
+         {"started_at_ms", r.started_at_ms},
+         {"stopped_at_ms", r.stopped_at_ms},
+         {"pull_started_at_ms", r.pull_started_at_ms},
+         {"pull_stopped_at_ms", r.pull_stopped_at_ms}};
   if (!r.injected.empty()) j["injected"] = r.injected;
   return j;
 }

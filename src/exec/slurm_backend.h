@@ -97,7 +97,6 @@ class SlurmBackend final : public Backend {
   std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
 
  private:
-
  private:
   struct Tracked {
     AttemptKey attempt;
