@@ -10,7 +10,8 @@
 #     base build's (default: /work/main/build, main's binary), same load
 #     client (bench/jobs' lote_jobs_load), N jobs, interleaved RUNS times;
 #     prints the ratio (goal >= 0.98x).
-# Usage: bench/faults/run.sh BUILD_DIR [BASE_BUILD_DIR] [N]   (env: ROUNDS=5, RUNS=3, CLIENTS=8)
+# Usage: bench/faults/run.sh BUILD_DIR [BASE_BUILD_DIR] [N]
+#   (env: ROUNDS=5, RUNS=3, CLIENTS=8; ONLY_JOBS=1: part 3 alone)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "${1:-build}" && pwd)"
@@ -21,7 +22,9 @@ CLIENTS="${CLIENTS:-8}"
 DATA="$HERE/../../.cache/testdata"
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-OMP_NUM_THREADS=1 python3 "$HERE/faults.py" "$BUILD/lote" "$DATA" "${ROUNDS:-5}"
+if [ -z "${ONLY_JOBS:-}" ]; then
+  OMP_NUM_THREADS=1 python3 "$HERE/faults.py" "$BUILD/lote" "$DATA" "${ROUNDS:-5}"
+fi
 
 WORK="$(mktemp -d /tmp/lote_bench_faults.XXXXXX)"
 PID=""
@@ -43,8 +46,11 @@ jobs_per_s() {
 }
 THIS=(); MAIN=()
 for run in $(seq "$RUNS"); do
-  MAIN+=("$(jobs_per_s "$BASE/lote")")
-  THIS+=("$(jobs_per_s "$BUILD/lote")")
+  if [ $((run % 2)) = 1 ]; then  # alternating order: neither always goes first
+    MAIN+=("$(jobs_per_s "$BASE/lote")"); THIS+=("$(jobs_per_s "$BUILD/lote")")
+  else
+    THIS+=("$(jobs_per_s "$BUILD/lote")"); MAIN+=("$(jobs_per_s "$BASE/lote")")
+  fi
   echo "run $run: base $BASE/lote ${MAIN[-1]} jobs/s, this build ${THIS[-1]} jobs/s"
 done
 python3 - "${MAIN[*]}" "${THIS[*]}" "$N" <<'PY'

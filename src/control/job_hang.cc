@@ -62,6 +62,7 @@ JobLoop::HangEvidence JobLoop::CollectEvidence(const EvidenceTarget& t, Json* no
 }
 
 void JobLoop::CollectHangEvidence() {
+  if (!evidence_due_.exchange(false)) return;  // the usual pass: no lock taken
   std::vector<EvidenceTarget> targets;
   {
     std::lock_guard<std::mutex> lock(mu_);

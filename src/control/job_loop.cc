@@ -118,6 +118,7 @@ std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t 
     auto evidence = hang_evidence_.find(exec::AttemptKey{id, number});
     if (evidence == hang_evidence_.end()) {
       evidence_wanted_.insert(exec::AttemptKey{id, number});
+      evidence_due_ = true;
       continue;
     }
     const std::string reason =

@@ -45,6 +45,7 @@
 // job_journal.cc (events applied and stored), job_recovery.cc (start-up).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -246,10 +247,11 @@ class JobLoop {
   std::mutex mu_;
   std::set<exec::AttemptKey> evidence_wanted_;              // hangs to dump; protected by mu_
   std::map<exec::AttemptKey, HangEvidence> hang_evidence_;  // protected by mu_
-  JobTable jobs_;                                           // every job incl. array children
-  JobIndex index_;                                          // over jobs_ (ApplyLocked keeps it)
-  std::map<std::string, int64_t> last_seq_;                 // per job: last event seq stored
-  SubmitOrder submit_order_;                                // per job
+  std::atomic<bool> evidence_due_{false};    // set with evidence_wanted_, cleared by its collector
+  JobTable jobs_;                            // every job incl. array children
+  JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
+  std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored
+  SubmitOrder submit_order_;                 // per job
   int64_t next_submit_order_ = 1;
   InstanceTable instances_;
   int32_t next_instance_index_ = 0;
