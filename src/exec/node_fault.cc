@@ -30,6 +30,10 @@ std::string ReadCompleteLines(const std::string& path, off_t* offset) {
     ssize_t n = ::pread(fd, out.data(), out.size(), *offset);
     out.resize(n > 0 ? static_cast<size_t>(n) : 0);
     const size_t end = out.rfind('\n');
+    if (end == std::string::npos && out.size() == (1u << 20)) {
+      *offset += static_cast<off_t>(out.size());  // 1 MiB without a line end: no progress line
+      return "";
+    }
     out.resize(end == std::string::npos ? 0 : end + 1);
     *offset += static_cast<off_t>(out.size());
   }
