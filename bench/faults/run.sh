@@ -15,11 +15,12 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "${1:-build}" && pwd)"
-BASE="$(cd "${2:-/work/main/build}" && pwd)"
+BASE="${2:-/work/main/build}"  # a build of main: the binary before this change
 N="${3:-1000}"
 RUNS="${RUNS:-3}"
 CLIENTS="${CLIENTS:-8}"
 DATA="$HERE/../../.cache/testdata"
+cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -z "${ONLY_JOBS:-}" ]; then
@@ -44,6 +45,10 @@ jobs_per_s() {
   kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""
   python3 -c 'import json,sys; print(json.loads(sys.argv[1])["completed"]["jobs_per_s"])' "$res"
 }
+if [ ! -x "$BASE/lote" ]; then
+  echo "part 3 skipped: no base build at $BASE (give BASE_BUILD_DIR, a build of main)"
+  exit 0
+fi
 THIS=(); MAIN=()
 for run in $(seq "$RUNS"); do
   if [ $((run % 2)) = 1 ]; then  # alternating order: neither always goes first
