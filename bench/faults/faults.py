@@ -143,6 +143,7 @@ def dump_cost():
         print("stack dumps of a 4-rank TP2 x DP2 training job (%d node dumps, gdb): "
               "median %.2f s, max %.2f s over %d calls of lote jobs dump"
               % (procs, statistics.median(times), max(times), len(times)))
+        print("the last dump's summary (a healthy job): " + r.stdout.strip().splitlines()[-1])
         batch.terminate_job(jobId=job_id, reason="bench done")
     finally:
         server.cleanup()

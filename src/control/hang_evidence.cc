@@ -25,21 +25,27 @@ std::string NodeList(const std::vector<int32_t>& nodes) {
   return out;
 }
 
-// The node whose stacks are farthest from the others' on average, when it is
-// strictly the farthest.
-std::vector<int32_t> MostDifferent(const std::map<int32_t, std::string>& dumps) {
+// The one node that is farther from every other node than any two others
+// are from each other (a clear outlier, no threshold); none when no node is
+// (two nodes, or stacks that merely differ in timing, as a running job's do).
+std::vector<int32_t> ClearOutlier(const std::map<int32_t, std::string>& dumps) {
   std::vector<std::pair<int32_t, std::vector<std::string>>> sigs;
   for (const auto& [node, dump] : dumps) sigs.emplace_back(node, exec::StackSignature(dump));
-  std::vector<double> score(sigs.size(), 0.0);
-  for (size_t i = 0; i < sigs.size(); ++i)
-    for (size_t j = 0; j < sigs.size(); ++j)
-      if (i != j) score[i] += Distance(sigs[i].second, sigs[j].second);
-  const size_t best =
-      static_cast<size_t>(std::max_element(score.begin(), score.end()) - score.begin());
-  for (size_t i = 0; i < score.size(); ++i)
-    if (i != best && score[i] >= score[best]) return {};
-  if (score[best] <= 0.0) return {};
-  return {sigs[best].first};
+  const size_t n = sigs.size();
+  if (n < 3) return {};
+  std::vector<int32_t> found;
+  for (size_t x = 0; x < n; ++x) {
+    double nearest = 1.0, widest = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i == x) continue;
+      nearest = std::min(nearest, Distance(sigs[x].second, sigs[i].second));
+      for (size_t j = i + 1; j < n; ++j)
+        if (j != x) widest = std::max(widest, Distance(sigs[i].second, sigs[j].second));
+    }
+    if (nearest > widest) found.push_back(sigs[x].first);
+  }
+  if (found.size() != 1) return {};
+  return found;
 }
 
 }  // namespace
@@ -52,7 +58,7 @@ std::vector<int32_t> Stragglers(const std::map<int32_t, std::string>& dumps) {
   for (const auto& [node, dump] : dumps)
     if (HasStoppedProcess(dump)) stopped.push_back(node);
   if (!stopped.empty() && stopped.size() < dumps.size()) return stopped;
-  return MostDifferent(dumps);
+  return ClearOutlier(dumps);
 }
 
 std::string EvidenceSentence(const std::map<int32_t, std::string>& dumps,

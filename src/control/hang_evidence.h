@@ -2,7 +2,8 @@
 // (exec::Backend::CollectStackDumps), stored as the log stream
 // "<node's stream>/dump", and the sentence the HANG reason ends with, naming
 // the straggler: the node(s) whose processes were found stopped (state T),
-// else the one node whose stacks differ most from the others'.
+// else the one node that is farther (by the function names of its stacks)
+// from every other node than any two others are from each other.
 //
 // Pure: no I/O.
 #pragma once

@@ -41,6 +41,18 @@ TEST(Stragglers, ElseTheOneWhoseStacksDiffer) {
             std::string::npos);
 }
 
+TEST(Stragglers, NoneWhenTheStacksDifferWithoutAClearOutlier) {
+  // A running job's snapshot: every node somewhere else, none stands out.
+  std::map<int32_t, std::string> dumps = {{0, Dump("R (running)", {"a", "b", "main"})},
+                                          {1, Dump("R (running)", {"a", "c", "main"})},
+                                          {2, Dump("R (running)", {"b", "c", "main"})}};
+  EXPECT_TRUE(Stragglers(dumps).empty());
+  // Two nodes: each is as far from the other.
+  EXPECT_TRUE(
+      Stragglers({{0, Dump("S (sleeping)", kWaiting)}, {1, Dump("R (running)", kComputing)}})
+          .empty());
+}
+
 TEST(Stragglers, NoneWhenAllAlikeOrAlone) {
   std::map<int32_t, std::string> same = {{0, Dump("S (sleeping)", kWaiting)},
                                          {1, Dump("S (sleeping)", kWaiting)}};
