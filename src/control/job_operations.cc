@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "control/fault_plan.h"
 #include "control/job_controller.h"
 #include "control/job_loop.h"
 #include "control/job_render.h"
@@ -68,6 +69,7 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     ASSIGN_OR_RETURN(SubmittedJobs submitted, PrepareSubmit(request, ctx));
     RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
     RETURN_IF_ERROR(ValidateTerminationGrace(submitted.job));
+    RETURN_IF_ERROR(ParseFaultPlan(submitted.job).status());
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)

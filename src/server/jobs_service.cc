@@ -241,6 +241,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router, api::IamAccessContr
          return loop->GetJobQueueSnapshot(r);
        }});
   api::RegisterBatchSharedOperations(router, control_, loop);
+  api::RegisterLoteJobOperations(router, loop);
 }
 
 Status MakeHomePrivate(const std::string& home) {
