@@ -1,7 +1,8 @@
 // The job loop's hang evidence (docs/faults.md): when hang detection fires,
 // the attempt does not fail at once. The pass that found it asks for
 // evidence (evidence_wanted_); after that pass, with no lock held,
-// CollectHangEvidence has the attempt's backend dump the stacks of every
+// CollectHangEvidence (on a thread of the loop's own in lote server) has the
+// attempt's backend dump the stacks of every
 // process of every node, stores each node's dump as "<its stream>/dump" and
 // keeps the sentence that names the straggler; the next pass fails the
 // attempt (HANG) with that sentence at the end of its reason. `lote jobs
@@ -61,14 +62,35 @@ JobLoop::HangEvidence JobLoop::CollectEvidence(const EvidenceTarget& t, Json* no
   return {injected, EvidenceSentence(*dumps, stored_as, "")};
 }
 
+JobLoop::~JobLoop() { JoinEvidenceCollector(); }
+
+void JobLoop::JoinEvidenceCollector() {
+  if (evidence_thread_.joinable()) evidence_thread_.join();
+}
+
 void JobLoop::CollectHangEvidence() {
-  if (!evidence_due_.exchange(false)) return;  // the usual pass: no lock taken
+  if (!evidence_due_.load()) return;  // the usual pass: no lock taken
+  if (!options_.collect_evidence_in_background) {
+    CollectWantedEvidence();
+    return;
+  }
+  if (evidence_running_.exchange(true)) return;  // a pass after the collector's end takes it
+  if (evidence_thread_.joinable()) evidence_thread_.join();
+  evidence_thread_ = std::thread([this] {
+    while (evidence_due_.load()) CollectWantedEvidence();
+    evidence_running_ = false;
+  });
+}
+
+void JobLoop::CollectWantedEvidence() {
+  evidence_due_ = false;
   std::vector<EvidenceTarget> targets;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const exec::AttemptKey& key : evidence_wanted_) {
       Result<EvidenceTarget> t = EvidenceTargetLocked(key.job_id);
       if (t.ok() && t->key == key) {
+        evidence_collecting_.insert(key);
         targets.push_back(std::move(*t));
       } else {
         hang_evidence_[key] = HangEvidence{};  // it ended meanwhile: no evidence
@@ -82,6 +104,7 @@ void JobLoop::CollectHangEvidence() {
                  t.key.attempt);
     HangEvidence evidence = CollectEvidence(t, nullptr);
     std::lock_guard<std::mutex> lock(mu_);
+    evidence_collecting_.erase(t.key);
     hang_evidence_[t.key] = std::move(evidence);
   }
   Wake();

@@ -118,6 +118,7 @@ std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t 
     // The stacks first (CollectHangEvidence, after this pass); then it fails.
     auto evidence = hang_evidence_.find(exec::AttemptKey{id, number});
     if (evidence == hang_evidence_.end()) {
+      if (evidence_collecting_.count(exec::AttemptKey{id, number}) > 0) continue;  // under way
       evidence_wanted_.insert(exec::AttemptKey{id, number});
       evidence_due_ = true;
       continue;

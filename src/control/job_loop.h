@@ -55,6 +55,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -107,6 +108,11 @@ struct JobLoopOptions {
   // How many RUNNABLE jobs of a queue (of each share of a fair-share queue)
   // one scheduling pass considers, in the scheduler's order (SchedulerInput).
   size_t schedule_depth = kDefaultScheduleDepth;
+  // Where a hang's stack dumps are collected (gdb takes seconds per node):
+  // false, on the thread that runs Pass, before it returns (tests drive it
+  // so); true, on a thread of the loop's own, so that one hanging job never
+  // holds up the passes of the others (lote server).
+  bool collect_evidence_in_background = false;
 };
 
 class JobLoop {
@@ -115,6 +121,10 @@ class JobLoop {
   // backends (every backend the directory has by then, and those of the
   // environments with running attempts), resumes their log streams.
   static Result<std::unique_ptr<JobLoop>> Create(JobLoopOptions options);
+  ~JobLoop();  // JoinEvidenceCollector()
+  // Waits for a hang's evidence being collected in the background, if any
+  // (its end stores dumps in the output sink and calls options.wake).
+  void JoinEvidenceCollector();
 
   Result<Json> SubmitJob(const Json& request);
   Result<Json> DescribeJobs(const Json& request);
@@ -175,7 +185,8 @@ class JobLoop {
   };
   Result<EvidenceTarget> EvidenceTargetLocked(const std::string& job_id);
   HangEvidence CollectEvidence(const EvidenceTarget& target, Json* nodes);
-  void CollectHangEvidence();  // no lock held
+  void CollectHangEvidence();    // no lock held: here or on evidence_thread_
+  void CollectWantedEvidence();  // what evidence_wanted_ names, no lock held
   // Injected faults (job_faults.cc): the sentence of a fault a runner of the
   // node's attempt injected, when the node's end fails the attempt ("" else).
   std::string InjectedFaultLocked(const Job& job, const exec::NodeEvent& event);
@@ -254,6 +265,7 @@ class JobLoop {
   std::mutex mu_;
   std::set<exec::AttemptKey> evidence_wanted_;              // hangs to dump; protected by mu_
   std::map<exec::AttemptKey, HangEvidence> hang_evidence_;  // protected by mu_
+  std::set<exec::AttemptKey> evidence_collecting_;          // taken by a collector; mu_
   std::atomic<bool> evidence_due_{false};    // set with evidence_wanted_, cleared by its collector
   JobTable jobs_;                            // every job incl. array children
   JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
@@ -290,6 +302,10 @@ class JobLoop {
   std::map<std::string, exec::Capacity> backend_capacity_;
   bool dirty_ = true;
   bool stopping_ = false;
+  // The background collector (options.collect_evidence_in_background): one
+  // at a time, started by the pass thread, joined by the next start or ~JobLoop.
+  std::thread evidence_thread_;
+  std::atomic<bool> evidence_running_{false};
 };
 
 // The failure category of a node's end, by the table in docs/executor.md

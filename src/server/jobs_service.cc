@@ -116,6 +116,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.default_runtime = context.default_runtime;
   loop.wake = [svc = service.get()] { svc->Notify(); };
   loop.metrics = context.metrics;
+  loop.collect_evidence_in_background = true;
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
@@ -147,6 +148,7 @@ JobsService::~JobsService() {
     last.swap(inbox_);
   }
   if (loop_ && !last.empty()) loop_->Pass(std::move(last));
+  if (loop_) loop_->JoinEvidenceCollector();  // it stores dumps in job_logs_ and calls Notify()
   job_logs_.reset();  // its pump calls Wake(): stop it while the loop exists
 }
 
