@@ -241,7 +241,8 @@ Json DescribeJobJson(const Job& job) {
   if (job.array) j["arrayProperties"] = ArrayPropertiesJson(*job.array);
   if (job.eks_properties.is_object()) RenderAsEksJob(job, &j);
   if (!job.progress.is_null()) j["progress"] = job.progress;
-  if (job.failure_category != FailureCategory::kNone)
+  // The last failure's category (a lote extra): not of a job that then succeeded.
+  if (job.failure_category != FailureCategory::kNone && job.status != JobStatus::kSucceeded)
     j["failureCategory"] = FailureCategoryName(job.failure_category);
   return j;
 }
@@ -273,7 +274,8 @@ Json JobSummaryJson(const Job& job) {
     }
     j["nodeProperties"] = np;
   }
-  if (job.failure_category != FailureCategory::kNone)
+  // The last failure's category (a lote extra): not of a job that then succeeded.
+  if (job.failure_category != FailureCategory::kNone && job.status != JobStatus::kSucceeded)
     j["failureCategory"] = FailureCategoryName(job.failure_category);
   return j;
 }

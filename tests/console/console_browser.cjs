@@ -86,6 +86,14 @@ async function until(page, what, fn, arg, timeout = 120000) {
     expect(envText.includes('WANDB_API_KEY') && !envText.includes('secret-value-1234'), 'env masked: ' + envText);
     expect((await page.$$('#timeline .tl-row')).length === 4, 'a timeline row per node');
     await shot(page, 'job');
+    // A job whose first attempt was killed by an injected fault: one marker, at that attempt's end.
+    await page.goto(spec.url + '#/job/' + spec.faultJob, { waitUntil: 'networkidle0' });
+    await until(page, 'the faulted job page', () => document.querySelector('#job-status') && document.querySelector('#job-status').textContent === 'SUCCEEDED');
+    const faults = await page.$$eval('#timeline .tl-fault', (els) => els.map((e) => e.title));
+    expect(faults.length === 1 && faults[0].includes('Injected fault: node 0 killed'), 'one injected-fault marker: ' + JSON.stringify(faults));
+    await shot(page, 'job-fault');
+    await page.goto(spec.url + '#/job/' + spec.trainJob, { waitUntil: 'networkidle0' });
+    await until(page, 'the job page again', () => document.querySelector('#job-status') && document.querySelector('#job-status').textContent === 'RUNNING');
     await clickNow(page, '#reveal');
     await until(page, 'the revealed value', () => document.querySelector('#environment').textContent.includes('secret-value-1234'));
 

@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,6 +133,27 @@ class ConsoleTest(unittest.TestCase):
                                jobDefinition="waiter")["jobId"]
         self.wait(lambda: b.describe_jobs(jobs=[wait_id])["jobs"][0]["status"] == "RUNNABLE", 60,
                   "the waiting job to be RUNNABLE")
+        # A job that asks for an injected fault (docs/faults.md): its first attempt
+        # is killed after a second, the retry succeeds; the timeline marks the fault.
+        b.register_job_definition(
+            jobDefinitionName="faulted", type="container",
+            containerProperties={"image": "host", "command": ["sleep", "3"],
+                                 "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                          {"type": "MEMORY", "value": "64"}]})
+        fault_id = b.submit_job(jobName="console-faulted", jobQueue="train-q",
+                                jobDefinition="faulted", retryStrategy={"attempts": 2},
+                                parameters={"lote:injectKillNode": "0",
+                                            "lote:injectKillAfterSeconds": "1"})["jobId"]
+        faulted = self.wait(lambda: (lambda j: j if j["status"] in ("SUCCEEDED", "FAILED") else None)(
+            b.describe_jobs(jobs=[fault_id])["jobs"][0]), 120, "the faulted job to end")
+        self.assertEqual(faulted["status"], "SUCCEEDED", faulted)
+        self.assertEqual(len(faulted["attempts"]), 2, faulted["attempts"])
+        self.assertIn("Injected fault: node 0 killed", faulted["attempts"][0]["statusReason"])
+        # The first attempt's category (a lote extra) stays with it; the job that then
+        # succeeded has none.
+        raw = describe_job_raw(b, fault_id)
+        self.assertEqual(raw["attempts"][0]["failureCategory"], "USER_ERROR", raw)
+        self.assertNotIn("failureCategory", raw)
         key_id, secret = self.server.credentials()
 
         # No session cookie: every data call is refused.
@@ -186,7 +207,7 @@ class ConsoleTest(unittest.TestCase):
         shutil.rmtree(ARGS.artifacts, ignore_errors=True)
         os.makedirs(ARGS.artifacts)
         spec = {"url": self.url, "keyId": key_id, "secret": secret, "trainJob": train_id,
-                "waitJob": wait_id, "artifacts": ARGS.artifacts, "chromium": CHROMIUM}
+                "waitJob": wait_id, "faultJob": fault_id, "artifacts": ARGS.artifacts, "chromium": CHROMIUM}
         env = dict(os.environ, NODE_PATH=ARGS.node_modules)
         run = subprocess.run(["node", os.path.join(HERE, "console_browser.cjs"), json.dumps(spec)],
                              env=env, capture_output=True, text=True, timeout=480)

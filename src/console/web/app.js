@@ -298,8 +298,14 @@ function timeline(job, nodes) {
     const label = u.nodeDetails ? 'node ' + u.nodeDetails.nodeIndex + (u.nodeDetails.isMainNode ? ' (main)' : '') : 'job';
     const bars = [];
     // loteTimeline (a lote extra of each ended attempt): when it was placed (STARTING).
-    const runs = (u.attempts || []).map((a) => ({ placed: a.loteTimeline && a.loteTimeline.scheduledAt,
-      start: a.startedAt, stop: a.stoppedAt, ok: a.container && a.container.exitCode === 0 }));
+    // loteTimeline.nodes: this node's image pull (container mode), if it pulled.
+    const nodeIndex = u.nodeDetails ? u.nodeDetails.nodeIndex : 0;
+    const runs = (u.attempts || []).map((a) => {
+      const mine = ((a.loteTimeline && a.loteTimeline.nodes) || []).find((n) => n.nodeIndex === nodeIndex) || {};
+      return { placed: a.loteTimeline && a.loteTimeline.scheduledAt, pull: mine.pullStartedAt ? [mine.pullStartedAt, mine.pullStoppedAt] : null,
+        start: a.startedAt, stop: a.stoppedAt, ok: a.container && a.container.exitCode === 0,
+        injected: /Injected fault/.test(a.statusReason || '') ? a.statusReason : null };
+    });
     if (u.startedAt && !u.stoppedAt) runs.push({ start: u.startedAt, stop: null });
     let last = t0;
     for (const r of runs) {
@@ -312,10 +318,17 @@ function timeline(job, nodes) {
         bars.push(h('div', { class: 'tl-bar tl-start', style: 'left:' + pct(placed) + ';width:' + pct(t0 + (r.start - placed)),
           title: 'starting (placed → running) ' + fmtDur(r.start - placed) }));
       }
+      if (r.pull && r.pull[1] >= r.pull[0]) {
+        bars.push(h('div', { class: 'tl-bar tl-pull', style: 'left:' + pct(r.pull[0]) + ';width:' + pct(t0 + (r.pull[1] - r.pull[0])),
+          title: 'pulling the image ' + fmtDur(r.pull[1] - r.pull[0]) }));
+      }
       const stop = r.stop || now;
       bars.push(h('div', { class: 'tl-bar ' + (r.stop ? (r.ok ? 'tl-ok' : 'tl-fail') : 'tl-run'),
         style: 'left:' + pct(r.start) + ';width:' + pct(t0 + (stop - r.start)),
         title: 'running ' + fmtTime(r.start) + ' → ' + (r.stop ? fmtTime(r.stop) : 'now') }));
+      if (r.injected && r.stop) {  // a fault the job asked for (docs/faults.md): where its attempt ended
+        bars.push(h('div', { class: 'tl-fault', style: 'left:' + pct(r.stop), title: r.injected }));
+      }
       last = stop;
     }
     if (!runs.some((r) => r.start)) {
@@ -325,7 +338,7 @@ function timeline(job, nodes) {
   });
   return h('div', { class: 'timeline card', id: 'timeline' }, rows,
     h('div', { class: 'muted' }, 'created ' + fmtTime(t0) + ' · ' + (job.stoppedAt ? 'stopped ' + fmtTime(job.stoppedAt) : 'now ' + fmtTime(now)) +
-      ' · yellow: waiting, orange: starting, blue: running, green/red: ended'));
+      ' · yellow: waiting, orange: starting, violet: pulling the image, blue: running, green/red: ended, black mark: an injected fault (hover for it)'));
 }
 
 async function pageJob(jobId) {
