@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import botocore.exceptions
@@ -57,14 +56,7 @@ class FaultsTest(unittest.TestCase):
     # --- helpers -------------------------------------------------------------------
 
     def wait(self, pred, timeout, what):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.2)
-        raise AssertionError("timed out waiting for %s; server stderr:\n%s" % (
-            what, self.server.stderr()[-3000:]))
+        return self.server.wait_for(pred, timeout, what)
 
     def wait_ended(self, job_id):
         def ended():
