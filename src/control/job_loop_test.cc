@@ -532,3 +532,45 @@ TEST_F(JobLoopTest, MetricsCountJobsPerQueueAndStatusAndLaunches) {
 
 }  // namespace
 }  // namespace lote::control
+
+TEST_F(JobLoopTest, AnInjectedCapacityShortageHoldsTheJobRunnableForItsSeconds) {
+  const std::string plain = Submit("q", "d");
+  const std::string held =
+      Submit("q", "d", Json{{"tags", {{"lote:injectCapacityShortageSeconds", "30"}}}});
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);  // the job without the key is unaffected
+  EXPECT_EQ(backend_.gangs[0].attempt.job_id, plain);
+  Json job = Describe(held);
+  EXPECT_EQ(job["status"], "RUNNABLE");
+  EXPECT_EQ(job["statusReason"], "CAPACITY: injected capacity shortage (30 s)");
+  clock_.AdvanceMillis(29'999);
+  Settle();
+  EXPECT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_EQ(Describe(held)["status"], "RUNNABLE");
+  clock_.AdvanceMillis(1);
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 2u);
+  EXPECT_EQ(backend_.gangs[1].attempt.job_id, held);
+  // The hold and its end are in the job's events.
+  auto events = store_->JobEvents(held);
+  ASSERT_TRUE(events.ok());
+  int recorded = 0;
+  for (const auto& e : *events) {
+    if (e.payload.find("CAPACITY: injected capacity shortage (30 s)") != std::string::npos)
+      ++recorded;
+    if (e.payload.find("injected capacity shortage (30 s) ended") != std::string::npos) ++recorded;
+  }
+  EXPECT_EQ(recorded, 2);
+}
+
+TEST_F(JobLoopTest, AnInvalidInjectedShortageIsRefusedNamingTheKey) {
+  for (const char* bad : {"0", "86401", "x", "-1", "1.5"}) {
+    auto r = loop_->SubmitJob(Json{{"jobName", "t"},
+                                   {"jobQueue", "q"},
+                                   {"jobDefinition", "d"},
+                                   {"parameters", {{"lote:injectCapacityShortageSeconds", bad}}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("lote:injectCapacityShortageSeconds"), std::string::npos);
+  }
+}

@@ -11,6 +11,7 @@
 
 #include "common/ids.h"
 #include "control/job_controller.h"
+#include "control/capacity_hold.h"
 #include "control/job_loop.h"
 #include "control/job_render.h"
 #include "control/job_submit.h"
@@ -68,6 +69,7 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     ASSIGN_OR_RETURN(SubmittedJobs submitted, PrepareSubmit(request, ctx));
     RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
     RETURN_IF_ERROR(ValidateTerminationGrace(submitted.job));
+    RETURN_IF_ERROR(ValidateInjectedShortage(submitted.job));
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)

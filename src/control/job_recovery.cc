@@ -31,6 +31,7 @@ Status JobLoop::Load() {
   for (const Job* job : order) submit_order_[job->id] = next_submit_order_++;
   index_.Rebuild(jobs_);
   for (const auto& [key, count] : index_.CountsByQueue()) CountJobsLocked(key.first, key.second);
+  RebuildQuarantineLocked();
 
   // Virtual instances that hold running nodes.
   for (const auto& [id, job] : jobs_) {
