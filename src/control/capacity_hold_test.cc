@@ -22,9 +22,10 @@ TEST(CapacityHoldTest, OnlyWholeSecondsFromOneTo86400AreValid) {
     Job job;
     job.tags[kInjectCapacityShortageKey] = value;
     EXPECT_EQ(ValidateInjectedShortage(job).ok(), ok) << value;
-    if (!ok)
+    if (!ok) {
       EXPECT_NE(ValidateInjectedShortage(job).message().find(kInjectCapacityShortageKey),
                 std::string::npos);
+    }
   }
 }
 

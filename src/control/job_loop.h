@@ -184,6 +184,7 @@ class JobLoop {
   // shown to the control plane (PrepareScheduleLocked).
   void NoteClosedAttemptLocked(const Job& job, size_t attempt);
   void RebuildQuarantineLocked();
+  void RestoreQuarantinedInstancesLocked();
   void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);
   // The waiting jobs whose statusReason the decisions change (pass thread).
   std::vector<std::pair<std::string, std::string>> ChangedReasons(

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "control/job_loop.h"
+#include "exec/batch_env.h"
 
 namespace lote::control {
 
@@ -31,6 +32,27 @@ void JobLoop::RebuildQuarantineLocked() {
     return a.at_ms != b.at_ms ? a.at_ms < b.at_ms : a.job_id < b.job_id;
   });
   for (const NodeFailure& f : failures) quarantine_.Record(f);
+  RestoreQuarantinedInstancesLocked();
+}
+
+void JobLoop::RestoreQuarantinedInstancesLocked() {
+  // A quarantined virtual instance is kept across a restart (else a new one
+  // would take its place at once), with the address its nodes had.
+  std::map<std::string, std::string> ips;
+  for (const auto& [id, job] : jobs_)
+    for (const Attempt& a : job.attempts)
+      for (const NodeAttempt& n : a.nodes)
+        if (!n.instance_id.empty()) ips[n.instance_id] = n.private_ipv4;
+  for (const QuarantinedNode& q : quarantine_.Active(clock_->NowMillis())) {
+    if (instances_.count(q.node) || !ips.count(q.node)) continue;
+    Result<ComputeEnvironmentSpec> ce = control_->FindComputeEnvironment(q.compute_environment);
+    if (!ce.ok() || ce->instance_types.empty()) continue;  // gone, or a backend's own node
+    instances_[q.node] =
+        VirtualInstance{q.node, q.compute_environment, ShapeOf(ce->instance_types.front()),
+                        ips[q.node], sched::Instance::kBusy};
+    next_instance_index_ =
+        std::max(next_instance_index_, exec::InstanceIndexOfPrivateIp(ips[q.node]) + 1);
+  }
 }
 
 void JobLoop::MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now) {

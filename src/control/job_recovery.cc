@@ -31,7 +31,6 @@ Status JobLoop::Load() {
   for (const Job* job : order) submit_order_[job->id] = next_submit_order_++;
   index_.Rebuild(jobs_);
   for (const auto& [key, count] : index_.CountsByQueue()) CountJobsLocked(key.first, key.second);
-  RebuildQuarantineLocked();
 
   // Virtual instances that hold running nodes.
   for (const auto& [id, job] : jobs_) {
@@ -50,6 +49,7 @@ Status JobLoop::Load() {
           std::max(next_instance_index_, exec::InstanceIndexOfPrivateIp(node.private_ipv4) + 1);
     }
   }
+  RebuildQuarantineLocked();
   return Status();
 }
 

@@ -7,6 +7,10 @@ namespace {
 
 constexpr int64_t kS = 1000;
 
+NodeFailure F(std::string node, std::string job, int64_t at, std::string category = "NODE_LOST") {
+  return NodeFailure{std::move(node), std::move(job), at, std::move(category), "ce"};
+}
+
 struct Case {
   const char* name;
   std::vector<NodeFailure> failures;  // in time order
@@ -17,28 +21,28 @@ struct Case {
 TEST(QuarantineTest, DifferentJobsWithinTheWindowQuarantineANode) {
   const std::vector<Case> cases = {
       {"three jobs on one node",
-       {{"i-a", "j1", 0}, {"i-a", "j2", 10 * kS}, {"i-a", "j3", 20 * kS}},
+       {F("i-a", "j1", 0), F("i-a", "j2", 10 * kS), F("i-a", "j3", 20 * kS)},
        30 * kS,
        {"i-a"}},
-      {"two jobs are not enough", {{"i-a", "j1", 0}, {"i-a", "j2", 10 * kS}}, 30 * kS, {}},
+      {"two jobs are not enough", {F("i-a", "j1", 0), F("i-a", "j2", 10 * kS)}, 30 * kS, {}},
       {"one job failing three times counts once",
-       {{"i-a", "j1", 0}, {"i-a", "j1", 10 * kS}, {"i-a", "j1", 20 * kS}},
+       {F("i-a", "j1", 0), F("i-a", "j1", 10 * kS), F("i-a", "j1", 20 * kS)},
        30 * kS,
        {}},
       {"failures on different nodes do not add up",
-       {{"i-a", "j1", 0}, {"i-b", "j2", 10 * kS}, {"i-a", "j3", 20 * kS}},
+       {F("i-a", "j1", 0), F("i-b", "j2", 10 * kS), F("i-a", "j3", 20 * kS)},
        30 * kS,
        {}},
       {"outside the window they do not count",
-       {{"i-a", "j1", 0}, {"i-a", "j2", 10 * kS}, {"i-a", "j3", 3600 * kS + 1}},
+       {F("i-a", "j1", 0), F("i-a", "j2", 10 * kS), F("i-a", "j3", 3600 * kS + 1)},
        3700 * kS,
        {}},
       {"the cool-down ends the quarantine",
-       {{"i-a", "j1", 0}, {"i-a", "j2", 1}, {"i-a", "j3", 2}},
+       {F("i-a", "j1", 0), F("i-a", "j2", 1), F("i-a", "j3", 2)},
        3600 * kS + 2,
        {}},
       {"just before the cool-down ends it holds",
-       {{"i-a", "j1", 0}, {"i-a", "j2", 1}, {"i-a", "j3", 2}},
+       {F("i-a", "j1", 0), F("i-a", "j2", 1), F("i-a", "j3", 2)},
        3600 * kS + 1,
        {"i-a"}},
   };
@@ -53,41 +57,41 @@ TEST(QuarantineTest, DifferentJobsWithinTheWindowQuarantineANode) {
 
 TEST(QuarantineTest, TheThirdFailureStartsItWithItsTimesAndReason) {
   Quarantine q(QuarantineOptions{3, 600 * kS, 60 * kS});
-  EXPECT_FALSE(q.Record({"i-a", "j1", 1 * kS, "NODE_LOST"}));
-  EXPECT_FALSE(q.Record({"i-a", "j2", 2 * kS, "HANG"}));
-  auto started = q.Record({"i-a", "j3", 3 * kS, "NODE_LOST"});
+  EXPECT_FALSE(q.Record(F("i-a", "j1", 1 * kS, "NODE_LOST")));
+  EXPECT_FALSE(q.Record(F("i-a", "j2", 2 * kS, "HANG")));
+  auto started = q.Record(F("i-a", "j3", 3 * kS, "NODE_LOST"));
   ASSERT_TRUE(started);
   EXPECT_EQ(started->since_ms, 3 * kS);
   EXPECT_EQ(started->until_ms, 63 * kS);
   EXPECT_NE(started->reason.find("3 different jobs"), std::string::npos) << started->reason;
   EXPECT_NE(started->reason.find("j3"), std::string::npos);
   EXPECT_TRUE(q.IsQuarantined("i-a", 62 * kS));
-  EXPECT_FALSE(q.Record({"i-a", "j4", 4 * kS, "HANG"}));  // already quarantined
+  EXPECT_FALSE(q.Record(F("i-a", "j4", 4 * kS, "HANG")));  // already quarantined
   auto expired = q.TakeExpired(63 * kS);
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0].node, "i-a");
   EXPECT_TRUE(q.TakeExpired(63 * kS).empty());
   // Its failures were forgotten: two more do not quarantine it again.
-  EXPECT_FALSE(q.Record({"i-a", "j5", 70 * kS}));
-  EXPECT_FALSE(q.Record({"i-a", "j6", 71 * kS}));
+  EXPECT_FALSE(q.Record(F("i-a", "j5", 70 * kS)));
+  EXPECT_FALSE(q.Record(F("i-a", "j6", 71 * kS)));
 }
 
 TEST(QuarantineTest, AReleaseEndsItAndForgetsTheFailures) {
   Quarantine q;
-  for (const char* job : {"j1", "j2", "j3"}) q.Record({"i-a", job, 5 * kS});
+  for (const char* job : {"j1", "j2", "j3"}) q.Record(F("i-a", job, 5 * kS));
   EXPECT_TRUE(q.IsQuarantined("i-a", 6 * kS));
   EXPECT_FALSE(q.Release("i-b", 6 * kS));
   EXPECT_TRUE(q.Release("i-a", 6 * kS));
   EXPECT_FALSE(q.IsQuarantined("i-a", 6 * kS));
   EXPECT_FALSE(q.Release("i-a", 6 * kS));
-  EXPECT_FALSE(q.Record({"i-a", "j4", 7 * kS}));
-  EXPECT_FALSE(q.Record({"i-a", "j5", 8 * kS}));
-  EXPECT_TRUE(q.Record({"i-a", "j6", 9 * kS}));
+  EXPECT_FALSE(q.Record(F("i-a", "j4", 7 * kS)));
+  EXPECT_FALSE(q.Record(F("i-a", "j5", 8 * kS)));
+  EXPECT_TRUE(q.Record(F("i-a", "j6", 9 * kS)));
 }
 
 TEST(QuarantineTest, AThresholdOfZeroNeverQuarantines) {
   Quarantine q(QuarantineOptions{0, 3600 * kS, 3600 * kS});
-  for (const char* job : {"j1", "j2", "j3", "j4"}) EXPECT_FALSE(q.Record({"i-a", job, 0}));
+  for (const char* job : {"j1", "j2", "j3", "j4"}) EXPECT_FALSE(q.Record(F("i-a", job, 0)));
 }
 
 TEST(QuarantineTest, OnlyNodeLostAndHangAttemptsCountOnTheFailedNode) {
@@ -95,7 +99,8 @@ TEST(QuarantineTest, OnlyNodeLostAndHangAttemptsCountOnTheFailedNode) {
   job.id = "j";
   Attempt a;
   a.stopped_at = 50;
-  a.nodes = {NodeAttempt{0}, NodeAttempt{1}};
+  a.nodes.resize(2);
+  a.nodes[1].node_index = 1;
   a.nodes[0].instance_id = "i-0";
   a.nodes[1].instance_id = "i-1";
   const std::vector<std::tuple<FailureCategory, int32_t, std::vector<std::string>>> cases = {
