@@ -43,7 +43,8 @@
 //
 // Files: job_operations.cc (the API operations), job_loop.cc (the pass),
 // job_schedule.cc (its scheduling step), job_launch.cc (gangs handed to backends, teardown),
-// job_journal.cc (events applied and stored), job_recovery.cc (start-up).
+// job_journal.cc (events applied and stored), job_recovery.cc (start-up),
+// job_quarantine.cc (bad-node quarantine).
 #pragma once
 
 #include <cstdint>
