@@ -13,7 +13,8 @@
 #
 # usage: bench/train/dist.sh BUILD_DIR   (env: BENCH_STEPS=6, BENCH_SEQ=256, BENCH_MICRO=4,
 #        BENCH_HIDDEN=256, BENCH_LAYERS=4, BENCH_MLP=688; the default model has ~19 M parameters;
-#        BENCH_FOUR=0 skips the two 4-rank layouts)
+#        BENCH_FOUR=0 skips the two 4-rank layouts; BEFORE=/path/to/lote also runs that binary's
+#        1x2 and DP=2 layouts, each right after this build's, as "before" rows of the same run)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -46,17 +47,19 @@ ref.write_dataset('$WORK/data', [list(rng.integers(2, 32000, block - 1)) for _ i
 echo "model: hidden $HIDDEN, $LAYERS layers, 8 heads, MLP $MLP, vocab 32000; seq $SEQ,"
 echo "micro batch $MICRO per data-parallel rank, $STEPS steps (first is warm-up); this machine has $CORES cores"
 
-# lote NAME NPROC TP THREADS
+# lote NAME NPROC TP THREADS [BINARY]
 lote_run() {
-  local name=$1 nproc=$2 tp=$3 threads=$4 dp=$(($2 / $3))
-  OMP_NUM_THREADS="$threads" "$LOTE" train --config "$WORK/config.json" --data "$WORK/data" \
+  local name=$1 nproc=$2 tp=$3 threads=$4 dp=$(($2 / $3)) bin=${5:-$LOTE}
+  OMP_NUM_THREADS="$threads" /usr/bin/time -f %M -o "$WORK/$name.rss" "$bin" train --config "$WORK/config.json" --data "$WORK/data" \
     --batch-size "$MICRO" --global-batch-size $((MICRO * dp)) --seq-len "$SEQ" \
     --max-steps "$STEPS" --logging-interval "$STEPS" --val-fraction 0 --threads "$threads" \
     --nproc-per-node "$nproc" --tensor-parallel-size "$tp" \
     --output "$WORK/$name" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; exit 1; }
 }
 lote_run l1x2 1 1 2
+if [[ -n "${BEFORE:-}" ]]; then lote_run before_l1x2 1 1 2 "$BEFORE"; fi
 lote_run dp2 2 1 1
+if [[ -n "${BEFORE:-}" ]]; then lote_run before_dp2 2 1 1 "$BEFORE"; fi
 lote_run tp2 2 2 1
 if [[ "${BENCH_FOUR:-1}" != 0 ]]; then
   lote_run tp2dp2 4 2 1
@@ -78,7 +81,8 @@ def lote(name):
     return tps, m["collective_share"], m.get("exposed_comm_share", m["collective_share"]), mfu, m["gemm_peak_gflops"]
 rows = [("lote 1 rank x 2 threads", "l1x2"), ("lote DP=2, 2 ranks x 1 thread", "dp2"),
         ("lote TP=2, 2 ranks x 1 thread", "tp2"), ("lote TP=2 x DP=2, 4 ranks x 1 thread", "tp2dp2"),
-        ("lote DP=4, 4 ranks x 1 thread", "dp4")]
+        ("lote DP=4, 4 ranks x 1 thread", "dp4"),
+        ("before: lote 1 rank x 2 threads", "before_l1x2"), ("before: lote DP=2", "before_dp2")]
 res = {}
 print(f"{'':42}{'tokens/s':>10}{'collectives':>13}{'exposed':>9}{'MFU/rank':>10}{'GEMM peak':>11}")
 for label, name in rows:
@@ -87,13 +91,18 @@ for label, name in rows:
     tps, share, exposed, mfu, peak = lote(name)
     res[name] = tps
     note = "  (oversubscribed: 4 ranks on %d cores)" % cores if name in ("tp2dp2", "dp4") and cores < 4 else ""
-    print(f"{label:42}{tps:>10.0f}{share:>12.1%}{exposed:>9.1%}{mfu:>10.1%}{peak:>11.1f}{note}")
+    rss = int(open(os.path.join(work, name + ".rss")).read().split()[-1]) / 1024
+    rss_note = f"  peak RSS {rss:.0f} MiB" if name.endswith("l1x2") else ""
+    print(f"{label:42}{tps:>10.0f}{share:>12.1%}{exposed:>9.1%}{mfu:>10.1%}{peak:>11.1f}{note}{rss_note}")
 t1 = json.load(open(os.path.join(work, "t1.json")))["tokens_per_s"]
 t2 = json.load(open(os.path.join(work, "t2.json")))["tokens_per_s"]
 print(f"{'pytorch 1 rank x 2 threads':42}{t1:>10.0f}")
 print(f"{'pytorch DDP+ZeRO DP=2, 2 ranks x 1 thread':42}{t2:>10.0f}")
 print(f"ratio lote/pytorch, 1 rank x 2 threads: {res['l1x2'] / t1:.2f}x")
 print(f"ratio lote/pytorch, DP=2: {res['dp2'] / t2:.2f}x   (goal >= 2.5x)")
+if "before_l1x2" in res:
+    print(f"before: ratio lote/pytorch, 1 rank x 2 threads: {res['before_l1x2'] / t1:.2f}x, DP=2: {res['before_dp2'] / t2:.2f}x")
+    print(f"this build / before: 1 rank x 2 threads {res['l1x2'] / res['before_l1x2']:.2f}x, DP=2 {res['dp2'] / res['before_dp2']:.2f}x")
 print(f"lote 2 ranks x 1 thread / 1 rank x 2 threads: {res['dp2'] / res['l1x2']:.0%}   (goal >= 85%)")
 print(f"ratio lote/pytorch, 1 rank x 2 threads: goal >= 3x; exposed communication at DP=2: goal <= 3%;")
 print("MFU per rank (model FLOP/s of a rank / the GEMM peak it measured at 1 thread per rank): goal >= 80%")

@@ -127,4 +127,15 @@ void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* cp,
                                  }});
 }
 
+void RegisterLoteJobOperations(ApiRouter* router, control::JobLoop* jobs) {
+  router->RegisterRestOperation(
+      {"InjectFault", "POST", "/v1/lote/injectfault", {}, [jobs](const Json& r) {
+         return jobs->InjectFault(r);
+       }});
+  // Blocks while gdb runs (seconds): the handler pool.
+  router->RegisterRestOperation({"DumpJob", "POST", "/v1/lote/dumpjob", {}, [jobs](const Json& r) {
+                                   return jobs->DumpJob(r);
+                                 }});
+}
+
 }  // namespace lote::api

@@ -30,4 +30,11 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* control
 void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* control,
                                    control::JobLoop* jobs);
 
+// lote's own job operations, outside the Batch model (docs/api.md, "lote's
+// own operations"), signed and authorized like Batch's (IAM actions
+// batch:InjectFault, batch:DumpJob): POST /v1/lote/injectfault (a fault for a
+// running job's node, docs/faults.md) and POST /v1/lote/dumpjob (stack dumps
+// of a running job's nodes). `jobs` must outlive the router.
+void RegisterLoteJobOperations(ApiRouter* router, control::JobLoop* jobs);
+
 }  // namespace lote::api

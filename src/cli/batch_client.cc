@@ -229,6 +229,16 @@ Result<std::vector<Json>> BatchClient::ListJobs(const Json& request) {
   return AllPages("/v1/listjobs", request, "jobSummaryList");
 }
 
+Result<Json> BatchClient::InjectFault(const std::string& job_id, const Json& request) {
+  Json body = request;
+  body["jobId"] = job_id;
+  return Batch(Kind::kMutation, "/v1/lote/injectfault", body);
+}
+
+Result<Json> BatchClient::DumpJob(const std::string& job_id) {
+  return Batch(Kind::kMutation, "/v1/lote/dumpjob", {{"jobId", job_id}});
+}
+
 Status BatchClient::TerminateJob(const std::string& job_id, const std::string& reason) {
   return Batch(Kind::kMutation, "/v1/terminatejob", {{"jobId", job_id}, {"reason", reason}})
       .status();

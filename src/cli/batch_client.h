@@ -81,6 +81,11 @@ class BatchClient {
   Result<std::vector<Json>> ListJobs(const Json& request);
   Status TerminateJob(const std::string& job_id, const std::string& reason);
   Status CancelJob(const std::string& job_id, const std::string& reason);
+  // lote's own operations (docs/api.md): a fault for a running job's node
+  // (request: action, nodeIndex, atStep | afterSeconds), and the stack dumps
+  // of its nodes.
+  Result<Json> InjectFault(const std::string& job_id, const Json& request);
+  Result<Json> DumpJob(const std::string& job_id);
 
   // CloudWatch Logs.
   Result<LogEventsPage> GetLogEvents(const Json& request);

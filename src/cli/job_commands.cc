@@ -201,5 +201,105 @@ lote::CommandRegistrar status_command([](CLI::App& app) {
   });
 });
 
+struct JobsArgs {
+  std::string endpoint, job_id;
+  int32_t kill_node = -1, preempt_node = -1, stop_node = -1;
+  int64_t at_step = 0, after_seconds = -1;
+};
+
+// The InjectFault request of `lote jobs inject`'s options; an error names the option.
+Result<Json> InjectRequest(const JobsArgs& a) {
+  Json r = Json::object();
+  int kinds = 0;
+  for (const auto& [node, action] :
+       {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"}, {a.stop_node, "stop"}}) {
+    if (node < 0) continue;
+    ++kinds;
+    r["action"] = action;
+    r["nodeIndex"] = node;
+  }
+  if (kinds != 1)
+    return Status::InvalidArgument("give exactly one of --kill-node, --preempt-node, --stop-node");
+  if ((a.at_step > 0) == (a.after_seconds >= 0))
+    return Status::InvalidArgument("give exactly one of --at-step and --after");
+  if (a.at_step > 0) r["atStep"] = a.at_step;
+  if (a.after_seconds >= 0) r["afterSeconds"] = a.after_seconds;
+  return r;
+}
+
+void InjectCommand(CLI::App* jobs) {
+  auto args = std::make_shared<JobsArgs>();
+  auto* sub = jobs->add_subcommand(
+      "inject",
+      "Inject a fault into a RUNNING job, once (lote's InjectFault; docs/faults.md): kill "
+      "(SIGKILL), preempt (SIGTERM with the job's grace period, as a spot reclaim) or stop "
+      "(SIGSTOP: a hang) one node, at a training step (the main node's LOTE_PROGRESS) or after "
+      "some seconds from now. The attempt's reason then says it was injected.");
+  sub->add_option("JOB_ID", args->job_id, "The job")->required();
+  sub->add_option("--kill-node", args->kill_node, "SIGKILL this node's processes (0-based)");
+  sub->add_option("--preempt-node", args->preempt_node,
+                  "SIGTERM this node's processes, SIGKILL after the grace period");
+  sub->add_option("--stop-node", args->stop_node, "SIGSTOP this node's processes");
+  sub->add_option("--at-step", args->at_step, "When the job's progress reaches this step");
+  sub->add_option("--after", args->after_seconds, "This many seconds from now (0: at once)");
+  sub->footer(
+      "Example: lote jobs inject JOB_ID --kill-node 1 --at-step 50\n"
+      "Faults at submission: the lote:inject... parameters (docs/faults.md).");
+  AddEndpointOption(sub, &args->endpoint);
+  sub->callback([args] {
+    Guarded("jobs inject", kExitError, [&] {
+      Result<Json> request = InjectRequest(*args);
+      if (!request.ok()) {
+        std::fprintf(stderr, "lote jobs inject: %s\n", request.status().message().c_str());
+        return lote::SetExitCode(kExitError);
+      }
+      std::unique_ptr<BatchClient> client = Connect("jobs inject", args->endpoint);
+      if (!client) return lote::SetExitCode(kExitError);
+      Result<Json> r = client->InjectFault(args->job_id, *request);
+      if (!r.ok()) {
+        std::fprintf(stderr, "lote jobs inject: %s\n", r.status().message().c_str());
+        return lote::SetExitCode(kExitError);
+      }
+      std::printf("job %s attempt %d: %s (requested)\n", r->value("jobId", "").c_str(),
+                  r->value("attempt", 0), r->value("fault", "").c_str());
+    });
+  });
+}
+
+void DumpCommand(CLI::App* jobs) {
+  auto args = std::make_shared<JobsArgs>();
+  auto* sub = jobs->add_subcommand(
+      "dump",
+      "Stack dumps of every process of every node of a RUNNING job (all threads, with gdb or "
+      "eu-stack), stored as each node's log stream <stream>/dump; prints where and which node "
+      "stands out (the straggler). The job goes on running.");
+  sub->add_option("JOB_ID", args->job_id, "The job")->required();
+  AddEndpointOption(sub, &args->endpoint);
+  sub->callback([args] {
+    Guarded("jobs dump", kExitError, [&] {
+      std::unique_ptr<BatchClient> client = Connect("jobs dump", args->endpoint);
+      if (!client) return lote::SetExitCode(kExitError);
+      Result<Json> r = client->DumpJob(args->job_id);
+      if (!r.ok()) {
+        std::fprintf(stderr, "lote jobs dump: %s\n", r.status().message().c_str());
+        return lote::SetExitCode(kExitError);
+      }
+      for (const Json& n : r->value("nodes", Json::array()))
+        std::printf("node %d%s: /aws/batch/job %s\n", n.value("nodeIndex", 0),
+                    n.value("stopped", false) ? " (stopped)" : "",
+                    n.value("dumpLogStreamName", "").c_str());
+      std::printf("%s\n", r->value("summary", "").c_str());
+    });
+  });
+}
+
+lote::CommandRegistrar jobs_command([](CLI::App& app) {
+  auto* jobs = app.add_subcommand(
+      "jobs", "Fault injection and hang evidence for running jobs: inject, dump (docs/faults.md)");
+  jobs->require_subcommand(1);
+  InjectCommand(jobs);
+  DumpCommand(jobs);
+});
+
 }  // namespace
 }  // namespace lote::cli

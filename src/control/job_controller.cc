@@ -292,6 +292,22 @@ Status ValidateTerminationGrace(const Job& job) {
   return Status();
 }
 
+std::vector<int32_t> HungNodes(const std::vector<int32_t>& stalled,
+                               const std::optional<Json>& progress) {
+  std::set<int32_t> reporting;
+  if (progress && progress->is_object() && progress->contains("nodes") &&
+      (*progress)["nodes"].is_array()) {
+    for (const Json& n : (*progress)["nodes"])
+      if (n.is_object() && n.value("node", Json()).is_number_integer())
+        reporting.insert(n["node"].get<int32_t>());
+  }
+  if (reporting.empty()) return stalled;
+  std::vector<int32_t> hung;
+  for (int32_t n : stalled)
+    if (reporting.count(n)) hung.push_back(n);
+  return hung;
+}
+
 std::string HangReason(
     const Job& job, const Attempt& attempt, const std::vector<int32_t>& stalled,
     int64_t timeout_seconds,

@@ -104,6 +104,14 @@ Status ValidateTerminationGrace(const Job& job);
 // InvalidArgument naming the key when its value is not 1..kMaxProgressTimeoutSeconds.
 Status ValidateProgressTimeout(const Job& job);
 
+// Of the `stalled` nodes of a multi-node attempt, those that hang: while some
+// node reports progress (`progress`, JobOutput::Progress: its "nodes"), a
+// node that never printed a LOTE_PROGRESS line is not hung for its silence
+// (one process of a job prints them, as lote train's rank 0 does); its hang
+// shows as the reporting node's. Without any report, every stalled node.
+std::vector<int32_t> HungNodes(const std::vector<int32_t>& stalled,
+                               const std::optional<Json>& progress);
+
 // The reason of a HANG failure: "node(s) 1, 3 reported no progress (...) for
 // 30 s (...); last lines of node 1: | ... | ..." (single-node: "the job ...").
 // `last_lines(stream)` gives a node's last stored lines.

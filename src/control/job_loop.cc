@@ -112,11 +112,22 @@ std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t 
     const Attempt* attempt = job.CurrentAttempt();
     if (!timeout_s || attempt == nullptr) continue;
     const int32_t number = static_cast<int32_t>(job.attempts.size());
-    const std::vector<int32_t> stalled = output_->StalledNodes(id, number, now, *timeout_s * 1000);
+    std::vector<int32_t> stalled = output_->StalledNodes(id, number, now, *timeout_s * 1000);
+    if (!stalled.empty()) stalled = HungNodes(stalled, output_->Progress(id, number, now));
     if (stalled.empty()) continue;
+    // The stacks first (CollectHangEvidence, after this pass); then it fails.
+    auto evidence = hang_evidence_.find(exec::AttemptKey{id, number});
+    if (evidence == hang_evidence_.end()) {
+      evidence_wanted_.insert(exec::AttemptKey{id, number});
+      evidence_due_ = true;
+      continue;
+    }
     const std::string reason =
+        (evidence->second.injected.empty() ? "" : evidence->second.injected + "; then ") +
         HangReason(job, *attempt, stalled, *timeout_s,
-                   [this](const std::string& stream) { return output_->LastLines(stream, 3); });
+                   [this](const std::string& stream) { return output_->LastLines(stream, 3); }) +
+        evidence->second.sentence;
+    hang_evidence_.erase(evidence);
     hangs.emplace_back(
         id, JobEvent::AttemptFailed(number, FailureCategory::kHang, reason, stalled.front(), now));
   }
@@ -161,10 +172,10 @@ void JobLoop::ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, 
     switch (ev.outcome) {
       case exec::NodeOutcome::kExited:
       case exec::NodeOutcome::kSignaled:
-        apply(id,
-              JobEvent::NodeExited(attempt, ev.node.node_index,
-                                   ev.outcome == exec::NodeOutcome::kExited ? ev.exit_code : 0,
-                                   ev.outcome == exec::NodeOutcome::kSignaled ? ev.signal : 0, at));
+        apply(id, JobEvent::NodeExited(attempt, ev.node.node_index,
+                                       ev.outcome == exec::NodeOutcome::kExited ? ev.exit_code : 0,
+                                       ev.outcome == exec::NodeOutcome::kSignaled ? ev.signal : 0,
+                                       at, InjectedFaultLocked(it->second, ev)));
         break;
       case exec::NodeOutcome::kLost:
       case exec::NodeOutcome::kStartFailed: {
@@ -300,6 +311,7 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   }
   TerminateAttempts(terminate);
   LaunchPlaced(launches);
+  CollectHangEvidence();
   metrics_.pass_seconds()->Observe(SecondsSince(began));
 }
 }  // namespace lote::control

@@ -47,6 +47,7 @@
 // job_quarantine.cc (bad-node quarantine).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -139,6 +140,13 @@ class JobLoop {
   // lote's own ReleaseNode: {"node": NAME} ends that node's quarantine
   // (InvalidArgument when it is not quarantined).
   Result<Json> ReleaseNode(const Json& request);
+  // lote's own DumpJob ({"jobId"}): the stack dumps of every node of a
+  // RUNNING job, stored as "<node's stream>/dump" (job_hang.cc); blocks while
+  // they are collected.
+  Result<Json> DumpJob(const Json& request);
+  // lote's own InjectFault (job_faults.cc, control/fault_plan.h): a fault for
+  // a node of a RUNNING job, handed to its runner.
+  Result<Json> InjectFault(const Json& request);
 
   // One pass over `events` (what the backends reported since the last pass)
   // and the clock. Synchronous: when it returns, its events are committed and
@@ -160,6 +168,26 @@ class JobLoop {
   void ResumeLogs();
   void PersistClosedAttemptsLocked(int64_t now);
   std::vector<std::pair<std::string, JobEvent>> HangEventsLocked(int64_t now);
+  // Hang evidence (job_hang.cc).
+  struct EvidenceTarget {
+    exec::AttemptKey key;
+    exec::Backend* backend = nullptr;
+    std::map<int32_t, std::string> streams;  // node index -> its log stream
+    int32_t num_nodes = 1;
+  };
+  // What a hang's attempt fails with, after its dumps: the injected fault
+  // that caused it, if any ("Injected fault: ...; " first), and the
+  // evidence sentence (last).
+  struct HangEvidence {
+    std::string injected;
+    std::string sentence;
+  };
+  Result<EvidenceTarget> EvidenceTargetLocked(const std::string& job_id);
+  HangEvidence CollectEvidence(const EvidenceTarget& target, Json* nodes);
+  void CollectHangEvidence();  // no lock held
+  // Injected faults (job_faults.cc): the sentence of a fault a runner of the
+  // node's attempt injected, when the node's end fails the attempt ("" else).
+  std::string InjectedFaultLocked(const Job& job, const exec::NodeEvent& event);
   // Hands the open attempt of each job to its backend (after the Scheduled
   // events are committed); records Launched and NodeStarted, or the failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
@@ -246,6 +274,9 @@ class JobLoop {
   JobLoopMetrics metrics_;
 
   std::mutex mu_;
+  std::set<exec::AttemptKey> evidence_wanted_;              // hangs to dump; protected by mu_
+  std::map<exec::AttemptKey, HangEvidence> hang_evidence_;  // protected by mu_
+  std::atomic<bool> evidence_due_{false};    // set with evidence_wanted_, cleared by its collector
   JobTable jobs_;                            // every job incl. array children
   JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
   std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored

@@ -55,6 +55,9 @@ class JobOutput {
   virtual bool AttemptPending(const std::string& job_id, int32_t attempt) const = 0;
   // The last `n` stored lines of a stream (for a hang report).
   virtual std::vector<std::string> LastLines(const std::string& stream, size_t n) const = 0;
+  // Stores `text` (one event per line, at `at_ms`) into `stream`, made if
+  // missing (a hang's stack dumps: "<node's stream>/dump").
+  virtual Status StoreText(const std::string& stream, const std::string& text, int64_t at_ms) = 0;
 };
 
 }  // namespace lote::control

@@ -199,8 +199,9 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   if (!IsCurrentAttempt(job, e.attempt)) return job;  // stale
   if (code != 0) {
     const FailureCategory category = CategoryOfExit(code, e.signal > 0);
-    return FailAttempt(std::move(job), category, kEssentialContainerExited, e.node_index, code,
-                       e.at_ms);
+    return FailAttempt(std::move(job), category,
+                       e.reason.empty() ? std::string(kEssentialContainerExited) : e.reason,
+                       e.node_index, code, e.at_ms);
   }
   node->status = JobStatus::kSucceeded;
   node->exit_code = 0;
@@ -406,9 +407,10 @@ JobEvent JobEvent::NodePulled(int32_t attempt, int32_t node_index, int64_t pull_
 }
 
 JobEvent JobEvent::NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code,
-                              int32_t signal, int64_t at_ms) {
+                              int32_t signal, int64_t at_ms, std::string reason) {
   JobEvent e;
   e.type = JobEventType::kNodeExited;
+  e.reason = std::move(reason);
   e.at_ms = at_ms;
   e.attempt = attempt;
   e.node_index = node_index;
@@ -518,6 +520,7 @@ Json EventToJson(const JobEvent& e) {
       j["nodeIndex"] = e.node_index;
       j["exitCode"] = e.exit_code;
       j["signal"] = e.signal;
+      if (!e.reason.empty()) j["reason"] = e.reason;
       break;
     case JobEventType::kNodePulled:
       j["attempt"] = e.attempt;

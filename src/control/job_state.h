@@ -68,7 +68,8 @@ struct JobEvent {
   int64_t at_ms = 0;
   Json job;                          // kSubmitted: JobToJson of the new job
   std::string reason;                // kDependencyFailed (dependency id), kStatusReason,
-                                     // kAttemptFailed, kCancelRequested, kTerminateRequested
+                                     // kAttemptFailed, kCancelRequested, kTerminateRequested,
+                                     // kNodeExited (an injected fault's sentence)
   std::string compute_environment;   // kScheduled
   std::vector<ScheduledNode> nodes;  // kScheduled: every node, index order
   int32_t attempt = 0;               // 1-based attempt the node event is about (0 = the job)
@@ -98,8 +99,10 @@ struct JobEvent {
   static JobEvent NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
                               std::string log_stream_name, int64_t at_ms,
                               std::vector<std::string> notices = {});
+  // `reason`: set when the exit was an injected fault (control/fault_plan.h);
+  // it becomes the failed attempt's reason.
   static JobEvent NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code, int32_t signal,
-                             int64_t at_ms);
+                             int64_t at_ms, std::string reason = "");
   static JobEvent AttemptFailed(int32_t attempt, FailureCategory category, std::string reason,
                                 int32_t node_index, int64_t at_ms);
   static JobEvent TimedOut(int32_t attempt, int64_t at_ms);

@@ -94,7 +94,27 @@ void RmsNormForward(float* out, float* rstd, const float* inp, const float* weig
     const float* x = inp + n * C;
     float* y = out + n * C;
     float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+    const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
+    rstd[n] = r;
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
+  }
+}
+
+void AddRmsNormForward(float* out, float* rstd, float* res, const float* add, const float* weight,
+                       int64_t N, int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float* x = res + n * C;
+    const float* a = add + n * C;
+    float* y = out + n * C;
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) {
+      x[c] += a[c];
+      ss += x[c] * x[c];
+    }
     const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
     rstd[n] = r;
     for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
@@ -124,6 +144,7 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
       float* dx = dinp + n * C;
       const float r = rstd[n];
       float dot = 0.0f;  // sum_c dy*w*x
+#pragma omp simd reduction(+ : dot)
       for (int64_t c = 0; c < C; ++c) {
         dot += dy[c] * weight[c] * x[c];
         dw[static_cast<size_t>(c)] += dy[c] * x[c] * r;
@@ -225,6 +246,7 @@ void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, 
 #pragma omp simd reduction(max : mx)
           for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
           float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j <= i; ++j) {
             p[j] = FastExp(p[j] - mx);
             sum += p[j];
@@ -276,6 +298,7 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
             const float* oi = O + i * Da;
             const float* doi = dO + i * Da;
             float drow = 0.0f;
+#pragma omp simd reduction(+ : drow)
             for (int64_t c = 0; c < hd; ++c) drow += doi[c] * oi[c];
             const float li = L[i];
             for (int64_t j = 0; j <= i; ++j) {
@@ -328,44 +351,6 @@ void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, in
       dg[i] = d[i] * u[i] * (s + silu * (1.0f - s));
     }
   }
-}
-
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
-                                   int64_t V, float grad_scale) {
-  double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-  for (int64_t r = 0; r < n; ++r) {
-    float* x = logits + r * V;
-    const int32_t target = targets[r];
-    if (target < 0) {
-      if (logprob != nullptr) logprob[r] = 0.0f;
-      if (grad_scale != 0.0f) std::memset(x, 0, sizeof(float) * V);
-      continue;
-    }
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
-    const float lp_unnorm = x[target] - mx;
-    float sum = 0.0f;
-    if (grad_scale != 0.0f) {
-      // Keep the exponentials: the gradient is exp(x - mx) / sum - onehot.
-      for (int64_t j = 0; j < V; ++j) {
-        x[j] = FastExp(x[j] - mx);
-        sum += x[j];
-      }
-    } else {
-      for (int64_t j = 0; j < V; ++j) sum += FastExp(x[j] - mx);
-    }
-    const float lp = lp_unnorm - std::log(sum);
-    if (logprob != nullptr) logprob[r] = lp;
-    total += -static_cast<double>(lp);
-    if (grad_scale != 0.0f) {
-      const float inv = grad_scale / sum;
-      for (int64_t j = 0; j < V; ++j) x[j] *= inv;
-      x[target] -= grad_scale;
-    }
-  }
-  return total;
 }
 
 }  // namespace lote::engine

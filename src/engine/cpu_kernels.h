@@ -53,6 +53,11 @@ void EmbeddingBackward(float* dwte, const float* dout, const int32_t* tokens, in
 // out[N,C] = inp * rstd * weight[C], rstd[N] = 1/sqrt(mean(inp^2) + eps).
 void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                     int64_t C, float eps);
+// The residual add fused with the RMSNorm after it (one pass over the stream instead of
+// two): res[N,C] += add, then out and rstd as RmsNormForward(out, rstd, res, ...),
+// bit-identical to the two calls.
+void AddRmsNormForward(float* out, float* rstd, float* res, const float* add, const float* weight,
+                       int64_t N, int64_t C, float eps);
 // out[N,C] = inp * rstd * weight from a saved rstd[N]: bit-identical to RmsNormForward's
 // output, so backward recomputes the norm outputs instead of storing them.
 void RmsNormApply(float* out, const float* inp, const float* weight, const float* rstd, int64_t N,
@@ -106,14 +111,6 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
 void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I);
 // dgate_up[N,2I] = gradients from dout[N,I] (overwrites).
 void SwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t I);
-
-// Cross-entropy over rows of logits[n,V] with targets[n] (-1 = ignored row).
-// Writes logprob[n] = log softmax(logits)[target] (0 for ignored rows) when non-null and
-// returns the sum of -logprob over valid rows. When grad_scale != 0, overwrites logits
-// with d(loss)/d(logits) * grad_scale, i.e. (softmax - onehot) * grad_scale (0 for
-// ignored rows).
-double CrossEntropyForwardBackward(float* logits, float* logprob, const int32_t* targets, int64_t n,
-                                   int64_t V, float grad_scale);
 
 }  // namespace lote::engine
 

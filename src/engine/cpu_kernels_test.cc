@@ -207,5 +207,25 @@ TEST(CpuKernelsTest, RmsNormApplyReproducesForwardExactly) {
   for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(y2[c], x[c] * r * w[c], 1e-5);
 }
 
+// The fused residual add + RMSNorm leaves the stream, the norm and rstd exactly as the
+// add followed by RmsNormForward (C = 512 as the bench model, and an odd width).
+TEST(CpuKernelsTest, AddRmsNormEqualsAddThenRmsNorm) {
+  InitCpuBackend(0);
+  for (const int64_t C : {int64_t{512}, int64_t{37}}) {
+    const int64_t N = 9;
+    const std::vector<float> res = Uniform(N * C, 3.0f, 5), add = Uniform(N * C, 2.0f, 6);
+    const std::vector<float> w = Uniform(C, 1.5f, 7);
+    std::vector<float> sum = res, fused = res;
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += add[i];
+    std::vector<float> y(static_cast<size_t>(N * C)), y2(y.size(), -1.0f);
+    std::vector<float> rstd(static_cast<size_t>(N)), rstd2(rstd.size(), -1.0f);
+    RmsNormForward(y.data(), rstd.data(), sum.data(), w.data(), N, C, 1e-5f);
+    AddRmsNormForward(y2.data(), rstd2.data(), fused.data(), add.data(), w.data(), N, C, 1e-5f);
+    EXPECT_EQ(0, std::memcmp(sum.data(), fused.data(), sizeof(float) * sum.size())) << C;
+    EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), sizeof(float) * y.size())) << C;
+    EXPECT_EQ(0, std::memcmp(rstd.data(), rstd2.data(), sizeof(float) * rstd.size())) << C;
+  }
+}
+
 }  // namespace
 }  // namespace lote::engine

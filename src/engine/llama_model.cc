@@ -7,6 +7,7 @@
 #include <new>
 
 #include "engine/cpu_kernels.h"
+#include "engine/lm_head_loss.h"
 #include "engine/vocab_parallel.h"
 
 namespace lote::engine {
@@ -80,7 +81,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
     m->act_.assign(static_cast<size_t>(m->acts_.total), 0.0f);
     if (tp.size > 1) {
       m->local_tokens_.assign(static_cast<size_t>(2 * max_batch * max_seq_len), 0);
-      m->ce_sums_.assign(static_cast<size_t>(3 * kHeadChunkRows), 0.0f);
     }
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted(
@@ -127,8 +127,7 @@ void LlamaModel::InitWeights(uint64_t seed) {
 }
 
 int64_t LlamaModel::allocated_bytes() const {
-  const size_t floats =
-      params_.size() + grads_.size() + act_.size() + act_grad_.size() + ce_sums_.size();
+  const size_t floats = params_.size() + grads_.size() + act_.size() + act_grad_.size();
   return static_cast<int64_t>(floats * sizeof(float) + local_tokens_.size() * sizeof(int32_t));
 }
 
@@ -192,8 +191,8 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
     TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
-    AddInPlace(A + la.res_mid, A + la.res, N * C);
-    RmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, W + w.post_norm, N, C, eps);
+    AddRmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, N, C,
+                      eps);  // res_mid += res, then ln2
     MatmulForward(A + la.gate_up, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
     SwiGluForward(A + la.act, A + la.gate_up, N, I);
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
@@ -204,8 +203,9 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
   RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N, C,
                  eps);
 
-  // LM head + cross-entropy in row chunks; with gradients, the head's backward runs
-  // chunk by chunk too, so the full [N, V] logits never exist at once.
+  // LM head + cross-entropy in row chunks, each chunk's vocabulary in cache-sized blocks
+  // (lm_head_loss.h): the full [N, V] logits never exist, and a chunk's logits are made,
+  // reduced and differentiated block by block.
   int64_t valid = 0;
   for (int64_t n = 0; n < N; ++n) valid += targets[n] >= 0 ? 1 : 0;
   if (valid_targets != nullptr) *valid_targets = valid;
@@ -215,32 +215,28 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
   float* dlnf = backward ? act_grad_.data() + acts_.dln : nullptr;
   float* logits = A + acts_.logits;
   float* lp = logprob != nullptr ? logprob : A + acts_.logprob;
+  const int32_t* local = targets;  // the targets' columns in this rank's vocabulary slice
+  if (tp_comm_ != nullptr) {
+    LocalTokens(local_tokens_.data() + N, targets, N, layout_.vocab_begin(), V);
+    local = local_tokens_.data() + N;
+  }
   double total = 0.0;
   for (int64_t r0 = 0; r0 < N; r0 += kHeadChunkRows) {
     const int64_t m = std::min(N, r0 + kHeadChunkRows) - r0;
-    MatmulForward(logits, A + acts_.ln + r0 * C, W + layout_.lm_head(), m, C, V);
-    if (logits_out != nullptr) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * m * V);
-    if (tp_comm_ == nullptr) {
-      total += CrossEntropyForwardBackward(logits, lp + r0, targets + r0, m, V, ce_scale);
-    } else {
-      // Vocabulary-parallel: global row max, then the global sums of exp and the
-      // target's logit, each one all-reduce over the group.
-      const int32_t* local = local_tokens_.data() + N + r0;  // targets' shard ids
-      float* row_max = ce_sums_.data();
-      float* sums = ce_sums_.data() + kHeadChunkRows;
-      if (r0 == 0) LocalTokens(local_tokens_.data() + N, targets, N, layout_.vocab_begin(), V);
-      CrossEntropyRowMax(row_max, logits, m, V);
-      TpAllReduce(row_max, m, ReduceOp::kMax);
-      CrossEntropySums(sums, logits, row_max, local, targets + r0, m, V, backward);
-      TpAllReduce(sums, 2 * m, ReduceOp::kSum);
-      total += CrossEntropyFinish(logits, lp + r0, sums, local, targets + r0, m, V, ce_scale);
+    const float* lnf = A + acts_.ln + r0 * C;
+    const HeadStats stats(A + acts_.head_stats, m, V);
+    LmHeadForward(logits, stats, lnf, W + layout_.lm_head(), local + r0, m, C, V,
+                  logits_out != nullptr ? logits_out + r0 * V : nullptr, V);
+    if (tp_comm_ != nullptr) {
+      // Vocabulary-parallel: the group's row max, then its sums of exp and target logits.
+      TpAllReduce(stats.row_max, m, ReduceOp::kMax);
+      LmHeadRescaleSums(stats, m);
+      TpAllReduce(stats.sum_exp, 2 * m, ReduceOp::kSum);
     }
+    total += LmHeadLoss(lp + r0, stats, targets + r0, m);
     if (backward) {
-      // dlnf[r0:r0+m] = dlogits W_lm ; dW_lm += dlogits^T lnf[r0:r0+m]
-      Gemm(false, false, m, C, V, 1.0f, logits, V, W + layout_.lm_head(), C, 0.0f, dlnf + r0 * C,
-           C);
-      Gemm(true, false, V, C, m, 1.0f, logits, V, A + acts_.ln + r0 * C, C, 1.0f,
-           G + layout_.lm_head(), C);
+      LmHeadBackward(dlnf + r0 * C, G + layout_.lm_head(), logits, stats, lnf,
+                     W + layout_.lm_head(), local + r0, targets + r0, m, C, V, ce_scale);
     }
   }
   if (backward) {

@@ -108,7 +108,6 @@ class LlamaModel {
   std::vector<float> act_grad_;        // gradient scratch (acts_.grad_total)
   int64_t rope_len_ = 0;               // sequence length the rope tables were built for
   std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
-  std::vector<float> ce_sums_;         // [3 * kHeadChunkRows] row max and sums (TP only)
   const GradReady* ready_ = nullptr;   // during ForwardBackward
   ParamsNeeded params_needed_;
 };

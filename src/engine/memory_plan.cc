@@ -6,6 +6,7 @@
 
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
+#include "engine/lm_head_loss.h"
 #include "engine/param_layout.h"
 
 namespace lote::engine {
@@ -37,6 +38,7 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
   a.rstdf = take(N);
   a.ln = take(N * C);
   a.logits = take(std::min(N, kHeadChunkRows) * c.vocab_size);
+  a.head_stats = take(HeadStatsFloats(std::min(N, kHeadChunkRows), c.vocab_size));
   a.logprob = take(N);
   a.rope_cos = take(T * c.head_dim() / 2);
   a.rope_sin = take(T * c.head_dim() / 2);
@@ -112,7 +114,7 @@ MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_
   const int64_t local = ParamLayout(shard).total();
   const int64_t zero_shard = EvenSplit(local, dp, 0).size();
   p.optimizer_bytes = 2 * zero_shard * 4 + (dp > 1 ? zero_shard * 4 : 0);
-  if (tp > 1) p.activation_bytes += 2 * batch * seq_len * 4 + 3 * kHeadChunkRows * 4;
+  if (tp > 1) p.activation_bytes += 2 * batch * seq_len * 4;
   return p;
 }
 

@@ -37,6 +37,7 @@ struct ActivationLayout {
   int64_t ln = 0;            // [N,C] RMSNorm output, shared: ln1/ln2 of the layer being
                              // run (forward) or differentiated (backward, recomputed), lnf
   int64_t logits = 0;        // [kHeadChunkRows, V]
+  int64_t head_stats = 0;    // HeadStatsFloats(kHeadChunkRows, V): the chunk's softmax stats
   int64_t logprob = 0;       // [N]
   int64_t rope_cos = 0;      // [T, hd/2]
   int64_t rope_sin = 0;      // [T, hd/2]

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 namespace lote::engine {
 namespace {
@@ -36,6 +37,17 @@ void ZeroComm::BeginReduce(float* grads) {
   std::lock_guard<std::mutex> lock(mu_);
   grads_ = grads;
   sent_ = offsets_.back();
+  sparse_begin_ = sparse_end_ = 0;
+  sparse_rows_.clear();
+}
+
+void ZeroComm::SetSparseRows(int64_t begin, int64_t end, int64_t row_floats,
+                             std::vector<int64_t> rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sparse_begin_ = std::clamp<int64_t>(begin, 0, total());
+  sparse_end_ = std::clamp<int64_t>(end, sparse_begin_, total());
+  row_floats_ = std::max<int64_t>(1, row_floats);
+  sparse_rows_ = std::move(rows);
 }
 
 void ZeroComm::Enqueue(Job job) {
@@ -92,6 +104,55 @@ std::vector<int64_t> ZeroComm::Counts(int64_t begin, int64_t end) const {
   return counts;
 }
 
+// [begin, end) of the gradients: the sparse rows' part packed, the rest whole.
+Status ZeroComm::Reduce(int64_t begin, int64_t end) {
+  const int64_t sb = std::clamp(sparse_begin_, begin, end),
+                se = std::clamp(sparse_end_, begin, end);
+  if (se < end) RETURN_IF_ERROR(dp_->ReduceScatter(grads_ + se, Counts(se, end)));
+  if (sb < se) RETURN_IF_ERROR(ReduceSparse(sb, se));
+  if (begin < sb) RETURN_IF_ERROR(dp_->ReduceScatter(grads_ + begin, Counts(begin, sb)));
+  return Status::Ok();
+}
+
+Status ZeroComm::ReduceSparse(int64_t begin, int64_t end) {
+  // Each listed row clipped to [begin, end), then cut at the shard boundaries: the
+  // segments in offset order, so each rank's part of the pack is contiguous.
+  struct Segment {
+    int64_t at, n;
+    size_t owner;
+  };
+  std::vector<Segment> segments;
+  std::vector<int64_t> counts(offsets_.size() - 1, 0);
+  for (int64_t row : sparse_rows_) {
+    int64_t b = std::max(begin, sparse_begin_ + row * row_floats_);
+    const int64_t e = std::min(end, sparse_begin_ + (row + 1) * row_floats_);
+    while (b < e) {
+      const size_t owner =
+          static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), b) -
+                              offsets_.begin()) -
+          1;
+      const int64_t cut = std::min(e, offsets_[owner + 1]);
+      segments.push_back({b, cut - b, owner});
+      counts[owner] += cut - b;
+      b = cut;
+    }
+  }
+  pack_.resize(static_cast<size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0})));
+  int64_t at = 0;
+  for (const Segment& g : segments) {
+    std::copy(grads_ + g.at, grads_ + g.at + g.n, pack_.begin() + at);
+    at += g.n;
+  }
+  RETURN_IF_ERROR(dp_->ReduceScatter(pack_.data(), counts));
+  at = 0;
+  const size_t me = static_cast<size_t>(dp_->rank());
+  for (const Segment& g : segments) {
+    if (g.owner == me) std::copy(pack_.begin() + at, pack_.begin() + at + g.n, grads_ + g.at);
+    at += g.n;
+  }
+  return Status::Ok();
+}
+
 void ZeroComm::Loop() {
   // The ring's additions run on this thread alone, beside the training threads (a new
   // thread would otherwise start an OpenMP team of the default size).
@@ -107,12 +168,11 @@ void ZeroComm::Loop() {
     float* data = job.gather ? params_ : grads_;
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int64_t> counts = Counts(job.begin, job.end);
+    const std::vector<int64_t> counts =
+        job.gather ? Counts(job.begin, job.end) : std::vector<int64_t>();
     Status s = Status::Ok();
-    if (!failed) {
-      s = job.gather ? dp_->AllGather(data + job.begin, counts)
-                     : dp_->ReduceScatter(data + job.begin, counts);
-    }
+    if (!failed)
+      s = job.gather ? dp_->AllGather(data + job.begin, counts) : Reduce(job.begin, job.end);
     const double dt = Since(t0);
     lock.lock();
     comm_s_ += dt;

@@ -20,6 +20,15 @@
 // reduce-scatter of the whole buffer (bit-identical), and the gather copies exactly the
 // values one whole all-gather would.
 //
+// Sparse rows: the embedding's gradient is a scatter of the step's tokens, so of its
+// V rows only those some rank's batch used are non-zero, on every rank (the rest are
+// the zeros ZeroGrad wrote). SetSparseRows names them for the step; the reduce-scatter
+// of that prefix then sends only those rows, packed in offset order and cut at the same
+// shard boundaries, so every element sent is summed by the same ring in the same order,
+// and every element not sent is 0 + 0: bit-identical to the whole reduce-scatter, at a
+// fraction of the bytes (for the 60 M-class model 2 × 1024 tokens touch at most 2048 of
+// 32000 rows of the 16 M-float embedding).
+//
 // The DP communicator belongs to the thread from BeginReduce or StartGather until
 // FinishReduce or WaitParams(total) returned (the caller must not use it then). The
 // methods are for one caller thread. Errors are sticky: the first collective's error
@@ -47,6 +56,10 @@ class ZeroComm {
 
   // A step's reduction of `grads` starts; nothing of it is complete yet.
   void BeginReduce(float* grads);
+  // For this step (until the next BeginReduce): of grads[begin, end), rows of
+  // row_floats floats from begin, only `rows` (ascending, unique) may be non-zero on
+  // any rank. Call between BeginReduce and the GradsReady that reaches end.
+  void SetSparseRows(int64_t begin, int64_t end, int64_t row_floats, std::vector<int64_t> rows);
   // grads[begin, total) are complete (begin only decreases within a step).
   void GradsReady(int64_t begin);
   // Sends what is left, waits for every queued bucket; the first collective's error.
@@ -71,6 +84,8 @@ class ZeroComm {
   void Enqueue(Job job);  // with mu_ held
   void Loop();
   std::vector<int64_t> Counts(int64_t begin, int64_t end) const;
+  Status Reduce(int64_t begin, int64_t end);        // on the thread
+  Status ReduceSparse(int64_t begin, int64_t end);  // [begin, end) inside the sparse rows
 
   Communicator* dp_;
   std::vector<int64_t> offsets_;  // shard boundaries: rank r owns [offsets_[r], offsets_[r+1])
@@ -78,6 +93,10 @@ class ZeroComm {
   float* grads_ = nullptr;
   float* params_ = nullptr;
   int64_t sent_ = 0;  // [sent_, total) of the gradients is queued or reduced
+  // The step's sparse rows (SetSparseRows); read by the thread only while a job runs.
+  int64_t sparse_begin_ = 0, sparse_end_ = 0, row_floats_ = 1;
+  std::vector<int64_t> sparse_rows_;
+  std::vector<float> pack_;  // the thread's: the sparse rows packed
   double wait_s_ = 0;
 
   mutable std::mutex mu_;

@@ -20,4 +20,15 @@ std::string_view NodeOutcomeName(NodeOutcome outcome) {
   return "lost";
 }
 
+Result<std::map<int32_t, std::string>> Backend::CollectStackDumps(const AttemptKey&, int64_t) {
+  return Status::Unimplemented("the " + Name() + " backend cannot collect stack dumps");
+}
+
+Status Backend::InjectFault(const NodeKey&, const NodeFault&, int32_t) {
+  return Status::Unimplemented("the " + Name() +
+                               " backend cannot inject a fault into a running node");
+}
+
+std::string Backend::InjectedFault(const AttemptKey&, int32_t) { return ""; }
+
 }  // namespace lote::exec

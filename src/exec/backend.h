@@ -56,6 +56,7 @@
 
 #include "common/status.h"
 #include "exec/container.h"
+#include "exec/node_fault.h"
 
 namespace lote::exec {
 
@@ -136,6 +137,9 @@ struct NodeSpec {
   // honoured (unsupported fields, ulimits above the host's hard limit, running
   // as another user without root) and say so in warnings.
   bool emulation = false;
+  // A fault the job asked for on this node (control/fault_plan.h); the backend
+  // fills in fault.progress_path (the main node's output) and its runner fires it.
+  NodeFault fault;
 };
 
 // One attempt's nodes, handed over together.
@@ -198,6 +202,9 @@ struct NodeEvent {
   // failed); 0 when the image was cached. Within started_at_ms..stopped_at_ms.
   int64_t pull_started_at_ms = 0;
   int64_t pull_stopped_at_ms = 0;
+  // kEnded: the node's runner injected a fault the job asked for, e.g.
+  // "Injected fault: node 1 killed (SIGKILL) at step 8" (the attempt's reason).
+  std::string injected;
 };
 
 // What LaunchGang did.
@@ -284,6 +291,26 @@ class Backend {
   // Nodes launched or adopted by this instance whose terminal event has not yet
   // been returned by Wait.
   virtual std::vector<NodeKey> Running() const = 0;
+
+  // Stack dumps of every process of every running node of `attempt`
+  // (stack_dump.h), by node index; each process waits at most `timeout_ms`.
+  // Blocks while it collects (seconds). Unimplemented for a backend whose
+  // nodes it cannot reach (the default); NotFound when no node runs here.
+  virtual Result<std::map<int32_t, std::string>> CollectStackDumps(const AttemptKey& attempt,
+                                                                   int64_t timeout_ms);
+
+  // Hands `fault` to the runner of a running node (lote's InjectFault): it
+  // replaces any fault the node had not fired yet; a time counts from now,
+  // a step is the gang's (the main node `main_node_index`'s progress).
+  // Unimplemented for a backend that cannot reach its runners (the default);
+  // NotFound when the node does not run here.
+  virtual Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index);
+
+  // What a runner of the attempt's `num_nodes` nodes injected (the first
+  // such sentence, fault.json), "" if none: another node of the gang may end
+  // before the faulted one, and the attempt's reason must still say it was
+  // injected. Asked only when an attempt fails. The default: "".
+  virtual std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes);
 };
 
 }  // namespace lote::exec

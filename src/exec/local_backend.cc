@@ -27,6 +27,7 @@
 
 #include "common/files.h"
 #include "exec/shim.h"
+#include "exec/stack_dump.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -290,7 +291,7 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   // killing it.
   sigset_t shim_mask, defaults;
   sigemptyset(&shim_mask);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&shim_mask, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1}) sigaddset(&shim_mask, s);
   sigemptyset(&defaults);
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) {
     sigaddset(&defaults, s);
@@ -363,6 +364,14 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
     NodeSpec spec = node;
     if (gang.multi_node && node.node.node_index != gang.main_node_index)
       spec.environment[kMainNodeAddressVar] = main->private_ip;
+    if (spec.fault.at_step > 0) {
+      // The step comes from the main node's LOTE_PROGRESS lines (one process
+      // of a job prints them), all nodes being on this host.
+      const NodeSpec& progress = main != nullptr ? *main : node;
+      ASSIGN_OR_RETURN(NodePaths at, NodePathsFor(options_.home, progress.node));
+      spec.fault.progress_path =
+          progress.output_path.empty() ? at.default_output() : progress.output_path;
+    }
     Result<LaunchResult> r = LaunchNode(spec);
     if (!r.ok()) {
       // Gang: nothing of it may go on running.
@@ -420,6 +429,72 @@ Status LocalBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t>
                             std::to_string(attempt.attempt) + " on this host");
   }
   return Status::Ok();
+}
+
+Result<std::map<int32_t, std::string>> LocalBackend::CollectStackDumps(const AttemptKey& attempt,
+                                                                       int64_t timeout_ms) {
+  std::vector<std::pair<int32_t, NodePaths>> nodes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, node] : nodes_)
+      if (key.attempt == attempt) nodes.emplace_back(key.node_index, node.paths);
+  }
+  if (nodes.empty())
+    return Status::NotFound("no running node of job " + attempt.job_id + " attempt " +
+                            std::to_string(attempt.attempt) + " on this host");
+  std::vector<std::string> dumps(nodes.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const NodePaths& p = nodes[i].second;
+      Result<ProcessRecord> command = ReadProcessRecord(p.command());
+      if (!command.ok()) {
+        dumps[i] =
+            "(no stack: the command's record is unreadable: " + command.status().message() + ")\n";
+        return;
+      }
+      Result<ShimSpec> spec = ReadShimSpec(p.spec());
+      const std::string output =
+          spec.ok() && !spec->output_path.empty() ? spec->output_path : p.default_output();
+      dumps[i] = DumpNodeStacks(command->id.pid, output, timeout_ms);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::map<int32_t, std::string> out;
+  for (size_t i = 0; i < nodes.size(); ++i) out[nodes[i].first] = std::move(dumps[i]);
+  return out;
+}
+
+Status LocalBackend::InjectFault(const NodeKey& key, const NodeFault& fault,
+                                 int32_t main_node_index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(key);
+  if (it == nodes_.end())
+    return Status::NotFound("node " + key.ToString() + " does not run on this host");
+  NodeFault f = fault;
+  if (f.at_step > 0) {
+    ASSIGN_OR_RETURN(NodePaths main,
+                     NodePathsFor(options_.home, NodeKey{key.attempt, main_node_index}));
+    Result<ShimSpec> spec = ReadShimSpec(main.spec());
+    f.progress_path =
+        spec.ok() && !spec->output_path.empty() ? spec->output_path : main.default_output();
+  }
+  RETURN_IF_ERROR(WriteJsonRecord(it->second.paths.inject(), ToJson(f)));
+  if (::kill(it->second.shim.pid, SIGUSR1) != 0)
+    return Status::Internal("cannot signal the runner of node " + key.ToString() + ": " +
+                            ErrnoText());
+  return Status::Ok();
+}
+
+std::string LocalBackend::InjectedFault(const AttemptKey& attempt, int32_t num_nodes) {
+  for (int32_t i = 0; i < num_nodes; ++i) {
+    Result<NodePaths> p = NodePathsFor(options_.home, NodeKey{attempt, i});
+    if (!p.ok()) return "";
+    Result<Json> fault = ReadJsonFile(p->fault());
+    if (fault.ok() && fault->value("injected", Json()).is_string())
+      return (*fault)["injected"].get<std::string>();
+  }
+  return "";
 }
 
 void LocalBackend::Wake() {

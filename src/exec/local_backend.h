@@ -90,6 +90,12 @@ class LocalBackend final : public Backend {
   // <node folder>/output.log, or the output_path it was launched with.
   Result<std::string> OutputPath(const NodeKey& node) const override;
   std::vector<NodeKey> Running() const override;
+  // gdb (or eu-stack) on every process of each node's command, nodes in parallel.
+  Result<std::map<int32_t, std::string>> CollectStackDumps(const AttemptKey& attempt,
+                                                           int64_t timeout_ms) override;
+  // inject.json in the node's folder, then SIGUSR1 to its supervisor.
+  Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index) override;
+  std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
 
   // One node (LaunchGang's step; tests drive nodes one at a time). No kRunning
   // event is queued for it: it runs when this returns OK.

@@ -143,6 +143,7 @@ Json ToJson(const ShimSpec& s) {
     j["main_node_index"] = s.main_node_index;
     j["emulation"] = s.emulation;
   }
+  if (s.fault.Any()) j["fault"] = ToJson(s.fault);
   return j;
 }
 
@@ -177,6 +178,7 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
     s.multi_node = j.value("multi_node", false);
     s.main_node_index = j.value("main_node_index", int32_t{0});
     s.emulation = j.value("emulation", false);
+    if (j.contains("fault")) s.fault = NodeFaultFromJson(j.at("fault"));
     if (s.argv.empty() && !s.container) throw std::runtime_error("empty argv");
     return s;
   });
@@ -202,17 +204,19 @@ Result<TerminateRequest> TerminateRequestFromJson(const Json& j) {
 }
 
 Json ToJson(const StatusRecord& r) {
-  return Json{{"outcome", std::string(NodeOutcomeName(r.outcome))},
-              {"exit_code", r.exit_code},
-              {"signal", r.signal},
-              {"terminated", r.terminated},
-              {"never_started", r.never_started},
-              {"bad_command", r.bad_command},
-              {"reason", r.reason},
-              {"started_at_ms", r.started_at_ms},
-              {"stopped_at_ms", r.stopped_at_ms},
-              {"pull_started_at_ms", r.pull_started_at_ms},
-              {"pull_stopped_at_ms", r.pull_stopped_at_ms}};
+  Json j{{"outcome", std::string(NodeOutcomeName(r.outcome))},
+         {"exit_code", r.exit_code},
+         {"signal", r.signal},
+         {"terminated", r.terminated},
+         {"never_started", r.never_started},
+         {"bad_command", r.bad_command},
+         {"reason", r.reason},
+         {"started_at_ms", r.started_at_ms},
+         {"stopped_at_ms", r.stopped_at_ms},
+         {"pull_started_at_ms", r.pull_started_at_ms},
+         {"pull_stopped_at_ms", r.pull_stopped_at_ms}};
+  if (!r.injected.empty()) j["injected"] = r.injected;
+  return j;
 }
 Result<StatusRecord> StatusRecordFromJson(const Json& j) {
   return Decode<StatusRecord>("status", [&] {
@@ -228,6 +232,7 @@ Result<StatusRecord> StatusRecordFromJson(const Json& j) {
     r.stopped_at_ms = j.value("stopped_at_ms", int64_t{0});
     r.pull_started_at_ms = j.value("pull_started_at_ms", int64_t{0});
     r.pull_stopped_at_ms = j.value("pull_stopped_at_ms", int64_t{0});
+    r.injected = j.value("injected", std::string());
     return r;
   });
 }
@@ -291,6 +296,7 @@ NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s) {
   e.stopped_at_ms = s.stopped_at_ms;
   e.pull_started_at_ms = s.pull_started_at_ms;
   e.pull_stopped_at_ms = s.pull_stopped_at_ms;
+  e.injected = s.injected;
   e.at_ms = s.stopped_at_ms;
   return e;
 }

@@ -15,6 +15,8 @@
 //                   by a backend that found the node lost: a tombstone that also
 //                   stops a late supervisor from starting the command)
 //   shim.log        the supervisor's own diagnostics
+//   fault.json      an injected fault, once the runner fired it (node_fault.h)
+//   inject.json     a fault asked for while the node runs (InjectFault), then SIGUSR1
 //   container.id    container mode: the container's id, written by podman once it
 //                   created the container (after the pull)
 //   output.log      default stdout+stderr of the command (raw, appended)
@@ -31,6 +33,7 @@
 #include "common/status.h"
 #include "exec/backend.h"
 #include "exec/container.h"
+#include "exec/node_fault.h"
 #include "exec/proc_util.h"
 
 namespace lote::exec {
@@ -47,6 +50,8 @@ struct NodePaths {
   std::string container_id() const { return dir + "/container.id"; }
   std::string default_output() const { return dir + "/output.log"; }
   std::string default_work() const { return dir + "/work"; }
+  std::string fault() const { return dir + "/fault.json"; }
+  std::string inject() const { return dir + "/inject.json"; }
 };
 
 // The folder of `node` under `home`. InvalidArgument for a job id that is not a
@@ -97,6 +102,8 @@ struct ShimSpec {
   bool multi_node = false;
   int32_t main_node_index = 0;
   bool emulation = false;
+  // A fault the job asked this node's runner to inject (node_fault.h).
+  NodeFault fault;
 };
 
 struct ProcessRecord {
@@ -123,6 +130,8 @@ struct StatusRecord {
   // Container mode: the pull of the node's image (NodeEvent); 0: no pull.
   int64_t pull_started_at_ms = 0;
   int64_t pull_stopped_at_ms = 0;
+  // The runner injected a fault the job asked for: what it did (NodeEvent).
+  std::string injected;
 };
 
 Json ToJson(const ShimSpec& s);

@@ -151,6 +151,7 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
 
   shim.argv = spec.command;
   shim.output_path = spec.output_path.empty() ? default_output : spec.output_path;
+  shim.fault = spec.fault;
   shim.working_dir = spec.working_dir.empty() ? default_work : spec.working_dir;
   if (in_container) {
     // The image's user, PATH and HOME: only the job's own variables.

@@ -28,6 +28,7 @@
 #include "common/files.h"
 #include "exec/cgroup.h"
 #include "exec/container.h"
+#include "exec/node_fault.h"
 #include "exec/node_files.h"
 #include "exec/proc_util.h"
 #include "exec/slurm_placement.h"
@@ -307,6 +308,34 @@ std::optional<std::string> ApplyPlacement(ShimSpec& spec, const ShimLog& log) {
   return std::nullopt;
 }
 
+// Fires the fault the job asked for on this node (node_fault.h) at the
+// command's process group, records it in fault.json and shim.log, and
+// returns the sentence for status.json. A preemption sets `kill_deadline`.
+std::string InjectFault(const FaultWatch& watch, const NodePaths& p, int32_t node_index,
+                        pid_t group, std::optional<int64_t>* kill_deadline, const ShimLog& log) {
+  const NodeFault& f = watch.fault();
+  const std::string what =
+      DescribeInjected(f, node_index, watch.step_seen(), watch.after_ms_seen());
+  switch (f.action) {
+    case FaultAction::kKill:
+      ::kill(-group, SIGKILL);
+      break;
+    case FaultAction::kPreempt:
+      ::kill(-group, SIGTERM);
+      if (!*kill_deadline || MonoMs() + f.grace_ms < **kill_deadline)
+        *kill_deadline = MonoMs() + f.grace_ms;
+      break;
+    case FaultAction::kStop:
+      ::kill(-group, SIGSTOP);
+      break;
+    case FaultAction::kNone:
+      return "";
+  }
+  log(what);
+  (void)WriteJsonRecord(p.fault(), Json{{"injected", what}, {"at_ms", NowMs()}});
+  return what;
+}
+
 int64_t ReadGraceMs(const NodePaths& p, int64_t default_ms) {
   auto req = ReadTerminateRequest(p.terminate());
   if (!req.ok()) return default_ms;
@@ -321,7 +350,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   // terminate request sent early is never lost.
   sigset_t mask;
   sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&mask, s);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1}) sigaddset(&mask, s);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   ShimLog log(p.shim_log());
@@ -524,13 +553,17 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   // Supervise until the command (the group leader) exits.
   bool terminating = false;
   std::optional<int64_t> kill_deadline;
+  FaultWatch faults(spec.fault, MonoMs());
   while (true) {
     siginfo_t info{};
     if (::waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child) {
       break;
     }
-    int timeout = -1;
-    if (kill_deadline) timeout = static_cast<int>(std::max<int64_t>(0, *kill_deadline - MonoMs()));
+    int timeout = faults.PollTimeoutMs(MonoMs());
+    if (kill_deadline) {
+      const int until_kill = static_cast<int>(std::max<int64_t>(0, *kill_deadline - MonoMs()));
+      timeout = timeout < 0 ? until_kill : std::min(timeout, until_kill);
+    }
     struct pollfd pfd {
       sig_fd, POLLIN, 0
     };
@@ -538,6 +571,9 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     if (r < 0 && errno != EINTR) {
       log(std::string("poll: ") + std::strerror(errno));
       ::usleep(100'000);
+    }
+    if (!terminating && start_error.empty() && faults.Due(MonoMs())) {
+      st.injected = InjectFault(faults, p, spec.node.node_index, child, &kill_deadline, log);
     }
     if (kill_deadline && MonoMs() >= *kill_deadline) {
       log("grace period over: SIGKILL to process group " + std::to_string(child));
@@ -553,6 +589,14 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
         continue;
       }
       if (sig == SIGHUP) continue;
+      if (sig == SIGUSR1) {  // a fault asked for now (inject.json)
+        Result<Json> asked = ReadJsonFile(p.inject());
+        if (asked.ok()) {
+          faults = FaultWatch(NodeFaultFromJson(*asked), MonoMs());
+          log("fault requested: " + asked->dump());
+        }
+        continue;
+      }
       int64_t grace = ReadGraceMs(p, spec.default_grace_ms);
       if (!terminating) {
         terminating = true;

@@ -189,6 +189,15 @@ std::optional<Capacity> SlurmBackend::GetCapacity() {
   return capacity_;
 }
 
+std::string SlurmBackend::InjectedFault(const AttemptKey& attempt, int32_t num_nodes) {
+  for (int32_t k = 0; k < num_nodes; ++k) {
+    Result<Json> fault = ReadJsonFile(NodeFolder(AttemptDir(attempt), k).fault());
+    if (fault.ok() && fault->value("injected", Json()).is_string())
+      return (*fault)["injected"].get<std::string>();
+  }
+  return "";
+}
+
 std::string SlurmBackend::AttemptDir(const AttemptKey& attempt) const {
   return options_.state_dir + "/" + attempt.job_id + "/" + std::to_string(attempt.attempt);
 }
@@ -227,6 +236,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     r.spec.multi_node = gang.multi_node;
     r.spec.main_node_index = gang.main_node_index;
     r.spec.default_grace_ms = options_.default_grace_ms;
+    if (r.spec.fault.at_step > 0)  // the main node's output, on the shared state folder
+      r.spec.fault.progress_path = dir + "/node-" + std::to_string(gang.main_node_index) + ".out";
     for (std::string& w : r.warnings) out.warnings[k].push_back(std::move(w));
     cpus = std::max(cpus, (n.vcpu_milli + 999) / 1000);
     mem = std::max(mem, n.memory_mib);

@@ -92,6 +92,11 @@ class SlurmBackend final : public Backend {
   // The attempt's folder.
   std::string AttemptDir(const AttemptKey& attempt) const;
 
+ public:
+  // fault.json of the attempt's node folders (on the shared state folder).
+  std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
+
+ private:
  private:
   struct Tracked {
     AttemptKey attempt;

@@ -122,6 +122,23 @@ Result<int64_t> JobLogs::StoredOffset(const std::string& stream) const {
   return store_->SourceOffset(std::string(logs::kBatchJobLogGroup), stream);
 }
 
+Status JobLogs::StoreText(const std::string& stream, const std::string& text, int64_t at_ms) {
+  const std::string group(logs::kBatchJobLogGroup);
+  RETURN_IF_ERROR(store_->EnsureStream(group, stream));
+  std::vector<logs::InputEvent> events;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start)
+      events.push_back(
+          logs::InputEvent{at_ms, std::string_view(text).substr(start, end - start), -1});
+    start = end + 1;
+  }
+  if (events.empty()) return Status::Ok();
+  return store_->Append(group, stream, events).status();
+}
+
 std::vector<std::string> JobLogs::LastLines(const std::string& stream, size_t n) const {
   std::vector<std::string> lines;
   Result<std::vector<logs::LogEvent>> tail =

@@ -77,6 +77,8 @@ class JobLogs final : public control::JobOutput {
   // output of completed nodes has been entirely stored (the job loop wakes
   // up to persist the attempt's final progress). Set it before any Follow.
   void OnStored(std::function<void()> callback);
+  // Stores `text` into `stream` of /aws/batch/job, one event per line.
+  Status StoreText(const std::string& stream, const std::string& text, int64_t at_ms) override;
   // The last `n` stored lines of a stream (for a hang report).
   std::vector<std::string> LastLines(const std::string& stream, size_t n) const override;
 

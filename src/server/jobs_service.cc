@@ -244,6 +244,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router, api::IamAccessContr
          return loop->GetJobQueueSnapshot(r);
        }});
   api::RegisterBatchSharedOperations(router, control_, loop);
+  api::RegisterLoteJobOperations(router, loop);
   api::RegisterNodes(router, loop);
 }
 

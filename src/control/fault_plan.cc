@@ -1,0 +1,183 @@
+#include "control/fault_plan.h"
+
+#include <array>
+#include <utility>
+
+#include "control/job_controller.h"
+
+namespace lote::control {
+namespace {
+
+struct Kind {
+  exec::FaultAction action;
+  const char* name;  // "Kill": lote:injectKillNode, ...AtStep, ...AfterSeconds
+};
+constexpr std::array<Kind, 3> kKinds{{{exec::FaultAction::kKill, "Kill"},
+                                      {exec::FaultAction::kPreempt, "Preempt"},
+                                      {exec::FaultAction::kStop, "Stop"}}};
+constexpr int64_t kMaxStep = 1'000'000'000;
+constexpr int64_t kMaxAfterSeconds = 30LL * 24 * 3600;
+
+// The key's value, parameters first, then tags.
+std::optional<std::string> Lookup(const Job& job, const std::string& key) {
+  if (auto it = job.parameters.find(key); it != job.parameters.end()) return it->second;
+  if (auto it = job.tags.find(key); it != job.tags.end()) return it->second;
+  return std::nullopt;
+}
+
+Result<int64_t> WholeNumber(const std::string& key, const std::string& value, int64_t min,
+                            int64_t max, const std::string& meaning) {
+  int64_t v = 0;
+  bool ok = !value.empty() && value.size() <= 10;
+  for (char c : value) {
+    if (c < '0' || c > '9') ok = false;
+    if (ok) v = v * 10 + (c - '0');
+  }
+  if (!ok || v < min || v > max)
+    return Status::InvalidArgument(key + " is '" + value + "': give a whole number from " +
+                                   std::to_string(min) + " to " + std::to_string(max) + " (" +
+                                   meaning + ")");
+  return v;
+}
+
+bool Known(const std::string& key) {
+  for (const Kind& k : kKinds)
+    for (const char* part : {"Node", "AtStep", "AfterSeconds"})
+      if (key == std::string(kInjectPrefix) + k.name + part) return true;
+  return false;
+}
+
+Status CheckKeys(const Job& job) {
+  for (const auto* map : {&job.parameters, &job.tags}) {
+    for (const auto& [key, value] : *map) {
+      if (key.rfind(kInjectPrefix, 0) != 0 || Known(key)) continue;
+      if (key == "lote:injectSlowNode" || key == "lote:injectUploadFailSeconds")
+        return Status::InvalidArgument(
+            key + " is not available in this version of lote: " +
+            (key == "lote:injectSlowNode"
+                 ? "throttling a node's CPU needs a delegated cgroup v2, which the node runner "
+                   "does not use for faults yet"
+                 : "lote train writes file:// checkpoints without the object store and ends on a "
+                   "failed checkpoint write") +
+            " (docs/faults.md)");
+      return Status::InvalidArgument(
+          key +
+          " is not a fault lote can inject: use lote:inject{Kill,Preempt,Stop}{Node,AtStep,"
+          "AfterSeconds} (docs/faults.md)");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<FaultPlan>> ParseKind(const Job& job, const Kind& kind) {
+  const std::string base = std::string(kInjectPrefix) + kind.name;
+  const std::optional<std::string> node = Lookup(job, base + "Node");
+  const std::optional<std::string> step = Lookup(job, base + "AtStep");
+  const std::optional<std::string> after = Lookup(job, base + "AfterSeconds");
+  if (!node && !step && !after) return std::optional<FaultPlan>();
+  if (step.has_value() == after.has_value())
+    return Status::InvalidArgument("give exactly one of " + base + "AtStep and " + base +
+                                   "AfterSeconds (when node " + (node ? *node : "0") +
+                                   " is to be " +
+                                   (kind.action == exec::FaultAction::kKill      ? "killed"
+                                    : kind.action == exec::FaultAction::kPreempt ? "preempted"
+                                                                                 : "stopped") +
+                                   ")");
+  FaultPlan plan;
+  plan.action = kind.action;
+  if (node) {
+    ASSIGN_OR_RETURN(int64_t n, WholeNumber(base + "Node", *node, 0, job.NumNodes() - 1,
+                                            "the node index; the job has " +
+                                                std::to_string(job.NumNodes()) + " node(s)"));
+    plan.node = static_cast<int32_t>(n);
+  }
+  if (step) {
+    ASSIGN_OR_RETURN(plan.at_step, WholeNumber(base + "AtStep", *step, 1, kMaxStep,
+                                               "the training step, from LOTE_PROGRESS lines"));
+  } else {
+    ASSIGN_OR_RETURN(plan.after_seconds,
+                     WholeNumber(base + "AfterSeconds", *after, 0, kMaxAfterSeconds,
+                                 "seconds after the node's command started"));
+  }
+  return std::optional<FaultPlan>(plan);
+}
+
+// A job without any lote:inject key (nearly every job) costs one look at the
+// keys' ordered range.
+bool HasInjectKeys(const Job& job) {
+  for (const auto* map : {&job.parameters, &job.tags}) {
+    auto it = map->lower_bound(kInjectPrefix);
+    if (it != map->end() && it->first.rfind(kInjectPrefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job) {
+  if (!HasInjectKeys(job)) return std::optional<FaultPlan>();
+  RETURN_IF_ERROR(CheckKeys(job));
+  std::optional<FaultPlan> found;
+  for (const Kind& kind : kKinds) {
+    ASSIGN_OR_RETURN(std::optional<FaultPlan> plan, ParseKind(job, kind));
+    if (!plan) continue;
+    if (found)
+      return Status::InvalidArgument("a job may ask for one injected fault; it asks to " +
+                                     DescribeFaultPlan(*found) + " and to " +
+                                     DescribeFaultPlan(*plan));
+    found = plan;
+  }
+  return found;
+}
+
+std::string DescribeFaultPlan(const FaultPlan& plan) {
+  const std::string when = plan.at_step > 0 ? "at step " + std::to_string(plan.at_step)
+                                            : "after " + std::to_string(plan.after_seconds) + " s";
+  return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + " " + when;
+}
+
+exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
+  exec::NodeFault fault;
+  fault.action = plan.action;
+  fault.at_step = plan.at_step;
+  fault.after_ms = plan.after_seconds >= 0 ? plan.after_seconds * 1000 : -1;
+  fault.grace_ms = TerminationGraceSeconds(job).value_or(30) * 1000;
+  return fault;
+}
+
+exec::NodeFault NodeFaultFor(const Job& job, int32_t attempt, int32_t node_index) {
+  if (attempt != 1) return exec::NodeFault{};
+  Result<std::optional<FaultPlan>> plan = ParseFaultPlan(job);
+  if (!plan.ok() || !plan->has_value() || (*plan)->node != node_index) return exec::NodeFault{};
+  return NodeFaultOf(**plan, job);
+}
+
+Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes) {
+  FaultPlan plan;
+  const Json action = request.value("action", Json());
+  for (const Kind& k : kKinds)
+    if (action.is_string() && action.get<std::string>() == exec::FaultActionName(k.action))
+      plan.action = k.action;
+  if (plan.action == exec::FaultAction::kNone)
+    return Status::InvalidArgument("InjectFault: action must be one of kill, preempt, stop");
+  auto whole = [&](const char* key, int64_t min, int64_t max) -> Result<std::optional<int64_t>> {
+    const Json v = request.value(key, Json());
+    if (v.is_null()) return std::optional<int64_t>();
+    if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
+      return Status::InvalidArgument("InjectFault: " + std::string(key) +
+                                     " must be a whole number from " + std::to_string(min) +
+                                     " to " + std::to_string(max));
+    return std::optional<int64_t>(v.get<int64_t>());
+  };
+  ASSIGN_OR_RETURN(std::optional<int64_t> node, whole("nodeIndex", 0, num_nodes - 1));
+  ASSIGN_OR_RETURN(std::optional<int64_t> step, whole("atStep", 1, kMaxStep));
+  ASSIGN_OR_RETURN(std::optional<int64_t> after, whole("afterSeconds", 0, kMaxAfterSeconds));
+  if (step.has_value() == after.has_value())
+    return Status::InvalidArgument("InjectFault: give exactly one of atStep and afterSeconds");
+  plan.node = static_cast<int32_t>(node.value_or(0));
+  if (step) plan.at_step = *step;
+  if (after) plan.after_seconds = *after;
+  return plan;
+}
+
+}  // namespace lote::control

@@ -1,0 +1,69 @@
+// The faults a job asks lote to inject, from its `lote:inject...` keys
+// (parameters first, then tags, so requests stay valid AWS requests):
+//
+//   lote:injectKillNode=K     + lote:injectKillAtStep=S | lote:injectKillAfterSeconds=T
+//   lote:injectPreemptNode=K  + lote:injectPreemptAtStep=S | ...AfterSeconds=T
+//   lote:injectStopNode=K     + lote:injectStopAtStep=S | ...AfterSeconds=T
+//
+// Kill: SIGKILL to node K's command (its whole process group). Preempt:
+// SIGTERM with the job's lote:terminationGraceSeconds (default 30 s), as a
+// spot reclaim. Stop: SIGSTOP, a node that makes no more progress (hang
+// detection, lote:progressTimeoutSeconds, then fires). The step is the
+// gang's, from the main node's LOTE_PROGRESS lines; the time counts from
+// when node K's command started. The node defaults to 0.
+//
+// One fault per job, in its first attempt only (the retry runs undisturbed,
+// so a test can check that it recovers). The runner of node K fires it
+// (exec/node_fault.h); nothing happens unless asked.
+//
+// Refused with a message (never silently ignored): an unknown lote:inject
+// key, two fault kinds, a node out of range, both or neither of AtStep and
+// AfterSeconds; lote:injectSlowNode (CPU throttling needs a delegated cgroup
+// v2, which lote's local backend does not use for faults yet) and
+// lote:injectUploadFailSeconds (lote train writes file:// checkpoints
+// without the object store and ends on a failed write) are not available.
+//
+// Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "control/job_model.h"
+#include "exec/node_fault.h"
+
+namespace lote::control {
+
+inline constexpr const char* kInjectPrefix = "lote:inject";
+
+struct FaultPlan {
+  exec::FaultAction action = exec::FaultAction::kNone;
+  int32_t node = 0;
+  int64_t at_step = 0;         // > 0, or
+  int64_t after_seconds = -1;  // >= 0
+  bool operator==(const FaultPlan&) const = default;
+};
+
+// nullopt when the job asks for no fault; InvalidArgument (a ClientException
+// for SubmitJob) naming the key when what it asks for is wrong.
+Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job);
+
+// lote's InjectFault request: {"jobId", "action": "kill"|"preempt"|"stop",
+// "nodeIndex" (default 0), exactly one of "atStep" and "afterSeconds"}.
+// InvalidArgument naming the member that is wrong.
+Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes);
+
+// The runner's fault for `plan` (the grace period of a preemption: the
+// job's lote:terminationGraceSeconds, else 30 s).
+exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job);
+
+// "kill node 1 at step 8", for DescribeJobs and messages.
+std::string DescribeFaultPlan(const FaultPlan& plan);
+
+// What node `node_index` of attempt `attempt` must inject (kNone for every
+// node but the planned one, every attempt but the first, or no plan).
+exec::NodeFault NodeFaultFor(const Job& job, int32_t attempt, int32_t node_index);
+
+}  // namespace lote::control

@@ -1,0 +1,91 @@
+#include "control/fault_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace lote::control {
+namespace {
+
+Job JobWith(std::map<std::string, std::string> parameters, std::map<std::string, std::string> tags,
+            int32_t nodes = 4) {
+  Job job;
+  job.id = "j";
+  job.parameters = std::move(parameters);
+  job.tags = std::move(tags);
+  if (nodes > 1) job.node_properties = NodeProperties{nodes, 0, {}};
+  return job;
+}
+
+std::string Error(const Job& job) {
+  Result<std::optional<FaultPlan>> r = ParseFaultPlan(job);
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(FaultPlan, NoKeysNoPlan) {
+  Result<std::optional<FaultPlan>> r = ParseFaultPlan(JobWith({{"x", "1"}}, {{"lote:other", "2"}}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+  EXPECT_FALSE(NodeFaultFor(JobWith({}, {}), 1, 0).Any());
+}
+
+TEST(FaultPlan, ReadsEachKindFromParametersOrTags) {
+  Result<std::optional<FaultPlan>> kill =
+      ParseFaultPlan(JobWith({{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}}, {}));
+  ASSERT_TRUE(kill.ok()) << kill.status().ToString();
+  EXPECT_EQ(**kill, (FaultPlan{exec::FaultAction::kKill, 1, 8, -1}));
+  EXPECT_EQ(DescribeFaultPlan(**kill), "kill node 1 at step 8");
+  Result<std::optional<FaultPlan>> preempt = ParseFaultPlan(
+      JobWith({}, {{"lote:injectPreemptNode", "3"}, {"lote:injectPreemptAfterSeconds", "30"}}));
+  ASSERT_TRUE(preempt.ok());
+  EXPECT_EQ(**preempt, (FaultPlan{exec::FaultAction::kPreempt, 3, 0, 30}));
+  // The node defaults to 0; a parameter wins over a tag.
+  Result<std::optional<FaultPlan>> stop = ParseFaultPlan(
+      JobWith({{"lote:injectStopAtStep", "5"}}, {{"lote:injectStopAtStep", "9"}}, 1));
+  ASSERT_TRUE(stop.ok());
+  EXPECT_EQ(**stop, (FaultPlan{exec::FaultAction::kStop, 0, 5, -1}));
+}
+
+TEST(FaultPlan, RefusesWhatItCannotDoWithTheKeyNamed) {
+  EXPECT_NE(Error(JobWith({{"lote:injectKillNode", "4"}, {"lote:injectKillAtStep", "1"}}, {}))
+                .find("lote:injectKillNode is '4': give a whole number from 0 to 3"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectKillNode", "1"}}, {})).find("give exactly one of"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(JobWith({{"lote:injectKillAtStep", "1"}, {"lote:injectKillAfterSeconds", "1"}}, {}))
+          .find("give exactly one of"),
+      std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectKillAtStep", "0"}}, {})).find("from 1 to"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectKillAtStep", "x"}}, {})).find("lote:injectKillAtStep"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectKillAtStep", "2"}, {"lote:injectStopAtStep", "3"}}, {}))
+                .find("one injected fault"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({}, {{"lote:injectKillAtSteps", "2"}})).find("not a fault lote can"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectSlowNode", "1"}}, {})).find("not available"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectUploadFailSeconds", "30"}}, {})).find("not available"),
+            std::string::npos);
+}
+
+TEST(FaultPlan, OnlyThePlannedNodeOfTheFirstAttemptInjects) {
+  Job job = JobWith({{"lote:injectPreemptNode", "2"},
+                     {"lote:injectPreemptAtStep", "8"},
+                     {"lote:terminationGraceSeconds", "20"}},
+                    {});
+  exec::NodeFault f = NodeFaultFor(job, 1, 2);
+  EXPECT_EQ(f.action, exec::FaultAction::kPreempt);
+  EXPECT_EQ(f.at_step, 8);
+  EXPECT_EQ(f.after_ms, -1);
+  EXPECT_EQ(f.grace_ms, 20000);
+  EXPECT_FALSE(NodeFaultFor(job, 1, 1).Any());
+  EXPECT_FALSE(NodeFaultFor(job, 2, 2).Any());  // the retry runs undisturbed
+  Job later = JobWith({{"lote:injectKillAfterSeconds", "3"}}, {}, 1);
+  EXPECT_EQ(NodeFaultFor(later, 1, 0).after_ms, 3000);
+  EXPECT_EQ(NodeFaultFor(later, 1, 0).grace_ms, 30000);
+}
+
+}  // namespace
+}  // namespace lote::control

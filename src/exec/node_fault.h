@@ -1,0 +1,79 @@
+// A fault that one node's runner injects into its own command, on purpose,
+// because the job asked for it (control/fault_plan.h parses the job's
+// `lote:inject...` keys into one NodeFault per node). The runner (shim.cc)
+// fires it once, when the gang reaches a step (read from the LOTE_PROGRESS
+// lines of the main node's output, where `lote train` prints them) or a time
+// after the command started, and records what it did in status.json
+// (`injected`) and fault.json; the control plane puts that sentence into the
+// attempt's reason.
+//
+// A node without a fault (action kNone) costs nothing: no timer, no reads.
+// FaultWatch is not thread-safe (the runner is single-threaded).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/json.h"
+
+namespace lote::exec {
+
+enum class FaultAction {
+  kNone,
+  kKill,     // SIGKILL to the command's process group (a node that dies)
+  kPreempt,  // SIGTERM, SIGKILL after grace_ms (a spot reclaim)
+  kStop,     // SIGSTOP to the command's process group (a node that hangs)
+};
+
+struct NodeFault {
+  FaultAction action = FaultAction::kNone;
+  int64_t at_step = 0;       // > 0: once the gang's progress reports this step
+  int64_t after_ms = -1;     // >= 0: this long after the command started
+  int64_t grace_ms = 30000;  // kPreempt: SIGTERM to SIGKILL
+  // The file whose LOTE_PROGRESS lines give the step (the main node's output;
+  // filled in by the backend, which knows where it is).
+  std::string progress_path;
+
+  bool Any() const { return action != FaultAction::kNone; }
+  bool operator==(const NodeFault&) const = default;
+};
+
+Json ToJson(const NodeFault& f);
+NodeFault NodeFaultFromJson(const Json& j);  // absent/unknown action: kNone
+// "kill", "preempt", "stop"; "" for kNone.
+std::string FaultActionName(FaultAction a);
+
+// What the runner did, e.g. "Injected fault: node 1 killed (SIGKILL) at step 8".
+std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t step_seen,
+                             int64_t after_ms_seen);
+
+// The highest "step" of the complete LOTE_PROGRESS lines in `text`; nullopt if none.
+std::optional<int64_t> LastProgressStep(const std::string& text);
+
+// Decides when a node's fault fires. `started_mono_ms`: the command's start
+// on the monotonic clock.
+class FaultWatch {
+ public:
+  FaultWatch(NodeFault fault, int64_t started_mono_ms);
+  // How long the runner may sleep before the next Check (-1: forever, the
+  // fault has fired or there is none).
+  int PollTimeoutMs(int64_t now_mono_ms) const;
+  // True once when the fault is due; then `step_seen` / `after_ms_seen` say why.
+  bool Due(int64_t now_mono_ms);
+  int64_t step_seen() const { return step_seen_; }
+  int64_t after_ms_seen() const { return after_ms_seen_; }
+  const NodeFault& fault() const { return fault_; }
+
+ private:
+  NodeFault fault_;
+  int64_t started_mono_ms_;
+  bool fired_ = false;
+  off_t offset_ = 0;  // of progress_path read so far (complete lines)
+  int64_t step_seen_ = 0;
+  int64_t after_ms_seen_ = -1;
+};
+
+}  // namespace lote::exec
