@@ -530,7 +530,6 @@ TEST_F(JobLoopTest, MetricsCountJobsPerQueueAndStatusAndLaunches) {
             std::string::npos);
 }
 
-
 TEST_F(JobLoopTest, AnInjectedCapacityShortageHoldsTheJobRunnableForItsSeconds) {
   const std::string plain = Submit("q", "d");
   const std::string held =
@@ -644,6 +643,19 @@ TEST_F(JobLoopTest, AQuarantineEndsAfterItsCoolDown) {
   clock_.AdvanceMillis(3'600'000);
   Settle();
   EXPECT_EQ(count(), 0u);
+}
+
+TEST_F(JobLoopTest, AShortageAndARunnerFaultTogetherKeepBoth) {
+  const std::string id =
+      Submit("q", "d",
+             Json{{"tags", {{"lote:injectCapacityShortageSeconds", "1"}}},
+                  {"parameters", {{"lote:injectKillNode", "0"}, {"lote:injectKillAtStep", "5"}}}});
+  Settle();
+  EXPECT_EQ(Describe(id)["statusReason"], "CAPACITY: injected capacity shortage (1 s)");
+  clock_.AdvanceMillis(1000);
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_EQ(backend_.gangs[0].nodes[0].fault.action, exec::FaultAction::kKill);
 }
 
 }  // namespace
