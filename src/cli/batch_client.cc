@@ -198,6 +198,10 @@ Result<Json> BatchClient::SubmitJob(const Json& request) {
   return Batch(Kind::kMutation, "/v1/submitjob", request);
 }
 
+Result<Json> BatchClient::ReleaseNode(const std::string& node) {
+  return Batch(Kind::kMutation, "/v1/releasenode", Json{{"node", node}});
+}
+
 Result<std::vector<Json>> BatchClient::DescribeJobs(const std::vector<std::string>& ids) {
   std::vector<Json> out;
   for (size_t i = 0; i < ids.size(); i += kDescribeJobsBatch) {

@@ -71,6 +71,8 @@ class BatchClient {
 
   // Jobs.
   Result<Json> SubmitJob(const Json& request);
+  // lote's own ReleaseNode: ends the node's quarantine.
+  Result<Json> ReleaseNode(const std::string& node);
   // In any number: sent in batches of 100; unknown ids are left out, as AWS does.
   Result<std::vector<Json>> DescribeJobs(const std::vector<std::string>& ids);
   // NotFound (with a hint how to find the right id) when there is no such job.

@@ -222,6 +222,8 @@ Result<Json> ControlPlane::DescribeComputeEnvironments(const Json& request) {
     for (Json& ce : out["computeEnvironments"]) {
       auto it = backend_capacity_.find(ce.value("computeEnvironmentName", ""));
       if (it != backend_capacity_.end()) ce["loteCapacity"] = it->second;
+      auto q = quarantined_nodes_.find(ce.value("computeEnvironmentName", ""));
+      if (q != quarantined_nodes_.end()) ce["loteQuarantinedNodes"] = q->second;
     }
   }
   return out;
@@ -233,6 +235,15 @@ void ControlPlane::SetBackendCapacity(const std::string& name, const Json& capac
     backend_capacity_.erase(name);
   } else {
     backend_capacity_[name] = capacity;
+  }
+}
+
+void ControlPlane::SetQuarantinedNodes(const std::string& name, const Json& nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nodes.is_null()) {
+    quarantined_nodes_.erase(name);
+  } else {
+    quarantined_nodes_[name] = nodes;
   }
 }
 

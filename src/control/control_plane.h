@@ -98,6 +98,9 @@ class ControlPlane {
   // shown by DescribeComputeEnvironments as the extra key loteCapacity. Kept in
   // memory only: the backend reports it again after a restart.
   void SetBackendCapacity(const std::string& name, const Json& capacity);
+  // The environment's quarantined nodes (null: none), shown as the extra key
+  // loteQuarantinedNodes; set by the job loop (rebuilt after a restart).
+  void SetQuarantinedNodes(const std::string& name, const Json& nodes);
   Result<Json> UpdateComputeEnvironment(const Json& request);
   Result<Json> DeleteComputeEnvironment(const Json& request);
 
@@ -251,6 +254,7 @@ class ControlPlane {
   // excluded; they live in tags_).
   std::map<std::string, Json> compute_environments_;                // by name
   std::map<std::string, Json> backend_capacity_;                    // by name (SetBackendCapacity)
+  std::map<std::string, Json> quarantined_nodes_;                   // by name (SetQuarantinedNodes)
   std::map<std::string, Json> job_queues_;                          // by name
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision

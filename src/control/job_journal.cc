@@ -48,6 +48,7 @@ void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {
         exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
     launch_warnings_.erase(
         exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
+    NoteClosedAttemptLocked(after, before.attempts.size() - 1);
     if (output_ != nullptr)
       closed_attempts_.push_back(
           exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});

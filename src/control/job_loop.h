@@ -43,7 +43,8 @@
 //
 // Files: job_operations.cc (the API operations), job_loop.cc (the pass),
 // job_schedule.cc (its scheduling step), job_launch.cc (gangs handed to backends, teardown),
-// job_journal.cc (events applied and stored), job_recovery.cc (start-up).
+// job_journal.cc (events applied and stored), job_recovery.cc (start-up),
+// job_quarantine.cc (bad-node quarantine).
 #pragma once
 
 #include <atomic>
@@ -63,6 +64,7 @@
 #include "common/json.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "control/capacity_hold.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
 #include "control/job_env.h"
@@ -71,6 +73,7 @@
 #include "control/job_model.h"
 #include "control/job_output.h"
 #include "control/job_state.h"
+#include "control/quarantine.h"
 #include "control/scheduler_input.h"
 #include "exec/backend.h"
 #include "sched/scheduler.h"
@@ -113,6 +116,9 @@ struct JobLoopOptions {
   // so); true, on a thread of the loop's own, so that one hanging job never
   // holds up the passes of the others (lote server).
   bool collect_evidence_in_background = false;
+  // Bad-node quarantine (quarantine.h): how many different jobs' NODE_LOST or
+  // HANG attempts on one node within how long quarantine it, for how long.
+  QuarantineOptions quarantine;
 };
 
 class JobLoop {
@@ -141,6 +147,9 @@ class JobLoop {
   bool IsJobArn(const Json& request) const;
   Result<Json> ChangeJobTags(const Json& request, bool untag);
   Result<Json> ListJobTags(const Json& request);
+  // lote's own ReleaseNode: {"node": NAME} ends that node's quarantine
+  // (InvalidArgument when it is not quarantined).
+  Result<Json> ReleaseNode(const Json& request);
   // lote's own DumpJob ({"jobId"}): the stack dumps of every node of a
   // RUNNING job, stored as "<node's stream>/dump" (job_hang.cc); blocks while
   // they are collected.
@@ -204,6 +213,19 @@ class JobLoop {
   // The scheduling step (job_schedule.cc): the kept input brought up to
   // date; true when sched::Decide is due (something it reads changed).
   bool PrepareScheduleLocked(int64_t now);
+  // True when the RUNNABLE job is held by an injected capacity shortage
+  // (held now, or its attempt starts a hold, recorded as its statusReason).
+  bool HoldForInjectedShortageLocked(const Job& job, int64_t now);
+  // The holds that ended by `now`, their end recorded in the jobs' events.
+  void EndCapacityHoldsLocked(int64_t now);
+  // Quarantine (job_quarantine.cc): the failures of a closed attempt recorded;
+  // the state rebuilt from every stored attempt (Load); the quarantined
+  // instances of `environments` made unavailable, and what is quarantined
+  // shown to the control plane (PrepareScheduleLocked).
+  void NoteClosedAttemptLocked(const Job& job, size_t attempt);
+  void RebuildQuarantineLocked();
+  void RestoreQuarantinedInstancesLocked();
+  void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);
   // The waiting jobs whose statusReason the decisions change (pass thread).
   std::vector<std::pair<std::string, std::string>> ChangedReasons(
       const sched::Decisions& decisions);
@@ -300,6 +322,12 @@ class JobLoop {
   // changed by it alone, with or without mu_).
   SchedulerInput sched_input_;
   std::map<std::string, exec::Capacity> backend_capacity_;
+  // Injected capacity shortages (capacity_hold.h): the jobs held now, and per
+  // RUNNABLE job the attempt count whose hold was served.
+  CapacityHolds capacity_holds_;
+  std::map<std::string, size_t> shortage_served_;
+  Quarantine quarantine_;                   // under mu_
+  Json shown_quarantine_ = Json::object();  // CE name -> what the control plane shows
   bool dirty_ = true;
   bool stopping_ = false;
   // The background collector (options.collect_evidence_in_background): one

@@ -530,5 +530,133 @@ TEST_F(JobLoopTest, MetricsCountJobsPerQueueAndStatusAndLaunches) {
             std::string::npos);
 }
 
+TEST_F(JobLoopTest, AnInjectedCapacityShortageHoldsTheJobRunnableForItsSeconds) {
+  const std::string plain = Submit("q", "d");
+  const std::string held =
+      Submit("q", "d", Json{{"tags", {{"lote:injectCapacityShortageSeconds", "30"}}}});
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);  // the job without the key is unaffected
+  EXPECT_EQ(backend_.gangs[0].attempt.job_id, plain);
+  Json job = Describe(held);
+  EXPECT_EQ(job["status"], "RUNNABLE");
+  EXPECT_EQ(job["statusReason"], "CAPACITY: injected capacity shortage (30 s)");
+  clock_.AdvanceMillis(29'999);
+  Settle();
+  EXPECT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_EQ(Describe(held)["status"], "RUNNABLE");
+  clock_.AdvanceMillis(1);
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 2u);
+  EXPECT_EQ(backend_.gangs[1].attempt.job_id, held);
+  // The hold and its end are in the job's events.
+  auto events = store_->JobEvents(held);
+  ASSERT_TRUE(events.ok());
+  int recorded = 0;
+  for (const auto& e : *events) {
+    if (e.payload.find("CAPACITY: injected capacity shortage (30 s)") != std::string::npos)
+      ++recorded;
+    if (e.payload.find("injected capacity shortage (30 s) ended") != std::string::npos) ++recorded;
+  }
+  EXPECT_EQ(recorded, 2);
+}
+
+TEST_F(JobLoopTest, AnInvalidInjectedShortageIsRefusedNamingTheKey) {
+  for (const char* bad : {"0", "86401", "x", "-1", "1.5"}) {
+    auto r = loop_->SubmitJob(Json{{"jobName", "t"},
+                                   {"jobQueue", "q"},
+                                   {"jobDefinition", "d"},
+                                   {"parameters", {{"lote:injectCapacityShortageSeconds", bad}}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("lote:injectCapacityShortageSeconds"), std::string::npos);
+  }
+}
+
+TEST_F(JobLoopTest, ThreeLostNodesOfDifferentJobsQuarantineTheInstanceUntilReleased) {
+  auto quarantined = [&] {
+    auto ces = control_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"ce"}}});
+    EXPECT_TRUE(ces.ok());
+    return (*ces)["computeEnvironments"][0].value("loteQuarantinedNodes", Json::array());
+  };
+  std::string first_ip;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(quarantined().empty()) << i;
+    Submit("q", "d");
+    Settle();
+    ASSERT_EQ(backend_.gangs.size(), static_cast<size_t>(i + 1));
+    const exec::GangSpec& gang = backend_.gangs.back();
+    if (i == 0) first_ip = gang.nodes[0].private_ip;
+    ASSERT_EQ(gang.nodes[0].private_ip, first_ip);  // the idle instance is reused
+    backend_.Running(gang, clock_.NowMillis());
+    Settle();
+    exec::NodeEvent lost;
+    lost.node = gang.nodes[0].node;
+    lost.kind = exec::NodeEventKind::kEnded;
+    lost.outcome = exec::NodeOutcome::kLost;
+    lost.reason = "supervisor ended without an outcome";
+    lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
+    backend_.events.push_back(lost);
+    Settle();
+    EXPECT_EQ(Describe(gang.attempt.job_id)["status"], "FAILED");
+    clock_.AdvanceMillis(1000);
+  }
+  Json nodes = quarantined();
+  ASSERT_EQ(nodes.size(), 1u);
+  const std::string node = nodes[0]["node"];
+  EXPECT_NE(nodes[0]["reason"].get<std::string>().find("3 different jobs"), std::string::npos);
+  // New work goes to another instance (the environment may launch one).
+  Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 4u);
+  EXPECT_NE(backend_.gangs.back().nodes[0].private_ip, first_ip);
+  // Rebuilt from the stored attempts after a restart.
+  Start();
+  Settle();
+  ASSERT_EQ(quarantined().size(), 1u);
+  EXPECT_EQ(quarantined()[0]["node"], node);
+  EXPECT_FALSE(loop_->ReleaseNode(Json{{"node", "i-nope"}}).ok());
+  ASSERT_TRUE(loop_->ReleaseNode(Json{{"node", node}}).ok());
+  Settle();
+  EXPECT_TRUE(quarantined().empty());
+}
+
+TEST_F(JobLoopTest, AQuarantineEndsAfterItsCoolDown) {
+  for (int i = 0; i < 3; ++i) {
+    Submit("q", "d");
+    Settle();
+    const exec::GangSpec& gang = backend_.gangs.back();
+    backend_.Running(gang, clock_.NowMillis());
+    Settle();
+    exec::NodeEvent lost;
+    lost.node = gang.nodes[0].node;
+    lost.kind = exec::NodeEventKind::kEnded;
+    lost.outcome = exec::NodeOutcome::kLost;
+    lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
+    backend_.events.push_back(lost);
+    Settle();
+  }
+  auto count = [&] {
+    auto ces = control_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"ce"}}});
+    return (*ces)["computeEnvironments"][0].value("loteQuarantinedNodes", Json::array()).size();
+  };
+  EXPECT_EQ(count(), 1u);
+  clock_.AdvanceMillis(3'600'000);
+  Settle();
+  EXPECT_EQ(count(), 0u);
+}
+
+TEST_F(JobLoopTest, AShortageAndARunnerFaultTogetherKeepBoth) {
+  const std::string id =
+      Submit("q", "d",
+             Json{{"tags", {{"lote:injectCapacityShortageSeconds", "1"}}},
+                  {"parameters", {{"lote:injectKillNode", "0"}, {"lote:injectKillAtStep", "5"}}}});
+  Settle();
+  EXPECT_EQ(Describe(id)["statusReason"], "CAPACITY: injected capacity shortage (1 s)");
+  clock_.AdvanceMillis(1000);
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  EXPECT_EQ(backend_.gangs[0].nodes[0].fault.action, exec::FaultAction::kKill);
+}
+
 }  // namespace
 }  // namespace lote::control

@@ -49,6 +49,7 @@ Status JobLoop::Load() {
           std::max(next_instance_index_, exec::InstanceIndexOfPrivateIp(node.private_ipv4) + 1);
     }
   }
+  RebuildQuarantineLocked();
   return Status();
 }
 

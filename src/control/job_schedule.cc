@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "control/capacity_hold.h"
 #include "control/job_controller.h"
 #include "control/job_loop.h"
 #include "control/job_sched.h"
@@ -35,14 +36,19 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     sched_input_ = SchedulerInput(options_.schedule_depth);
     rebuild_sched_input_ = false;
   }
-  // Only the jobs that entered or left RUNNABLE are converted.
+  // Only the jobs that entered or left RUNNABLE are converted; a job with an
+  // injected capacity shortage enters the input when its hold ends.
+  EndCapacityHoldsLocked(now);
   for (const std::string& id : index_.TakeRunnableChanges()) {
     auto it = jobs_.find(id);
     if (it != jobs_.end() && it->second.status == JobStatus::kRunnable &&
         !it->second.IsArrayParent()) {
+      if (HoldForInjectedShortageLocked(it->second, now)) continue;
       sched_input_.PutJob(SchedulerJobOrNodeless(it->second, submit_order_.at(id)),
                           it->second.status_reason);
     } else {
+      capacity_holds_.Release(id);
+      shortage_served_.erase(id);
       sched_input_.EraseJob(id);
     }
   }
@@ -54,12 +60,43 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     spdlog::error("jobs: snapshot: {}", environments.status().ToString());
     return false;
   }
+  MaskQuarantinedLocked(&*environments, now);
   sched_input_.SetEnvironments(std::move(*environments));
   if (sched_input_.size() == 0) {
     queue_order_.clear();
     return false;
   }
   return sched_input_.DecideDue(now);
+}
+
+bool JobLoop::HoldForInjectedShortageLocked(const Job& job, int64_t now) {
+  const std::string id = job.id;  // job may be replaced by ApplyLocked
+  if (capacity_holds_.IsHeld(id)) return true;
+  std::optional<int64_t> seconds = InjectedShortageSeconds(job);
+  if (!seconds) return false;
+  auto served = shortage_served_.find(id);
+  if (served != shortage_served_.end() && served->second == job.attempts.size()) return false;
+  shortage_served_[id] = job.attempts.size();
+  capacity_holds_.Hold(id, *seconds, now);
+  sched_input_.EraseJob(id);
+  Result<Job> r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageReason(*seconds), now));
+  if (!r.ok())
+    spdlog::warn("jobs: capacity hold of {} not recorded: {}", id, r.status().ToString());
+  return true;
+}
+
+void JobLoop::EndCapacityHoldsLocked(int64_t now) {
+  for (const auto& [id, seconds] : capacity_holds_.TakeEnded(now)) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.status != JobStatus::kRunnable) continue;
+    // The end is recorded, and the job enters the scheduler's input.
+    Result<Job> r =
+        ApplyLocked(id, JobEvent::StatusReason(InjectedShortageEndReason(seconds), now));
+    if (!r.ok())
+      spdlog::warn("jobs: end of capacity hold of {} not recorded: {}", id, r.status().ToString());
+    const Job& job = jobs_.at(id);
+    sched_input_.PutJob(SchedulerJobOrNodeless(job, submit_order_.at(id)), job.status_reason);
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> JobLoop::ChangedReasons(

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "api/batch_api.h"
+#include "api/nodes_api.h"
 #include "exec/slurm_backend.h"
 #include "images/registry_process.h"
 #include "server/job_access.h"
@@ -117,6 +118,8 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.wake = [svc = service.get()] { svc->Notify(); };
   loop.metrics = context.metrics;
   loop.collect_evidence_in_background = true;
+  loop.quarantine = {context.quarantine_failures, context.quarantine_window_seconds * 1000,
+                     context.quarantine_cooldown_seconds * 1000};
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
@@ -244,6 +247,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router, api::IamAccessContr
        }});
   api::RegisterBatchSharedOperations(router, control_, loop);
   api::RegisterLoteJobOperations(router, loop);
+  api::RegisterNodes(router, loop);
 }
 
 Status MakeHomePrivate(const std::string& home) {

@@ -94,6 +94,9 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           &s->on_serving_,  options.runtime,
                           options.registry};
     context.metrics = &s->metrics_;
+    context.quarantine_failures = options.quarantine_failures;
+    context.quarantine_window_seconds = options.quarantine_window_seconds;
+    context.quarantine_cooldown_seconds = options.quarantine_cooldown_seconds;
     context.directory = s->directory_.get();
     context.access = s->access_.get();
     for (ServerExtension& ext : extensions) {

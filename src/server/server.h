@@ -60,6 +60,10 @@ struct ServerContext {
   std::string default_runtime = "process";
   // ServerOptions::registry.
   bool registry = false;
+  // ServerOptions::quarantine_*.
+  int32_t quarantine_failures = 3;
+  int64_t quarantine_window_seconds = 3600;
+  int64_t quarantine_cooldown_seconds = 3600;
   // The server's metrics (GET /metrics): components add their series here.
   metrics::Registry* metrics = nullptr;
   // The principals (IAM users, their keys and Unix users).
@@ -111,6 +115,12 @@ struct ServerOptions {
   std::string runtime = "process";
   // Run the local image registry and answer the ECR API (docs/containers.md).
   bool registry = false;
+  // Bad-node quarantine (docs/quarantine.md): attempts of this many different
+  // jobs ending NODE_LOST or HANG on one node within the window quarantine it
+  // for the cool-down (0 failures: never).
+  int32_t quarantine_failures = 3;
+  int64_t quarantine_window_seconds = 3600;
+  int64_t quarantine_cooldown_seconds = 3600;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };

@@ -154,6 +154,20 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "or container (their image under podman)")
       ->check(CLI::IsMember({"process", "container"}))
       ->capture_default_str();
+  sub->add_option("--quarantine-failures", args->options.quarantine_failures,
+                  "Attempts of this many different jobs ending NODE_LOST or HANG on one node "
+                  "within the window quarantine it (0: never)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  sub->add_option("--quarantine-window-seconds", args->options.quarantine_window_seconds,
+                  "The window in which those failures count")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
+      ->capture_default_str();
+  sub->add_option("--quarantine-cooldown-seconds", args->options.quarantine_cooldown_seconds,
+                  "How long a quarantined node takes no new work (unless released sooner: lote "
+                  "nodes release NODE)")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
+      ->capture_default_str();
   sub->add_option("--registry", args->registry,
                   "The local image registry and the ECR API: on, off, or auto (on when "
                   "/usr/bin/docker-registry is installed)")
