@@ -20,12 +20,13 @@ Status CheckpointFailures::Record(int64_t step, const std::string& step_uri, con
   ++failed_total_;
   *warning = fmt::format(
       "warning: checkpoint at step {} failed ({}): {}; the latest checkpoint stays {} "
-      "({} of {} allowed failures in a row; trying again at the next checkpoint step)",
-      step, step_uri, upload.ToString(), LatestName(), consecutive_, limit_);
+      "({} of {} allowed failures in a row; {})",
+      step, step_uri, upload.ToString(), LatestName(), consecutive_, limit_,
+      consecutive_ < limit_ ? "trying again at the next checkpoint step" : "the run ends");
   if (consecutive_ < limit_) return Status::Ok();
   return Status(upload.code(),
-                fmt::format("{} checkpoints in a row failed (--max-checkpoint-failures {}); the "
-                            "last, at step {}: {}; the latest complete checkpoint is {}",
+                fmt::format("{} failed checkpoint(s) in a row (--max-checkpoint-failures {}); "
+                            "the last, at step {}: {}; the latest complete checkpoint is {}",
                             consecutive_, limit_, step, upload.message(), LatestName()));
 }
 
