@@ -809,10 +809,10 @@ Status Trainer::Finish() {
       return Status(s.code(), fmt::format("the last checkpoint, at step {}, failed: {}",
                                           o_.max_steps, s.message()));
     fmt::print(out_,
-               "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
-               "snapshots, {:.1f} s waiting for the last upload)\n",
-               writer_->StepUri(o_.max_steps), checkpoints_, checkpoint_block_s_,
-               Seconds(start, Clock::now()));
+               "checkpoint {} is complete ({} written, {} failed, {:.3f} s of training "
+               "blocked by snapshots, {:.1f} s waiting for the last upload)\n",
+               writer_->StepUri(o_.max_steps), checkpoints_ - failures_->failed_total(),
+               failures_->failed_total(), checkpoint_block_s_, Seconds(start, Clock::now()));
   }
   const double total_s = Seconds(start_, Clock::now());
   const int64_t steps_run = o_.max_steps - first_step_ + 1;
