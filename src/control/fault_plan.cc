@@ -40,7 +40,12 @@ Result<int64_t> WholeNumber(const std::string& key, const std::string& value, in
   return v;
 }
 
+constexpr char kUploadFailSeconds[] = "lote:injectUploadFailSeconds";
+constexpr char kUploadFailAtStep[] = "lote:injectUploadFailAtStep";
+constexpr int64_t kMaxUploadFailSeconds = 24 * 3600;
+
 bool Known(const std::string& key) {
+  if (key == kUploadFailSeconds || key == kUploadFailAtStep) return true;
   for (const Kind& k : kKinds)
     for (const char* part : {"Node", "AtStep", "AfterSeconds"})
       if (key == std::string(kInjectPrefix) + k.name + part) return true;
@@ -51,19 +56,16 @@ Status CheckKeys(const Job& job) {
   for (const auto* map : {&job.parameters, &job.tags}) {
     for (const auto& [key, value] : *map) {
       if (key.rfind(kInjectPrefix, 0) != 0 || Known(key)) continue;
-      if (key == "lote:injectSlowNode" || key == "lote:injectUploadFailSeconds")
+      if (key == "lote:injectSlowNode")
         return Status::InvalidArgument(
-            key + " is not available in this version of lote: " +
-            (key == "lote:injectSlowNode"
-                 ? "throttling a node's CPU needs a delegated cgroup v2, which the node runner "
-                   "does not use for faults yet"
-                 : "lote train writes file:// checkpoints without the object store and ends on a "
-                   "failed checkpoint write") +
-            " (docs/faults.md)");
+            key +
+            " is not available in this version of lote: throttling a node's CPU needs a "
+            "delegated cgroup v2, which the node runner does not use for faults yet "
+            "(docs/faults.md)");
       return Status::InvalidArgument(
           key +
           " is not a fault lote can inject: use lote:inject{Kill,Preempt,Stop}{Node,AtStep,"
-          "AfterSeconds} (docs/faults.md)");
+          "AfterSeconds} or lote:injectUploadFail{Seconds,AtStep} (docs/faults.md)");
     }
   }
   return Status::Ok();
@@ -102,6 +104,27 @@ Result<std::optional<FaultPlan>> ParseKind(const Job& job, const Kind& kind) {
   return std::optional<FaultPlan>(plan);
 }
 
+// lote:injectUploadFailSeconds (+ lote:injectUploadFailAtStep, default 1).
+Result<std::optional<FaultPlan>> ParseUploadFail(const Job& job) {
+  const std::optional<std::string> secs = Lookup(job, kUploadFailSeconds);
+  const std::optional<std::string> step = Lookup(job, kUploadFailAtStep);
+  if (!secs && !step) return std::optional<FaultPlan>();
+  if (!secs)
+    return Status::InvalidArgument(std::string(kUploadFailAtStep) + " needs " + kUploadFailSeconds +
+                                   " (how long checkpoint writes fail)");
+  FaultPlan plan;
+  plan.action = exec::FaultAction::kUploadFail;
+  ASSIGN_OR_RETURN(plan.upload_fail_seconds,
+                   WholeNumber(kUploadFailSeconds, *secs, 1, kMaxUploadFailSeconds,
+                               "seconds during which checkpoint writes fail"));
+  plan.at_step = 1;
+  if (step) {
+    ASSIGN_OR_RETURN(plan.at_step, WholeNumber(kUploadFailAtStep, *step, 1, kMaxStep,
+                                               "the training step where the failures begin"));
+  }
+  return std::optional<FaultPlan>(plan);
+}
+
 // A job without any lote:inject key (nearly every job) costs one look at the
 // keys' ordered range.
 bool HasInjectKeys(const Job& job) {
@@ -117,7 +140,7 @@ bool HasInjectKeys(const Job& job) {
 Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job) {
   if (!HasInjectKeys(job)) return std::optional<FaultPlan>();
   RETURN_IF_ERROR(CheckKeys(job));
-  std::optional<FaultPlan> found;
+  ASSIGN_OR_RETURN(std::optional<FaultPlan> found, ParseUploadFail(job));
   for (const Kind& kind : kKinds) {
     ASSIGN_OR_RETURN(std::optional<FaultPlan> plan, ParseKind(job, kind));
     if (!plan) continue;
@@ -131,6 +154,9 @@ Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job) {
 }
 
 std::string DescribeFaultPlan(const FaultPlan& plan) {
+  if (plan.action == exec::FaultAction::kUploadFail)
+    return "fail checkpoint writes for " + std::to_string(plan.upload_fail_seconds) +
+           " s from step " + std::to_string(plan.at_step);
   const std::string when = plan.at_step > 0 ? "at step " + std::to_string(plan.at_step)
                                             : "after " + std::to_string(plan.after_seconds) + " s";
   return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + " " + when;
@@ -139,6 +165,11 @@ std::string DescribeFaultPlan(const FaultPlan& plan) {
 exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
   exec::NodeFault fault;
   fault.action = plan.action;
+  if (plan.action == exec::FaultAction::kUploadFail) {
+    fault.upload_fail_ms = plan.upload_fail_seconds * 1000;
+    fault.upload_from_step = plan.at_step;
+    return fault;
+  }
   fault.at_step = plan.at_step;
   fault.after_ms = plan.after_seconds >= 0 ? plan.after_seconds * 1000 : -1;
   fault.grace_ms = TerminationGraceSeconds(job).value_or(30) * 1000;
@@ -148,7 +179,10 @@ exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
 exec::NodeFault NodeFaultFor(const Job& job, int32_t attempt, int32_t node_index) {
   if (attempt != 1) return exec::NodeFault{};
   Result<std::optional<FaultPlan>> plan = ParseFaultPlan(job);
-  if (!plan.ok() || !plan->has_value() || (*plan)->node != node_index) return exec::NodeFault{};
+  if (!plan.ok() || !plan->has_value()) return exec::NodeFault{};
+  // An upload failure is the store's: every node's checkpoint writes fail.
+  if ((*plan)->action != exec::FaultAction::kUploadFail && (*plan)->node != node_index)
+    return exec::NodeFault{};
   return NodeFaultOf(**plan, job);
 }
 

@@ -4,13 +4,17 @@
 //   lote:injectKillNode=K     + lote:injectKillAtStep=S | lote:injectKillAfterSeconds=T
 //   lote:injectPreemptNode=K  + lote:injectPreemptAtStep=S | ...AfterSeconds=T
 //   lote:injectStopNode=K     + lote:injectStopAtStep=S | ...AfterSeconds=T
+//   lote:injectUploadFailSeconds=N [+ lote:injectUploadFailAtStep=S, default 1]
 //
 // Kill: SIGKILL to node K's command (its whole process group). Preempt:
 // SIGTERM with the job's lote:terminationGraceSeconds (default 30 s), as a
 // spot reclaim. Stop: SIGSTOP, a node that makes no more progress (hang
 // detection, lote:progressTimeoutSeconds, then fires). The step is the
 // gang's, from the main node's LOTE_PROGRESS lines; the time counts from
-// when node K's command started. The node defaults to 0.
+// when node K's command started. The node defaults to 0. UploadFail: every
+// checkpoint write of every node fails for N seconds from when training
+// reaches step S (the runner passes it to `lote train` in its environment,
+// docs/faults.md); the run survives and the next checkpoint lands.
 //
 // One fault per job, in its first attempt only (the retry runs undisturbed,
 // so a test can check that it recovers). The runner of node K fires it
@@ -18,10 +22,9 @@
 //
 // Refused with a message (never silently ignored): an unknown lote:inject
 // key, two fault kinds, a node out of range, both or neither of AtStep and
-// AfterSeconds; lote:injectSlowNode (CPU throttling needs a delegated cgroup
-// v2, which lote's local backend does not use for faults yet) and
-// lote:injectUploadFailSeconds (lote train writes file:// checkpoints
-// without the object store and ends on a failed write) are not available.
+// AfterSeconds, lote:injectUploadFailAtStep without ...Seconds;
+// lote:injectSlowNode (CPU throttling needs a delegated cgroup v2, which
+// lote's local backend does not use for faults yet) is not available.
 //
 // Pure: no I/O.
 #pragma once
@@ -41,8 +44,9 @@ inline constexpr const char* kInjectPrefix = "lote:inject";
 struct FaultPlan {
   exec::FaultAction action = exec::FaultAction::kNone;
   int32_t node = 0;
-  int64_t at_step = 0;         // > 0, or
-  int64_t after_seconds = -1;  // >= 0
+  int64_t at_step = 0;              // > 0, or
+  int64_t after_seconds = -1;       // >= 0
+  int64_t upload_fail_seconds = 0;  // kUploadFail (at_step: where it begins)
   bool operator==(const FaultPlan&) const = default;
 };
 

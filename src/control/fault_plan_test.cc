@@ -66,8 +66,41 @@ TEST(FaultPlan, RefusesWhatItCannotDoWithTheKeyNamed) {
             std::string::npos);
   EXPECT_NE(Error(JobWith({{"lote:injectSlowNode", "1"}}, {})).find("not available"),
             std::string::npos);
-  EXPECT_NE(Error(JobWith({{"lote:injectUploadFailSeconds", "30"}}, {})).find("not available"),
+  EXPECT_NE(Error(JobWith({{"lote:injectUploadFailAtStep", "4"}}, {}))
+                .find("lote:injectUploadFailAtStep needs lote:injectUploadFailSeconds"),
             std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectUploadFailSeconds", "0"}}, {}))
+                .find("lote:injectUploadFailSeconds is '0': give a whole number from 1"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(JobWith({{"lote:injectUploadFailSeconds", "5"}, {"lote:injectKillAtStep", "2"}}, {}))
+          .find("one injected fault"),
+      std::string::npos);
+}
+
+// A failed upload is the store's: every node of the first attempt gets it.
+TEST(FaultPlan, AnUploadFailureReachesEveryNodeOfTheFirstAttempt) {
+  Job job =
+      JobWith({{"lote:injectUploadFailSeconds", "20"}, {"lote:injectUploadFailAtStep", "4"}}, {});
+  Result<std::optional<FaultPlan>> plan = ParseFaultPlan(job);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(DescribeFaultPlan(**plan), "fail checkpoint writes for 20 s from step 4");
+  for (int32_t node = 0; node < 4; ++node) {
+    exec::NodeFault f = NodeFaultFor(job, 1, node);
+    EXPECT_EQ(f.action, exec::FaultAction::kUploadFail);
+    EXPECT_EQ(f.upload_fail_ms, 20000);
+    EXPECT_EQ(f.upload_from_step, 4);
+    EXPECT_EQ(f.at_step, 0);  // nothing for the runner to watch
+    EXPECT_EQ(exec::UploadFailEnv(f),
+              (std::vector<std::string>{"LOTE_INJECT_UPLOAD_FAIL_SECONDS=20",
+                                        "LOTE_INJECT_UPLOAD_FAIL_AT_STEP=4"}));
+    EXPECT_EQ(exec::NodeFaultFromJson(exec::ToJson(f)), f);
+  }
+  EXPECT_FALSE(NodeFaultFor(job, 2, 0).Any());
+  Result<std::optional<FaultPlan>> from_start =
+      ParseFaultPlan(JobWith({}, {{"lote:injectUploadFailSeconds", "7"}}, 1));
+  ASSERT_TRUE(from_start.ok());
+  EXPECT_EQ(DescribeFaultPlan(**from_start), "fail checkpoint writes for 7 s from step 1");
 }
 
 TEST(FaultPlan, OnlyThePlannedNodeOfTheFirstAttemptInjects) {

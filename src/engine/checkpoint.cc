@@ -24,6 +24,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 std::string DoneMarker(int rank) { return fmt::format("rank-{}.done", rank); }
+std::string FailedMarker(int rank) { return fmt::format("rank-{}.failed", rank); }
 
 // "step_12/..." -> 12; -1 when the key is not in a step folder.
 int64_t StepOfKey(const std::string& key) {
@@ -137,7 +138,63 @@ Result<TrainState*> CheckpointWriter::Snapshot() {
 }
 
 Status CheckpointWriter::Start() {
-  worker_ = std::thread([this] { result_ = Upload(buffer_); });
+  worker_ = std::thread([this] { result_ = UploadOrMarkFailed(buffer_); });
+  return Status::Ok();
+}
+
+// A failed upload leaves `rank-<r>.failed` (best effort: where even that cannot be
+// written, rank 0 waits for this rank until wait_for_ranks) so that rank 0 does not
+// wait for a marker that will never come.
+Status CheckpointWriter::UploadOrMarkFailed(const TrainState& s) {
+  Status result;
+  if (inject_failure_.empty()) {
+    result = Upload(s);
+  } else {
+    std::this_thread::sleep_until(inject_until_);  // every retry refused until then
+    result = Status::Unavailable(inject_failure_);
+    inject_failure_.clear();
+  }
+  if (result.ok()) return result;
+  if (auto store = objstore::OpenObjectStore(job_root_); store.ok()) {
+    const Json why{{"run", opt_.run}, {"error", result.ToString()}};
+    (void)(*store)->PutBytes(fmt::format("step_{}/{}", s.step, FailedMarker(dims_.rank())),
+                             why.dump());
+  }
+  return result;
+}
+
+// Rank 0: every rank's `.done` marker (their files' sizes and checksums, into
+// `files`); Aborted as soon as a rank of this run says its upload failed.
+Status CheckpointWriter::WaitForMarkers(objstore::ObjectStore* store, const std::string& step_dir,
+                                        int64_t step, Json* files) {
+  const auto deadline = SteadyClock::now() + opt_.wait_for_ranks;
+  for (int r = 0; r < dims_.world(); ++r) {
+    while (true) {
+      Result<std::string> marker = store->GetBytes(step_dir + "/" + DoneMarker(r));
+      if (marker.ok()) {
+        Json j = Json::parse(*marker, nullptr, false);
+        if (j.is_object()) {
+          for (auto& [k, v] : j.items()) (*files)[k] = v;
+          break;
+        }
+      } else if (!marker.status().IsNotFound()) {
+        return marker.status();
+      }
+      if (Result<std::string> failed = store->GetBytes(step_dir + "/" + FailedMarker(r));
+          failed.ok()) {
+        Json j = Json::parse(*failed, nullptr, false);
+        if (j.is_object() && j.value("run", "") == opt_.run)
+          return Status::Unavailable(
+              fmt::format("checkpoint {}: rank {} could not write its shards: {}", StepUri(step), r,
+                          j.value("error", "")));
+      }
+      if (SteadyClock::now() > deadline) {
+        return Status::DeadlineExceeded(
+            fmt::format("checkpoint {}: rank {} never finished its upload", StepUri(step), r));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   return Status::Ok();
 }
 
@@ -188,26 +245,7 @@ Status CheckpointWriter::Upload(const TrainState& s) {
 
   // Rank 0: every rank's marker, then the manifest (last), then pruning.
   Json files = Json::object();
-  const auto deadline = SteadyClock::now() + opt_.wait_for_ranks;
-  for (int r = 0; r < dims_.world(); ++r) {
-    while (true) {
-      Result<std::string> marker = store->GetBytes(step_dir + "/" + DoneMarker(r));
-      if (marker.ok()) {
-        Json j = Json::parse(*marker, nullptr, false);
-        if (j.is_object()) {
-          for (auto& [k, v] : j.items()) files[k] = v;
-          break;
-        }
-      } else if (!marker.status().IsNotFound()) {
-        return marker.status();
-      }
-      if (SteadyClock::now() > deadline) {
-        return Status::DeadlineExceeded(
-            fmt::format("checkpoint {}: rank {} never finished its upload", StepUri(s.step), r));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  RETURN_IF_ERROR(WaitForMarkers(store.get(), step_dir, s.step, &files));
   Json manifest{
       {"format", "lote-checkpoint-1"},
       {"step", s.step},

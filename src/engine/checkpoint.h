@@ -10,7 +10,11 @@
 // each writes a `<file>.done` marker with its files' sizes and checksums, and rank
 // 0's writer waits for all markers before it writes the manifest, deletes the
 // markers and prunes older checkpoints beyond --keep-checkpoints. Uploads are
-// retried; a failure is reported by the next Save or Wait, never ignored.
+// retried; a failure is reported by the next Save or Wait, never ignored. A rank
+// whose upload fails writes `rank-<r>.failed` instead of its `.done` marker, and
+// rank 0 then gives the checkpoint up (no manifest, so it never becomes "latest";
+// a later checkpoint's pruning removes its files). Whether a failed checkpoint ends
+// the run is the trainer's decision (checkpoint_failures.h).
 //
 // LoadCheckpoint reads the state for this rank's place in any layout: with the
 // layout it was written with it reads only its own shards; otherwise it assembles
@@ -34,6 +38,10 @@
 #include "engine/parallel_dims.h"
 #include "engine/param_layout.h"
 
+namespace lote::objstore {
+class ObjectStore;
+}
+
 namespace lote::engine {
 
 // Everything a resume needs, for one rank.
@@ -52,6 +60,9 @@ struct CheckpointOptions {
   std::string uri;  // base: checkpoints go to <uri>/<job id>/step_<N>/
   std::string job_id;
   int keep = 0;  // 0 = keep every checkpoint
+  // Which run of the job this is (its attempt): rank 0 heeds only the `.failed`
+  // markers of its own run, not those an earlier attempt left in a step folder.
+  std::string run = "1";
   std::chrono::milliseconds wait_for_ranks = std::chrono::minutes(30);
 };
 
@@ -70,6 +81,13 @@ class CheckpointWriter {
   // to the next (filling it is a copy, not fresh pages); Start() uploads it.
   Result<TrainState*> Snapshot();
   Status Start();
+  // Makes the next Start()'s upload fail with `why` without writing anything, as a
+  // store that refuses every write (and every retry) until `until` (an injected
+  // fault: lote:injectUploadFailSeconds, docs/faults.md). Called before Start().
+  void FailNextUpload(std::string why, std::chrono::steady_clock::time_point until) {
+    inject_failure_ = std::move(why);
+    inject_until_ = until;
+  }
   // Waits for the upload in flight; returns its result.
   Status Wait();
   // The checkpoint folder of a step (for messages).
@@ -77,7 +95,10 @@ class CheckpointWriter {
 
  private:
   CheckpointWriter(CheckpointOptions options, const LlamaConfig& config, const ParallelDims& dims);
+  Status UploadOrMarkFailed(const TrainState& state);
   Status Upload(const TrainState& state);
+  Status WaitForMarkers(objstore::ObjectStore* store, const std::string& step_dir, int64_t step,
+                        Json* files);
   Status WriteManifest(const TrainState& state, const std::vector<std::string>& files);
   Status Prune(int64_t newest);
 
@@ -88,8 +109,10 @@ class CheckpointWriter {
   std::string spool_;                      // local folder for files before upload
   std::optional<std::string> local_root_;  // file:// job root: shards are written in place
   std::thread worker_;
-  TrainState buffer_;  // the snapshot; written by the caller between Snapshot and Start
-  Status result_;      // of the last finished upload (read after joining worker_)
+  TrainState buffer_;           // the snapshot; written by the caller between Snapshot and Start
+  Status result_;               // of the last finished upload (read after joining worker_)
+  std::string inject_failure_;  // "" = none; else the next upload's injected error
+  std::chrono::steady_clock::time_point inject_until_;
 };
 
 // The objects of a checkpoint folder (docs/checkpoints.md) and their safetensors

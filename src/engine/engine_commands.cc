@@ -213,6 +213,11 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--keep-checkpoints", opts->keep_checkpoints,
                   "keep the newest K complete checkpoints (0 = all)")
       ->capture_default_str();
+  sub->add_option("--max-checkpoint-failures", opts->max_checkpoint_failures,
+                  "end the run after K failed checkpoints in a row (a failed one is a warning; "
+                  "the previous stays the latest)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   sub->add_option(
       "--resume", opts->resume,
       "latest | none | a step_<N> URI | a job's checkpoint folder URI (its latest complete "

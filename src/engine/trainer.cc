@@ -10,12 +10,17 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/files.h"
 #include "common/json.h"
 #include "engine/adamw.h"
 #include "engine/checkpoint.h"
+#include "engine/checkpoint_failures.h"
 #include "engine/checkpoint_tools.h"
 #include "engine/communicator.h"
 #include "engine/compile_cache.h"
@@ -38,6 +43,21 @@ std::string DefaultJobId() {
   std::string id = v != nullptr ? v : "";
   if (const size_t hash = id.find('#'); hash != std::string::npos) id.resize(hash);
   return id.empty() ? "local" : id;
+}
+
+// The upload failure the node runner asked for (exec/node_fault.h): its length
+// in ms and its first step; nullopt when none (or malformed).
+std::optional<std::pair<int64_t, int64_t>> InjectedUploadFailure() {
+  const char* secs = std::getenv("LOTE_INJECT_UPLOAD_FAIL_SECONDS");
+  if (secs == nullptr || *secs == '\0') return std::nullopt;
+  const char* from = std::getenv("LOTE_INJECT_UPLOAD_FAIL_AT_STEP");
+  try {
+    const int64_t s = std::stoll(secs), step = from != nullptr && *from ? std::stoll(from) : 1;
+    if (s < 0 || step < 1) return std::nullopt;
+    return std::pair<int64_t, int64_t>{s * 1000, step};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 int64_t JobAttempt() {
@@ -171,6 +191,8 @@ class Trainer {
   Status UpdateWeights(int64_t step, StepResult* r);
   Status ParamsGathered();
   Status Checkpoint(int64_t step);
+  Status CheckUpload(Status upload);
+  void MaybeOpenInjectedWindow(int64_t step);
   void FillSnapshot(int64_t step, TrainState& st);
   void Log(int64_t step, const StepResult& r);
   Status MaybeEvaluate(int64_t step);
@@ -207,6 +229,12 @@ class Trainer {
   double checkpoint_block_s_ = 0.0;         // training time spent taking snapshots
   Json checkpoint_blocks_ = Json::array();  // per checkpoint
   int64_t checkpoints_ = 0;
+  int64_t pending_step_ = 0;  // the checkpoint in flight (0: none)
+  std::optional<CheckpointFailures> failures_;
+  // An injected upload failure (LOTE_INJECT_UPLOAD_FAIL_*): its length and first
+  // step, and when its window closes once training reached that step.
+  int64_t inject_fail_ms_ = -1, inject_from_step_ = 1;
+  std::optional<Clock::time_point> inject_until_;
   // The compile cache and the MFU denominator.
   Json shape_;
   std::optional<CompilePlan> cached_;
@@ -325,7 +353,14 @@ Status Trainer::OpenCheckpoints() {
   co.uri = o_.checkpoint_uri;
   co.job_id = job_id_;
   co.keep = o_.keep_checkpoints;
+  co.run = std::to_string(JobAttempt());
   ASSIGN_OR_RETURN(writer_, CheckpointWriter::Create(co, config_, dims_));
+  failures_.emplace(o_.max_checkpoint_failures);
+  if (auto fault = InjectedUploadFailure()) {
+    std::tie(inject_fail_ms_, inject_from_step_) = *fault;
+    fmt::print(out_, "fault injection: checkpoint writes fail for {} s from step {}\n",
+               inject_fail_ms_ / 1000, inject_from_step_);
+  }
   // The snapshot buffer's pages are touched now, not at the first checkpoint (a fresh
   // 700 MB buffer costs ~1 s of page faults; a warm one ~50 ms to fill).
   ASSIGN_OR_RETURN(TrainState * buffer, writer_->Snapshot());
@@ -600,13 +635,42 @@ void Trainer::FillSnapshot(int64_t step, TrainState& st) {
 Status Trainer::Checkpoint(int64_t step) {
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(ParamsGathered());
+  RETURN_IF_ERROR(CheckUpload(writer_->Wait()));
   ASSIGN_OR_RETURN(TrainState * st, writer_->Snapshot());
   FillSnapshot(step, *st);
   checkpoint_block_s_ += Seconds(t0, Clock::now());
   checkpoint_blocks_.push_back(Seconds(t0, Clock::now()));
+  if (inject_until_ && Clock::now() < *inject_until_) {
+    writer_->FailNextUpload(
+        fmt::format("injected fault: the object store refuses checkpoint writes for {} s from "
+                    "step {} (lote:injectUploadFailSeconds)",
+                    inject_fail_ms_ / 1000, inject_from_step_),
+        *inject_until_);
+  }
   RETURN_IF_ERROR(writer_->Start());
+  pending_step_ = step;
   ++checkpoints_;
   return Status::Ok();
+}
+
+// The end of the checkpoint upload in flight: a failure is a warning until
+// --max-checkpoint-failures of them in a row (checkpoint_failures.h).
+Status Trainer::CheckUpload(Status upload) {
+  if (pending_step_ == 0) return upload;
+  const int64_t step = std::exchange(pending_step_, 0);
+  std::string warning;
+  Status s = failures_->Record(step, writer_->StepUri(step), upload, &warning);
+  if (!warning.empty()) {
+    fmt::print(out_, "{}\n", warning);
+    std::fflush(out_);
+  }
+  return s;
+}
+
+// The injected upload failure's window opens when training reaches its first step.
+void Trainer::MaybeOpenInjectedWindow(int64_t step) {
+  if (inject_fail_ms_ < 0 || inject_until_ || step < inject_from_step_) return;
+  inject_until_ = Clock::now() + std::chrono::milliseconds(inject_fail_ms_);
 }
 
 // The human line and the LOTE_PROGRESS line of a logging interval.
@@ -668,12 +732,14 @@ Status Trainer::Train() {
     const auto step_start = Clock::now();
     const double cpu_start = ProcessCpuSeconds();
     const double comm_start = ExposedCommSeconds();
+    MaybeOpenInjectedWindow(step);
     ASSIGN_OR_RETURN(const StepResult r, Step(step));
     if (writer_ != nullptr && (r.preempted || step == o_.max_steps ||
                                (o_.checkpoint_freq > 0 && step % o_.checkpoint_freq == 0))) {
       RETURN_IF_ERROR(Checkpoint(step));
     }
     if (r.preempted) {
+      pending_step_ = 0;  // no next checkpoint step: a failure here ends the run
       RETURN_IF_ERROR(writer_->Wait());
       fmt::print(out_, "preempted: stopped after step {}; checkpoint {} is complete\n", step,
                  writer_->StepUri(step));
@@ -707,6 +773,7 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"first_step", first_step_},
               {"checkpoint_block_s", checkpoint_block_s_},
               {"checkpoint_blocks_s", checkpoint_blocks_},
+              {"checkpoint_failures", failures_ ? failures_->failed_total() : 0},
               {"time_s", total_s},
               {"avg_tokens_per_s", avg_tps},
               {"peak_tokens_per_s", peak_tps_},
@@ -737,12 +804,15 @@ Status Trainer::Finish() {
   RETURN_IF_ERROR(ParamsGathered());
   const auto start = Clock::now();
   if (writer_ != nullptr) {
-    RETURN_IF_ERROR(writer_->Wait());
+    pending_step_ = 0;  // the last checkpoint: no next step to try again at
+    if (Status s = writer_->Wait(); !s.ok())
+      return Status(s.code(), fmt::format("the last checkpoint, at step {}, failed: {}",
+                                          o_.max_steps, s.message()));
     fmt::print(out_,
-               "checkpoint {} is complete ({} written, {:.3f} s of training blocked by "
-               "snapshots, {:.1f} s waiting for the last upload)\n",
-               writer_->StepUri(o_.max_steps), checkpoints_, checkpoint_block_s_,
-               Seconds(start, Clock::now()));
+               "checkpoint {} is complete ({} written, {} failed, {:.3f} s of training "
+               "blocked by snapshots, {:.1f} s waiting for the last upload)\n",
+               writer_->StepUri(o_.max_steps), checkpoints_ - failures_->failed_total(),
+               failures_->failed_total(), checkpoint_block_s_, Seconds(start, Clock::now()));
   }
   const double total_s = Seconds(start_, Clock::now());
   const int64_t steps_run = o_.max_steps - first_step_ + 1;

@@ -41,6 +41,8 @@ struct TrainOptions {
   std::string checkpoint_uri;     // "" = no checkpoints
   int64_t checkpoint_freq = 0;    // steps between checkpoints (0 = only at the end)
   int keep_checkpoints = 0;       // 0 = keep all
+  // Failed checkpoints in a row that end the run (checkpoint_failures.h).
+  int max_checkpoint_failures = 3;
   std::string resume;  // "" = latest when AWS_BATCH_JOB_ATTEMPT > 1; "latest", "none", URI
   std::string job_id;  // "" = AWS_BATCH_JOB_ID without "#node", else "local"
   // Compile cache (compile_cache.h): "" = none. A precompile run trains at most

@@ -16,6 +16,7 @@ FaultAction ActionFromName(const std::string& s) {
   if (s == "kill") return FaultAction::kKill;
   if (s == "preempt") return FaultAction::kPreempt;
   if (s == "stop") return FaultAction::kStop;
+  if (s == "upload-fail") return FaultAction::kUploadFail;
   return FaultAction::kNone;
 }
 
@@ -51,6 +52,8 @@ std::string FaultActionName(FaultAction a) {
       return "preempt";
     case FaultAction::kStop:
       return "stop";
+    case FaultAction::kUploadFail:
+      return "upload-fail";
     case FaultAction::kNone:
       break;
   }
@@ -63,6 +66,8 @@ Json ToJson(const NodeFault& f) {
               {"at_step", f.at_step},
               {"after_ms", f.after_ms},
               {"grace_ms", f.grace_ms},
+              {"upload_fail_ms", f.upload_fail_ms},
+              {"upload_from_step", f.upload_from_step},
               {"progress_path", f.progress_path}};
 }
 
@@ -74,7 +79,15 @@ NodeFault NodeFaultFromJson(const Json& j) {
   f.after_ms = j.value("after_ms", int64_t{-1});
   f.grace_ms = j.value("grace_ms", int64_t{30000});
   f.progress_path = j.value("progress_path", std::string());
+  f.upload_fail_ms = j.value("upload_fail_ms", int64_t{0});
+  f.upload_from_step = j.value("upload_from_step", int64_t{1});
   return f;
+}
+
+std::vector<std::string> UploadFailEnv(const NodeFault& f) {
+  if (f.action != FaultAction::kUploadFail) return {};
+  return {"LOTE_INJECT_UPLOAD_FAIL_SECONDS=" + std::to_string(f.upload_fail_ms / 1000),
+          "LOTE_INJECT_UPLOAD_FAIL_AT_STEP=" + std::to_string(f.upload_from_step)};
 }
 
 std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t step_seen,
@@ -90,6 +103,10 @@ std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t ste
     case FaultAction::kStop:
       what = "stopped (SIGSTOP)";
       break;
+    case FaultAction::kUploadFail:
+      return "Injected fault: checkpoint writes of node " + std::to_string(node_index) +
+             " fail for " + std::to_string(f.upload_fail_ms / 1000) + " s from step " +
+             std::to_string(f.upload_from_step);
     case FaultAction::kNone:
       return "";
   }
@@ -121,14 +138,14 @@ FaultWatch::FaultWatch(NodeFault fault, int64_t started_mono_ms)
     : fault_(std::move(fault)), started_mono_ms_(started_mono_ms) {}
 
 int FaultWatch::PollTimeoutMs(int64_t now_mono_ms) const {
-  if (fired_ || !fault_.Any()) return -1;
+  if (fired_ || !fault_.Any() || fault_.action == FaultAction::kUploadFail) return -1;
   if (fault_.after_ms >= 0)
     return static_cast<int>(std::max<int64_t>(0, started_mono_ms_ + fault_.after_ms - now_mono_ms));
   return fault_.at_step > 0 && !fault_.progress_path.empty() ? kStepPollMs : -1;
 }
 
 bool FaultWatch::Due(int64_t now_mono_ms) {
-  if (fired_ || !fault_.Any()) return false;
+  if (fired_ || !fault_.Any() || fault_.action == FaultAction::kUploadFail) return false;
   if (fault_.after_ms >= 0) {
     if (now_mono_ms < started_mono_ms_ + fault_.after_ms) return false;
     after_ms_seen_ = fault_.after_ms;

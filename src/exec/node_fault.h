@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 
@@ -26,6 +27,11 @@ enum class FaultAction {
   kKill,     // SIGKILL to the command's process group (a node that dies)
   kPreempt,  // SIGTERM, SIGKILL after grace_ms (a spot reclaim)
   kStop,     // SIGSTOP to the command's process group (a node that hangs)
+  // Checkpoint writes fail for upload_fail_ms from step upload_from_step: the
+  // runner passes it to the command in LOTE_INJECT_UPLOAD_FAIL_SECONDS and
+  // LOTE_INJECT_UPLOAD_FAIL_AT_STEP (lote train obeys them) and records it at
+  // the start; it sends no signal.
+  kUploadFail,
 };
 
 struct NodeFault {
@@ -36,6 +42,8 @@ struct NodeFault {
   // The file whose LOTE_PROGRESS lines give the step (the main node's output;
   // filled in by the backend, which knows where it is).
   std::string progress_path;
+  int64_t upload_fail_ms = 0;    // kUploadFail: the window's length
+  int64_t upload_from_step = 1;  // kUploadFail: the step where it opens
 
   bool Any() const { return action != FaultAction::kNone; }
   bool operator==(const NodeFault&) const = default;
@@ -43,8 +51,11 @@ struct NodeFault {
 
 Json ToJson(const NodeFault& f);
 NodeFault NodeFaultFromJson(const Json& j);  // absent/unknown action: kNone
-// "kill", "preempt", "stop"; "" for kNone.
+// "kill", "preempt", "stop", "upload-fail"; "" for kNone.
 std::string FaultActionName(FaultAction a);
+
+// The command's environment for a kUploadFail fault ({} for any other).
+std::vector<std::string> UploadFailEnv(const NodeFault& f);
 
 // What the runner did, e.g. "Injected fault: node 1 killed (SIGKILL) at step 8".
 std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t step_seen,

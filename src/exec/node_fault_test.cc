@@ -184,5 +184,19 @@ TEST(StackSignature, KeepsFunctionNamesOnly) {
             (std::vector<std::string>{"__futex_abstimed_wait_common64", "gloo::Wait"}));
 }
 
+// An upload failure is given to the command at its start: nothing to watch.
+TEST(UploadFailFault, NeverFiresASignalAndIsGivenInTheEnvironment) {
+  NodeFault f;
+  f.action = FaultAction::kUploadFail;
+  f.upload_fail_ms = 5000;
+  f.upload_from_step = 2;
+  FaultWatch w(f, 0);
+  EXPECT_EQ(w.PollTimeoutMs(0), -1);
+  EXPECT_FALSE(w.Due(1'000'000));
+  EXPECT_EQ(DescribeInjected(f, 3, 0, -1),
+            "Injected fault: checkpoint writes of node 3 fail for 5 s from step 2");
+  EXPECT_TRUE(UploadFailEnv(NodeFault{}).empty());
+}
+
 }  // namespace
 }  // namespace lote::exec

@@ -328,6 +328,7 @@ std::string InjectFault(const FaultWatch& watch, const NodePaths& p, int32_t nod
     case FaultAction::kStop:
       ::kill(-group, SIGSTOP);
       break;
+    case FaultAction::kUploadFail:  // not a signal: given at the start (UploadFailEnv)
     case FaultAction::kNone:
       return "";
   }
@@ -390,6 +391,12 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     st.reason = *refused;
     st.stopped_at_ms = NowMs();
     return Finish(p, st, log, mode);
+  }
+  if (spec.fault.action == FaultAction::kUploadFail) {  // lote train obeys the variables
+    MergeEnv(&spec.env, UploadFailEnv(spec.fault));
+    st.injected = DescribeInjected(spec.fault, spec.node.node_index, 0, -1);
+    (void)WriteJsonRecord(p.fault(), Json{{"injected", st.injected}, {"at_ms", NowMs()}});
+    log(st.injected);
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -6,7 +6,9 @@ step 8 (from the main node's LOTE_PROGRESS lines), and the outcome is the one a
 user relies on: a killed node's retry resumes from the checkpoint and ends with the
 uninterrupted run's losses; a preempted attempt is PREEMPTED and retried without
 consuming an attempt; a stopped node makes the job HANG, with the stack dumps of
-all four nodes stored as "<stream>/dump" and the reason naming the stopped node.
+all four nodes stored as "<stream>/dump" and the reason naming the stopped node;
+checkpoint writes refused for a window make the covered checkpoint fail with a
+warning while the job goes on, and the next checkpoint lands and loads.
 `lote jobs inject` / `lote jobs dump` act on a running job; bad keys are refused.
 
 usage: faults_test.py LOTE_BINARY TEST_DATA_DIR
@@ -235,6 +237,38 @@ class FaultsTest(unittest.TestCase):
         at = int(re.search(r"step (\d+)", job["attempts"][0]["statusReason"]).group(1))
         self.assertGreaterEqual(at, step + 20)
 
+    def test_failed_checkpoint_upload_is_survived_and_the_next_lands(self):
+        # Every node's checkpoint writes fail for 20 s from step 4: the checkpoint of
+        # step 4 fails on every rank (its upload is refused until the window closes,
+        # so the next checkpoint, which waits for it, starts after the window).
+        job_id, ckpt, out = self.training(
+            "upload4", {"lote:injectUploadFailSeconds": "20", "lote:injectUploadFailAtStep": "4"},
+            attempts=1, checkpoint_freq=4)
+        job = self.wait_ended(job_id)
+        logs = self.job_logs(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", logs[-3000:])
+        self.assertEqual(len(job["attempts"]), 1, job["attempts"])
+        self.assertIn("fault injection: checkpoint writes fail for 20 s from step 4", logs)
+        self.assertRegex(logs, r"warning: checkpoint at step 4 failed \(file://%s/%s/step_4\): "
+                         r".*injected fault.*the latest checkpoint stays none" % (ckpt, job_id))
+        self.assertNotIn("checkpoint at step 8 failed", logs)
+        root = os.path.join(ckpt, job_id)
+        self.assertFalse(os.path.exists(os.path.join(root, "step_4", "manifest.json")))
+        for step in (8, 12, STEPS):
+            self.assertTrue(os.path.exists(os.path.join(root, "step_%d" % step, "manifest.json")),
+                            step)
+        # Step 8 loads (every shard checked against its manifest) and the run's
+        # training is the uninterrupted one's.
+        exported = os.path.join(self.dir, "upload4_step8")
+        r = subprocess.run([LOTE, "checkpoint", "export", "file://%s/step_8" % root,
+                            "--output", exported], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("exported step 8", r.stdout)
+        with open(os.path.join(out, "metrics.json")) as f:
+            metrics = json.load(f)
+        self.assertEqual(metrics["checkpoint_failures"], 1)
+        self.assertEqual(metrics["losses"], self.uninterrupted()["losses"])
+
     def test_bad_inject_keys_are_client_exceptions(self):
         self.batch.register_job_definition(jobDefinitionName="plain", type="container",
                                            containerProperties={"image": "host",
@@ -245,7 +279,10 @@ class FaultsTest(unittest.TestCase):
              "lote:injectKillNode is '1': give a whole number from 0 to 0"),
             ({"lote:injectKillAtStep": "8", "lote:injectStopAtStep": "9"}, "one injected fault"),
             ({"lote:injectSlowNode": "1"}, "lote:injectSlowNode is not available"),
-            ({"lote:injectUploadFailSeconds": "30"}, "lote:injectUploadFailSeconds is not available"),
+            ({"lote:injectUploadFailAtStep": "4"},
+             "lote:injectUploadFailAtStep needs lote:injectUploadFailSeconds"),
+            ({"lote:injectUploadFailSeconds": "0"},
+             "lote:injectUploadFailSeconds is '0': give a whole number from 1"),
             ({"lote:injectKil": "1"}, "lote:injectKil is not a fault lote can inject"),
         ]
         for parameters, message in cases:
