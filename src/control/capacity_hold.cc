@@ -40,16 +40,6 @@ Status ValidateInjectedShortage(const Job& job) {
   return Status();
 }
 
-std::optional<Job> WithoutInjectedShortage(const Job& job) {
-  if (!job.parameters.count(kInjectCapacityShortageKey) &&
-      !job.tags.count(kInjectCapacityShortageKey))
-    return std::nullopt;
-  Job copy = job;
-  copy.parameters.erase(kInjectCapacityShortageKey);
-  copy.tags.erase(kInjectCapacityShortageKey);
-  return copy;
-}
-
 std::string InjectedShortageReason(int64_t seconds) {
   return "CAPACITY: injected capacity shortage (" + std::to_string(seconds) + " s)";
 }

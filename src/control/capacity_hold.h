@@ -28,9 +28,6 @@ inline constexpr int64_t kMaxInjectedShortageSeconds = 86400;
 std::optional<int64_t> InjectedShortageSeconds(const Job& job);
 // InvalidArgument naming the key when its value is not a whole number 1..86400.
 Status ValidateInjectedShortage(const Job& job);
-// A copy of the job without the key (for checks that do not know it), or
-// nullopt when the job has no such key.
-std::optional<Job> WithoutInjectedShortage(const Job& job);
 // "CAPACITY: injected capacity shortage (N s)"
 std::string InjectedShortageReason(int64_t seconds);
 // The reason recorded when the hold ends.

@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "control/capacity_hold.h"
 #include "control/job_controller.h"
 
 namespace lote::control {
@@ -46,6 +47,7 @@ constexpr int64_t kMaxUploadFailSeconds = 24 * 3600;
 
 bool Known(const std::string& key) {
   if (key == kUploadFailSeconds || key == kUploadFailAtStep) return true;
+  if (key == kInjectCapacityShortageKey) return true;  // the scheduler's (capacity_hold.h)
   for (const Kind& k : kKinds)
     for (const char* part : {"Node", "AtStep", "AfterSeconds"})
       if (key == std::string(kInjectPrefix) + k.name + part) return true;
@@ -65,7 +67,8 @@ Status CheckKeys(const Job& job) {
       return Status::InvalidArgument(
           key +
           " is not a fault lote can inject: use lote:inject{Kill,Preempt,Stop}{Node,AtStep,"
-          "AfterSeconds} or lote:injectUploadFail{Seconds,AtStep} (docs/faults.md)");
+          "AfterSeconds}, lote:injectUploadFail{Seconds,AtStep} or "
+          "lote:injectCapacityShortageSeconds (docs/faults.md)");
     }
   }
   return Status::Ok();

@@ -28,6 +28,20 @@ TEST(FaultPlan, NoKeysNoPlan) {
   EXPECT_FALSE(NodeFaultFor(JobWith({}, {}), 1, 0).Any());
 }
 
+// The scheduler's injected fault (capacity_hold.h) is a known key: no node
+// fault of its own, and it goes with one of the runner's.
+TEST(FaultPlan, ACapacityShortageIsTheSchedulersAndGoesWithARunnerFault) {
+  Result<std::optional<FaultPlan>> alone =
+      ParseFaultPlan(JobWith({{"lote:injectCapacityShortageSeconds", "5"}}, {}));
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_FALSE(alone->has_value());
+  Result<std::optional<FaultPlan>> both =
+      ParseFaultPlan(JobWith({{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}},
+                             {{"lote:injectCapacityShortageSeconds", "5"}}));
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(**both, (FaultPlan{exec::FaultAction::kKill, 1, 8, -1}));
+}
+
 TEST(FaultPlan, ReadsEachKindFromParametersOrTags) {
   Result<std::optional<FaultPlan>> kill =
       ParseFaultPlan(JobWith({{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}}, {}));

@@ -8,7 +8,6 @@
 #include <thread>
 #include <utility>
 
-#include "control/capacity_hold.h"
 #include "control/fault_plan.h"
 #include "control/job_env.h"
 #include "control/job_loop.h"
@@ -102,11 +101,7 @@ Result<exec::NodeSpec> JobLoop::MakeNodeSpec(const Job& job, const exec::Attempt
   if (launch.gpus > 0 && !caps.accelerators)
     spec.unsupported_fields.push_back("resourceRequirements.GPU");
   spec.emulation = ce.emulation;
-  // The fault plan refuses lote:inject keys it does not know: it reads the job
-  // without lote:injectCapacityShortageSeconds (capacity_hold.h).
-  std::optional<Job> without_shortage = WithoutInjectedShortage(job);
-  spec.fault =
-      NodeFaultFor(without_shortage ? *without_shortage : job, attempt.attempt, node_index);
+  spec.fault = NodeFaultFor(job, attempt.attempt, node_index);
   if (spec.command.empty() && !spec.container) {
     return Status::InvalidArgument(
         launch.image.empty()

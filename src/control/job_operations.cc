@@ -71,10 +71,7 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
     RETURN_IF_ERROR(ValidateTerminationGrace(submitted.job));
     RETURN_IF_ERROR(ValidateInjectedShortage(submitted.job));
-    // The fault plan's check refuses lote:inject keys it does not know,
-    // lote:injectCapacityShortageSeconds among them: it is checked without it.
-    std::optional<Job> without_shortage = WithoutInjectedShortage(submitted.job);
-    RETURN_IF_ERROR(ParseFaultPlan(without_shortage ? *without_shortage : submitted.job).status());
+    RETURN_IF_ERROR(ParseFaultPlan(submitted.job).status());
     ASSIGN_OR_RETURN(Job job,
                      ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
     for (const Job& child : submitted.array_children)
