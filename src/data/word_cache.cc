@@ -44,8 +44,8 @@ WordCache::~WordCache() = default;
 
 size_t WordCache::capacity() const { return table_.load(std::memory_order_acquire)->size(); }
 
-bool WordCache::Place(const Table& table, uint64_t hash, uint64_t slot_value, std::string_view key,
-                      bool concurrent) {
+WordCache::Placed WordCache::Place(const Table& table, uint64_t hash, uint64_t slot_value,
+                                   std::string_view key, bool concurrent) {
   const uint64_t tag = hash & kTagMask;
   size_t i = hash & table.mask;
   for (size_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & table.mask) {
@@ -53,17 +53,18 @@ bool WordCache::Place(const Table& table, uint64_t hash, uint64_t slot_value, st
     if (slot == 0) {
       if (!concurrent) {
         table.slot(i).store(slot_value, std::memory_order_relaxed);
-        return true;
+        return Placed::kPlaced;
       }
       // On failure `slot` holds the entry another thread put here first.
       if (table.slot(i).compare_exchange_strong(slot, slot_value, std::memory_order_release,
                                                 std::memory_order_acquire)) {
-        return true;
+        return Placed::kPlaced;
       }
     }
-    if ((slot & kTagMask) == tag && Entry::FromSlot(slot)->Matches(hash, key)) return false;
+    if ((slot & kTagMask) == tag && Entry::FromSlot(slot)->Matches(hash, key))
+      return Placed::kPresent;
   }
-  return false;  // a long cluster: not cached
+  return Placed::kClusterFull;
 }
 
 char* WordCache::Allocate(ThreadArena* arena, size_t bytes) {
@@ -107,7 +108,14 @@ void WordCache::Insert(std::string_view key, uint64_t hash, std::span<const int3
   const auto addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
   const Table* table = table_.load(std::memory_order_acquire);
   // An address above 48 bits cannot carry the tag: leave such a word uncached.
-  if ((addr & kTagMask) != 0 || !Place(*table, hash, (hash & kTagMask) | addr, key, true)) {
+  Placed placed = (addr & kTagMask) != 0 ? Placed::kPresent
+                                         : Place(*table, hash, (hash & kTagMask) | addr, key, true);
+  if (placed == Placed::kClusterFull) {  // split the cluster, then try once more
+    MaybeGrow(table, /*cluster_full=*/true);
+    table = table_.load(std::memory_order_acquire);
+    placed = Place(*table, hash, (hash & kTagMask) | addr, key, true);
+  }
+  if (placed != Placed::kPlaced) {
     if (arena->cur == p + bytes) arena->cur = p;  // give the room back
     return;
   }
@@ -120,12 +128,12 @@ void WordCache::Insert(std::string_view key, uint64_t hash, std::span<const int3
   if (2 * n > table->size()) MaybeGrow(table);
 }
 
-void WordCache::MaybeGrow(const Table* seen) {
+void WordCache::MaybeGrow(const Table* seen, bool cluster_full) {
   std::unique_lock<std::mutex> lock(grow_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is growing the table
   const Table* current = table_.load(std::memory_order_acquire);
   if (current != seen || current->size() >= max_slots_ ||
-      2 * count_.load(std::memory_order_relaxed) <= current->size()) {
+      (!cluster_full && 2 * count_.load(std::memory_order_relaxed) <= current->size())) {
     return;
   }
   auto next = std::make_unique<Table>(std::min(max_slots_, 2 * current->size()));

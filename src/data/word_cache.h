@@ -15,7 +15,9 @@
 // and are never moved or freed before the cache. Slots are claimed with a
 // compare-and-swap and read with acquire loads: a reader sees either no entry
 // or a complete one.
-// Growth: when half full, one thread (the others go on) copies the entry
+// Growth: when half full (or when an insert met a cluster of kMaxProbes
+// taken slots, which linear probing makes now and then even below half full:
+// the insert then retries once in the grown table), one thread (the others go on) copies the entry
 // pointers into a table twice the size and publishes it; the old table stays
 // readable until the cache is destroyed. Entries added to the old table during
 // the copy are carried over by a second pass; an insert that races with that
@@ -103,11 +105,16 @@ class WordCache {
 
   // Room for `bytes` (8-aligned) in this thread's current arena block.
   char* Allocate(ThreadArena* arena, size_t bytes);
+  enum class Placed { kPlaced, kPresent, kClusterFull };
   // Places `slot_value` (an entry of hash `hash`) in `table` unless an equal
-  // key is there; false when not placed.
-  static bool Place(const Table& table, uint64_t hash, uint64_t slot_value, std::string_view key,
-                    bool concurrent);
-  void MaybeGrow(const Table* seen);
+  // key is there (kPresent) or kMaxProbes slots from its home are taken
+  // (kClusterFull).
+  static Placed Place(const Table& table, uint64_t hash, uint64_t slot_value, std::string_view key,
+                      bool concurrent);
+  // Grows `seen` when it is current and half full, or when `cluster_full`
+  // (an insert found kMaxProbes slots taken: a long cluster, which a table
+  // twice the size splits) and it is not at max_slots_ yet.
+  void MaybeGrow(const Table* seen, bool cluster_full = false);
 
   const uint64_t id_;  // distinguishes this cache's per-thread arena state from others'
   const size_t max_words_;

@@ -107,6 +107,28 @@ TEST(WordCacheTest, StopsAtMaxWordsAndSkipsLongOnes) {
   EXPECT_FALSE(found);
 }
 
+// Words whose hashes share one home slot make a cluster longer than the probe
+// limit while the table is far from half full: the insert that meets the full
+// cluster grows the table (which splits it) and the word is cached.
+TEST(WordCacheTest, AClusterLongerThanTheProbeLimitGrowsTheTable) {
+  WordCache cache(1 << 20);
+  const size_t slots = cache.capacity();
+  const size_t want = WordCache::kMaxProbes + 16;
+  std::vector<std::string> words;
+  for (size_t i = 0; words.size() < want; ++i) {
+    std::string w = "c" + std::to_string(i);
+    if ((WordCache::Hash(w) & (slots - 1)) == 7) words.push_back(std::move(w));
+  }
+  for (const std::string& w : words) cache.Insert(w, WordCache::Hash(w), IdsOf(w));
+  EXPECT_GT(cache.capacity(), slots);
+  EXPECT_LT(cache.size(), slots / 2);  // it grew for the cluster, not for the load
+  for (const std::string& w : words) {
+    bool found = false;
+    EXPECT_EQ(Lookup(cache, w, &found), IdsOf(w)) << w;
+    EXPECT_TRUE(found) << w;
+  }
+}
+
 // Threads insert and look up overlapping word sets while the table grows; a
 // lookup may miss (a racing insert can be dropped) but never returns wrong ids.
 TEST(WordCacheTest, ConcurrentInsertsAndLookups) {
@@ -141,7 +163,8 @@ TEST(WordCacheTest, ConcurrentInsertsAndLookups) {
   // How many lookups hit, and how many inserts a concurrent table copy dropped,
   // depend on the scheduling (a cache may drop entries; ids never depend on it),
   // so they are not asserted. What must hold: every entry found is right, and
-  // once the threads are done every word can be cached and read back.
+  // once the threads are done every word can be cached and read back (a word
+  // that meets a cluster of kMaxProbes grows the table: the test above).
   EXPECT_GT(total_hits, 0u);
   size_t missing = 0;  // dropped by a concurrent copy
   for (size_t i = 0; i < kWords; ++i) {
