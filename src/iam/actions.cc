@@ -61,7 +61,7 @@ std::vector<std::string> BatchResources(const std::string& op, const Json& r,
     return {NameOrArn(scope, Str(r, "jobQueue"), "job-queue"),
             NameOrArn(scope, Str(r, "jobDefinition"), "job-definition")};
   }
-  if (op == "CancelJob" || op == "TerminateJob") {
+  if (op == "CancelJob" || op == "TerminateJob" || op == "InjectFault" || op == "DumpJob") {
     const std::string id = Str(r, "jobId");
     return {id.empty() ? "*" : JobArn(scope, id)};
   }

@@ -33,6 +33,8 @@ TEST(ActionsTest, OperationsMapToActionsAndArns) {
        {"arn:aws:batch:us-east-1:1:job-queue/x", "*"},
        true},
       {"batch", "CancelJob", R"({"jobId":"j-1"})", {b + "job/j-1"}, true},
+      {"batch", "InjectFault", R"({"jobId":"j-1","action":"kill"})", {b + "job/j-1"}, true},
+      {"batch", "DumpJob", R"({"jobId":"j-1"})", {b + "job/j-1"}, true},
       {"batch", "CreateJobQueue", R"({"jobQueueName":"q"})", {b + "job-queue/q"}, true},
       {"batch",
        "DeleteComputeEnvironment",
@@ -151,6 +153,18 @@ TEST(AuthorizeTest, OwnJobsByQueueOthersByJobArn) {
   EXPECT_FALSE(Authorize(bob, cancel, {}, JobOwner{"bob", qa}));
   EXPECT_TRUE(Authorize(bob, cancel, {}, JobOwner{"alice", qa}));
   EXPECT_TRUE(Authorize(bob, cancel, {}, std::nullopt));
+}
+
+// lote's InjectFault and DumpJob act on one job as TerminateJob does.
+TEST(AuthorizeTest, InjectAndDumpAreOnTheJobLikeTerminate) {
+  const User bob = UserWith("bob", R"({"Statement":[{"Effect":"Allow",
+      "Action":["batch:InjectFault","batch:DumpJob"],"Resource":"arn:aws:batch:*:*:job-queue/qa"}]})");
+  const std::string qa = "arn:aws:batch:us-east-1:123456789012:job-queue/qa";
+  for (const char* op : {"InjectFault", "DumpJob"}) {
+    const RequiredAccess access = Access("batch", op, *ParseJson(R"({"jobId":"j1"})"), kScope);
+    EXPECT_FALSE(Authorize(bob, access, {}, JobOwner{"bob", qa})) << op;
+    EXPECT_TRUE(Authorize(bob, access, {}, JobOwner{"alice", qa})) << op;
+  }
 }
 
 TEST(AuthorizeTest, MayReadJobByQueueOrJobArnDenyWins) {

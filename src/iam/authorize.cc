@@ -39,8 +39,12 @@ Decision Decide(const User& user, Request request, const Permission& permission,
   return Evaluate(request, user.policies);
 }
 
+// The operations on one job that its owner may also run with the permission
+// on the job's queue (lote's InjectFault and DumpJob, docs/faults.md, as
+// CancelJob and TerminateJob).
 bool IsJobControl(const std::string& action) {
-  return action == "batch:CancelJob" || action == "batch:TerminateJob";
+  return action == "batch:CancelJob" || action == "batch:TerminateJob" ||
+         action == "batch:InjectFault" || action == "batch:DumpJob";
 }
 
 }  // namespace
