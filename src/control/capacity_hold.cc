@@ -20,11 +20,8 @@ std::optional<int64_t> ParseSeconds(const std::string& text) {
 }  // namespace
 
 std::optional<int64_t> InjectedShortageSeconds(const Job& job) {
-  for (const auto* map : {&job.parameters, &job.tags}) {
-    if (auto it = map->find(kInjectCapacityShortageKey); it != map->end())
-      return ParseSeconds(it->second);
-  }
-  return std::nullopt;
+  const std::string* value = job.LoteSetting(kInjectCapacityShortageKey);
+  return value ? ParseSeconds(*value) : std::nullopt;
 }
 
 Status ValidateInjectedShortage(const Job& job) {

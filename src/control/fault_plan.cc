@@ -21,9 +21,8 @@ constexpr int64_t kMaxAfterSeconds = 30LL * 24 * 3600;
 
 // The key's value, parameters first, then tags.
 std::optional<std::string> Lookup(const Job& job, const std::string& key) {
-  if (auto it = job.parameters.find(key); it != job.parameters.end()) return it->second;
-  if (auto it = job.tags.find(key); it != job.tags.end()) return it->second;
-  return std::nullopt;
+  const std::string* value = job.LoteSetting(key);
+  return value ? std::optional<std::string>(*value) : std::nullopt;
 }
 
 Result<int64_t> WholeNumber(const std::string& key, const std::string& value, int64_t min,

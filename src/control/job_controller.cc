@@ -249,11 +249,8 @@ std::optional<JobEvent> ArrayParentEvent(const Job& parent, std::map<std::string
 }
 
 std::optional<int64_t> ProgressTimeoutSeconds(const Job& job) {
-  if (auto it = job.parameters.find(kProgressTimeoutKey); it != job.parameters.end())
-    return ParseTimeoutSeconds(it->second);
-  if (auto it = job.tags.find(kProgressTimeoutKey); it != job.tags.end())
-    return ParseTimeoutSeconds(it->second);
-  return std::nullopt;
+  const std::string* value = job.LoteSetting(kProgressTimeoutKey);
+  return value ? ParseTimeoutSeconds(*value) : std::nullopt;
 }
 
 Status ValidateProgressTimeout(const Job& job) {
@@ -271,11 +268,8 @@ Status ValidateProgressTimeout(const Job& job) {
 }
 
 std::optional<int64_t> TerminationGraceSeconds(const Job& job) {
-  for (const auto* map : {&job.parameters, &job.tags}) {
-    if (auto it = map->find(kTerminationGraceKey); it != map->end())
-      return ParseTimeoutSeconds(it->second, kMaxTerminationGraceSeconds);
-  }
-  return std::nullopt;
+  const std::string* value = job.LoteSetting(kTerminationGraceKey);
+  return value ? ParseTimeoutSeconds(*value, kMaxTerminationGraceSeconds) : std::nullopt;
 }
 
 Status ValidateTerminationGrace(const Job& job) {

@@ -437,6 +437,12 @@ const ContainerSpec* Job::ContainerFor(int32_t index) const {
   return nullptr;
 }
 
+const std::string* Job::LoteSetting(const std::string& key) const {
+  if (auto it = parameters.find(key); it != parameters.end()) return &it->second;
+  if (auto it = tags.find(key); it != tags.end()) return &it->second;
+  return nullptr;
+}
+
 const Attempt* Job::CurrentAttempt() const {
   if ((status == JobStatus::kStarting || status == JobStatus::kRunning) && !attempts.empty()) {
     return &attempts.back();

@@ -271,6 +271,10 @@ struct Job {
   const ContainerSpec* ContainerFor(int32_t index) const;
   // The open attempt (STARTING/RUNNING), else nullptr.
   const Attempt* CurrentAttempt() const;
+  // The value of one of lote's own keys (lote:progressTimeoutSeconds,
+  // lote:inject...): the job's parameters first, then its tags; nullptr when
+  // neither has it.
+  const std::string* LoteSetting(const std::string& key) const;
   friend bool operator==(const Job&, const Job&) = default;
 };
 

@@ -253,5 +253,15 @@ TEST(ResourceValue, StoredOutOfRangeValuesAreClamped) {
   EXPECT_EQ(c.MilliVcpu(), kMaxResourceValue * 1000);
 }
 
+TEST(JobModel, LoteSettingIsTheParameterFirstThenTheTag) {
+  Job job;
+  EXPECT_EQ(job.LoteSetting("lote:k"), nullptr);
+  job.tags["lote:k"] = "from-tag";
+  ASSERT_NE(job.LoteSetting("lote:k"), nullptr);
+  EXPECT_EQ(*job.LoteSetting("lote:k"), "from-tag");
+  job.parameters["lote:k"] = "from-parameter";
+  EXPECT_EQ(*job.LoteSetting("lote:k"), "from-parameter");
+}
+
 }  // namespace
 }  // namespace lote::control
