@@ -84,9 +84,8 @@ std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
     return message;
   }
   std::optional<iam::JobOwner> job_owner;
-  if ((call.operation == "CancelJob" || call.operation == "TerminateJob" ||
-       call.operation == "InjectFault" || call.operation == "DumpJob") &&
-      job_owner_ && request.contains("jobId") && request["jobId"].is_string()) {
+  if (iam::IsJobControlOperation(call.operation) && job_owner_ && request.contains("jobId") &&
+      request["jobId"].is_string()) {
     job_owner = job_owner_(request["jobId"].get<std::string>());
   }
   std::optional<iam::Refusal> refusal =

@@ -61,7 +61,7 @@ std::vector<std::string> BatchResources(const std::string& op, const Json& r,
     return {NameOrArn(scope, Str(r, "jobQueue"), "job-queue"),
             NameOrArn(scope, Str(r, "jobDefinition"), "job-definition")};
   }
-  if (op == "CancelJob" || op == "TerminateJob" || op == "InjectFault" || op == "DumpJob") {
+  if (IsJobControlOperation(op)) {
     const std::string id = Str(r, "jobId");
     return {id.empty() ? "*" : JobArn(scope, id)};
   }
@@ -147,6 +147,10 @@ std::map<std::string, std::string> RequestTags(const Json& r) {
 
 std::string JobArn(const ArnScope& scope, const std::string& job_id) {
   return Arn(scope, "batch", "job/" + job_id);
+}
+
+bool IsJobControlOperation(std::string_view op) {
+  return op == "CancelJob" || op == "TerminateJob" || op == "InjectFault" || op == "DumpJob";
 }
 
 bool IsReadOperation(std::string_view op) {

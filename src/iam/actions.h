@@ -54,4 +54,9 @@ std::string JobArn(const ArnScope& scope, const std::string& job_id);
 // True for operations that only read (Describe*, List*, Get*, ...).
 bool IsReadOperation(std::string_view operation);
 
+// True for the Batch operations on one job by its jobId (CancelJob,
+// TerminateJob, lote's InjectFault and DumpJob): authorized on the job's ARN,
+// and for the job's owner also on its queue (authorize.h).
+bool IsJobControlOperation(std::string_view operation);
+
 }  // namespace lote::iam

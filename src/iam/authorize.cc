@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <string_view>
+
 namespace lote::iam {
 
 namespace {
@@ -40,11 +42,10 @@ Decision Decide(const User& user, Request request, const Permission& permission,
 }
 
 // The operations on one job that its owner may also run with the permission
-// on the job's queue (lote's InjectFault and DumpJob, docs/faults.md, as
-// CancelJob and TerminateJob).
-bool IsJobControl(const std::string& action) {
-  return action == "batch:CancelJob" || action == "batch:TerminateJob" ||
-         action == "batch:InjectFault" || action == "batch:DumpJob";
+// on the job's queue (IsJobControlOperation).
+bool IsJobControl(std::string_view action) {
+  constexpr std::string_view kBatch = "batch:";
+  return action.starts_with(kBatch) && IsJobControlOperation(action.substr(kBatch.size()));
 }
 
 }  // namespace

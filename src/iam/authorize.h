@@ -11,7 +11,8 @@
 // aws:ResourceTag/KEY (from `resource_tags`, asked only when a policy of the
 // user has a condition on resource tags).
 //
-// A principal's own job: CancelJob/TerminateJob are evaluated on the job's
+// A principal's own job: the operations on one job (IsJobControlOperation:
+// CancelJob, TerminateJob, InjectFault, DumpJob) are evaluated on the job's
 // ARN, and, for the job's submitter, also on the queue it was submitted to
 // (a policy that lets a user work in a queue lets it cancel its own jobs
 // there); an explicit Deny on the job's ARN still wins.
