@@ -5,8 +5,8 @@ A real `lote server` gets a compute environment, queue and job definition and
 runs TEMPLATES trivial jobs to SUCCEEDED (lote_jobs_load --setup); it is
 stopped, and the store is filled directly through SQL with N more finished
 jobs: copies of those rows under new job ids (the id replaced in the document),
-each with one job event (real jobs have about eight). Then, for this build
-and (with --peer) another build, on the same store:
+each with one job event (real jobs have about eight). For this build and
+(with --peer) another build, each on a store of its own generated the same way:
   - time to listen: from exec to the "lote server listening on" line;
   - resident memory (VmRSS) after start, and per job over the empty store's;
   - DescribeJobs p50/p99 (one random id per call) and ListJobs p50/p99
@@ -71,14 +71,20 @@ def reads(server, ids, calls, list_calls):
 
 
 def fill(db_path, n):
+    """N finished jobs copied from the template rows, in the columns this store has (schema
+    version 5 added parent_id, array_index, stopped_ms, node_failed_ms: copied too)."""
     db = sqlite3.connect(db_path)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
     templates = db.execute(
-        "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs "
-        "WHERE status = 'SUCCEEDED'").fetchall()
-    last_event = {row[0]: db.execute(
+        "SELECT %s FROM jobs WHERE status = 'SUCCEEDED'" % ", ".join(columns)).fetchall()
+    id_col, doc_col = columns.index("job_id"), columns.index("doc")
+    last_event = {row[id_col]: db.execute(
         "SELECT time_ms, type, payload FROM job_events WHERE job_id = ? ORDER BY seq DESC LIMIT 1",
-        (row[0],)).fetchone() for row in templates}
+        (row[id_col],)).fetchone() for row in templates}
     rng = random.Random(7)
+    insert_job = "INSERT INTO jobs (%s) VALUES (%s)" % (
+        ", ".join(columns), ", ".join("?" * len(columns)))
+    insert_event = "INSERT INTO job_events (job_id, seq, time_ms, type, payload) VALUES (?,?,?,?,?)"
 
     def rows():
         for i in range(n):
@@ -86,24 +92,49 @@ def fill(db_path, n):
             new_id = "%08x-%04x-4%03x-8%03x-%012x" % (
                 rng.getrandbits(32), rng.getrandbits(16), rng.getrandbits(12),
                 rng.getrandbits(12), i)
-            yield (new_id, t[1], t[2], t[3], t[4], t[5], t[6].replace(t[0], new_id)), \
-                (new_id, 1) + tuple(last_event[t[0]])
+            job = list(t)
+            job[id_col] = new_id
+            job[doc_col] = t[doc_col].replace(t[id_col], new_id)
+            yield tuple(job), (new_id, 1) + tuple(last_event[t[id_col]])
 
     ids = []
     batch_jobs, batch_events = [], []
     with db:
         for job, event in rows():
-            ids.append(job[0])
+            ids.append(job[id_col])
             batch_jobs.append(job)
             batch_events.append(event)
             if len(batch_jobs) >= 20000:
-                db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)", batch_jobs)
-                db.executemany("INSERT INTO job_events VALUES (?,?,?,?,?)", batch_events)
+                db.executemany(insert_job, batch_jobs)
+                db.executemany(insert_event, batch_events)
                 batch_jobs, batch_events = [], []
-        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)", batch_jobs)
-        db.executemany("INSERT INTO job_events VALUES (?,?,?,?,?)", batch_events)
+        db.executemany(insert_job, batch_jobs)
+        db.executemany(insert_event, batch_events)
     db.close()
     return ids
+
+
+def prepare(name, binary, load, templates, jobs):
+    """A home whose store holds `templates` real finished jobs and `jobs` copies; the empty
+    store's time to listen and VmRSS."""
+    home = tempfile.mkdtemp(prefix="lote_bench_restart_")
+    server, _ = start(binary, home)
+    key, secret = server.credentials()
+    subprocess.run([load, "--endpoint", server.endpoint, "--key", key, "--secret", secret,
+                    "--jobs", str(templates), "--clients", "2", "--setup",
+                    "--instance-type", "local", "--wait-seconds", "120", "--paced-jobs", "0",
+                    "--warmup", "0"], check=True, stdout=subprocess.DEVNULL)
+    server.stop()
+    server, base_listen = start(binary, home)
+    base_rss = rss_kib(server.proc.pid)
+    server.stop()
+    print("%s: empty store (%d jobs): time to listen %.2f s, VmRSS %.0f MiB"
+          % (name, templates, base_listen, base_rss / 1024.0), flush=True)
+    t = time.monotonic()
+    ids = fill(os.path.join(home, "lote.db"), jobs)
+    print("%s: filled %d jobs through SQL in %.1f s" % (name, jobs, time.monotonic() - t),
+          flush=True)
+    return home, ids, base_rss
 
 
 def measure(name, binary, home, ids, base_rss, calls, list_calls):
@@ -129,35 +160,23 @@ def main():
     ap.add_argument("--list-calls", type=int, default=20)
     ap.add_argument("--peer", default="")
     a = ap.parse_args()
-    binary = os.path.abspath(os.path.join(a.build, "lote"))
+    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    print("host: %d CPUs, load average %s; %d finished jobs filled into the store"
+          % (os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]), a.jobs))
+    # The peer gets a store of its own (an older build may not open this one's schema),
+    # generated with its own binary; its load client is this build's.
     load = os.path.abspath(os.path.join(a.build, "bench", "jobs", "lote_jobs_load"))
-    home = tempfile.mkdtemp(prefix="lote_bench_restart_")
-    try:
-        print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
-        print("host: %d CPUs, load average %s; %d finished jobs filled into the store"
-              % (os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]), a.jobs))
-        server, _ = start(binary, home)
-        key, secret = server.credentials()
-        subprocess.run([load, "--endpoint", server.endpoint, "--key", key, "--secret", secret,
-                        "--jobs", str(a.templates), "--clients", "2", "--setup",
-                        "--instance-type", "local", "--wait-seconds", "120", "--paced-jobs", "0",
-                        "--warmup", "0"], check=True, stdout=subprocess.DEVNULL)
-        server.stop()
-        server, base_listen = start(binary, home)
-        base_rss = rss_kib(server.proc.pid)
-        server.stop()
-        print("empty store (%d jobs): time to listen %.2f s, VmRSS %.0f MiB"
-              % (a.templates, base_listen, base_rss / 1024.0), flush=True)
-        t = time.monotonic()
-        ids = fill(os.path.join(home, "lote.db"), a.jobs)
-        print("filled %d jobs through SQL in %.1f s" % (a.jobs, time.monotonic() - t), flush=True)
-        this = measure("this", binary, home, ids, base_rss, a.calls, a.list_calls)
-        if a.peer:
-            peer = measure("peer", os.path.abspath(os.path.join(a.peer, "lote")), home, ids,
-                           0, a.calls, a.list_calls)
-            print("ratio peer/this time to listen: %.2fx" % (peer / this))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    runs = [("this", a.build)] + ([("peer", a.peer)] if a.peer else [])
+    listen = {}
+    for name, build in runs:
+        binary = os.path.abspath(os.path.join(build, "lote"))
+        home, ids, base_rss = prepare(name, binary, load, a.templates, a.jobs)
+        try:
+            listen[name] = measure(name, binary, home, ids, base_rss, a.calls, a.list_calls)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    if "peer" in listen:
+        print("ratio peer/this time to listen: %.2fx" % (listen["peer"] / listen["this"]))
 
 
 if __name__ == "__main__":

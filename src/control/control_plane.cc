@@ -18,7 +18,8 @@ ControlPlane::ControlPlane(store::Store* store, const Clock* clock, ControlConfi
 Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(store::Store* store, const Clock* clock,
                                                          ControlConfig config) {
   std::unique_ptr<ControlPlane> cp(new ControlPlane(store, clock, std::move(config)));
-  ASSIGN_OR_RETURN(store::Snapshot snapshot, store->Load());
+  // Resources only: the job loop reads the jobs it keeps (JobLoop::Load).
+  ASSIGN_OR_RETURN(store::Snapshot snapshot, store->Load(/*with_jobs=*/false));
   RETURN_IF_ERROR(cp->LoadFrom(snapshot));
   return cp;
 }

@@ -45,7 +45,7 @@ void JobIndex::Update(const Job* before, const Job& after) {
     dependency_candidates_.insert(after.id);
 }
 
-void JobIndex::Remove(const Job& job) {
+void JobIndex::Remove(const Job& job, bool counted) {
   if (auto d = deadline_of_.find(job.id); d != deadline_of_.end()) {
     deadlines_.erase({d->second, job.id});
     deadline_of_.erase(d);
@@ -64,8 +64,7 @@ void JobIndex::Remove(const Job& job) {
     if (q->second.empty()) runnable_.erase(q);
   }
   holding_.erase(job.id);
-  if (auto c = counts_.find({job.queue_arn, job.status}); c != counts_.end() && --c->second == 0)
-    counts_.erase(c);
+  if (counted) AddCount(job.queue_arn, job.status, -1);
   if (!ListedInQueue(job)) return;
   if (auto l = listed_.find({job.queue_arn, ShownStatus(job)}); l != listed_.end()) {
     l->second.erase({job.created_at, job.id});
@@ -73,7 +72,7 @@ void JobIndex::Remove(const Job& job) {
   }
 }
 
-void JobIndex::Add(const Job& job) {
+void JobIndex::Add(const Job& job, bool counted) {
   if (std::optional<int64_t> deadline = AttemptDeadlineMs(job)) {
     deadlines_.insert({*deadline, job.id});
     deadline_of_[job.id] = *deadline;
@@ -85,9 +84,41 @@ void JobIndex::Add(const Job& job) {
     for (const std::string& dep : job.wait_for) waiters_[DependencyKey(dep)].insert(job.id);
   if (IsRunnable(job)) runnable_[job.queue_arn].insert(job.id);
   if (job.CurrentAttempt() != nullptr) holding_.insert(job.id);
-  ++counts_[{job.queue_arn, job.status}];
+  if (counted) AddCount(job.queue_arn, job.status, 1);
   if (ListedInQueue(job))
     listed_[{job.queue_arn, ShownStatus(job)}].insert({job.created_at, job.id});
+}
+
+void JobIndex::Evict(const Job& job) { Remove(job, /*counted=*/false); }
+
+void JobIndex::Restore(const Job& job) { Add(job, /*counted=*/false); }
+
+void JobIndex::Forget(const Job& job) {
+  Remove(job);
+  if (auto child = ParseArrayChildId(job.id); child && job.array && !job.IsArrayParent())
+    AddChildCount(child->first, job.status, -1);
+  runnable_changes_.insert(job.id);
+  if (auto w = waiters_.find(job.id); w != waiters_.end())
+    dependency_candidates_.insert(w->second.begin(), w->second.end());
+}
+
+void JobIndex::AddCount(const std::string& queue_arn, JobStatus status, int64_t delta) {
+  auto [c, added] = counts_.try_emplace({queue_arn, status}, 0);
+  c->second += delta;
+  if (c->second <= 0) counts_.erase(c);
+}
+
+void JobIndex::AddChildCount(const std::string& parent, JobStatus status, int32_t delta) {
+  auto& counts = child_counts_[parent];
+  auto [c, added] = counts.try_emplace(status, 0);
+  c->second += delta;
+  if (c->second <= 0) counts.erase(c);
+  changed_parents_.insert(parent);
+}
+
+void JobIndex::ForgetChildCounts(const std::string& parent) {
+  child_counts_.erase(parent);
+  changed_parents_.erase(parent);
 }
 
 const JobIndex::Listed* JobIndex::ListedJobs(const std::string& queue_arn, JobStatus shown) const {

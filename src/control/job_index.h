@@ -7,8 +7,14 @@
 // order (a ListJobs page without a filter reads only that page).
 //
 // Maintained in one place: Update(before, after) on every change of a job
-// (before null for a new one); Rebuild from the whole table on Load.
+// (before null for a new one); Rebuild from the whole table.
 // Invariant: after the same changes, the index equals Rebuild(jobs).
+//
+// Finished jobs leave memory (the job loop reads them from the store): Evict
+// drops a SUCCEEDED / FAILED job's own entries and keeps what it counts (its
+// queue's count per status, its array parent's child counts), Restore puts
+// them back for a job read back from the store, AddCount / AddChildCount
+// seed the counts of the jobs only the store holds.
 // No I/O, no clock, no locks: the job loop guards it with its own mutex.
 #pragma once
 
@@ -28,6 +34,17 @@ class JobIndex {
  public:
   void Update(const Job* before, const Job& after);
   void Rebuild(const JobTable& jobs);
+  // A finished job leaves memory: its entries go, its counts stay.
+  void Evict(const Job& job);
+  // A finished job read back from the store: its entries, not its counts.
+  void Restore(const Job& job);
+  // A job that never was (a refused write): entries and counts.
+  void Forget(const Job& job);
+  // Counts of jobs the store holds and memory does not.
+  void AddCount(const std::string& queue_arn, JobStatus status, int64_t delta);
+  void AddChildCount(const std::string& parent, JobStatus status, int32_t delta);
+  // The parent left memory: its children's counts go.
+  void ForgetChildCounts(const std::string& parent);
 
   // RUNNING jobs whose attempt deadline is at or before `now`.
   std::vector<std::string> DueTimeouts(int64_t now) const;
@@ -64,8 +81,8 @@ class JobIndex {
   bool operator==(const JobIndex& o) const;
 
  private:
-  void Remove(const Job& job);
-  void Add(const Job& job);
+  void Remove(const Job& job, bool counted = true);
+  void Add(const Job& job, bool counted = true);
 
   std::set<std::pair<int64_t, std::string>> deadlines_;
   std::map<std::string, int64_t> deadline_of_;

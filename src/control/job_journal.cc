@@ -3,6 +3,7 @@
 // rewritten, in the batch the next flush commits.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
@@ -10,9 +11,33 @@
 #include "control/job_loop.h"
 
 namespace lote::control {
+namespace {
+
+// The store's row of a job, with the columns its reads filter on.
+store::JobRow RowOf(const Job& job, int64_t updated_ms) {
+  store::JobRow row{job.id,         job.name,   job.queue_arn, std::string(JobStatusName(job.status)),
+                    job.created_at, updated_ms, JobToJson(job).dump()};
+  if (job.IsArrayChild()) {
+    row.parent_id = job.array_parent_id;
+    row.array_index = job.array->index;
+  }
+  if (IsFinal(job.status)) row.stopped_ms = job.stopped_at > 0 ? job.stopped_at : updated_ms;
+  for (const Attempt& a : job.attempts)
+    if (a.failure_category == FailureCategory::kNodeLost ||
+        a.failure_category == FailureCategory::kHang)
+      row.node_failed_ms = std::max(row.node_failed_ms, a.stopped_at);
+  return row;
+}
+
+}  // namespace
 
 Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   auto it = jobs_.find(id);
+  if (it == jobs_.end() && event.type != JobEventType::kSubmitted) {
+    // A finished job that left memory: read back, then changed.
+    ASSIGN_OR_RETURN(bool restored, RestoreLocked(id));
+    if (restored) it = jobs_.find(id);
+  }
   static const Job kNone;
   const Job& before = it == jobs_.end() ? kNone : it->second;
   ASSIGN_OR_RETURN(Job after, Apply(before, event));
@@ -22,9 +47,8 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
                                         std::string(JobEventTypeName(event.type)),
                                         EventToJson(event).dump()});
   batch_jobs_.insert(after.id);
-  batch_.PutJob(store::JobRow{after.id, after.name, after.queue_arn,
-                              std::string(JobStatusName(after.status)), after.created_at,
-                              event.at_ms, JobToJson(after).dump()});
+  batch_.PutJob(RowOf(after, event.at_ms));
+  if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
   if (it == jobs_.end()) {
     submit_order_[after.id] = next_submit_order_++;
     index_.Update(nullptr, jobs_[after.id] = after);
@@ -76,6 +100,8 @@ Result<uint64_t> JobLoop::FlushLocked() {
     return ticket.status();
   }
   while (!unstored_.empty() && unstored_.front().first <= committed) unstored_.pop_front();
+  for (const std::string& id : ids)
+    if (auto f = finishing_.find(id); f != finishing_.end()) f->second = *ticket;
   unstored_.emplace_back(*ticket, std::move(ids));
   return ticket;
 }
@@ -109,7 +135,6 @@ void JobLoop::ReconcileLocked() {
     Status st = ReloadJobLocked(id);
     if (!st.ok()) spdlog::error("jobs: {} could not be read back: {}", id, st.ToString());
   }
-  index_.Rebuild(jobs_);
   metrics_.ClearJobCounts();
   for (const auto& [key, count] : index_.CountsByQueue()) CountJobsLocked(key.first, key.second);
   rebuild_sched_input_ = true;
@@ -120,19 +145,155 @@ void JobLoop::ReconcileLocked() {
 }
 
 Status JobLoop::ReloadJobLocked(const std::string& id) {
+  // The index follows each job (Update), not Rebuild: it also counts the
+  // finished jobs only the store holds.
+  auto it = jobs_.find(id);
   ASSIGN_OR_RETURN(std::optional<store::JobRow> row, store_->FindJob(id));
   if (!row) {
-    jobs_.erase(id);
+    if (it != jobs_.end()) {
+      index_.Forget(it->second);
+      jobs_.erase(it);
+    }
     last_seq_.erase(id);
     submit_order_.erase(id);
+    finishing_.erase(id);
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(Json doc, ParseJson(row->doc));
   ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
-  ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, store_->JobEvents(id));
-  last_seq_[id] = events.empty() ? 0 : events.back().seq;
-  jobs_[id] = std::move(job);
+  ASSIGN_OR_RETURN(int64_t seq, store_->LastJobEventSeq(id));
+  const bool final = IsFinal(job.status);
+  if (it == jobs_.end()) {
+    if (final) return Status::Ok();  // left memory once committed: counted already
+    submit_order_[id] = next_submit_order_++;
+    index_.Update(nullptr, jobs_[id] = std::move(job));
+  } else {
+    const Job before = std::move(it->second);
+    it->second = std::move(job);
+    index_.Update(&before, it->second);
+  }
+  last_seq_[id] = seq;
+  if (final) {
+    finishing_[id] = 0;  // committed
+  } else {
+    finishing_.erase(id);
+  }
   return Status::Ok();
+}
+
+Result<std::optional<Job>> JobLoop::StoredJob(const std::string& id) {
+  ASSIGN_OR_RETURN(std::optional<store::JobRow> row, store_->FindJob(id));
+  if (!row) return std::optional<Job>();
+  ASSIGN_OR_RETURN(Json doc, ParseJson(row->doc));
+  ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
+  return std::optional<Job>(std::move(job));
+}
+
+Result<std::optional<Job>> JobLoop::FindJobLocked(const std::string& id) {
+  if (auto it = jobs_.find(id); it != jobs_.end()) return std::optional<Job>(it->second);
+  if (retiring_.count(id)) return std::optional<Job>();
+  return StoredJob(id);
+}
+
+Result<bool> JobLoop::RestoreLocked(const std::string& id) {
+  if (retiring_.count(id)) return false;
+  ASSIGN_OR_RETURN(std::optional<Job> job, StoredJob(id));
+  // Only finished jobs leave memory: another row not in memory is not one of ours.
+  if (!job || !IsFinal(job->status)) return false;
+  ASSIGN_OR_RETURN(int64_t seq, store_->LastJobEventSeq(id));
+  last_seq_[id] = seq;
+  finishing_[id] = 0;  // committed: it leaves again once its change is
+  index_.Restore(jobs_[id] = std::move(*job));
+  return true;
+}
+
+void JobLoop::EvictFinishedLocked() {
+  metrics_.SetJobsInMemory(static_cast<int64_t>(jobs_.size()));
+  if (finishing_.empty()) return;
+  const uint64_t seen = failures_seen_;
+  const store::Store::Ticket committed = store_->finished_through();
+  // A failed write since: ReconcileLocked decides first.
+  if (store_->failure_count() != seen) return;
+  std::set<std::string> progress_due;  // the final progress of an attempt still to store
+  for (const exec::AttemptKey& key : closed_attempts_) progress_due.insert(key.job_id);
+  std::vector<std::string> gone;
+  // Backwards: an array's children ("<id>:<i>") before their parent.
+  for (auto f = finishing_.rbegin(); f != finishing_.rend(); ++f) {
+    const std::string& id = f->first;
+    if (f->second > committed || progress_due.count(id)) continue;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !IsFinal(it->second.status)) {
+      gone.push_back(id);
+      continue;
+    }
+    if (it->second.IsArrayParent()) {
+      const std::string prefix = id + ":";
+      auto child = jobs_.lower_bound(prefix);
+      if (child != jobs_.end() && child->first.compare(0, prefix.size(), prefix) == 0) continue;
+      index_.ForgetChildCounts(id);
+    }
+    index_.Evict(it->second);
+    jobs_.erase(it);
+    last_seq_.erase(id);
+    submit_order_.erase(id);
+    shortage_served_.erase(id);
+    queue_positions_.erase(id);
+    gone.push_back(id);
+  }
+  for (const std::string& id : gone) finishing_.erase(id);
+  metrics_.SetJobsInMemory(static_cast<int64_t>(jobs_.size()));
+}
+
+void JobLoop::RetireExpiredJobs(int64_t now) {
+  const int64_t retention = options_.job_retention_ms;
+  if (retention <= 0 || now < next_retention_ms_) return;
+  // Checked again after a quarter of the retention, at most a minute later.
+  const int64_t idle_interval = std::clamp<int64_t>(retention / 4, 1, 60'000);
+  next_retention_ms_ = now + idle_interval;
+  Result<store::ExpiredJobs> expired =
+      store_->FindExpiredJobs(now - retention, options_.retention_batch_rows);
+  if (!expired.ok()) {
+    spdlog::warn("jobs: retention: {}", expired.status().ToString());
+    return;
+  }
+  if (expired->jobs.empty()) return;
+  std::vector<const store::ExpiredJob*> deleting;
+  Result<uint64_t> ticket = uint64_t{0};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    store::WriteBatch batch;
+    for (const store::ExpiredJob& job : expired->jobs) {
+      // Read back for a change meanwhile: deleted by a later batch.
+      if (jobs_.count(job.job_id)) continue;
+      batch.DeleteJob(job.job_id);
+      retiring_.insert(job.job_id);
+      deleting.push_back(&job);
+    }
+    if (deleting.empty()) return;
+    ticket = store_->EnqueueUnlessFailed(std::move(batch), failures_seen_);
+  }
+  const Status st = ticket.ok() ? store_->Wait(*ticket) : ticket.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t rows = 0;
+  for (const store::ExpiredJob* job : deleting) {
+    retiring_.erase(job->job_id);
+    if (!st.ok()) continue;
+    rows += job->rows;
+    for (const store::JobCount& c : job->counts) {
+      Result<JobStatus> status = ParseJobStatus(c.status);
+      if (!status.ok()) continue;
+      index_.AddCount(c.queue_arn, *status, -c.count);
+      CountJobsLocked(c.queue_arn, *status);
+    }
+  }
+  if (!st.ok()) {
+    spdlog::warn("jobs: retention: the deletion was not stored: {}", st.ToString());
+    return;
+  }
+  spdlog::info("jobs: retention: {} finished job(s) that ended over {} s ago deleted", rows,
+               retention / 1000);
+  // A full batch: more may be due at once.
+  if (expired->rows >= options_.retention_batch_rows) next_retention_ms_ = now;
 }
 
 }  // namespace lote::control

@@ -66,6 +66,11 @@ void JobLoop::Stop() {
   stopping_ = true;
 }
 
+bool JobLoop::InMemory(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.count(job_id) > 0;
+}
+
 // --- The loop -----------------------------------------------------------------
 
 std::string JobLoop::NewInstanceIdLocked() {
@@ -145,7 +150,13 @@ void JobLoop::ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, 
   for (const exec::NodeEvent& ev : events) {
     const std::string& id = ev.node.attempt.job_id;
     auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
+    if (it == jobs_.end()) {
+      // A late report of a finished job's node (its exit after the gang's
+      // teardown): read back to record it.
+      Result<bool> restored = RestoreLocked(id);
+      if (!restored.ok() || !*restored) continue;
+      it = jobs_.find(id);
+    }
     const int32_t attempt = ev.node.attempt.attempt;
     // The backend's own time of what happened (never in the future of ours).
     const int64_t at = ev.at_ms > 0 ? std::min(ev.at_ms, now) : now;
@@ -249,9 +260,11 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     auto status_of = [this](const std::string& dep) -> std::optional<JobStatus> {
       std::string key = dep;
       if (auto node = ParseNodeJobId(dep)) key = node->first;
-      auto it = jobs_.find(key);
-      if (it == jobs_.end()) return std::nullopt;
-      return it->second.status;
+      if (auto it = jobs_.find(key); it != jobs_.end()) return it->second.status;
+      // Finished and gone from memory: the store's row says how it ended.
+      Result<std::optional<Job>> stored = FindJobLocked(key);
+      if (!stored.ok() || !*stored) return std::nullopt;
+      return (*stored)->status;
     };
     // Array parents follow their children (a parent's own dependencies are
     // its children's); both only for what changed.
@@ -313,6 +326,12 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
   TerminateAttempts(terminate);
   LaunchPlaced(launches);
   CollectHangEvidence();
+  {
+    // Finished jobs whose end is committed leave memory (read from the store).
+    std::lock_guard<std::mutex> lock(mu_);
+    EvictFinishedLocked();
+  }
+  RetireExpiredJobs(now);
   metrics_.pass_seconds()->Observe(SecondsSince(began));
 }
 }  // namespace lote::control

@@ -30,6 +30,16 @@
 // - Gang teardown: when an attempt ends (success, failure, timeout,
 //   termination) every node of it still running is terminated (grace:
 //   lote:terminationGraceSeconds, else options.terminate_grace_ms).
+// - Finished jobs leave memory: once a SUCCEEDED or FAILED job's row is
+//   committed (its last progress stored; an array parent once none of its
+//   children is in memory), it is dropped from the table and the index; the
+//   counts it adds to stay as numbers. Reads of such a job (DescribeJobs,
+//   ListJobs of SUCCEEDED / FAILED, tags, dependencies, owners) go to the
+//   store; a change (tags) reads it back first.
+// - Start-up reads only the jobs not finished (and the counts of the rest).
+// - Retention (options.job_retention_ms): finished jobs that ended longer ago
+//   are deleted from the store in batches of about
+//   options.retention_batch_rows jobs, from Pass, an array with its children.
 // - On Create the nodes the store says are running are recovered from their
 //   backends by the stored references (adopted, or their outcome / NODE_LOST
 //   reported through the backends' events).
@@ -54,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -72,6 +83,7 @@
 #include "control/job_metrics.h"
 #include "control/job_model.h"
 #include "control/job_output.h"
+#include "control/job_render.h"
 #include "control/job_state.h"
 #include "control/quarantine.h"
 #include "control/scheduler_input.h"
@@ -92,6 +104,9 @@ class BackendDirectory {
   // Every backend made so far.
   virtual std::vector<exec::Backend*> All() = 0;
 };
+
+// How long finished jobs are kept by default: 7 days, as AWS keeps them.
+inline constexpr int64_t kDefaultJobRetentionMs = 7LL * 24 * 3600 * 1000;
 
 struct JobLoopOptions {
   const Clock* clock = nullptr;
@@ -119,6 +134,11 @@ struct JobLoopOptions {
   // Bad-node quarantine (quarantine.h): how many different jobs' NODE_LOST or
   // HANG attempts on one node within how long quarantine it, for how long.
   QuarantineOptions quarantine;
+  // Finished jobs are deleted from the store this long after they ended
+  // (AWS keeps them at least 7 days); 0: kept for ever.
+  int64_t job_retention_ms = kDefaultJobRetentionMs;
+  // About how many jobs (array children included) one retention batch deletes.
+  int64_t retention_batch_rows = 1000;
 };
 
 class JobLoop {
@@ -169,6 +189,9 @@ class JobLoop {
   bool TakeDirty();
   // Nothing new is placed or launched any more (the server is stopping).
   void Stop();
+  // Whether the job is held in memory (finished jobs leave it once their end
+  // is committed): what tests and the restart benchmark observe.
+  bool InMemory(const std::string& job_id);
 
  private:
   explicit JobLoop(JobLoopOptions options);
@@ -224,7 +247,7 @@ class JobLoop {
   // shown to the control plane (PrepareScheduleLocked).
   void NoteClosedAttemptLocked(const Job& job, size_t attempt);
   void RebuildQuarantineLocked();
-  void RestoreQuarantinedInstancesLocked();
+  void RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& jobs);
   void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);
   // The waiting jobs whose statusReason the decisions change (pass thread).
   std::vector<std::pair<std::string, std::string>> ChangedReasons(
@@ -238,10 +261,27 @@ class JobLoop {
   // Whether the queue of a job in the scheduler's input is known to it.
   bool KnownQueue(const std::string& job_id) const;
   Result<Json> TerminateOrCancel(const Json& request, bool terminate);
-  // ListJobs of a queue and status without a filter, from the index.
-  Json ListQueuePage(const std::string& queue_arn, JobStatus status, size_t offset,
-                     int32_t max_results);
-  Result<std::string> JobIdOfArnLocked(const std::string& arn) const;
+  // ListJobs' page from memory (what it holds after `after`, at most
+  // `limit`) and from the store (finished jobs not in that part).
+  std::vector<Job> ListedInMemoryLocked(const ListJobsQuery& query, const std::string& queue_arn,
+                                        const std::optional<ListPosition>& after, size_t limit);
+  Result<std::vector<Job>> ListedInStore(const ListJobsQuery& query, const std::string& queue_arn,
+                                         const std::optional<ListPosition>& after, size_t limit,
+                                         const std::set<std::string>& in_memory);
+  Result<std::string> JobIdOfArnLocked(const std::string& arn);
+  // DescribeJobs' JobDetail of a job (with its live progress and logsComplete).
+  Json DescribedLocked(const Job& job);
+  // A job as the store holds it (nullopt: no row, or being deleted by retention).
+  Result<std::optional<Job>> StoredJob(const std::string& id);
+  // The job in memory, else the store's (what a read of a finished job sees).
+  Result<std::optional<Job>> FindJobLocked(const std::string& id);
+  // A finished job the store holds read back into memory for a change
+  // (false: the store has no such finished job).
+  Result<bool> RestoreLocked(const std::string& id);
+  // Finished jobs whose last change is committed leave memory.
+  void EvictFinishedLocked();
+  // One retention batch when one is due (no lock held).
+  void RetireExpiredJobs(int64_t now);
   // The backend of an attempt: the one recorded at its launch, else its
   // compute environment's (null when neither can be had).
   exec::Backend* BackendOf(const Attempt& attempt);
@@ -289,10 +329,18 @@ class JobLoop {
   std::map<exec::AttemptKey, HangEvidence> hang_evidence_;  // protected by mu_
   std::set<exec::AttemptKey> evidence_collecting_;          // taken by a collector; mu_
   std::atomic<bool> evidence_due_{false};    // set with evidence_wanted_, cleared by its collector
-  JobTable jobs_;                            // every job incl. array children
+  JobTable jobs_;                            // the unfinished jobs incl. array children,
+                                             // and finished ones until they leave (finishing_)
   JobIndex index_;                           // over jobs_ (ApplyLocked keeps it)
   std::map<std::string, int64_t> last_seq_;  // per job: last event seq stored
   SubmitOrder submit_order_;                 // per job
+  // Finished jobs in memory -> the ticket of the batch with their last
+  // change (kUnflushed until it is handed to the store): EvictFinishedLocked.
+  static constexpr uint64_t kUnflushed = ~uint64_t{0};
+  std::map<std::string, uint64_t> finishing_;
+  // Jobs a retention batch deletes that is not known committed yet.
+  std::set<std::string> retiring_;
+  int64_t next_retention_ms_ = 0;  // pass thread
   int64_t next_submit_order_ = 1;
   InstanceTable instances_;
   int32_t next_instance_index_ = 0;

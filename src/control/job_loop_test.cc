@@ -149,6 +149,7 @@ class JobLoopTest : public ::testing::Test {
     o.control = control_.get();
     o.backends = &directory_;
     o.metrics = &metrics_;
+    o.job_retention_ms = retention_ms_;
     auto loop = JobLoop::Create(o);
     ASSERT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(loop).value();
@@ -196,6 +197,7 @@ class JobLoopTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<JobLoop> loop_;
   metrics::Registry metrics_;
+  int64_t retention_ms_ = kDefaultJobRetentionMs;
 };
 
 TEST_F(JobLoopTest, AJobRunsWhenItsBackendSaysSoAndEndsWithItsExit) {
@@ -656,6 +658,166 @@ TEST_F(JobLoopTest, AShortageAndARunnerFaultTogetherKeepBoth) {
   Settle();
   ASSERT_EQ(backend_.gangs.size(), 1u);
   EXPECT_EQ(backend_.gangs[0].nodes[0].fault.action, exec::FaultAction::kKill);
+}
+
+// --- Finished jobs out of memory ---------------------------------------------
+
+Json ListPage(JobLoop* loop, Json request) {
+  auto r = loop->ListJobs(request);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : Json();
+}
+
+TEST_F(JobLoopTest, AFinishedJobLeavesMemoryAndIsDescribedTheSameFromTheStore) {
+  const std::string id = Submit("q", "d", Json{{"tags", {{"team", "a"}}}});
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", id}, {"reason", "not needed"}}).ok());
+  const Json in_memory = Describe(id);
+  ASSERT_EQ(in_memory["status"], "FAILED");
+  ASSERT_TRUE(loop_->InMemory(id));
+  Settle();
+  EXPECT_FALSE(loop_->InMemory(id));
+  EXPECT_EQ(Describe(id), in_memory);
+  // A job that ran: its attempt, exit code and times come back from the store.
+  const std::string ran = Submit("q", "mn");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  backend_.Running(backend_.gangs[0], clock_.NowMillis());
+  Settle();
+  clock_.AdvanceMillis(500);
+  for (const exec::NodeSpec& n : backend_.gangs[0].nodes)
+    backend_.Exit(n.node, 0, clock_.NowMillis());
+  Settle();
+  EXPECT_FALSE(loop_->InMemory(ran));
+  const Json stored = Describe(ran);
+  EXPECT_EQ(stored["status"], "SUCCEEDED");
+  ASSERT_EQ(stored["attempts"].size(), 1u);
+  EXPECT_EQ(Describe(ran + "#2")["status"], "SUCCEEDED");
+  // Tagged after it left: read back into memory, the same job plus the tag.
+  const std::string arn = stored["jobArn"];
+  ASSERT_TRUE(loop_->ChangeJobTags(Json{{"resourceArn", arn}, {"tags", {{"k", "v"}}}}, false).ok());
+  ASSERT_TRUE(loop_->InMemory(ran));
+  const Json tagged = Describe(ran);
+  Json expected = stored;
+  expected["tags"]["k"] = "v";
+  EXPECT_EQ(tagged, expected);
+  // Twice before it leaves again, and once after: each event has the next seq.
+  ASSERT_TRUE(loop_->ChangeJobTags(Json{{"resourceArn", arn}, {"tags", {{"k2", "v"}}}}, false).ok());
+  Settle();
+  EXPECT_FALSE(loop_->InMemory(ran));
+  ASSERT_TRUE(
+      loop_->ChangeJobTags(Json{{"resourceArn", arn}, {"tagKeys", {"k"}}}, /*untag=*/true).ok());
+  auto tags = loop_->ListJobTags(Json{{"resourceArn", arn}});
+  ASSERT_TRUE(tags.ok());
+  EXPECT_EQ((*tags)["tags"], (Json{{"k2", "v"}}));
+  Settle();
+  auto events = store_->JobEvents(ran);
+  ASSERT_TRUE(events.ok());
+  for (size_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].seq, int64_t(i + 1));
+  EXPECT_EQ(events->back().type, "TagsChanged");
+  // Cancelling a finished job is a no-op, as AWS.
+  EXPECT_TRUE(loop_->CancelJob(Json{{"jobId", id}, {"reason", "again"}}).ok());
+  EXPECT_EQ(Describe(id), in_memory);
+}
+
+TEST_F(JobLoopTest, ListJobsPagesFinishedJobsByKeyAcrossInsertsAndRestarts) {
+  std::vector<std::string> ids;
+  auto cancelled = [&] {
+    const std::string id = Submit("q", "d");
+    EXPECT_TRUE(loop_->CancelJob(Json{{"jobId", id}, {"reason", "r"}}).ok());
+    clock_.AdvanceMillis(1);
+    ids.push_back(id);
+  };
+  for (int i = 0; i < 5; ++i) cancelled();
+  Settle();  // they leave memory
+  const Json request{{"jobQueue", "q"}, {"jobStatus", "FAILED"}, {"maxResults", 2}};
+  std::vector<std::string> listed;
+  Json page = ListPage(loop_.get(), request);
+  for (const Json& j : page["jobSummaryList"]) listed.push_back(j["jobId"]);
+  ASSERT_TRUE(page.contains("nextToken"));
+  // Inserted meanwhile: one left memory, one still in it.
+  cancelled();
+  Settle();
+  cancelled();
+  ASSERT_TRUE(loop_->InMemory(ids.back()));
+  while (page.contains("nextToken")) {
+    Json next = request;
+    next["nextToken"] = page["nextToken"];
+    page = ListPage(loop_.get(), next);
+    for (const Json& j : page["jobSummaryList"]) listed.push_back(j["jobId"]);
+  }
+  EXPECT_EQ(listed, ids);  // createdAt order, none twice, none missed
+  Json bad = request;
+  bad["nextToken"] = "2";
+  auto refused = loop_->ListJobs(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsInvalidArgument());
+  // With a filter: every status, newest first, from memory and the store.
+  const std::string waiting = Submit("q", "d", Json{{"jobName", "t-waiting"}});
+  Json filtered = ListPage(loop_.get(), Json{{"jobQueue", "q"},
+                                             {"filters", {{{"name", "JOB_NAME"}, {"values", {"t*"}}}}}});
+  ASSERT_EQ(filtered["jobSummaryList"].size(), ids.size() + 1);
+  EXPECT_EQ(filtered["jobSummaryList"][0]["jobId"], waiting);
+  EXPECT_EQ(filtered["jobSummaryList"][1]["jobId"], ids.back());
+  EXPECT_EQ(filtered["jobSummaryList"][ids.size()]["jobId"], ids.front());
+  // After a restart only the waiting job is loaded; the rest read the same.
+  Start();
+  EXPECT_TRUE(loop_->InMemory(waiting));
+  for (const std::string& id : ids) EXPECT_FALSE(loop_->InMemory(id)) << id;
+  Json all = ListPage(loop_.get(), Json{{"jobQueue", "q"}, {"jobStatus", "FAILED"}});
+  ASSERT_EQ(all["jobSummaryList"].size(), ids.size());
+  EXPECT_EQ(all["jobSummaryList"][0]["jobId"], ids.front());
+  EXPECT_NE(metrics_.Render().find("lote_jobs{queue=\"q\",status=\"FAILED\"} 7\n"),
+            std::string::npos)
+      << metrics_.Render();
+}
+
+TEST_F(JobLoopTest, DependenciesAndArraysReadFinishedJobsFromTheStore) {
+  const std::string failed = Submit("q", "d");
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", failed}, {"reason", "r"}}).ok());
+  Settle();
+  ASSERT_FALSE(loop_->InMemory(failed));
+  const std::string dependent = Submit("q", "d", Json{{"dependsOn", {{{"jobId", failed}}}}});
+  Settle();
+  EXPECT_EQ(Describe(dependent)["status"], "FAILED");
+  // An array cancelled while it waits: parent and children leave memory,
+  // and its children are listed from the store in index order.
+  const std::string array = Submit("q", "d", Json{{"arrayProperties", {{"size", 3}}}});
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", array}, {"reason", "r"}}).ok());
+  Settle();
+  EXPECT_FALSE(loop_->InMemory(array));
+  EXPECT_FALSE(loop_->InMemory(array + ":1"));
+  Json children = ListPage(loop_.get(), Json{{"arrayJobId", array}, {"jobStatus", "FAILED"}});
+  ASSERT_EQ(children["jobSummaryList"].size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(children["jobSummaryList"][i]["jobId"], array + ":" + std::to_string(i));
+  EXPECT_EQ(Describe(array)["arrayProperties"]["statusSummary"]["FAILED"], 3);
+}
+
+TEST_F(JobLoopTest, RetentionDeletesFinishedJobsThatEndedLongerAgo) {
+  retention_ms_ = 10'000;
+  Start();
+  const std::string old_job = Submit("q", "d");
+  const std::string array = Submit("q", "d", Json{{"arrayProperties", {{"size", 2}}}});
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", old_job}, {"reason", "r"}}).ok());
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", array}, {"reason", "r"}}).ok());
+  Settle();
+  clock_.AdvanceMillis(6'000);
+  const std::string recent = Submit("q", "d");
+  ASSERT_TRUE(loop_->CancelJob(Json{{"jobId", recent}, {"reason", "r"}}).ok());
+  Settle();
+  EXPECT_EQ(Describe(old_job)["status"], "FAILED");  // 6 s: kept
+  clock_.AdvanceMillis(5'000);                       // 11 s after the first ended
+  Settle();
+  EXPECT_TRUE(Describe(old_job).is_null());
+  EXPECT_TRUE(Describe(array).is_null());
+  EXPECT_TRUE(Describe(array + ":1").is_null());
+  auto events = store_->JobEvents(array + ":1");
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+  EXPECT_EQ(Describe(recent)["status"], "FAILED");
+  EXPECT_NE(metrics_.Render().find("lote_jobs{queue=\"q\",status=\"FAILED\"} 1\n"),
+            std::string::npos)
+      << metrics_.Render();
 }
 
 }  // namespace

@@ -23,7 +23,11 @@ JobLoopMetrics::JobLoopMetrics(metrics::Registry* registry)
           metrics::LatencyBuckets())),
       submit_seconds_(registry->GetHistogram("lote_submit_job_seconds",
                                              "SubmitJob latency in the server, commit included.",
-                                             metrics::LatencyBuckets())) {}
+                                             metrics::LatencyBuckets())),
+      jobs_in_memory_(registry->GetGauge(
+          "lote_job_loop_jobs_in_memory",
+          "Jobs the job loop holds in memory: the unfinished ones, and finished ones until "
+          "their end is committed (the rest are read from the store).")) {}
 
 void JobLoopMetrics::SetJobCount(const std::string& queue_arn, JobStatus status, int64_t count) {
   auto [it, added] = job_counts_.try_emplace({queue_arn, status}, nullptr);

@@ -29,6 +29,9 @@ class JobLoopMetrics {
   void SetJobCount(const std::string& queue_arn, JobStatus status, int64_t count);
   // Every lote_jobs series to 0 (before they are set again).
   void ClearJobCounts();
+  // lote_job_loop_jobs_in_memory: the jobs the loop holds (the unfinished
+  // ones, and finished ones until their end is committed).
+  void SetJobsInMemory(int64_t count) { jobs_in_memory_->Set(count); }
   // One gang handed to `backend`; failed: the backend refused it.
   void CountLaunch(const std::string& backend, bool failed);
 
@@ -37,6 +40,7 @@ class JobLoopMetrics {
   metrics::Histogram* pass_seconds_;
   metrics::Histogram* decide_seconds_;
   metrics::Histogram* submit_seconds_;
+  metrics::Gauge* jobs_in_memory_;
   std::map<std::pair<std::string, JobStatus>, metrics::Gauge*> job_counts_;
 };
 

@@ -63,9 +63,12 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     ctx.find_job = [this](const std::string& id) -> std::optional<Job> {
       std::string key = id;
       if (auto node = ParseNodeJobId(id)) key = node->first;
-      auto it = jobs_.find(key);
-      if (it == jobs_.end()) return std::nullopt;
-      return it->second;
+      Result<std::optional<Job>> job = FindJobLocked(key);  // the store's once it finished
+      if (!job.ok()) {
+        spdlog::warn("jobs: dependency {}: {}", key, job.status().ToString());
+        return std::nullopt;
+      }
+      return *job;
     };
     ASSIGN_OR_RETURN(SubmittedJobs submitted, PrepareSubmit(request, ctx));
     RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
@@ -91,33 +94,79 @@ Result<Json> JobLoop::DescribeJobs(const Json& request) {
   if (ids.size() > 100)
     return Status::InvalidArgument("jobs lists " + std::to_string(ids.size()) +
                                    " ids; DescribeJobs takes at most 100: split the request");
-  Json out = Json::array();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> wanted;
   for (const Json& id_json : ids) {
     if (!id_json.is_string()) return Status::InvalidArgument("jobs must hold job id strings");
-    const std::string id = id_json.get<std::string>();
-    if (auto node = ParseNodeJobId(id)) {
-      auto it = jobs_.find(node->first);
-      if (it == jobs_.end()) continue;
-      Result<Job> view = NodeJob(it->second, node->second);
-      if (view.ok()) out.push_back(DescribeJobJson(*view));
-      continue;
-    }
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
-    Json described = DescribeJobJson(it->second);
-    if (output_ != nullptr && !it->second.attempts.empty()) {
-      // Live values of the latest attempt (persisted when the attempt ends).
-      std::optional<Json> live = output_->Progress(
-          id, static_cast<int32_t>(it->second.attempts.size()), clock_->NowMillis());
-      if (live) described["progress"] = std::move(*live);
-      // Extra key: the output of every node of the ended job is stored (the
-      // streams lag the job's end by the time the last bytes take to store).
-      if (IsFinal(it->second.status)) described["logsComplete"] = !output_->Pending(id);
-    }
-    out.push_back(std::move(described));
+    wanted.push_back(id_json.get<std::string>());
   }
+  // `<id>#<n>`: node n of the multi-node job <id>.
+  auto key_of = [](const std::string& id) {
+    auto node = ParseNodeJobId(id);
+    return node ? node->first : id;
+  };
+  auto render = [this](const std::string& id, const Job& job) -> std::optional<Json> {
+    if (auto node = ParseNodeJobId(id)) {
+      Result<Job> view = NodeJob(job, node->second);
+      if (!view.ok()) return std::nullopt;
+      return DescribeJobJson(*view);
+    }
+    return DescribedLocked(job);
+  };
+  std::vector<std::optional<Json>> described(wanted.size());
+  std::vector<std::string> missing;  // not in memory: finished, in the store (or unknown)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      auto it = jobs_.find(key_of(wanted[i]));
+      if (it == jobs_.end()) {
+        missing.push_back(key_of(wanted[i]));
+        continue;
+      }
+      described[i] = render(wanted[i], it->second);
+    }
+  }
+  if (!missing.empty()) {
+    // Committed before they left memory: the store has what memory had.
+    std::sort(missing.begin(), missing.end());
+    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+    ASSIGN_OR_RETURN(std::vector<store::JobRow> rows, store_->FindJobs(missing));
+    std::map<std::string, Job> stored;
+    for (const store::JobRow& row : rows) {
+      Result<Json> doc = ParseJson(row.doc);
+      Result<Job> job = doc.ok() ? JobFromJson(*doc) : Result<Job>(doc.status());
+      if (!job.ok()) {
+        spdlog::error("jobs: the stored row of {} cannot be read: {}", row.job_id,
+                      job.status().ToString());
+        continue;
+      }
+      stored.emplace(row.job_id, std::move(job).value());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      if (described[i]) continue;
+      auto it = stored.find(key_of(wanted[i]));
+      if (it != stored.end() && !retiring_.count(it->first))
+        described[i] = render(wanted[i], it->second);
+    }
+  }
+  Json out = Json::array();
+  for (std::optional<Json>& d : described)
+    if (d) out.push_back(std::move(*d));
   return Json{{"jobs", out}};
+}
+
+Json JobLoop::DescribedLocked(const Job& job) {
+  Json described = DescribeJobJson(job);
+  if (output_ != nullptr && !job.attempts.empty()) {
+    // Live values of the latest attempt (persisted when the attempt ends).
+    std::optional<Json> live = output_->Progress(
+        job.id, static_cast<int32_t>(job.attempts.size()), clock_->NowMillis());
+    if (live) described["progress"] = std::move(*live);
+    // Extra key: the output of every node of the ended job is stored (the
+    // streams lag the job's end by the time the last bytes take to store).
+    if (IsFinal(job.status)) described["logsComplete"] = !output_->Pending(job.id);
+  }
+  return described;
 }
 
 Result<Json> JobLoop::ListJobs(const Json& request) {
@@ -128,66 +177,121 @@ Result<Json> JobLoop::ListJobs(const Json& request) {
     ASSIGN_OR_RETURN(JobQueueSpec queue, control_->FindJobQueue(query.job_queue));
     queue_arn = queue.arn;
   }
-  size_t offset = 0;
+  std::optional<ListPosition> after;
   if (!query.next_token.empty()) {
-    try {
-      offset = std::stoul(query.next_token);
-    } catch (const std::exception&) {
-      return Status::InvalidArgument("nextToken '" + query.next_token +
-                                     "' is not one this server issued; pass the nextToken of the "
-                                     "previous ListJobs answer unchanged");
-    }
+    ASSIGN_OR_RETURN(ListPosition position, ParseListJobsToken(query.next_token));
+    after = std::move(position);
   }
-  if (!queue_arn.empty() && query.job_status && query.filter_name.empty())
-    return ListQueuePage(queue_arn, *query.job_status, offset, query.max_results);
+  const size_t page = static_cast<size_t>(query.max_results);
+  // Memory first (every unfinished job, and finished ones not yet gone),
+  // then the store's finished jobs that memory did not hold then: each part
+  // has its first page + 1 after the token, so their merge has the page and
+  // says whether more follow.
   std::vector<Job> matched;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!query.multi_node_job_id.empty()) {
-      auto it = jobs_.find(query.multi_node_job_id);
-      if (it != jobs_.end()) {
-        for (Job& node : NodeJobs(it->second))
-          if (MatchesListJobs(query, node)) matched.push_back(std::move(node));
-      }
-    } else if (!query.array_job_id.empty()) {
-      auto it = jobs_.find(query.array_job_id);
-      if (it != jobs_.end() && it->second.IsArrayParent()) {
-        for (int32_t i = 0; i < it->second.array->size; ++i) {
-          auto child = jobs_.find(ArrayChildId(it->first, i));
-          if (child != jobs_.end() && MatchesListJobs(query, child->second))
-            matched.push_back(child->second);
-        }
-      }
-    } else {
-      for (const auto& [id, job] : jobs_)
-        if (MatchesListJobs(query, job)) matched.push_back(job);
-    }
+    matched = ListedInMemoryLocked(query, queue_arn, after, page + 1);
+  }
+  const bool finished_listed = !query.job_status || IsFinal(*query.job_status);
+  if (finished_listed && query.multi_node_job_id.empty()) {
+    std::set<std::string> in_memory;
+    for (const Job& job : matched) in_memory.insert(job.id);
+    ASSIGN_OR_RETURN(std::vector<Job> stored,
+                     ListedInStore(query, queue_arn, after, page + 1, in_memory));
+    for (Job& job : stored) matched.push_back(std::move(job));
   }
   SortForListJobs(query, matched);
   Json list = Json::array();
-  const size_t end = std::min(matched.size(), offset + static_cast<size_t>(query.max_results));
-  for (size_t i = offset; i < end; ++i) list.push_back(JobSummaryJson(matched[i]));
+  for (size_t i = 0; i < matched.size() && i < page; ++i) list.push_back(JobSummaryJson(matched[i]));
   Json out{{"jobSummaryList", list}};
-  if (end < matched.size()) out["nextToken"] = std::to_string(end);
+  if (matched.size() > page)
+    out["nextToken"] = ListJobsToken(ListPositionOf(query, matched[page - 1]));
   return out;
 }
 
-// One page of a queue's jobs in a status, no filter: read from the index in
-// ListJobs' order (createdAt, then id), only the page's jobs rendered.
-Json JobLoop::ListQueuePage(const std::string& queue_arn, JobStatus status, size_t offset,
-                            int32_t max_results) {
-  Json list = Json::array();
-  Json out = Json::object();
-  std::lock_guard<std::mutex> lock(mu_);
-  const JobIndex::Listed* listed = index_.ListedJobs(queue_arn, status);
-  if (listed != nullptr && offset < listed->size()) {
-    auto it = std::next(listed->begin(), static_cast<std::ptrdiff_t>(offset));
-    for (int32_t n = 0; it != listed->end() && n < max_results; ++it, ++n)
-      list.push_back(JobSummaryJson(jobs_.at(it->second)));
-    if (it != listed->end()) out["nextToken"] = std::to_string(offset + list.size());
+std::vector<Job> JobLoop::ListedInMemoryLocked(const ListJobsQuery& query,
+                                               const std::string& queue_arn,
+                                               const std::optional<ListPosition>& after,
+                                               size_t limit) {
+  std::vector<Job> matched;
+  auto consider = [&](const Job& job) {
+    if (MatchesListJobs(query, job) && (!after || ListedAfter(query, *after, job)))
+      matched.push_back(job);
+  };
+  if (!query.multi_node_job_id.empty()) {
+    Result<std::optional<Job>> parent = FindJobLocked(query.multi_node_job_id);
+    if (parent.ok() && *parent)
+      for (const Job& node : NodeJobs(**parent)) consider(node);
+  } else if (!query.array_job_id.empty()) {
+    Result<std::optional<Job>> parent = FindJobLocked(query.array_job_id);
+    if (parent.ok() && *parent && (*parent)->IsArrayParent()) {
+      for (int32_t i = 0; i < (*parent)->array->size; ++i) {
+        auto child = jobs_.find(ArrayChildId(query.array_job_id, i));
+        if (child != jobs_.end()) consider(child->second);
+      }
+    }
+  } else if (query.job_status && query.filter_name.empty()) {
+    // A queue's jobs in one status, no filter: that page of the index.
+    const JobIndex::Listed* listed = index_.ListedJobs(queue_arn, *query.job_status);
+    if (listed != nullptr) {
+      auto it = after ? listed->upper_bound({after->at, after->id}) : listed->begin();
+      for (; it != listed->end() && matched.size() < limit; ++it)
+        matched.push_back(jobs_.at(it->second));
+    }
+    return matched;
+  } else {
+    for (const auto& [id, job] : jobs_) consider(job);
   }
-  out["jobSummaryList"] = std::move(list);
-  return out;
+  SortForListJobs(query, matched);
+  if (matched.size() > limit) matched.resize(limit);
+  return matched;
+}
+
+Result<std::vector<Job>> JobLoop::ListedInStore(const ListJobsQuery& query,
+                                                const std::string& queue_arn,
+                                                const std::optional<ListPosition>& after,
+                                                size_t limit,
+                                                const std::set<std::string>& in_memory) {
+  store::FinishedJobsQuery q;
+  if (!query.array_job_id.empty()) {
+    q.parent_id = query.array_job_id;
+    q.after_index = after ? static_cast<int32_t>(after->at) : -1;
+  } else {
+    q.queue_arn = queue_arn;
+    q.newest_first = !query.filter_name.empty();
+    if (after) q.after = std::make_pair(after->at, after->id);
+    if (query.filter_name == "AFTER_CREATED_AT") q.created_after = std::stoll(query.filter_value);
+    if (query.filter_name == "BEFORE_CREATED_AT")
+      q.created_before = std::stoll(query.filter_value);
+  }
+  if (query.job_status) q.status = std::string(JobStatusName(*query.job_status));
+  // Rows a filter refuses are read past, a chunk at a time.
+  q.limit = static_cast<int64_t>(limit + in_memory.size());
+  std::vector<Job> matched;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<store::JobRow> rows, store_->ListFinishedJobs(q));
+    for (const store::JobRow& row : rows) {
+      if (in_memory.count(row.job_id)) continue;
+      Result<Json> doc = ParseJson(row.doc);
+      Result<Job> job = doc.ok() ? JobFromJson(*doc) : Result<Job>(doc.status());
+      if (!job.ok()) {
+        spdlog::error("jobs: the stored row of {} cannot be read: {}", row.job_id,
+                      job.status().ToString());
+        continue;
+      }
+      if (MatchesListJobs(query, *job)) matched.push_back(std::move(job).value());
+    }
+    if (matched.size() >= limit || rows.size() < static_cast<size_t>(q.limit)) break;
+    const store::JobRow& last = rows.back();
+    if (q.parent_id.empty()) {
+      q.after = std::make_pair(last.created_ms, last.job_id);
+    } else {
+      q.after_index = last.array_index;
+    }
+    q.limit = std::min<int64_t>(q.limit * 2, 10'000);
+  }
+  if (matched.size() > limit) matched.resize(limit);
+  return matched;
 }
 
 Result<Job> JobLoop::RequestStopLocked(const std::string& job_id, bool terminate,
@@ -209,12 +313,15 @@ bool JobLoop::IsJobArn(const Json& request) const {
   return arn.ok() && arn->service == "batch" && arn->ResourceType() == "job";
 }
 
-// The job of a job ARN of this server (region, account), or NotFound.
-Result<std::string> JobLoop::JobIdOfArnLocked(const std::string& text) const {
+// The job of a job ARN of this server (region, account), in memory or in the
+// store, or NotFound.
+Result<std::string> JobLoop::JobIdOfArnLocked(const std::string& text) {
   Result<Arn> arn = Arn::Parse(text);
   if (arn.ok() && arn->region == control_->config().region &&
-      arn->account == control_->config().account_id && jobs_.count(arn->ResourceName()))
-    return arn->ResourceName();
+      arn->account == control_->config().account_id) {
+    ASSIGN_OR_RETURN(std::optional<Job> job, FindJobLocked(arn->ResourceName()));
+    if (job) return arn->ResourceName();
+  }
   return Status::NotFound("resource " + text + " does not exist; check the job ARN");
 }
 
@@ -254,8 +361,10 @@ Result<Json> JobLoop::ChangeJobTags(const Json& request, bool untag) {
 Result<Json> JobLoop::ListJobTags(const Json& request) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::string id, JobIdOfArnLocked(RequiredString(request, "resourceArn")));
+  ASSIGN_OR_RETURN(std::optional<Job> job, FindJobLocked(id));
   Json tags = Json::object();
-  for (const auto& [k, v] : jobs_.at(id).tags) tags[k] = v;
+  if (job)
+    for (const auto& [k, v] : job->tags) tags[k] = v;
   return Json{{"tags", tags}};
 }
 

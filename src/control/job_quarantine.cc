@@ -21,10 +21,27 @@ void JobLoop::NoteClosedAttemptLocked(const Job& job, size_t attempt) {
 }
 
 void JobLoop::RebuildQuarantineLocked() {
+  // The jobs in memory, and those only the store holds whose NODE_LOST or
+  // HANG attempts ended within the window (and the cool-down of what they
+  // quarantined).
+  std::vector<const Job*> jobs;
+  for (const auto& [id, job] : jobs_) jobs.push_back(&job);
+  std::vector<Job> stored;
+  const int64_t since =
+      clock_->NowMillis() - options_.quarantine.window_ms - options_.quarantine.cooldown_ms;
+  Result<std::vector<store::JobRow>> rows = store_->JobsWithNodeFailuresSince(since);
+  if (!rows.ok()) spdlog::warn("jobs: quarantine: {}", rows.status().ToString());
+  for (const store::JobRow& row : rows.ok() ? *rows : std::vector<store::JobRow>()) {
+    if (jobs_.count(row.job_id)) continue;
+    Result<Json> doc = ParseJson(row.doc);
+    Result<Job> job = doc.ok() ? JobFromJson(*doc) : Result<Job>(doc.status());
+    if (job.ok()) stored.push_back(std::move(job).value());
+  }
+  for (const Job& job : stored) jobs.push_back(&job);
   std::vector<NodeFailure> failures;
-  for (const auto& [id, job] : jobs_) {
-    for (size_t a = 0; a < job.attempts.size(); ++a) {
-      std::vector<NodeFailure> f = NodeFailuresOf(job, a);
+  for (const Job* job : jobs) {
+    for (size_t a = 0; a < job->attempts.size(); ++a) {
+      std::vector<NodeFailure> f = NodeFailuresOf(*job, a);
       failures.insert(failures.end(), f.begin(), f.end());
     }
   }
@@ -32,15 +49,15 @@ void JobLoop::RebuildQuarantineLocked() {
     return a.at_ms != b.at_ms ? a.at_ms < b.at_ms : a.job_id < b.job_id;
   });
   for (const NodeFailure& f : failures) quarantine_.Record(f);
-  RestoreQuarantinedInstancesLocked();
+  RestoreQuarantinedInstancesLocked(jobs);
 }
 
-void JobLoop::RestoreQuarantinedInstancesLocked() {
+void JobLoop::RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& jobs) {
   // A quarantined virtual instance is kept across a restart (else a new one
   // would take its place at once), with the address its nodes had.
   std::map<std::string, std::string> ips;
-  for (const auto& [id, job] : jobs_)
-    for (const Attempt& a : job.attempts)
+  for (const Job* job : jobs)
+    for (const Attempt& a : job->attempts)
       for (const NodeAttempt& n : a.nodes)
         if (!n.instance_id.empty()) ips[n.instance_id] = n.private_ipv4;
   for (const QuarantinedNode& q : quarantine_.Active(clock_->NowMillis())) {

@@ -11,25 +11,56 @@
 #include "exec/batch_env.h"
 
 namespace lote::control {
+namespace {
+
+// Jobs that ended this recently (at most this many, the latest) may have
+// output not stored yet when the server stopped: start-up reads them back.
+constexpr int64_t kRecentlyEndedMs = 10 * 60 * 1000;
+constexpr int64_t kRecentlyEndedJobs = 1000;
+
+}  // namespace
 
 Status JobLoop::Load() {
   failures_seen_ = store_->failure_count();
-  ASSIGN_OR_RETURN(store::Snapshot snapshot, store_->Load());
-  ASSIGN_OR_RETURN(auto seqs, store_->LastJobEventSeqs());
-  std::vector<const Job*> order;
-  for (const store::JobRow& row : snapshot.jobs) {
-    ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
+  // The jobs not finished, in submission order (the scheduler's FIFO).
+  ASSIGN_OR_RETURN(std::vector<store::UnfinishedJob> rows, store_->LoadUnfinishedJobs());
+  for (const store::UnfinishedJob& row : rows) {
+    ASSIGN_OR_RETURN(Json doc, ParseJson(row.row.doc));
     ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
-    auto seq = seqs.find(row.job_id);
-    last_seq_[row.job_id] = seq == seqs.end() ? 0 : seq->second;
-    jobs_[row.job_id] = std::move(job);
+    last_seq_[row.row.job_id] = row.last_seq;
+    submit_order_[row.row.job_id] = next_submit_order_++;
+    jobs_[row.row.job_id] = std::move(job);
   }
-  for (const auto& [id, job] : jobs_) order.push_back(&job);
-  std::sort(order.begin(), order.end(), [](const Job* a, const Job* b) {
-    return a->created_at != b->created_at ? a->created_at < b->created_at : a->id < b->id;
-  });
-  for (const Job* job : order) submit_order_[job->id] = next_submit_order_++;
   index_.Rebuild(jobs_);
+  // The finished ones stay in the store: counted there.
+  ASSIGN_OR_RETURN(std::vector<store::JobCount> finished, store_->CountFinishedJobs());
+  for (const store::JobCount& c : finished) {
+    ASSIGN_OR_RETURN(JobStatus status, ParseJobStatus(c.status));
+    index_.AddCount(c.queue_arn, status, c.count);
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (!job.IsArrayParent()) continue;
+    ASSIGN_OR_RETURN(auto children, store_->FinishedChildCounts(id));
+    for (const auto& [name, n] : children) {
+      ASSIGN_OR_RETURN(JobStatus status, ParseJobStatus(name));
+      index_.AddChildCount(id, status, static_cast<int32_t>(n));
+    }
+  }
+  // The latest that ended, read back for a while: the rest of their output
+  // is stored (ResumeLogs) with their last progress, then they leave again.
+  if (output_ != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<store::JobRow> recent,
+                     store_->RecentlyEndedJobs(clock_->NowMillis() - kRecentlyEndedMs,
+                                               kRecentlyEndedJobs));
+    for (const store::JobRow& row : recent) {
+      if (jobs_.count(row.job_id)) continue;
+      ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
+      ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
+      ASSIGN_OR_RETURN(last_seq_[row.job_id], store_->LastJobEventSeq(row.job_id));
+      finishing_[row.job_id] = 0;
+      index_.Restore(jobs_[row.job_id] = std::move(job));
+    }
+  }
   for (const auto& [key, count] : index_.CountsByQueue()) CountJobsLocked(key.first, key.second);
 
   // Virtual instances that hold running nodes.

@@ -404,6 +404,63 @@ void SortForListJobs(const ListJobsQuery& q, std::vector<Job>& jobs) {
   });
 }
 
+ListPosition ListPositionOf(const ListJobsQuery& q, const Job& job) {
+  if (!q.array_job_id.empty()) return ListPosition{job.array ? job.array->index : -1, ""};
+  if (!q.multi_node_job_id.empty()) return ListPosition{job.node_index, ""};
+  return ListPosition{job.created_at, job.id};
+}
+
+bool ListedAfter(const ListJobsQuery& q, const ListPosition& position, const Job& job) {
+  const ListPosition p = ListPositionOf(q, job);
+  if (!q.array_job_id.empty() || !q.multi_node_job_id.empty()) return p.at > position.at;
+  if (p.at != position.at) return q.filter_name.empty() ? p.at > position.at : p.at < position.at;
+  return p.id > position.id;
+}
+
+// "p<at>.<id>" in hex digits of its bytes: opaque, and free of characters a
+// query string would need to escape.
+std::string ListJobsToken(const ListPosition& position) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string text = std::to_string(position.at) + "." + position.id;
+  std::string token = "p";
+  for (unsigned char c : text) {
+    token += kHex[c >> 4];
+    token += kHex[c & 15];
+  }
+  return token;
+}
+
+Result<ListPosition> ParseListJobsToken(const std::string& token) {
+  const Status bad = Status::InvalidArgument(
+      "nextToken '" + token +
+      "' is not one this server issued; pass the nextToken of the previous ListJobs answer "
+      "unchanged");
+  if (token.size() < 3 || token[0] != 'p' || token.size() % 2 != 1) return bad;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string text;
+  for (size_t i = 1; i + 1 < token.size(); i += 2) {
+    const int hi = digit(token[i]), lo = digit(token[i + 1]);
+    if (hi < 0 || lo < 0) return bad;
+    text += static_cast<char>(hi * 16 + lo);
+  }
+  const size_t dot = text.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 20) return bad;
+  ListPosition position;
+  size_t used = 0;
+  try {
+    position.at = std::stoll(text.substr(0, dot), &used);
+  } catch (const std::exception&) {
+    return bad;
+  }
+  if (used != dot) return bad;
+  position.id = text.substr(dot + 1);
+  return position;
+}
+
 std::vector<Job> NodeJobs(const Job& parent) {
   std::vector<Job> out;
   if (!parent.node_properties) return out;

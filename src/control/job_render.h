@@ -54,6 +54,23 @@ bool MatchesListJobs(const ListJobsQuery& query, const Job& job);
 // createdAt then id; array children by index; nodes by node index.
 void SortForListJobs(const ListJobsQuery& query, std::vector<Job>& jobs);
 
+// A place in a ListJobs answer's order (SortForListJobs): (createdAt, jobId)
+// for a queue's jobs, (index, "") for array children and node views. The
+// nextToken is the place of a page's last job, so that a page follows it
+// whatever was submitted or left memory meanwhile.
+struct ListPosition {
+  int64_t at = 0;
+  std::string id;
+  friend bool operator==(const ListPosition&, const ListPosition&) = default;
+};
+ListPosition ListPositionOf(const ListJobsQuery& query, const Job& job);
+// Whether `job` comes after `position` in the query's order.
+bool ListedAfter(const ListJobsQuery& query, const ListPosition& position, const Job& job);
+// The opaque nextToken of a position, and back (InvalidArgument for a token
+// this server did not issue).
+std::string ListJobsToken(const ListPosition& position);
+Result<ListPosition> ParseListJobsToken(const std::string& token);
+
 // The node views `<id>#0` .. `<id>#n-1` of a multi-node job (empty otherwise).
 std::vector<Job> NodeJobs(const Job& parent);
 

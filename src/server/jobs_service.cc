@@ -120,6 +120,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.collect_evidence_in_background = true;
   loop.quarantine = {context.quarantine_failures, context.quarantine_window_seconds * 1000,
                      context.quarantine_cooldown_seconds * 1000};
+  loop.job_retention_ms = context.job_retention_ms;
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);

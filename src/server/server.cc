@@ -97,6 +97,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     context.quarantine_failures = options.quarantine_failures;
     context.quarantine_window_seconds = options.quarantine_window_seconds;
     context.quarantine_cooldown_seconds = options.quarantine_cooldown_seconds;
+    context.job_retention_ms = static_cast<int64_t>(options.job_retention_days * 86'400'000.0);
     context.directory = s->directory_.get();
     context.access = s->access_.get();
     for (ServerExtension& ext : extensions) {

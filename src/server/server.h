@@ -64,6 +64,8 @@ struct ServerContext {
   int32_t quarantine_failures = 3;
   int64_t quarantine_window_seconds = 3600;
   int64_t quarantine_cooldown_seconds = 3600;
+  // ServerOptions::job_retention_days in milliseconds (0: kept for ever).
+  int64_t job_retention_ms = 7LL * 24 * 3600 * 1000;
   // The server's metrics (GET /metrics): components add their series here.
   metrics::Registry* metrics = nullptr;
   // The principals (IAM users, their keys and Unix users).
@@ -121,6 +123,9 @@ struct ServerOptions {
   int32_t quarantine_failures = 3;
   int64_t quarantine_window_seconds = 3600;
   int64_t quarantine_cooldown_seconds = 3600;
+  // Finished jobs are deleted this many days after they ended (docs/jobs.md,
+  // "Retention"); fractions allowed; 0: kept for ever.
+  double job_retention_days = 7;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };

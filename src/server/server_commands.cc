@@ -168,6 +168,11 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "nodes release NODE)")
       ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
       ->capture_default_str();
+  sub->add_option("--job-retention-days", args->options.job_retention_days,
+                  "Finished jobs (SUCCEEDED, FAILED) are deleted this many days after they "
+                  "ended; fractions allowed (0.5 = 12 hours); 0: kept for ever")
+      ->check(CLI::Range(0.0, 36500.0))
+      ->capture_default_str();
   sub->add_option("--registry", args->registry,
                   "The local image registry and the ECR API: on, off, or auto (on when "
                   "/usr/bin/docker-registry is installed)")

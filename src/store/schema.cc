@@ -140,6 +140,36 @@ UPDATE jobs SET doc = json_set(doc, '$.owner', o.principal)
 DROP TABLE job_owners;
 )sql";
 
+// Version 5: finished jobs live in the store only (the job loop keeps the
+// unfinished ones in memory), so the reads of finished jobs get their own
+// columns and indexes: `parent_id` / `array_index` (array children; '' and
+// -1 for a top-level job), `stopped_ms` (when a SUCCEEDED or FAILED job
+// ended: retention), `node_failed_ms` (the end of its last attempt that
+// failed NODE_LOST or HANG: the quarantine's rebuild). ListJobs of a queue's
+// finished jobs reads jobs_listed in (createdAt, jobId) order; start-up reads
+// jobs_unfinished only.
+constexpr std::string_view kV5 = R"sql(
+ALTER TABLE jobs ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN array_index INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN stopped_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN node_failed_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET parent_id = substr(job_id, 1, instr(job_id, ':') - 1),
+                array_index = CAST(substr(job_id, instr(job_id, ':') + 1) AS INTEGER)
+  WHERE instr(job_id, ':') > 0;
+UPDATE jobs SET stopped_ms = COALESCE(NULLIF(json_extract(doc, '$.stoppedAt'), 0), updated_ms)
+  WHERE status IN ('SUCCEEDED', 'FAILED');
+UPDATE jobs SET node_failed_ms = COALESCE((
+    SELECT MAX(json_extract(a.value, '$.stoppedAt')) FROM json_each(jobs.doc, '$.attempts') AS a
+    WHERE json_extract(a.value, '$.failureCategory') IN ('NODE_LOST', 'HANG')), 0)
+  WHERE json_valid(doc);
+DROP INDEX jobs_by_queue_status;
+CREATE INDEX jobs_listed ON jobs (queue_arn, status, parent_id, created_ms, job_id);
+CREATE INDEX jobs_children ON jobs (parent_id, array_index) WHERE parent_id != '';
+CREATE INDEX jobs_unfinished ON jobs (status) WHERE status NOT IN ('SUCCEEDED', 'FAILED');
+CREATE INDEX jobs_ended ON jobs (stopped_ms) WHERE status IN ('SUCCEEDED', 'FAILED');
+CREATE INDEX jobs_node_failed ON jobs (node_failed_ms) WHERE node_failed_ms > 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -148,6 +178,7 @@ const std::vector<Migration>& Migrations() {
       {2, kV2},
       {3, kV3},
       {4, kV4},
+      {5, kV5},
   };
   return kMigrations;
 }

@@ -75,6 +75,11 @@ class Stmt {
     sqlite3_clear_bindings(stmt_);
     return st;
   }
+  // Ready to run again (bindings cleared).
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
   // Steps a query: true for a row, false at the end (check status()).
   bool Next() {
     int rc = sqlite3_step(stmt_);
@@ -211,6 +216,7 @@ void WriteBatch::DeleteAllTags(std::string resource_arn) {
   ops_.emplace_back(DeleteAllTagsOp{std::move(resource_arn)});
 }
 void WriteBatch::PutJob(JobRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::DeleteJob(std::string job_id) { ops_.emplace_back(DeleteJobOp{std::move(job_id)}); }
 void WriteBatch::PutAttempt(AttemptRow row) { ops_.emplace_back(std::move(row)); }
 void WriteBatch::AppendJobEvent(JobEvent event) { ops_.emplace_back(std::move(event)); }
 void WriteBatch::PutIamUser(IamUserRow row) { ops_.emplace_back(std::move(row)); }
@@ -294,6 +300,11 @@ uint64_t Store::failure_count() const {
   return failure_count_;
 }
 
+Store::Ticket Store::finished_through() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_through_;
+}
+
 Status Store::Wait(Ticket ticket) {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return finished_through_ >= ticket; });
@@ -343,8 +354,25 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
     } else if (auto* j = std::get_if<JobRow>(&op)) {
       st = run(
           "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
-          "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-          j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc);
+          "doc, parent_id, array_index, stopped_ms, node_failed_ms) VALUES (?1, ?2, ?3, ?4, ?5, "
+          "?6, ?7, ?8, ?9, ?10, ?11)",
+          j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc,
+          j->parent_id, static_cast<int64_t>(j->array_index), j->stopped_ms, j->node_failed_ms);
+    } else if (auto* dj = std::get_if<WriteBatch::DeleteJobOp>(&op)) {
+      // Children are "<id>:<index>": the range [id + ':', id + ';') of the keys.
+      st = run("DELETE FROM jobs WHERE job_id = ?1", dj->job_id);
+      if (st.ok())
+        st = run("DELETE FROM jobs WHERE parent_id = ?1 AND parent_id != ''", dj->job_id);
+      if (st.ok())
+        st = run(
+            "DELETE FROM job_events WHERE job_id = ?1 OR (job_id >= ?1 || ':' AND job_id < ?1 || "
+            "';')",
+            dj->job_id);
+      if (st.ok())
+        st = run(
+            "DELETE FROM attempts WHERE job_id = ?1 OR (job_id >= ?1 || ':' AND job_id < ?1 || "
+            "';')",
+            dj->job_id);
     } else if (auto* a = std::get_if<AttemptRow>(&op)) {
       st = run("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)",
                a->job_id, static_cast<int64_t>(a->attempt), a->doc);
@@ -449,6 +477,29 @@ Status Store::WriteFailure(const Status& sqlite_status) const {
                              sqlite_status.message() + "); retry later");
 }
 
+namespace {
+
+// The columns of a JobRow, in its order (RowAt reads them from `first`).
+constexpr const char* kJobColumns =
+    "job_id, name, queue_arn, status, created_ms, updated_ms, doc, parent_id, array_index, "
+    "stopped_ms, node_failed_ms";
+
+JobRow RowAt(const Stmt& q, int first = 0) {
+  return JobRow{q.Text(first),     q.Text(first + 1), q.Text(first + 2),
+                q.Text(first + 3), q.Int(first + 4),  q.Int(first + 5),
+                q.Text(first + 6), q.Text(first + 7), static_cast<int32_t>(q.Int(first + 8)),
+                q.Int(first + 9),  q.Int(first + 10)};
+}
+
+// Runs `q` (its values bound) and appends every row.
+Status AppendRows(Stmt& q, std::vector<JobRow>* rows) {
+  RETURN_IF_ERROR(q.status());
+  while (q.Next()) rows->push_back(RowAt(q));
+  return q.status();
+}
+
+}  // namespace
+
 Result<Snapshot> Store::Load(bool with_jobs) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   Snapshot snap;
@@ -481,14 +532,10 @@ Result<Snapshot> Store::Load(bool with_jobs) {
     return snap;
   }
   {
-    Stmt q(reader_db_,
-           "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs "
-           "ORDER BY created_ms, job_id");
+    Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
+                           " FROM jobs ORDER BY created_ms, job_id");
     if (!q.status().ok()) return finish(q.status());
-    while (q.Next()) {
-      snap.jobs.push_back(
-          JobRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5), q.Text(6)});
-    }
+    while (q.Next()) snap.jobs.push_back(RowAt(q));
     if (!q.status().ok()) return finish(q.status());
   }
   {
@@ -528,16 +575,186 @@ Result<std::unordered_map<std::string, int64_t>> Store::LastJobEventSeqs() {
 
 Result<std::optional<JobRow>> Store::FindJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(reader_mu_);
-  Stmt q(reader_db_,
-         "SELECT job_id, name, queue_arn, status, created_ms, updated_ms, doc FROM jobs WHERE "
-         "job_id = ?1");
+  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1");
   RETURN_IF_ERROR(q.status());
   q.Bind(1, job_id);
   std::optional<JobRow> row;
-  if (q.Next())
-    row = JobRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Int(4), q.Int(5), q.Text(6)};
+  if (q.Next()) row = RowAt(q);
   RETURN_IF_ERROR(q.status());
   return row;
+}
+
+Result<std::vector<JobRow>> Store::FindJobs(const std::vector<std::string>& job_ids) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  std::vector<JobRow> rows;
+  if (job_ids.empty()) return rows;
+  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1");
+  RETURN_IF_ERROR(q.status());
+  for (const std::string& id : job_ids) {
+    q.Bind(1, id);
+    if (q.Next()) rows.push_back(RowAt(q));
+    RETURN_IF_ERROR(q.status());
+    q.Reset();
+  }
+  return rows;
+}
+
+Result<int64_t> Store::LastJobEventSeq(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, "SELECT COALESCE(MAX(seq), 0) FROM job_events WHERE job_id = ?1");
+  RETURN_IF_ERROR(q.status());
+  q.Bind(1, job_id);
+  int64_t seq = 0;
+  if (q.Next()) seq = q.Int(0);
+  RETURN_IF_ERROR(q.status());
+  return seq;
+}
+
+Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
+                         ", (SELECT COALESCE(MAX(e.seq), 0) FROM job_events AS e WHERE e.job_id = "
+                         "jobs.job_id) FROM jobs WHERE status NOT IN ('SUCCEEDED', 'FAILED') "
+                         "ORDER BY created_ms, job_id");
+  RETURN_IF_ERROR(q.status());
+  std::vector<UnfinishedJob> jobs;
+  while (q.Next()) jobs.push_back(UnfinishedJob{RowAt(q), q.Int(11)});
+  RETURN_IF_ERROR(q.status());
+  return jobs;
+}
+
+Result<std::vector<JobRow>> Store::RecentlyEndedJobs(int64_t since_ms, int64_t limit) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
+                         " FROM jobs WHERE status IN ('SUCCEEDED', 'FAILED') AND stopped_ms >= ?1 "
+                         "ORDER BY stopped_ms DESC LIMIT ?2");
+  q.Bind(1, since_ms).Bind(2, limit);
+  std::vector<JobRow> rows;
+  RETURN_IF_ERROR(AppendRows(q, &rows));
+  return rows;
+}
+
+Result<std::vector<JobRow>> Store::JobsWithNodeFailuresSince(int64_t since_ms) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
+                         " FROM jobs WHERE node_failed_ms > 0 AND node_failed_ms >= ?1");
+  q.Bind(1, since_ms);
+  std::vector<JobRow> rows;
+  RETURN_IF_ERROR(AppendRows(q, &rows));
+  return rows;
+}
+
+Result<std::vector<JobCount>> Store::CountFinishedJobs() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  // jobs_listed covers (queue_arn, status): one pass over the index.
+  Stmt q(reader_db_,
+         "SELECT queue_arn, status, COUNT(*) FROM jobs INDEXED BY jobs_listed "
+         "WHERE status IN ('SUCCEEDED', 'FAILED') GROUP BY queue_arn, status");
+  RETURN_IF_ERROR(q.status());
+  std::vector<JobCount> counts;
+  while (q.Next()) counts.push_back(JobCount{q.Text(0), q.Text(1), q.Int(2)});
+  RETURN_IF_ERROR(q.status());
+  return counts;
+}
+
+Result<std::map<std::string, int64_t>> Store::FinishedChildCounts(const std::string& parent_id) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_,
+         "SELECT status, COUNT(*) FROM jobs WHERE parent_id = ?1 AND parent_id != '' AND status "
+         "IN ('SUCCEEDED', 'FAILED') GROUP BY status");
+  RETURN_IF_ERROR(q.status());
+  q.Bind(1, parent_id);
+  std::map<std::string, int64_t> counts;
+  while (q.Next()) counts[q.Text(0)] = q.Int(1);
+  RETURN_IF_ERROR(q.status());
+  return counts;
+}
+
+Result<std::vector<JobRow>> Store::ListFinishedJobs(const FinishedJobsQuery& query) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  std::vector<JobRow> rows;
+  const std::string select = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE ";
+  if (!query.parent_id.empty()) {
+    // Children: by index (jobs_children), either status.
+    std::string sql = select + "parent_id = ?1 AND parent_id != '' AND array_index > ?2 AND " +
+                      (query.status.empty() ? "status IN ('SUCCEEDED', 'FAILED')" : "status = ?3") +
+                      " ORDER BY array_index LIMIT ?4";
+    Stmt q(reader_db_, sql);
+    q.Bind(1, query.parent_id)
+        .Bind(2, static_cast<int64_t>(query.after_index))
+        .Bind(3, query.status)
+        .Bind(4, query.limit);
+    RETURN_IF_ERROR(AppendRows(q, &rows));
+    return rows;
+  }
+  // A queue: one range of jobs_listed per status, merged in the answer's order.
+  std::string sql = select + "queue_arn = ?1 AND status = ?2 AND parent_id = ''";
+  if (query.after) {
+    sql += query.newest_first ? " AND created_ms <= ?3 AND (created_ms < ?3 OR job_id > ?4)"
+                              : " AND created_ms >= ?3 AND (created_ms > ?3 OR job_id > ?4)";
+  }
+  if (query.created_after > 0) sql += " AND created_ms > ?5";
+  if (query.created_before > 0) sql += " AND created_ms < ?6";
+  sql += query.newest_first ? " ORDER BY created_ms DESC, job_id" : " ORDER BY created_ms, job_id";
+  sql += " LIMIT ?7";
+  Stmt q(reader_db_, sql);
+  RETURN_IF_ERROR(q.status());
+  const std::vector<std::string> statuses =
+      query.status.empty() ? std::vector<std::string>{"SUCCEEDED", "FAILED"}
+                           : std::vector<std::string>{query.status};
+  for (const std::string& status : statuses) {
+    q.Bind(1, query.queue_arn).Bind(2, status);
+    if (query.after) q.Bind(3, query.after->first).Bind(4, query.after->second);
+    if (query.created_after > 0) q.Bind(5, query.created_after);
+    if (query.created_before > 0) q.Bind(6, query.created_before);
+    q.Bind(7, query.limit);
+    while (q.Next()) rows.push_back(RowAt(q));
+    RETURN_IF_ERROR(q.status());
+    q.Reset();
+  }
+  auto before = [&](const JobRow& a, const JobRow& b) {
+    if (a.created_ms != b.created_ms)
+      return query.newest_first ? a.created_ms > b.created_ms : a.created_ms < b.created_ms;
+    return a.job_id < b.job_id;
+  };
+  std::sort(rows.begin(), rows.end(), before);
+  if (rows.size() > static_cast<size_t>(query.limit)) rows.resize(static_cast<size_t>(query.limit));
+  return rows;
+}
+
+Result<ExpiredJobs> Store::FindExpiredJobs(int64_t ended_before_ms, int64_t max_rows) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  ExpiredJobs out;
+  Stmt top(reader_db_,
+           "SELECT job_id, queue_arn, status FROM jobs WHERE status IN ('SUCCEEDED', 'FAILED') "
+           "AND stopped_ms < ?1 AND parent_id = '' ORDER BY stopped_ms LIMIT ?2");
+  Stmt children(reader_db_,
+                "SELECT queue_arn, status, COUNT(*) FROM jobs WHERE parent_id = ?1 AND "
+                "parent_id != '' GROUP BY queue_arn, status");
+  RETURN_IF_ERROR(top.status());
+  RETURN_IF_ERROR(children.status());
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> found;
+  top.Bind(1, ended_before_ms).Bind(2, std::max<int64_t>(1, max_rows));
+  while (top.Next()) found.push_back({top.Text(0), {top.Text(1), top.Text(2)}});
+  RETURN_IF_ERROR(top.status());
+  for (const auto& [id, queue_status] : found) {
+    std::map<std::pair<std::string, std::string>, int64_t> counts{{queue_status, 1}};
+    int64_t rows = 1;
+    children.Bind(1, id);
+    while (children.Next()) {
+      counts[{children.Text(0), children.Text(1)}] += children.Int(2);
+      rows += children.Int(2);
+    }
+    RETURN_IF_ERROR(children.status());
+    children.Reset();
+    // An array and its children go together, even past max_rows when alone.
+    if (!out.jobs.empty() && out.rows + rows > max_rows) break;
+    ExpiredJob job{id, {}, rows};
+    for (const auto& [key, n] : counts) job.counts.push_back(JobCount{key.first, key.second, n});
+    out.jobs.push_back(std::move(job));
+    out.rows += rows;
+  }
+  return out;
 }
 
 Result<IamSnapshot> Store::LoadIam() {

@@ -70,8 +70,9 @@ struct TagRow {
   std::string value;
 };
 
-// A job (next issue): its current materialized document plus a few columns the
-// scheduler filters on. The document can always be rebuilt from job_events.
+// A job: its current materialized document plus the columns its reads
+// filter on (schema version 5 added the last four). The document can always
+// be rebuilt from job_events.
 struct JobRow {
   std::string job_id;
   std::string name;
@@ -79,7 +80,57 @@ struct JobRow {
   std::string status;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
-  std::string doc;  // JSON text
+  std::string doc;        // JSON text
+  std::string parent_id = {};  // an array child's parent; "" for a top-level job
+  int32_t array_index = -1;
+  int64_t stopped_ms = 0;      // SUCCEEDED or FAILED: when it ended; 0 otherwise
+  int64_t node_failed_ms = 0;  // end of its last NODE_LOST or HANG attempt; 0: none
+};
+
+// A job the store holds that is not SUCCEEDED or FAILED, with the seq of its
+// last committed event (what the job loop keeps in memory).
+struct UnfinishedJob {
+  JobRow row;
+  int64_t last_seq = 0;
+};
+
+// How many jobs one queue has in one status.
+struct JobCount {
+  std::string queue_arn;
+  std::string status;
+  int64_t count = 0;
+};
+
+// A page of finished (SUCCEEDED / FAILED) jobs, in a fixed order, after a
+// key: the ListJobs reads the job loop does not answer from memory.
+struct FinishedJobsQuery {
+  // Exactly one: a queue's top-level jobs, or one array parent's children.
+  std::string queue_arn;
+  std::string parent_id;
+  // One of "SUCCEEDED" / "FAILED"; empty: both.
+  std::string status;
+  // Queue listings: by (created_ms, job_id), ascending or newest first (then
+  // job_id ascending); children: by array_index ascending.
+  bool newest_first = false;
+  // Rows strictly after this key in that order (after_index for children).
+  std::optional<std::pair<int64_t, std::string>> after;
+  int32_t after_index = -1;
+  // Queue listings: created_ms bounds (exclusive); 0 = none.
+  int64_t created_after = 0;
+  int64_t created_before = 0;
+  int64_t limit = 100;
+};
+
+// A finished top-level job whose retention ran out, with its array children.
+struct ExpiredJob {
+  std::string job_id;
+  std::vector<JobCount> counts;  // rows per queue and status, children included
+  int64_t rows = 0;              // 1 + its children
+};
+// What one retention batch deletes.
+struct ExpiredJobs {
+  std::vector<ExpiredJob> jobs;
+  int64_t rows = 0;  // children included
 };
 
 // One attempt of a job (one per try; multi-node attempts hold all nodes).
@@ -140,6 +191,9 @@ class WriteBatch {
   void DeleteTag(std::string resource_arn, std::string key);
   void DeleteAllTags(std::string resource_arn);
   void PutJob(JobRow row);
+  // The job's row, events and attempts, and those of its array children
+  // ("<job_id>:<index>"): retention.
+  void DeleteJob(std::string job_id);
   void PutAttempt(AttemptRow row);
   void AppendJobEvent(JobEvent event);
   void PutIamUser(IamUserRow row);
@@ -165,8 +219,12 @@ class WriteBatch {
   struct DeleteIamUserOp {
     std::string name;
   };
+  struct DeleteJobOp {
+    std::string job_id;
+  };
   using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
-                          JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow>;
+                          JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow,
+                          DeleteJobOp>;
   std::vector<Op> ops_;
 };
 
@@ -224,6 +282,9 @@ class Store {
   Result<Ticket> EnqueueUnlessFailed(WriteBatch batch, uint64_t failures_seen,
                                      Ticket* committed_through = nullptr);
   uint64_t failure_count() const;
+  // Every ticket up to this one has a final result (committed, unless
+  // failure_count() changed since the caller last read it).
+  Ticket finished_through() const;
   // Blocks until the batch with `ticket` is committed (OK) or failed.
   Status Wait(Ticket ticket);
   // Enqueue + Wait.
@@ -239,6 +300,28 @@ class Store {
   Result<std::unordered_map<std::string, int64_t>> LastJobEventSeqs();
   // A job's committed row, or nullopt when it has none.
   Result<std::optional<JobRow>> FindJob(const std::string& job_id);
+  // The committed rows of those of `job_ids` that have one (any order).
+  Result<std::vector<JobRow>> FindJobs(const std::vector<std::string>& job_ids);
+  // The seq of a job's last committed event (0: none).
+  Result<int64_t> LastJobEventSeq(const std::string& job_id);
+  // The jobs not SUCCEEDED or FAILED (the jobs_unfinished index) with their
+  // last event seqs, by (created_ms, job_id).
+  Result<std::vector<UnfinishedJob>> LoadUnfinishedJobs();
+  // Finished jobs (children included) that ended at or after `since_ms`,
+  // the latest first, at most `limit`.
+  Result<std::vector<JobRow>> RecentlyEndedJobs(int64_t since_ms, int64_t limit);
+  // Jobs with a NODE_LOST or HANG attempt that ended at or after `since_ms`.
+  Result<std::vector<JobRow>> JobsWithNodeFailuresSince(int64_t since_ms);
+  // Per queue and status: how many SUCCEEDED and FAILED jobs (children
+  // included).
+  Result<std::vector<JobCount>> CountFinishedJobs();
+  // Per status: how many of `parent_id`'s array children are SUCCEEDED or FAILED.
+  Result<std::map<std::string, int64_t>> FinishedChildCounts(const std::string& parent_id);
+  // One page of finished jobs (FinishedJobsQuery).
+  Result<std::vector<JobRow>> ListFinishedJobs(const FinishedJobsQuery& query);
+  // Top-level finished jobs that ended before `ended_before_ms`, the oldest
+  // first, with their children, until about `max_rows` rows (at least one job).
+  Result<ExpiredJobs> FindExpiredJobs(int64_t ended_before_ms, int64_t max_rows);
   // IAM users and job owners (call once at start-up).
   Result<IamSnapshot> LoadIam();
   // Committed audit rows matching `query`, ascending by seq.

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -232,6 +233,161 @@ TEST_F(StoreTest, LastJobEventSeqsEqualTheLastOfEachJobsEvents) {
     ASSERT_TRUE(events.ok());
     EXPECT_EQ(seqs->at(id), events->back().seq) << id;
   }
+}
+
+// Version 5 adds the columns the reads of finished jobs use, filled from the
+// rows that were there: array children's parent and index, when a finished
+// job ended, the end of its last NODE_LOST / HANG attempt.
+TEST_F(StoreTest, MigrationFiveFillsTheColumnsOfFinishedJobs) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+      "INSERT INTO schema_version (version) VALUES (4);";
+  for (const Migration& m : Migrations())
+    if (m.version <= 4) sql += std::string(m.sql);
+  sql += R"(INSERT INTO jobs VALUES ('a', 'n', 'arn:q', 'SUCCEEDED', 1, 60,
+              '{"stoppedAt":50,"attempts":[{"stoppedAt":40,"failureCategory":"NODE_LOST"},
+                                           {"stoppedAt":50,"failureCategory":""}]}');
+            INSERT INTO jobs VALUES ('a:12', 'n', 'arn:q', 'FAILED', 1, 70, '{"stoppedAt":0}');
+            INSERT INTO jobs VALUES ('b', 'n', 'arn:q', 'RUNNING', 1, 1, '{"attempts":[]}');)";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto rows = (*store)->FindJobs({"a", "a:12", "b", "nope"});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  std::map<std::string, JobRow> by_id;
+  for (const JobRow& r : *rows) by_id[r.job_id] = r;
+  EXPECT_EQ(by_id["a"].parent_id, "");
+  EXPECT_EQ(by_id["a"].array_index, -1);
+  EXPECT_EQ(by_id["a"].stopped_ms, 50);
+  EXPECT_EQ(by_id["a"].node_failed_ms, 40);
+  EXPECT_EQ(by_id["a:12"].parent_id, "a");
+  EXPECT_EQ(by_id["a:12"].array_index, 12);
+  EXPECT_EQ(by_id["a:12"].stopped_ms, 70);  // no stoppedAt: when its row last changed
+  EXPECT_EQ(by_id["b"].stopped_ms, 0);
+  EXPECT_EQ(by_id["b"].node_failed_ms, 0);
+}
+
+JobRow Finished(const std::string& id, const std::string& queue, const std::string& status,
+                int64_t created, int64_t stopped) {
+  JobRow row{id, "n", queue, status, created, stopped, "{\"id\":\"" + id + "\"}"};
+  if (auto colon = id.find(':'); colon != std::string::npos) {
+    row.parent_id = id.substr(0, colon);
+    row.array_index = std::stoi(id.substr(colon + 1));
+  }
+  if (status == "SUCCEEDED" || status == "FAILED") row.stopped_ms = stopped;
+  return row;
+}
+
+std::vector<std::string> Ids(const Result<std::vector<JobRow>>& rows) {
+  std::vector<std::string> ids;
+  if (rows.ok())
+    for (const JobRow& r : *rows) ids.push_back(r.job_id);
+  return ids;
+}
+
+// The reads of finished jobs: pages after a key (not an offset), children by
+// index, counts, the unfinished jobs alone, and retention's batches.
+TEST_F(StoreTest, FinishedJobsAreListedAfterAKeyCountedAndExpire) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  for (int i = 0; i < 5; ++i)
+    b.PutJob(Finished("s" + std::to_string(i), "q1", "SUCCEEDED", 10 + i, 100 + i));
+  b.PutJob(Finished("f0", "q1", "FAILED", 11, 200));
+  b.PutJob(Finished("r0", "q1", "RUNNING", 12, 0));
+  b.PutJob(Finished("o0", "q2", "SUCCEEDED", 10, 300));
+  b.PutJob(Finished("p", "q1", "SUCCEEDED", 20, 50));  // an array parent, the oldest end
+  b.PutJob(Finished("p:0", "q1", "SUCCEEDED", 20, 40));
+  b.PutJob(Finished("p:1", "q1", "FAILED", 20, 45));
+  b.PutJob(Finished("p:2", "q1", "FAILED", 20, 45));
+  for (const char* id : {"s0", "p", "p:1", "r0"})
+    for (int64_t seq = 1; seq <= 3; ++seq) b.AppendJobEvent(JobEvent{id, seq, seq, "T", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+
+  FinishedJobsQuery q;
+  q.queue_arn = "q1";
+  q.status = "SUCCEEDED";
+  q.limit = 3;
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"s0", "s1", "s2"}));
+  q.after = std::make_pair(int64_t{12}, std::string("s2"));
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"s3", "s4", "p"}));
+  q.status.clear();  // both, merged in one order
+  q.after = std::make_pair(int64_t{10}, std::string("s0"));
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"f0", "s1", "s2"}));
+  q.newest_first = true;
+  q.after.reset();
+  q.created_before = 14;
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"s3", "s2", "f0"}));
+  q.after = std::make_pair(int64_t{11}, std::string("f0"));
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"s1", "s0"}));
+
+  FinishedJobsQuery children;
+  children.parent_id = "p";
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(children)),
+            (std::vector<std::string>{"p:0", "p:1", "p:2"}));
+  children.status = "FAILED";
+  children.after_index = 1;
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(children)), (std::vector<std::string>{"p:2"}));
+
+  auto unfinished = (*store)->LoadUnfinishedJobs();
+  ASSERT_TRUE(unfinished.ok()) << unfinished.status().ToString();
+  ASSERT_EQ(unfinished->size(), 1u);
+  EXPECT_EQ((*unfinished)[0].row.job_id, "r0");
+  EXPECT_EQ((*unfinished)[0].last_seq, 3);
+  EXPECT_EQ(*(*store)->LastJobEventSeq("p:1"), 3);
+  EXPECT_EQ(*(*store)->LastJobEventSeq("nope"), 0);
+
+  auto counts = (*store)->CountFinishedJobs();
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  std::map<std::pair<std::string, std::string>, int64_t> by_key;
+  for (const JobCount& c : *counts) by_key[{c.queue_arn, c.status}] = c.count;
+  EXPECT_EQ(by_key, (std::map<std::pair<std::string, std::string>, int64_t>{
+                        {{"q1", "SUCCEEDED"}, 7}, {{"q1", "FAILED"}, 3}, {{"q2", "SUCCEEDED"}, 1}}));
+  EXPECT_EQ(*(*store)->FinishedChildCounts("p"),
+            (std::map<std::string, int64_t>{{"SUCCEEDED", 1}, {"FAILED", 2}}));
+  EXPECT_EQ(Ids((*store)->RecentlyEndedJobs(200, 10)), (std::vector<std::string>{"o0", "f0"}));
+
+  // Retention: the oldest end first, an array with its children, about max_rows rows.
+  auto expired = (*store)->FindExpiredJobs(102, 5);
+  ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+  ASSERT_EQ(expired->jobs.size(), 2u);  // p (4 rows), then s0; s1 would pass 5
+  EXPECT_EQ(expired->jobs[0].job_id, "p");
+  EXPECT_EQ(expired->jobs[0].rows, 4);
+  EXPECT_EQ(expired->jobs[1].job_id, "s0");
+  EXPECT_EQ(expired->rows, 5);
+  WriteBatch del;
+  for (const ExpiredJob& job : expired->jobs) del.DeleteJob(job.job_id);
+  ASSERT_TRUE((*store)->Write(std::move(del)).ok());
+  EXPECT_EQ(Ids((*store)->FindJobs({"p", "p:0", "p:1", "p:2", "s0", "s1"})),
+            (std::vector<std::string>{"s1"}));
+  for (const char* id : {"p", "p:1", "s0"}) {
+    auto events = (*store)->JobEvents(id);
+    ASSERT_TRUE(events.ok());
+    EXPECT_TRUE(events->empty()) << id;
+  }
+  EXPECT_EQ((*(*store)->JobEvents("r0")).size(), 3u);
+  // Nothing ended before 0.
+  EXPECT_TRUE((*store)->FindExpiredJobs(0, 5)->jobs.empty());
+}
+
+TEST_F(StoreTest, JobsWithNodeFailuresAreFoundByWhenTheyFailed) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  JobRow old = Finished("old", "q", "FAILED", 1, 10);
+  old.node_failed_ms = 10;
+  JobRow recent = Finished("recent", "q", "SUCCEEDED", 1, 30);
+  recent.node_failed_ms = 25;
+  b.PutJob(old);
+  b.PutJob(recent);
+  b.PutJob(Finished("clean", "q", "FAILED", 1, 40));
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  EXPECT_EQ(Ids((*store)->JobsWithNodeFailuresSince(20)), (std::vector<std::string>{"recent"}));
 }
 
 TEST_F(StoreTest, JobsAndAttemptsRoundTrip) {
