@@ -140,6 +140,16 @@ UPDATE jobs SET doc = json_set(doc, '$.owner', o.principal)
 DROP TABLE job_owners;
 )sql";
 
+// Version 6 (issue 24): bad-node quarantines released by hand, so that a
+// release outlives a restart (the quarantine itself is rebuilt from the
+// stored attempts; failures at or before released_ms do not count).
+constexpr std::string_view kV6 = R"sql(
+CREATE TABLE node_releases (
+  node TEXT PRIMARY KEY,
+  released_ms INTEGER NOT NULL
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -148,6 +158,8 @@ const std::vector<Migration>& Migrations() {
       {2, kV2},
       {3, kV3},
       {4, kV4},
+      // 5 is another branch's (renumbered at merge if need be).
+      {6, kV6},
   };
   return kMigrations;
 }

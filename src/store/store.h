@@ -107,6 +107,14 @@ struct IamUserRow {
   int64_t updated_ms = 0;
 };
 
+// A bad-node quarantine ended by hand (`lote nodes release`, schema version
+// 6): the node's failures at or before released_ms no longer count, also
+// after a restart. One row per node (the last release).
+struct NodeReleaseRow {
+  std::string node;
+  int64_t released_ms = 0;
+};
+
 // One entry of the append-only audit trail; seq is assigned on insert
 // (ascending in commit order).
 struct AuditRow {
@@ -145,6 +153,7 @@ class WriteBatch {
   void PutIamUser(IamUserRow row);
   void DeleteIamUser(std::string name);
   void AppendAudit(AuditRow row);  // row.seq is ignored
+  void PutNodeRelease(NodeReleaseRow row);
 
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
@@ -166,7 +175,8 @@ class WriteBatch {
     std::string name;
   };
   using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
-                          JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow>;
+                          JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow,
+                          NodeReleaseRow>;
   std::vector<Op> ops_;
 };
 
@@ -241,6 +251,8 @@ class Store {
   Result<std::optional<JobRow>> FindJob(const std::string& job_id);
   // IAM users and job owners (call once at start-up).
   Result<IamSnapshot> LoadIam();
+  // Every stored node release (NodeReleaseRow), by node.
+  Result<std::vector<NodeReleaseRow>> LoadNodeReleases();
   // Committed audit rows matching `query`, ascending by seq.
   Result<std::vector<AuditRow>> Audit(const AuditQuery& query);
 
