@@ -495,8 +495,10 @@ class Pass {
     return p;
   }
 
-  // A retry is placed off the instances it avoids when all its nodes fit
-  // elsewhere (existing instances or launches), else as any job.
+  // A retry is kept off the instances it avoids when the compute environment
+  // could ever hold all its nodes elsewhere (other instances of a fitting
+  // shape, busy or not, plus what it may still launch): then it is placed
+  // there now or waits for them. Otherwise it is placed as any job.
   bool TryPlace(int32_t c, int32_t j) {
     WorkCe& w = ces_[c];
     JobWork& jw = jobs_[j];
@@ -513,9 +515,20 @@ class Pass {
         skip[i] = std::find(avoid.begin(), avoid.end(), id) != avoid.end();
         any = any || skip[i];
       }
-      if (any && PlaceOn(c, j, &skip)) return true;
+      if (any && OthersCouldHold(w, jw, skip)) return PlaceOn(c, j, &skip);
     }
     return PlaceOn(c, j, nullptr);
+  }
+
+  // Whether compute environment w could ever hold every node of jw on
+  // instances not marked in `skip` (existing ones whose shape fits, and launches).
+  bool OthersCouldHold(const WorkCe& w, const JobWork& jw, const std::vector<char>& skip) const {
+    int64_t others = 0;
+    for (size_t i = 0; i < w.instances.size(); ++i)
+      if (!skip[i] && jw.largest.FitsIn(w.instances[i].total)) ++others;
+    if (jw.largest.FitsIn(w.ce->instance_type.shape) && w.max_milli > w.total_milli)
+      others += (w.max_milli - w.total_milli) / w.type_milli;
+    return others >= jw.nodes;
   }
 
   // Places job j in compute environment c, on no instance marked in `skip`

@@ -526,22 +526,34 @@ TEST(SchedulerTest, ARetryAvoidsTheFailedNodesInstanceWhenThereIsRoomElsewhere) 
     const char* name;
     int idle;           // idle instances ce-a-i00...
     int64_t max_vcpus;  // room to launch more
-    std::vector<std::string> want;  // per node: an instance id, or "launch"
+    std::vector<std::string> want;  // per node: an instance id, or "launch"; empty: waits
+    bool busy_i02 = false;          // ce-a-i02 (if any) is busy now
   };
   const std::vector<Case> cases = {
       {"another idle instance takes its place", 3, 12, {"ce-a-i00", "ce-a-i02"}},
       {"a launch takes its place", 2, 12, {"ce-a-i00", "launch"}},
-      {"no room elsewhere: it is used rather than waiting", 2, 8, {"ce-a-i00", "ce-a-i01"}},
+      {"no other capacity at all: it is used rather than waiting", 2, 8, {"ce-a-i00", "ce-a-i01"}},
+      {"another instance is busy now: it waits for it", 3, 12, {}, true},
   };
   for (const Case& c : cases) {
     Snapshot s;
-    s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), c.max_vcpus, c.idle));
+    ComputeEnvironment ce = MakeCe("ce-a", Cpu(4, 4096), c.max_vcpus, c.idle);
+    if (c.busy_i02) {
+      ce.instances[2].available = Resources{};
+      ce.instances[2].idle_since_ms = Instance::kBusy;
+    }
+    s.compute_environments.push_back(ce);
     s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
     Job retry = MakeJob("retry", "q", 1, Cpu(4, 4096), 2);
     retry.avoid_instances = {"ce-a-i01"};
     s.jobs.push_back(retry);
     Decisions d = MustDecide(s, kT0);
     ExpectEveryJobAccountedFor(s, d);
+    if (c.want.empty()) {
+      EXPECT_TRUE(d.placements.empty()) << c.name;
+      EXPECT_NE(FindWait(d, "retry"), nullptr) << c.name;
+      continue;
+    }
     ASSERT_EQ(d.placements.size(), 1u) << c.name;
     std::vector<std::string> got;
     for (const NodePlacement& n : d.placements[0].nodes)
