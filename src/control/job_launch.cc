@@ -125,6 +125,7 @@ Result<exec::GangSpec> JobLoop::MakeGang(const Job& job, const ComputeEnvironmen
   gang.multi_node = job.IsMultiNode();
   gang.main_node_index = job.MainNode();
   if (job.timeout_seconds) gang.timeout_seconds = *job.timeout_seconds;
+  gang.avoid_hosts = AvoidedHosts(job, backend);  // a retry after a node failure (quarantine.h)
   ASSIGN_OR_RETURN(const bool in_container, InContainerMode(ce, options_.default_runtime));
   for (const NodeAttempt& node : job.CurrentAttempt()->nodes) {
     ASSIGN_OR_RETURN(exec::NodeSpec spec, MakeNodeSpec(job, gang.attempt, node.node_index, ce,

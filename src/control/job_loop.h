@@ -246,6 +246,17 @@ class JobLoop {
   // instances of `environments` made unavailable, and what is quarantined
   // shown to the control plane (PrepareScheduleLocked).
   void NoteClosedAttemptLocked(const Job& job, size_t attempt);
+  // The node failures attempt `attempt` of the job counts for, on the
+  // backend's machines when it names them (Slurm), else on lote's instances.
+  std::vector<NodeFailure> NodeFailuresLocked(const Job& job, size_t attempt);
+  // A quarantined machine of a backend that owns its machines (Slurm) drained
+  // or resumed; nothing for lote's own instances.
+  exec::Backend* QuarantineBackendLocked(const QuarantinedNode& q);
+  void DrainQuarantinedHostLocked(const QuarantinedNode& q);
+  void ResumeQuarantinedHostLocked(const QuarantinedNode& q);
+  // GangSpec::avoid_hosts of the job's attempt being launched: the machines
+  // its previous attempt's failed node ran on (RetryAvoidanceSource).
+  std::vector<std::string> AvoidedHosts(const Job& job, const exec::Backend& backend) const;
   void RebuildQuarantineLocked();
   void RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& jobs);
   void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);

@@ -11,9 +11,21 @@
 #include "control/job_controller.h"
 #include "control/job_loop.h"
 #include "control/job_sched.h"
+#include "control/quarantine.h"
 #include "exec/batch_env.h"
 
 namespace lote::control {
+namespace {
+
+// The scheduler's view of a RUNNABLE job; a retry after a node failure keeps
+// off the failed node's instance when it can (InstancesToAvoid).
+sched::Job SchedulerJobWithAvoidance(const Job& job, int64_t submit_order) {
+  sched::Job sj = SchedulerJobOrNodeless(job, submit_order);
+  sj.avoid_instances = InstancesToAvoid(job);
+  return sj;
+}
+
+}  // namespace
 
 bool JobLoop::PrepareScheduleLocked(int64_t now) {
   // Capacity of the environments whose backend owns its machines (Slurm).
@@ -44,7 +56,7 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     if (it != jobs_.end() && it->second.status == JobStatus::kRunnable &&
         !it->second.IsArrayParent()) {
       if (HoldForInjectedShortageLocked(it->second, now)) continue;
-      sched_input_.PutJob(SchedulerJobOrNodeless(it->second, submit_order_.at(id)),
+      sched_input_.PutJob(SchedulerJobWithAvoidance(it->second, submit_order_.at(id)),
                           it->second.status_reason);
     } else {
       capacity_holds_.Release(id);
@@ -95,7 +107,7 @@ void JobLoop::EndCapacityHoldsLocked(int64_t now) {
     if (!r.ok())
       spdlog::warn("jobs: end of capacity hold of {} not recorded: {}", id, r.status().ToString());
     const Job& job = jobs_.at(id);
-    sched_input_.PutJob(SchedulerJobOrNodeless(job, submit_order_.at(id)), job.status_reason);
+    sched_input_.PutJob(SchedulerJobWithAvoidance(job, submit_order_.at(id)), job.status_reason);
   }
 }
 

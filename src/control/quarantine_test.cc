@@ -127,5 +127,93 @@ TEST(QuarantineTest, OnlyNodeLostAndHangAttemptsCountOnTheFailedNode) {
   EXPECT_TRUE(NodeFailuresOf(job, 5).empty());
 }
 
+
+TEST(QuarantineTest, AStoredReleaseKeepsEarlierFailuresFromCountingAtRebuild) {
+  // The rebuild after a restart: the release (stored at 5 s) is given back
+  // before the stored failures are recorded again.
+  Quarantine q;
+  q.SetReleased("i-a", 5 * kS);
+  for (const char* job : {"j1", "j2", "j3"}) EXPECT_FALSE(q.Record(F("i-a", job, 4 * kS)));
+  EXPECT_FALSE(q.IsQuarantined("i-a", 6 * kS));
+  // Later failures count as usual; another node is not affected.
+  EXPECT_FALSE(q.Record(F("i-a", "j4", 6 * kS)));
+  EXPECT_FALSE(q.Record(F("i-a", "j5", 7 * kS)));
+  EXPECT_TRUE(q.Record(F("i-a", "j6", 8 * kS)));
+  for (const char* job : {"j1", "j2"}) EXPECT_FALSE(q.Record(F("i-b", job, 1 * kS)));
+  EXPECT_TRUE(q.Record(F("i-b", "j3", 2 * kS)));
+  // A release given after its failures were recorded ends the quarantine too.
+  q.SetReleased("i-b", 3 * kS);
+  EXPECT_FALSE(q.IsQuarantined("i-b", 4 * kS));
+  // Release records its time: the same as SetReleased at now.
+  EXPECT_TRUE(q.Release("i-a", 9 * kS));
+  EXPECT_FALSE(q.Record(F("i-a", "j7", 9 * kS)));  // not after the release
+}
+
+TEST(QuarantineTest, ABackendsHostNamesTheFailedNodeInsteadOfTheInstance) {
+  Job job;
+  job.id = "j";
+  Attempt a;
+  a.stopped_at = 50;
+  a.failure_category = FailureCategory::kNodeLost;
+  a.failed_node = 1;
+  a.nodes.resize(3);
+  for (int32_t k = 0; k < 3; ++k) {
+    a.nodes[k].node_index = k;
+    a.nodes[k].instance_id = "slurm/node-" + std::to_string(k);
+  }
+  job.attempts = {a};
+  auto nodes = [&](const std::optional<std::vector<std::string>>& hosts) {
+    std::vector<std::string> got;
+    for (const NodeFailure& f : NodeFailuresOf(job, 0, hosts)) got.push_back(f.node);
+    return got;
+  };
+  EXPECT_EQ(nodes(std::vector<std::string>{"b1", "b3", "b2"}), std::vector<std::string>{"b3"});
+  EXPECT_EQ(nodes(std::nullopt), std::vector<std::string>{"slurm/node-1"});
+  // A host the backend does not know counts nowhere (not on a virtual id).
+  EXPECT_TRUE(nodes(std::vector<std::string>{"b1", "", "b2"}).empty());
+  EXPECT_TRUE(nodes(std::vector<std::string>{}).empty());
+}
+
+TEST(QuarantineTest, ARetryAvoidsTheFailedNodesInstanceAfterANodeFailure) {
+  Attempt a;
+  a.stopped_at = 50;
+  a.nodes.resize(2);
+  a.nodes[0].instance_id = "i-0";
+  a.nodes[1].node_index = 1;
+  a.nodes[1].instance_id = "i-1";
+  struct Case {
+    const char* name;
+    FailureCategory category;
+    int32_t failed;
+    std::string status_reason;
+    std::vector<std::string> avoid;
+  };
+  const std::vector<Case> cases = {
+      {"node lost", FailureCategory::kNodeLost, 1, "lost", {"i-1"}},
+      {"hang of an unknown node", FailureCategory::kHang, -1, "hang", {"i-0", "i-1"}},
+      {"an injected kill (USER_ERROR)", FailureCategory::kUserError, 1,
+       "Injected fault: node 1 killed (SIGKILL) at step 8", {"i-1"}},
+      {"the job's own error", FailureCategory::kUserError, 1, "exited with code 3", {}},
+      {"preempted", FailureCategory::kPreempted, 0, "preempted", {}},
+  };
+  for (const Case& c : cases) {
+    Job job;
+    job.id = "j";
+    a.failure_category = c.category;
+    a.failed_node = c.failed;
+    a.status_reason = c.status_reason;
+    job.attempts = {a};
+    EXPECT_EQ(InstancesToAvoid(job), c.avoid) << c.name;
+    EXPECT_EQ(RetryAvoidanceSource(job, 1) != nullptr, !c.avoid.empty()) << c.name;
+    // While the next attempt runs, it is the one below that counts.
+    Attempt open;
+    open.nodes.resize(1);
+    job.attempts.push_back(open);
+    EXPECT_TRUE(InstancesToAvoid(job).empty()) << c.name << ": an attempt is open";
+    EXPECT_EQ(RetryAvoidanceSource(job, 1) != nullptr, !c.avoid.empty()) << c.name;
+  }
+  EXPECT_TRUE(InstancesToAvoid(Job{}).empty());
+}
+
 }  // namespace
 }  // namespace lote::control

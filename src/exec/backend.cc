@@ -31,4 +31,16 @@ Status Backend::InjectFault(const NodeKey&, const NodeFault&, int32_t) {
 
 std::string Backend::InjectedFault(const AttemptKey&, int32_t) { return ""; }
 
+std::optional<std::vector<std::string>> Backend::NodeHosts(const AttemptKey&, int32_t) const {
+  return std::nullopt;
+}
+
+Status Backend::DrainHost(const std::string&, const std::string&) {
+  return Status::Unimplemented("the " + Name() + " backend has no machines of its own to drain");
+}
+
+Status Backend::ResumeHost(const std::string&) {
+  return Status::Unimplemented("the " + Name() + " backend has no machines of its own to resume");
+}
+
 }  // namespace lote::exec

@@ -151,6 +151,11 @@ struct GangSpec {
   // --time); the control plane enforces the timeout itself as well.
   std::optional<int64_t> timeout_seconds;
   std::vector<NodeSpec> nodes;  // node index order, every node of the attempt
+  // The backend's machines (NodeHosts names) the failed node of the job's
+  // previous attempt ran on: the gang is kept off them when the backend has
+  // enough other machines for all its nodes (Slurm: --exclude), else they may
+  // be used. Empty for a first attempt or another kind of failure.
+  std::vector<std::string> avoid_hosts;
 };
 
 enum class NodeEventKind {
@@ -311,6 +316,21 @@ class Backend {
   // before the faulted one, and the attempt's reason must still say it was
   // injected. Asked only when an attempt fails. The default: "".
   virtual std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes);
+
+  // The backend's names of the machines the attempt's `num_nodes` nodes ran
+  // on, by node index ("" where not known, e.g. it never started), for a
+  // backend that owns its machines (Slurm node names); nullopt where the
+  // control plane's own instances name them (the default: local).
+  virtual std::optional<std::vector<std::string>> NodeHosts(const AttemptKey& attempt,
+                                                            int32_t num_nodes) const;
+
+  // Bad-node quarantine of one of the backend's machines (a NodeHosts name):
+  // DrainHost takes it out of service with `reason` (Slurm: scontrol update
+  // state=drain), ResumeHost puts it back, but only a machine that lote
+  // drained (another drain reason is left alone). Both may be repeated.
+  // Unimplemented for a backend without machines of its own (the default).
+  virtual Status DrainHost(const std::string& host, const std::string& reason);
+  virtual Status ResumeHost(const std::string& host);
 };
 
 }  // namespace lote::exec

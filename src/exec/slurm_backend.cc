@@ -19,6 +19,7 @@
 #include "exec/node_files.h"
 #include "exec/node_resolve.h"
 #include "exec/shim.h"
+#include "exec/slurm_placement.h"
 
 namespace lote::exec {
 namespace {
@@ -198,6 +199,63 @@ std::string SlurmBackend::InjectedFault(const AttemptKey& attempt, int32_t num_n
   return "";
 }
 
+std::optional<std::vector<std::string>> SlurmBackend::NodeHosts(const AttemptKey& attempt,
+                                                                 int32_t num_nodes) const {
+  // Written by the batch script (hosts: one Slurm node name per line, in node
+  // index order); none when the job never started.
+  std::vector<std::string> out(static_cast<size_t>(std::max(num_nodes, 0)));
+  Result<std::string> text = ReadFile(AttemptDir(attempt) + "/hosts");
+  if (!text.ok()) return out;
+  std::istringstream in(*text);
+  std::string line;
+  for (size_t k = 0; k < out.size() && std::getline(in, line); ++k) out[k] = Trim(line);
+  return out;
+}
+
+std::vector<std::string> SlurmBackend::ExcludedHosts(const std::vector<std::string>& avoid,
+                                                     int32_t needed) const {
+  if (avoid.empty()) return {};
+  // Asked only for a retry after a node failure: the partition as it is now.
+  Result<CommandResult> r = RunCommand(
+      {"sinfo", "-h", "-N", "-p", options_.partition, "-o", "%N %t"}, SlurmEnv(), 30'000);
+  if (!r.ok() || r->exit_code != 0) {
+    spdlog::warn("slurm: sinfo: {}", r.ok() ? Trim(r->err) : r.status().ToString());
+    return {};
+  }
+  return HostsToExclude(avoid, ParseSinfoNodeStates(r->out), needed);
+}
+
+Status SlurmBackend::DrainHost(const std::string& host, const std::string& reason) {
+  if (host.empty() || host.find_first_of(" ,=\n") != std::string::npos)
+    return Status::InvalidArgument("'" + host + "' is not a Slurm node name");
+  ASSIGN_OR_RETURN(CommandResult r,
+                   RunCommand({"scontrol", "update", "nodename=" + host, "state=drain",
+                               "reason=" + std::string(kSlurmQuarantineReasonPrefix) + reason},
+                              SlurmEnv(), 30'000));
+  if (r.exit_code != 0)
+    return Status::Unavailable("scontrol update nodename=" + host +
+                               " state=drain: " + Trim(r.err.empty() ? r.out : r.err));
+  return Status();
+}
+
+Status SlurmBackend::ResumeHost(const std::string& host) {
+  if (host.empty() || host.find_first_of(" ,=\n") != std::string::npos)
+    return Status::InvalidArgument("'" + host + "' is not a Slurm node name");
+  // Only lote's own drain is undone: an administrator's stays.
+  ASSIGN_OR_RETURN(CommandResult reason,
+                   RunCommand({"sinfo", "-h", "-N", "-n", host, "-o", "%E"}, SlurmEnv(), 30'000));
+  if (reason.exit_code != 0)
+    return Status::Unavailable("sinfo -n " + host + ": " + Trim(reason.err));
+  if (!IsLoteDrainReason(Trim(reason.out))) return Status();
+  ASSIGN_OR_RETURN(CommandResult r,
+                   RunCommand({"scontrol", "update", "nodename=" + host, "state=resume"},
+                              SlurmEnv(), 30'000));
+  if (r.exit_code != 0)
+    return Status::Unavailable("scontrol update nodename=" + host +
+                               " state=resume: " + Trim(r.err.empty() ? r.out : r.err));
+  return Status();
+}
+
 std::string SlurmBackend::AttemptDir(const AttemptKey& attempt) const {
   return options_.state_dir + "/" + attempt.job_id + "/" + std::to_string(attempt.attempt);
 }
@@ -269,13 +327,17 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   if (direct) {
     // One node: the batch step is the runner itself (no srun step, no
     // address lookups: nothing to meet).
-    script += "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\nexec " + runner + "--attempt-dir \"$dir\"\n";
+    script += "echo \"$SLURMD_NODENAME\" > \"$dir/hosts\"\n"
+              "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\nexec " +
+              runner + "--attempt-dir \"$dir\"\n";
   } else {
     script +=
         // Every node's address in node index order (SLURM_NODEID follows the
         // node list), known only inside the allocation.
         "addrs=()\n"
-        "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+        "hosts=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n"
+        "printf '%s\\n' $hosts > \"$dir/hosts\"\n"
+        "for h in $hosts; do\n"
         "  a=$(scontrol show node \"$h\" -o 2>/dev/null | tr ' ' '\\n' | sed -n "
         "'s/^NodeAddr=//p')\n"
         "  [ -n \"$a\" ] || a=$(getent ahostsv4 \"$h\" | awk 'NR==1{print $1}')\n"
@@ -301,6 +363,14 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   if (mem > 0) argv.push_back("--mem=" + std::to_string(mem));
   if (gang.timeout_seconds)
     argv.push_back("--time=" + std::to_string(SlurmTimeMinutes(*gang.timeout_seconds)));
+  const std::vector<std::string> exclude = ExcludedHosts(gang.avoid_hosts, n);
+  if (!exclude.empty()) {
+    std::string list;
+    for (const std::string& h : exclude) list += (list.empty() ? "" : ",") + h;
+    argv.push_back("--exclude=" + list);
+    spdlog::info("slurm: {} keeps off {}, where its previous attempt's failed node ran", who,
+                 list);
+  }
   argv.push_back(dir + "/batch.sh");
   // --export=ALL of a minimal environment: the batch script sees only these
   // (and Slurm's own), never the server's; the command's is in its spec.

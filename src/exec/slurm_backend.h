@@ -95,6 +95,13 @@ class SlurmBackend final : public Backend {
  public:
   // fault.json of the attempt's node folders (on the shared state folder).
   std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
+  // The Slurm node names the batch script recorded (the attempt's hosts file).
+  std::optional<std::vector<std::string>> NodeHosts(const AttemptKey& attempt,
+                                                    int32_t num_nodes) const override;
+  // scontrol update nodename=HOST state=drain reason="lote quarantine: ...";
+  // state=resume only while the node's reason is lote's.
+  Status DrainHost(const std::string& host, const std::string& reason) override;
+  Status ResumeHost(const std::string& host) override;
 
  private:
  private:
@@ -118,6 +125,10 @@ class SlurmBackend final : public Backend {
 
   explicit SlurmBackend(SlurmBackendOptions options);
   std::map<std::string, std::string> SlurmEnv() const;
+  // sbatch --exclude for a gang of `needed` nodes that avoids `avoid` (sinfo
+  // now, HostsToExclude); none when Slurm cannot be asked.
+  std::vector<std::string> ExcludedHosts(const std::vector<std::string>& avoid,
+                                         int32_t needed) const;
   Result<Capacity> ReadCapacity() const;
   void Poll();
   void PollOnce();

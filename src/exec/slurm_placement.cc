@@ -1,5 +1,8 @@
 #include "exec/slurm_placement.h"
 
+#include <algorithm>
+#include <cctype>
+#include <set>
 #include <sstream>
 
 #include "exec/backend.h"
@@ -46,6 +49,45 @@ void MergeEnv(std::vector<std::string>* env, const std::vector<std::string>& add
     }
     if (!replaced) env->push_back(kv);
   }
+}
+
+std::vector<SlurmNodeState> ParseSinfoNodeStates(const std::string& sinfo_out) {
+  std::vector<SlurmNodeState> out;
+  std::set<std::string> seen;  // a node of several partitions is listed once per partition
+  std::istringstream in(sinfo_out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    SlurmNodeState n;
+    if (!(f >> n.name >> n.state)) continue;
+    if (seen.insert(n.name).second) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+bool SlurmNodeUsable(const std::string& state) {
+  size_t end = 0;
+  while (end < state.size() && std::isalpha(static_cast<unsigned char>(state[end]))) ++end;
+  const std::string base = state.substr(0, end);
+  if (state.find('*') != std::string::npos) return false;  // not responding
+  return base == "idle" || base == "mix" || base == "alloc" || base == "comp" || base == "plnd";
+}
+
+std::vector<std::string> HostsToExclude(const std::vector<std::string>& avoid,
+                                        const std::vector<SlurmNodeState>& partition,
+                                        int32_t needed) {
+  std::set<std::string> excluded;
+  int32_t usable_left = 0;
+  for (const SlurmNodeState& n : partition) {
+    const bool avoided = std::find(avoid.begin(), avoid.end(), n.name) != avoid.end();
+    if (avoided) excluded.insert(n.name);
+    if (!avoided && SlurmNodeUsable(n.state)) ++usable_left;
+  }
+  if (excluded.empty() || usable_left < needed) return {};
+  return {excluded.begin(), excluded.end()};
+}
+
+bool IsLoteDrainReason(const std::string& reason) {
+  return reason.rfind(kSlurmQuarantineReasonPrefix, 0) == 0;
 }
 
 }  // namespace lote::exec

@@ -31,4 +31,28 @@ std::vector<std::string> SlurmPlacementEnv(const std::map<std::string, std::stri
 // Sets every "KEY=VALUE" of `add` in `env`, replacing an existing KEY.
 void MergeEnv(std::vector<std::string>* env, const std::vector<std::string>& add);
 
+// A node of the partition as `sinfo -h -N -o "%N %t"` lists it.
+struct SlurmNodeState {
+  std::string name;
+  std::string state;  // Slurm's short state: idle, mix, alloc, drain, down*, ...
+};
+std::vector<SlurmNodeState> ParseSinfoNodeStates(const std::string& sinfo_out);
+// Whether a node in `state` can take work (idle, mix, alloc, comp, plnd; not
+// drained, down, failed or unresponsive, '*').
+bool SlurmNodeUsable(const std::string& state);
+
+// What a retry of `needed` nodes passes to sbatch --exclude: the hosts of
+// `avoid` in the partition when enough usable nodes are left without them
+// for every node of the gang; else none (Slurm would refuse a job whose
+// nodes cannot exist, and a retry never waits for its old nodes). Sorted,
+// without repeats.
+std::vector<std::string> HostsToExclude(const std::vector<std::string>& avoid,
+                                        const std::vector<SlurmNodeState>& partition,
+                                        int32_t needed);
+
+// The reason lote gives a node it drains (scontrol ... reason=), and whether
+// a node's drain reason is lote's (only those are resumed).
+inline constexpr const char* kSlurmQuarantineReasonPrefix = "lote quarantine: ";
+bool IsLoteDrainReason(const std::string& reason);
+
 }  // namespace lote::exec

@@ -495,25 +495,67 @@ class Pass {
     return p;
   }
 
+  // A retry is kept off the instances it avoids when the compute environment
+  // could ever hold all its nodes elsewhere (other instances of a fitting
+  // shape, busy or not, plus what it may still launch): then it is placed
+  // there now or waits for them. Otherwise it is placed as any job.
   bool TryPlace(int32_t c, int32_t j) {
     WorkCe& w = ces_[c];
     JobWork& jw = jobs_[j];
     if (KnownToFail(w, jw)) return false;
     while (w.scan_start < w.instances.size() && Dead(w.instances[w.scan_start])) ++w.scan_start;
+    const std::vector<std::string>& avoid = jw.job->avoid_instances;
+    if (!avoid.empty()) {
+      std::vector<char> skip(w.instances.size(), 0);
+      bool any = false;
+      for (size_t i = 0; i < w.instances.size(); ++i) {
+        const WorkInstance& wi = w.instances[i];
+        if (wi.source < 0) continue;
+        const std::string& id = w.ce->instances[wi.source].id;
+        skip[i] = std::find(avoid.begin(), avoid.end(), id) != avoid.end();
+        any = any || skip[i];
+      }
+      if (any && OthersCouldHold(w, jw, skip)) return PlaceOn(c, j, &skip);
+    }
+    return PlaceOn(c, j, nullptr);
+  }
+
+  // Whether compute environment w could ever hold every node of jw on
+  // instances not marked in `skip` (existing ones whose shape fits, and launches).
+  bool OthersCouldHold(const WorkCe& w, const JobWork& jw, const std::vector<char>& skip) const {
+    int64_t others = 0;
+    for (size_t i = 0; i < w.instances.size(); ++i)
+      if (!skip[i] && jw.largest.FitsIn(w.instances[i].total)) ++others;
+    if (jw.largest.FitsIn(w.ce->instance_type.shape) && w.max_milli > w.total_milli)
+      others += (w.max_milli - w.total_milli) / w.type_milli;
+    return others >= jw.nodes;
+  }
+
+  // Places job j in compute environment c, on no instance marked in `skip`
+  // (null: any). A failure is remembered only when nothing was skipped.
+  bool PlaceOn(int32_t c, int32_t j, const std::vector<char>* skip) {
+    WorkCe& w = ces_[c];
+    JobWork& jw = jobs_[j];
     const Job& job = *jw.job;
+    auto usable = [&](size_t i, const Resources& need) {
+      return CanHost(w.instances[i], need) && (skip == nullptr || !(*skip)[i]);
+    };
+    auto remember = [&] {
+      if (skip == nullptr) RememberFailure(w, jw);
+    };
 
     if (jw.nodes == 1) {  // first fit, else launch
       const Resources& need = job.nodes[0].each;
       int32_t found = -1;
       for (size_t i = w.scan_start; i < w.instances.size(); ++i) {
-        if (CanHost(w.instances[i], need)) {
+        if (usable(i, need)) {
           found = static_cast<int32_t>(i);
           break;
         }
       }
       if (found < 0) {
         if (w.Headroom() < 1) {
-          RememberFailure(w, jw);
+          remember();
           return false;
         }
         found = LaunchInstance(c);
@@ -543,7 +585,7 @@ class Pass {
       int32_t want = job.nodes[r].count;
       int32_t node = first_node[r];
       for (size_t i = w.scan_start; i < w.instances.size() && want > 0; ++i) {
-        if (taken[i] || !CanHost(w.instances[i], need)) continue;
+        if (taken[i] || !usable(i, need)) continue;
         chosen[node++] = static_cast<int32_t>(i);
         taken[i] = 1;
         --want;
@@ -551,7 +593,7 @@ class Pass {
       missing += want;
     }
     if (missing > w.Headroom()) {
-      RememberFailure(w, jw);
+      remember();
       return false;
     }
     // Commit: all nodes or none.

@@ -520,6 +520,62 @@ TEST(SchedulerTest, GangIsPlacedWholeOrNotAtAll) {
   }
 }
 
+TEST(SchedulerTest, ARetryAvoidsTheFailedNodesInstanceWhenThereIsRoomElsewhere) {
+  // A 2-node gang (4 vCPU nodes) that avoids ce-a-i01; 4 vCPU instances.
+  struct Case {
+    const char* name;
+    int idle;           // idle instances ce-a-i00...
+    int64_t max_vcpus;  // room to launch more
+    std::vector<std::string> want;  // per node: an instance id, or "launch"; empty: waits
+    bool busy_i02 = false;          // ce-a-i02 (if any) is busy now
+  };
+  const std::vector<Case> cases = {
+      {"another idle instance takes its place", 3, 12, {"ce-a-i00", "ce-a-i02"}},
+      {"a launch takes its place", 2, 12, {"ce-a-i00", "launch"}},
+      {"no other capacity at all: it is used rather than waiting", 2, 8, {"ce-a-i00", "ce-a-i01"}},
+      {"another instance is busy now: it waits for it", 3, 12, {}, true},
+  };
+  for (const Case& c : cases) {
+    Snapshot s;
+    ComputeEnvironment ce = MakeCe("ce-a", Cpu(4, 4096), c.max_vcpus, c.idle);
+    if (c.busy_i02) {
+      ce.instances[2].available = Resources{};
+      ce.instances[2].idle_since_ms = Instance::kBusy;
+    }
+    s.compute_environments.push_back(ce);
+    s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
+    Job retry = MakeJob("retry", "q", 1, Cpu(4, 4096), 2);
+    retry.avoid_instances = {"ce-a-i01"};
+    s.jobs.push_back(retry);
+    Decisions d = MustDecide(s, kT0);
+    ExpectEveryJobAccountedFor(s, d);
+    if (c.want.empty()) {
+      EXPECT_TRUE(d.placements.empty()) << c.name;
+      EXPECT_NE(FindWait(d, "retry"), nullptr) << c.name;
+      continue;
+    }
+    ASSERT_EQ(d.placements.size(), 1u) << c.name;
+    std::vector<std::string> got;
+    for (const NodePlacement& n : d.placements[0].nodes)
+      got.push_back(n.launch_index >= 0 ? "launch" : n.instance_id);
+    EXPECT_EQ(got, c.want) << c.name;
+  }
+  // A single-node retry the same way; and what it avoids is not remembered
+  // as a failure: the next job of the same shape still gets the instance.
+  Snapshot s;
+  s.compute_environments.push_back(MakeCe("ce-a", Cpu(4, 4096), 8, 2));
+  s.queues.push_back(MakeQueue("q", 1, {"ce-a"}));
+  Job single = MakeJob("single", "q", 1, Cpu(4, 4096));
+  single.avoid_instances = {"ce-a-i00"};
+  s.jobs.push_back(single);
+  s.jobs.push_back(MakeJob("next", "q", 2, Cpu(4, 4096)));
+  Decisions d = MustDecide(s, kT0);
+  ASSERT_NE(FindPlacement(d, "single"), nullptr);
+  EXPECT_EQ(FindPlacement(d, "single")->nodes[0].instance_id, "ce-a-i01");
+  ASSERT_NE(FindPlacement(d, "next"), nullptr);
+  EXPECT_EQ(FindPlacement(d, "next")->nodes[0].instance_id, "ce-a-i00");
+}
+
 TEST(SchedulerTest, BlockedGangHoldsInstancesAgainstBackfill) {
   // Six instances with 2 of 4 vCPUs free; a 4-node gang of 4 vCPU nodes at the head.
   Snapshot s;

@@ -127,6 +127,11 @@ struct Job {
   std::string share_identifier;     // fair-share queues
   int32_t scheduling_priority = 0;  // fair-share queues: higher first within a share
   std::vector<NodeRange> nodes;     // node index order: range 0 holds nodes 0..count-1, ...
+  // Instances to keep the job off (a retry: those its failed node ran on,
+  // control/quarantine.h). Its nodes go to other instances, existing or
+  // launched, when the compute environment has room for all of them there;
+  // otherwise these are used as any other (a retry never waits for them).
+  std::vector<std::string> avoid_instances;
 
   int32_t NumNodes() const;
   bool IsGang() const { return NumNodes() > 1; }

@@ -170,6 +170,16 @@ CREATE INDEX jobs_ended ON jobs (stopped_ms) WHERE status IN ('SUCCEEDED', 'FAIL
 CREATE INDEX jobs_node_failed ON jobs (node_failed_ms) WHERE node_failed_ms > 0;
 )sql";
 
+// Version 6 (issue 24): bad-node quarantines released by hand, so that a
+// release outlives a restart (the quarantine itself is rebuilt from the
+// stored attempts; failures at or before released_ms do not count).
+constexpr std::string_view kV6 = R"sql(
+CREATE TABLE node_releases (
+  node TEXT PRIMARY KEY,
+  released_ms INTEGER NOT NULL
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -179,6 +189,7 @@ const std::vector<Migration>& Migrations() {
       {3, kV3},
       {4, kV4},
       {5, kV5},
+      {6, kV6},
   };
   return kMigrations;
 }

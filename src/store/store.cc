@@ -224,6 +224,7 @@ void WriteBatch::DeleteIamUser(std::string name) {
   ops_.emplace_back(DeleteIamUserOp{std::move(name)});
 }
 void WriteBatch::AppendAudit(AuditRow row) { ops_.emplace_back(std::move(row)); }
+void WriteBatch::PutNodeRelease(NodeReleaseRow row) { ops_.emplace_back(std::move(row)); }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
   RETURN_IF_ERROR(MakePrivate(path));
@@ -391,6 +392,9 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
           "INSERT INTO audit_events (time_ms, principal, operation, resource, result, request_id) "
           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
           au->time_ms, au->principal, au->operation, au->resource, au->result, au->request_id);
+    } else if (auto* nr = std::get_if<NodeReleaseRow>(&op)) {
+      st = run("INSERT OR REPLACE INTO node_releases (node, released_ms) VALUES (?1, ?2)",
+               nr->node, nr->released_ms);
     }
     RETURN_IF_ERROR(st);
   }
@@ -765,6 +769,16 @@ Result<IamSnapshot> Store::LoadIam() {
   while (q.Next()) snap.users.push_back(IamUserRow{q.Text(0), q.Text(1), q.Int(2)});
   RETURN_IF_ERROR(q.status());
   return snap;
+}
+
+Result<std::vector<NodeReleaseRow>> Store::LoadNodeReleases() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  Stmt q(reader_db_, "SELECT node, released_ms FROM node_releases ORDER BY node");
+  RETURN_IF_ERROR(q.status());
+  std::vector<NodeReleaseRow> rows;
+  while (q.Next()) rows.push_back(NodeReleaseRow{q.Text(0), q.Int(1)});
+  RETURN_IF_ERROR(q.status());
+  return rows;
 }
 
 Result<std::vector<AuditRow>> Store::Audit(const AuditQuery& query) {

@@ -158,6 +158,14 @@ struct IamUserRow {
   int64_t updated_ms = 0;
 };
 
+// A bad-node quarantine ended by hand (`lote nodes release`, schema version
+// 6): the node's failures at or before released_ms no longer count, also
+// after a restart. One row per node (the last release).
+struct NodeReleaseRow {
+  std::string node;
+  int64_t released_ms = 0;
+};
+
 // One entry of the append-only audit trail; seq is assigned on insert
 // (ascending in commit order).
 struct AuditRow {
@@ -199,6 +207,7 @@ class WriteBatch {
   void PutIamUser(IamUserRow row);
   void DeleteIamUser(std::string name);
   void AppendAudit(AuditRow row);  // row.seq is ignored
+  void PutNodeRelease(NodeReleaseRow row);
 
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
@@ -224,7 +233,7 @@ class WriteBatch {
   };
   using Op = std::variant<ResourceRow, DeleteResourceOp, TagRow, DeleteTagOp, DeleteAllTagsOp,
                           JobRow, AttemptRow, JobEvent, IamUserRow, DeleteIamUserOp, AuditRow,
-                          DeleteJobOp>;
+                          DeleteJobOp, NodeReleaseRow>;
   std::vector<Op> ops_;
 };
 
@@ -324,6 +333,8 @@ class Store {
   Result<ExpiredJobs> FindExpiredJobs(int64_t ended_before_ms, int64_t max_rows);
   // IAM users and job owners (call once at start-up).
   Result<IamSnapshot> LoadIam();
+  // Every stored node release (NodeReleaseRow), by node.
+  Result<std::vector<NodeReleaseRow>> LoadNodeReleases();
   // Committed audit rows matching `query`, ascending by seq.
   Result<std::vector<AuditRow>> Audit(const AuditQuery& query);
 

@@ -429,6 +429,28 @@ TEST_F(StoreTest, ConcurrentWritersAreGroupCommitted) {
   EXPECT_LE(stats.commits, stats.batches);
 }
 
+// Version 6: a node's last release replaces the one before; kept across a reopen.
+TEST_F(StoreTest, NodeReleasesKeepTheLastReleaseOfEachNode) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    WriteBatch b;
+    b.PutNodeRelease(NodeReleaseRow{"i-b", 10});
+    b.PutNodeRelease(NodeReleaseRow{"b1", 20});
+    b.PutNodeRelease(NodeReleaseRow{"i-b", 30});
+    ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  }
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto rows = (*store)->LoadNodeReleases();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].node, "b1");
+  EXPECT_EQ((*rows)[0].released_ms, 20);
+  EXPECT_EQ((*rows)[1].node, "i-b");
+  EXPECT_EQ((*rows)[1].released_ms, 30);
+}
+
 TEST_F(StoreTest, RefusesDatabaseFromNewerVersion) {
   { ASSERT_TRUE(Store::Open(path_).ok()); }
   sqlite3* db = nullptr;

@@ -2,7 +2,8 @@
 with lote:injectCapacityShortageSeconds waits RUNNABLE with a CAPACITY reason, then
 runs; three NODE_LOST of different jobs on one virtual instance quarantine it (no new
 work, shown by DescribeComputeEnvironments, kept across a restart) until
-`lote nodes release`."""
+`lote nodes release`, and the release is kept across a restart; the retry of a
+gang whose node was killed avoids that node's instance when there is room."""
 import argparse
 import json
 import os
@@ -172,6 +173,80 @@ class QuarantineTest(Helpers, unittest.TestCase):
         again = self.lote("nodes", "release", node)
         self.assertNotEqual(again.returncode, 0)
         self.assertIn("not quarantined", again.stderr)
+        # The release is stored: after another restart the three failures
+        # (still within the window) do not quarantine the node again, and it
+        # takes work.
+        self.server.stop()
+        self.server.start()
+        self.batch = self.server.client()
+        self.assertEqual(quarantined_nodes(self.batch), [])
+        listed = self.lote("nodes", "list")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertNotIn(node, listed.stdout)
+        job = self.wait_status(self.submit("after-restart", "true"))
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+
+
+class RetryAvoidanceTest(Helpers, unittest.TestCase):
+    """A 2-node gang whose node 1 is killed (lote:injectKillNode) is retried on
+    instances other than the one node 1 ran on, when the environment has room."""
+
+    def setUp(self):
+        self.server = LoteServer(LOTE).start()
+        self.batch = self.server.client()
+        self.out = tempfile.mkdtemp(prefix="lote_avoid_")
+        os.chmod(self.out, 0o777)
+
+    def tearDown(self):
+        self.server.cleanup()
+
+    def run_killed_gang(self, max_vcpus):
+        """{attempt: {node index: the node's instance address}} of a 2-node job
+        (each node a whole c5.large) whose first attempt's node 1 is killed."""
+        setup(self.batch, max_vcpus=max_vcpus)
+        self.batch.register_job_definition(
+            jobDefinitionName="pair", type="multinode",
+            nodeProperties={"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
+                {"targetNodes": "0:", "container": {
+                    "image": "host", "command": ["true"],
+                    "resourceRequirements": [{"type": "VCPU", "value": "2"},
+                                             {"type": "MEMORY", "value": "1024"}]}}]})
+        where = os.path.join(self.out, "where")
+        # Each node says where it runs (its virtual instance's own address);
+        # the first attempt's nodes wait to be killed / torn down.
+        script = ('echo "$AWS_BATCH_JOB_ATTEMPT $AWS_BATCH_JOB_NODE_INDEX '
+                  '$LOTE_PRIVATE_IPV4_ADDRESS" >> %s; '
+                  'if [ "$AWS_BATCH_JOB_ATTEMPT" = 1 ]; then exec sleep 60; fi' % where)
+        job_id = self.batch.submit_job(
+            jobName="pair", jobQueue="q", jobDefinition="pair", retryStrategy={"attempts": 2},
+            tags={"lote:injectKillNode": "1", "lote:injectKillAfterSeconds": "1",
+                  "lote:terminationGraceSeconds": "1"},
+            nodeOverrides={"nodePropertyOverrides": [
+                {"targetNodes": "0:", "containerOverrides": {
+                    "command": ["sh", "-c", script]}}]})["jobId"]
+        job = self.wait_status(job_id, timeout=120)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertEqual(len(job["attempts"]), 2, job["attempts"])
+        self.assertIn("Injected fault: node 1 killed",
+                      job["attempts"][0].get("statusReason", ""), job["attempts"][0])
+        seen = {}
+        with open(where) as f:
+            for line in f:
+                attempt, node, ip = line.split()
+                seen.setdefault(int(attempt), {})[int(node)] = ip
+        self.assertEqual(sorted(seen), [1, 2], seen)
+        self.assertEqual(sorted(seen[1]), [0, 1], seen)
+        self.assertEqual(sorted(seen[2]), [0, 1], seen)
+        return seen
+
+    def test_the_retry_keeps_off_the_killed_nodes_instance_when_there_is_room(self):
+        seen = self.run_killed_gang(max_vcpus=6)  # room for 3 instances
+        self.assertNotIn(seen[1][1], seen[2].values(), seen)
+        self.assertEqual(len(set(seen[2].values())), 2, seen)
+
+    def test_without_room_elsewhere_the_retry_uses_it_rather_than_wait(self):
+        seen = self.run_killed_gang(max_vcpus=4)  # exactly the two instances
+        self.assertEqual(sorted(seen[2].values()), sorted(seen[1].values()), seen)
 
 
 if __name__ == "__main__":
