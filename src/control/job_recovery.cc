@@ -50,6 +50,7 @@ Status JobLoop::Load() {
     }
   }
   RebuildQuarantineLocked();
+  RestoreCapacityHoldsLocked();
   return Status();
 }
 
