@@ -71,6 +71,28 @@ async function until(page, what, fn, arg, timeout = 120000) {
     expect(await page.evaluate(() => document.cookie) === '', 'the cookie is not readable by scripts');
     await shot(page, 'overview');
 
+    // The quarantined node: shown with its environment, times and why; released
+    // through the confirmation dialog, it leaves the list.
+    const qrow = 'tr[data-node="' + spec.quarantinedNode + '"]';
+    const qtext = await until(page, 'the quarantined node', (sel) => {
+      const row = document.querySelector('#quarantined ' + sel);
+      return row && row.textContent;
+    }, qrow);
+    expect(qtext.includes('bad-ce') && /different jobs ended NODE_LOST or HANG/.test(qtext) && /\d{4}-\d\d-\d\d/.test(qtext),
+      'the quarantined row: ' + qtext);
+    report.quarantinedRow = qtext;
+    const envRow = await page.$$eval('#envs tr', (rows) => rows.map((r) => r.textContent).find((t) => t.includes('bad-ce')));
+    expect(envRow && /1$/.test(envRow.trim()), 'bad-ce counts one quarantined node: ' + envRow);
+    await shot(page, 'quarantined');
+    await clickNow(page, '#quarantined ' + qrow + ' button.release');
+    await page.waitForSelector('#modal:not([hidden])');
+    report.releaseConfirm = await page.$eval('#modal-text', (el) => el.textContent);
+    expect((await page.$eval('#modal-ok', (el) => el.textContent)) === 'Release', 'the dialog offers Release');
+    await clickNow(page, '#modal-ok');
+    await until(page, 'the node to leave the list', (sel) =>
+      !document.querySelector('#quarantined ' + sel) && document.querySelector('#quarantined').textContent.includes('No node is quarantined'), qrow);
+    await shot(page, 'released');
+
     // The running 4-node training job appears in the jobs list.
     await page.goto(spec.url + '#/jobs?queue=train-q', { waitUntil: 'networkidle0' });
     await until(page, 'the training job RUNNING in the list', (id) => {
