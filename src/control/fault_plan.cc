@@ -205,7 +205,8 @@ std::string FaultOrigin(const Job& job, int32_t attempt) {
   const Attempt& a = job.attempts[static_cast<size_t>(attempt - 1)];
   if (!a.backend.is_object() || !FirstAttemptOn(job, a.compute_environment, attempt)) return "";
   TagMap tags;
-  for (const auto& [k, v] : a.backend.value("tags", Json::object()).items())
+  const Json recorded = a.backend.value("tags", Json::object());
+  for (const auto& [k, v] : recorded.items())
     if (v.is_string()) tags[k] = v.get<std::string>();
   Result<std::optional<FaultPlan>> env = ParseEnvironmentFaultPlan(a.compute_environment, tags);
   if (!env.ok() || !env->has_value()) return "";

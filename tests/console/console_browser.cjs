@@ -81,8 +81,11 @@ async function until(page, what, fn, arg, timeout = 120000) {
     expect(qtext.includes('bad-ce') && /different jobs ended NODE_LOST or HANG/.test(qtext) && /\d{4}-\d\d-\d\d/.test(qtext),
       'the quarantined row: ' + qtext);
     report.quarantinedRow = qtext;
-    const envRow = await page.$$eval('#envs tr', (rows) => rows.map((r) => r.textContent).find((t) => t.includes('bad-ce')));
-    expect(envRow && /1$/.test(envRow.trim()), 'bad-ce counts one quarantined node: ' + envRow);
+    const envCount = await page.$$eval('#envs tr', (rows) => {
+      const row = rows.find((r) => r.cells[0] && r.cells[0].textContent === 'bad-ce');
+      return row ? row.cells[row.cells.length - 1].textContent : null;
+    });
+    expect(envCount === '1', 'bad-ce counts one quarantined node: ' + envCount);
     await shot(page, 'quarantined');
     await clickNow(page, '#quarantined ' + qrow + ' button.release');
     await page.waitForSelector('#modal:not([hidden])');

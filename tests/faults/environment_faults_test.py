@@ -212,8 +212,8 @@ class EnvironmentFaultsTest(unittest.TestCase):
         while time.time() * 1000 < holds[0][1] + SHORTAGE * 1000 + 1000:
             time.sleep(0.2)
         restarted_ms = int(time.time() * 1000)
-        self.server.start()
-        self.batch = self.server.client()
+        self.server.start()  # on another port: every test's client follows
+        EnvironmentFaultsTest.batch = self.server.client()
         job = self.wait_ended(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", job)
         # Served again it would start SHORTAGE s after the restart; it ran at once.
