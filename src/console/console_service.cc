@@ -32,6 +32,7 @@ const std::map<std::string, bool>& BatchOperations() {
       {"GetJobQueueSnapshot", false},
       {"CancelJob", true},
       {"TerminateJob", true},
+      {"ReleaseNode", true},  // lote's own: ends a node's quarantine (docs/quarantine.md)
   };
   return ops;
 }

@@ -34,6 +34,13 @@ class ConsoleServiceTest : public ::testing::Test {
            terminated_.push_back(r.value("jobId", ""));
            return Json::object();
          }});
+    router_.RegisterRestOperation(
+        {"ReleaseNode", "POST", "/v1/releasenode", {}, [this](const Json& r) -> Result<Json> {
+           const std::string node = r.value("node", "");
+           if (node != "i-0001") return Status::InvalidArgument("node " + node + " is not quarantined");
+           released_.push_back(node);
+           return Json{{"node", node}, {"released", true}};
+         }});
   }
 
   api::HttpRequest Request(const std::string& method, const std::string& path,
@@ -68,6 +75,7 @@ class ConsoleServiceTest : public ::testing::Test {
   logs::ProgressHistory history_;
   ConsoleService console_;
   std::vector<std::string> terminated_;
+  std::vector<std::string> released_;
   std::string csrf_;
 };
 
@@ -116,6 +124,27 @@ TEST_F(ConsoleServiceTest, MutationsNeedTheCsrfToken) {
   api::HttpRequest form = terminate;
   form.headers[0].second = "application/x-www-form-urlencoded";
   EXPECT_EQ(console_.Handle(form).status, 415);
+}
+
+// The overview's Release button: lote's ReleaseNode through the signed API
+// path, a mutation (CSRF token), its errors as the API gives them.
+TEST_F(ConsoleServiceTest, ReleaseNodeIsAMutationCalledThroughTheApi) {
+  const std::string cookie = SignIn();
+  api::HttpRequest release =
+      Request("POST", "/console/api/batch/ReleaseNode", R"({"node":"i-0001"})");
+  release.headers.emplace_back("Cookie", cookie);
+  EXPECT_EQ(console_.Handle(release).status, 403);  // no CSRF token
+  EXPECT_TRUE(released_.empty());
+  release.headers.emplace_back("X-CSRF-Token", csrf_);
+  api::HttpResponse r = console_.Handle(release);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["released"], true);
+  EXPECT_EQ(released_, std::vector<std::string>{"i-0001"});
+  release.body = R"({"node":"i-0002"})";
+  r = console_.Handle(release);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["__type"], "ClientException");
+  EXPECT_EQ(Json::parse(r.body)["message"], "node i-0002 is not quarantined");
 }
 
 TEST_F(ConsoleServiceTest, CallsGoThroughTheApiOperationsWithTheirErrors) {

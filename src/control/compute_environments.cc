@@ -4,6 +4,7 @@
 
 #include "common/ids.h"
 #include "control/control_plane.h"
+#include "control/fault_plan.h"
 
 namespace lote::control {
 
@@ -147,6 +148,7 @@ Result<Json> ControlPlane::CreateComputeEnvironment(const Json& request) {
                    OptString(request, "serviceRole", "serviceRole"));
   ASSIGN_OR_RETURN(std::optional<std::string> context, OptString(request, "context", "context"));
   ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
+  RETURN_IF_ERROR(ValidateEnvironmentFaultTags(name, tags));  // lote:inject... (fault_plan.h)
   if (request.contains("eksConfiguration") && !request["eksConfiguration"].is_null()) {
     return Status::InvalidArgument(
         "eksConfiguration is not supported by lote (it runs no Kubernetes); remove it");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "control/fault_plan.h"
 
 namespace lote::control {
 
@@ -209,6 +210,7 @@ Result<Json> ControlPlane::TagResource(const Json& request) {
   }
   TagMap merged = tags_[arn];
   for (const auto& [k, v] : tags) merged[k] = v;
+  RETURN_IF_ERROR(ValidateResourceFaultTags(arn, merged));  // lote:inject... (fault_plan.h)
   if (merged.size() > kMaxTagsPerResource) {
     return Status::ResourceExhausted(
         "resource " + arn + " would have " + std::to_string(merged.size()) +

@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "common/ids.h"
 #include "control/capacity_hold.h"
 #include "control/job_controller.h"
 
@@ -19,10 +20,21 @@ constexpr std::array<Kind, 3> kKinds{{{exec::FaultAction::kKill, "Kill"},
 constexpr int64_t kMaxStep = 1'000'000'000;
 constexpr int64_t kMaxAfterSeconds = 30LL * 24 * 3600;
 
-// The key's value, parameters first, then tags.
-std::optional<std::string> Lookup(const Job& job, const std::string& key) {
-  const std::string* value = job.LoteSetting(key);
-  return value ? std::optional<std::string>(*value) : std::nullopt;
+// Where the keys are read: a job's parameters then tags, or an
+// environment's tags; the first map that has a key wins.
+struct Keys {
+  std::vector<const TagMap*> maps;
+  int32_t num_nodes = 1;    // the node index is checked against it
+  std::string environment;  // empty: the job's own keys
+};
+constexpr int32_t kMaxEnvironmentNodes = 10'000;
+
+Keys KeysOf(const Job& job) { return Keys{{&job.parameters, &job.tags}, job.NumNodes(), ""}; }
+
+std::optional<std::string> Lookup(const Keys& keys, const std::string& key) {
+  for (const TagMap* map : keys.maps)
+    if (auto it = map->find(key); it != map->end()) return it->second;
+  return std::nullopt;
 }
 
 Result<int64_t> WholeNumber(const std::string& key, const std::string& value, int64_t min,
@@ -53,8 +65,8 @@ bool Known(const std::string& key) {
   return false;
 }
 
-Status CheckKeys(const Job& job) {
-  for (const auto* map : {&job.parameters, &job.tags}) {
+Status CheckKeys(const Keys& keys) {
+  for (const TagMap* map : keys.maps) {
     for (const auto& [key, value] : *map) {
       if (key.rfind(kInjectPrefix, 0) != 0 || Known(key)) continue;
       if (key == "lote:injectSlowNode")
@@ -73,11 +85,11 @@ Status CheckKeys(const Job& job) {
   return Status::Ok();
 }
 
-Result<std::optional<FaultPlan>> ParseKind(const Job& job, const Kind& kind) {
+Result<std::optional<FaultPlan>> ParseKind(const Keys& keys, const Kind& kind) {
   const std::string base = std::string(kInjectPrefix) + kind.name;
-  const std::optional<std::string> node = Lookup(job, base + "Node");
-  const std::optional<std::string> step = Lookup(job, base + "AtStep");
-  const std::optional<std::string> after = Lookup(job, base + "AfterSeconds");
+  const std::optional<std::string> node = Lookup(keys, base + "Node");
+  const std::optional<std::string> step = Lookup(keys, base + "AtStep");
+  const std::optional<std::string> after = Lookup(keys, base + "AfterSeconds");
   if (!node && !step && !after) return std::optional<FaultPlan>();
   if (step.has_value() == after.has_value())
     return Status::InvalidArgument("give exactly one of " + base + "AtStep and " + base +
@@ -89,10 +101,13 @@ Result<std::optional<FaultPlan>> ParseKind(const Job& job, const Kind& kind) {
                                    ")");
   FaultPlan plan;
   plan.action = kind.action;
+  plan.environment = keys.environment;
   if (node) {
-    ASSIGN_OR_RETURN(int64_t n, WholeNumber(base + "Node", *node, 0, job.NumNodes() - 1,
-                                            "the node index; the job has " +
-                                                std::to_string(job.NumNodes()) + " node(s)"));
+    ASSIGN_OR_RETURN(int64_t n, WholeNumber(base + "Node", *node, 0, keys.num_nodes - 1,
+                                            keys.environment.empty()
+                                                ? "the node index; the job has " +
+                                                      std::to_string(keys.num_nodes) + " node(s)"
+                                                : std::string("the node index")));
     plan.node = static_cast<int32_t>(n);
   }
   if (step) {
@@ -107,15 +122,16 @@ Result<std::optional<FaultPlan>> ParseKind(const Job& job, const Kind& kind) {
 }
 
 // lote:injectUploadFailSeconds (+ lote:injectUploadFailAtStep, default 1).
-Result<std::optional<FaultPlan>> ParseUploadFail(const Job& job) {
-  const std::optional<std::string> secs = Lookup(job, kUploadFailSeconds);
-  const std::optional<std::string> step = Lookup(job, kUploadFailAtStep);
+Result<std::optional<FaultPlan>> ParseUploadFail(const Keys& keys) {
+  const std::optional<std::string> secs = Lookup(keys, kUploadFailSeconds);
+  const std::optional<std::string> step = Lookup(keys, kUploadFailAtStep);
   if (!secs && !step) return std::optional<FaultPlan>();
   if (!secs)
     return Status::InvalidArgument(std::string(kUploadFailAtStep) + " needs " + kUploadFailSeconds +
                                    " (how long checkpoint writes fail)");
   FaultPlan plan;
   plan.action = exec::FaultAction::kUploadFail;
+  plan.environment = keys.environment;
   ASSIGN_OR_RETURN(plan.upload_fail_seconds,
                    WholeNumber(kUploadFailSeconds, *secs, 1, kMaxUploadFailSeconds,
                                "seconds during which checkpoint writes fail"));
@@ -129,39 +145,85 @@ Result<std::optional<FaultPlan>> ParseUploadFail(const Job& job) {
 
 // A job without any lote:inject key (nearly every job) costs one look at the
 // keys' ordered range.
-bool HasInjectKeys(const Job& job) {
-  for (const auto* map : {&job.parameters, &job.tags}) {
+bool HasInjectKeys(const Keys& keys) {
+  for (const TagMap* map : keys.maps) {
     auto it = map->lower_bound(kInjectPrefix);
     if (it != map->end() && it->first.rfind(kInjectPrefix, 0) == 0) return true;
   }
   return false;
 }
 
-}  // namespace
-
-Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job) {
-  if (!HasInjectKeys(job)) return std::optional<FaultPlan>();
-  RETURN_IF_ERROR(CheckKeys(job));
-  ASSIGN_OR_RETURN(std::optional<FaultPlan> found, ParseUploadFail(job));
+Result<std::optional<FaultPlan>> ParsePlan(const Keys& keys) {
+  if (!HasInjectKeys(keys)) return std::optional<FaultPlan>();
+  RETURN_IF_ERROR(CheckKeys(keys));
+  ASSIGN_OR_RETURN(std::optional<FaultPlan> found, ParseUploadFail(keys));
   for (const Kind& kind : kKinds) {
-    ASSIGN_OR_RETURN(std::optional<FaultPlan> plan, ParseKind(job, kind));
+    ASSIGN_OR_RETURN(std::optional<FaultPlan> plan, ParseKind(keys, kind));
     if (!plan) continue;
     if (found)
-      return Status::InvalidArgument("a job may ask for one injected fault; it asks to " +
-                                     DescribeFaultPlan(*found) + " and to " +
-                                     DescribeFaultPlan(*plan));
+      return Status::InvalidArgument(
+          std::string(keys.environment.empty() ? "a job"
+                                               : "compute environment " + keys.environment) +
+          " may ask for one injected fault; it asks to " + DescribeFaultPlan(*found) +
+          " and to " + DescribeFaultPlan(*plan));
     found = plan;
   }
   return found;
 }
 
+// Whether attempt `attempt` is the job's first on environment `ce`.
+bool FirstAttemptOn(const Job& job, const std::string& ce, int32_t attempt) {
+  for (int32_t a = 1; a < attempt && a <= static_cast<int32_t>(job.attempts.size()); ++a)
+    if (job.attempts[static_cast<size_t>(a - 1)].compute_environment == ce) return false;
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<FaultPlan>> ParseFaultPlan(const Job& job) { return ParsePlan(KeysOf(job)); }
+
+Result<std::optional<FaultPlan>> ParseEnvironmentFaultPlan(const std::string& environment,
+                                                           const TagMap& tags) {
+  return ParsePlan(Keys{{&tags}, kMaxEnvironmentNodes, environment});
+}
+
+Status ValidateEnvironmentFaultTags(const std::string& environment, const TagMap& tags) {
+  RETURN_IF_ERROR(ParseEnvironmentFaultPlan(environment, tags).status());
+  return ValidateInjectedShortageTag(tags);
+}
+
+Status ValidateResourceFaultTags(const std::string& arn, const TagMap& tags) {
+  Result<Arn> parsed = Arn::Parse(arn);
+  if (!parsed.ok() || parsed->ResourceType() != "compute-environment") return Status();
+  return ValidateEnvironmentFaultTags(parsed->ResourceName(), tags);
+}
+
+std::string FaultOrigin(const Job& job, int32_t attempt) {
+  if (attempt < 1 || attempt > static_cast<int32_t>(job.attempts.size())) return "";
+  Result<std::optional<FaultPlan>> own = ParseFaultPlan(job);
+  if (!own.ok() || own->has_value()) return "";  // the job's own keys win
+  const Attempt& a = job.attempts[static_cast<size_t>(attempt - 1)];
+  if (!a.backend.is_object() || !FirstAttemptOn(job, a.compute_environment, attempt)) return "";
+  TagMap tags;
+  const Json recorded = a.backend.value("tags", Json::object());
+  for (const auto& [k, v] : recorded.items())
+    if (v.is_string()) tags[k] = v.get<std::string>();
+  Result<std::optional<FaultPlan>> env = ParseEnvironmentFaultPlan(a.compute_environment, tags);
+  if (!env.ok() || !env->has_value()) return "";
+  return " (asked by the tags of compute environment " + a.compute_environment + ")";
+}
+
 std::string DescribeFaultPlan(const FaultPlan& plan) {
+  const std::string origin =
+      plan.environment.empty() ? ""
+                               : " (from the tags of compute environment " + plan.environment + ")";
   if (plan.action == exec::FaultAction::kUploadFail)
     return "fail checkpoint writes for " + std::to_string(plan.upload_fail_seconds) +
-           " s from step " + std::to_string(plan.at_step);
+           " s from step " + std::to_string(plan.at_step) + origin;
   const std::string when = plan.at_step > 0 ? "at step " + std::to_string(plan.at_step)
                                             : "after " + std::to_string(plan.after_seconds) + " s";
-  return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + " " + when;
+  return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + " " + when +
+         origin;
 }
 
 exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
@@ -178,14 +240,21 @@ exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
   return fault;
 }
 
-exec::NodeFault NodeFaultFor(const Job& job, int32_t attempt, int32_t node_index) {
-  if (attempt != 1) return exec::NodeFault{};
-  Result<std::optional<FaultPlan>> plan = ParseFaultPlan(job);
-  if (!plan.ok() || !plan->has_value()) return exec::NodeFault{};
+exec::NodeFault NodeFaultFor(const Job& job, const ComputeEnvironmentSpec& ce, int32_t attempt,
+                             int32_t node_index) {
+  Result<std::optional<FaultPlan>> own = ParseFaultPlan(job);
+  std::optional<FaultPlan> plan;
+  if (own.ok() && own->has_value()) {
+    if (attempt == 1) plan = **own;  // the job's own plan wins, in its first attempt
+  } else if (FirstAttemptOn(job, ce.name, attempt)) {
+    Result<std::optional<FaultPlan>> env = ParseEnvironmentFaultPlan(ce.name, ce.lote_tags);
+    if (env.ok() && env->has_value() && (*env)->node < job.NumNodes()) plan = **env;
+  }
+  if (!plan) return exec::NodeFault{};
   // An upload failure is the store's: every node's checkpoint writes fail.
-  if ((*plan)->action != exec::FaultAction::kUploadFail && (*plan)->node != node_index)
+  if (plan->action != exec::FaultAction::kUploadFail && plan->node != node_index)
     return exec::NodeFault{};
-  return NodeFaultOf(**plan, job);
+  return NodeFaultOf(*plan, job);
 }
 
 Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes) {

@@ -101,7 +101,7 @@ Result<exec::NodeSpec> JobLoop::MakeNodeSpec(const Job& job, const exec::Attempt
   if (launch.gpus > 0 && !caps.accelerators)
     spec.unsupported_fields.push_back("resourceRequirements.GPU");
   spec.emulation = ce.emulation;
-  spec.fault = NodeFaultFor(job, attempt.attempt, node_index);
+  spec.fault = NodeFaultFor(job, ce, attempt.attempt, node_index);
   if (spec.command.empty() && !spec.container) {
     return Status::InvalidArgument(
         launch.image.empty()

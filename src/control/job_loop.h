@@ -220,8 +220,11 @@ class JobLoop {
   void CollectHangEvidence();    // no lock held: here or on evidence_thread_
   void CollectWantedEvidence();  // what evidence_wanted_ names, no lock held
   // Injected faults (job_faults.cc): the sentence of a fault a runner of the
-  // node's attempt injected, when the node's end fails the attempt ("" else).
+  // node's attempt injected, when the node's end fails the attempt or it ran
+  // with an upload failure ("" else), with where the fault came from
+  // (FaultOrigin); the runner's sentence alone.
   std::string InjectedFaultLocked(const Job& job, const exec::NodeEvent& event);
+  std::string RunnersInjectedFaultLocked(const Job& job, const exec::NodeEvent& event);
   // Hands the open attempt of each job to its backend (after the Scheduled
   // events are committed); records Launched and NodeStarted, or the failure.
   void LaunchPlaced(const std::vector<std::string>& job_ids);
@@ -241,6 +244,11 @@ class JobLoop {
   bool HoldForInjectedShortageLocked(const Job& job, int64_t now);
   // The holds that ended by `now`, their end recorded in the jobs' events.
   void EndCapacityHoldsLocked(int64_t now);
+  // The injected shortage that holds `job` (its own key, else its queue's
+  // environments' tags; capacity_hold.h), and the holds rebuilt from the
+  // stored events at start-up (job_faults.cc).
+  std::optional<InjectedShortage> InjectedShortageLocked(const Job& job);
+  void RestoreCapacityHoldsLocked();
   // Quarantine (job_quarantine.cc): the failures of a closed attempt recorded;
   // the state rebuilt from every stored attempt (Load); the quarantined
   // instances of `environments` made unavailable, and what is quarantined
@@ -385,6 +393,9 @@ class JobLoop {
   // RUNNABLE job the attempt count whose hold was served.
   CapacityHolds capacity_holds_;
   std::map<std::string, size_t> shortage_served_;
+  // Per queue ARN, its environments' injected shortage, read once per pass
+  // (cleared by EndCapacityHoldsLocked).
+  std::map<std::string, std::optional<InjectedShortage>> queue_shortages_;
   Quarantine quarantine_;                   // under mu_
   Json shown_quarantine_ = Json::object();  // CE name -> what the control plane shows
   bool dirty_ = true;

@@ -81,6 +81,7 @@ Status JobLoop::Load() {
     }
   }
   RebuildQuarantineLocked();
+  RestoreCapacityHoldsLocked();
   return Status();
 }
 

@@ -84,26 +84,27 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
 bool JobLoop::HoldForInjectedShortageLocked(const Job& job, int64_t now) {
   const std::string id = job.id;  // job may be replaced by ApplyLocked
   if (capacity_holds_.IsHeld(id)) return true;
-  std::optional<int64_t> seconds = InjectedShortageSeconds(job);
-  if (!seconds) return false;
+  std::optional<InjectedShortage> shortage = InjectedShortageLocked(job);
+  if (!shortage) return false;
   auto served = shortage_served_.find(id);
   if (served != shortage_served_.end() && served->second == job.attempts.size()) return false;
   shortage_served_[id] = job.attempts.size();
-  capacity_holds_.Hold(id, *seconds, now);
+  capacity_holds_.Hold(id, *shortage, now);
   sched_input_.EraseJob(id);
-  Result<Job> r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageReason(*seconds), now));
+  Result<Job> r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageReason(*shortage), now));
   if (!r.ok())
     spdlog::warn("jobs: capacity hold of {} not recorded: {}", id, r.status().ToString());
   return true;
 }
 
 void JobLoop::EndCapacityHoldsLocked(int64_t now) {
-  for (const auto& [id, seconds] : capacity_holds_.TakeEnded(now)) {
+  queue_shortages_.clear();  // the environments' tags are read again this pass
+  for (const auto& [id, shortage] : capacity_holds_.TakeEnded(now)) {
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.status != JobStatus::kRunnable) continue;
     // The end is recorded, and the job enters the scheduler's input.
     Result<Job> r =
-        ApplyLocked(id, JobEvent::StatusReason(InjectedShortageEndReason(seconds), now));
+        ApplyLocked(id, JobEvent::StatusReason(InjectedShortageEndReason(shortage), now));
     if (!r.ok())
       spdlog::warn("jobs: end of capacity hold of {} not recorded: {}", id, r.status().ToString());
     const Job& job = jobs_.at(id);

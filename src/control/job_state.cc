@@ -207,6 +207,11 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
   node->exit_code = 0;
   node->stopped_at = e.at_ms;
   node->reason = kEssentialContainerExited;
+  // A fault the node survived (an injected upload failure): its sentence
+  // stays with the node as a notice, so DescribeJobs shows it was injected.
+  if (!e.reason.empty() &&
+      std::find(node->notices.begin(), node->notices.end(), e.reason) == node->notices.end())
+    node->notices.push_back(e.reason);
   if (e.node_index != job.MainNode()) return job;  // a child node finished early: the gang goes on
   // The main node decides: the job succeeded; the remaining nodes are stopped.
   a.stopped_at = e.at_ms;

@@ -305,6 +305,32 @@ TEST(JobState, AnImagePullIsKeptWithItsNodeAndShownInTheTimeline) {
   EXPECT_FALSE(Apply(job, JobEvent::NodePulled(1, 5, 1, 2, 160)).ok()) << "node 5 does not exist";
 }
 
+// A node that survived an injected fault (a checkpoint upload failure) and
+// exited 0: the job succeeds as usual, and the fault's sentence stays with
+// the node as a notice, so DescribeJobs shows it was injected.
+TEST(JobState, ASurvivedInjectedFaultIsShownWithTheSucceededAttempt) {
+  History h = JobIn(JobStatus::kRunning, GangJob(2));
+  const std::string node1 = "Injected fault: checkpoint writes of node 1 fail for 20 s from step 4";
+  const std::string node0 = "Injected fault: checkpoint writes of node 0 fail for 20 s from step 4";
+  h.Add(JobEvent::NodeExited(1, 1, 0, 0, 150, node1));
+  const Job& job = h.Add(JobEvent::NodeExited(1, 0, 0, 0, 160, node0));
+  EXPECT_EQ(job.status, JobStatus::kSucceeded);
+  EXPECT_EQ(job.status_reason, kEssentialContainerExited);
+  EXPECT_EQ(job.attempts[0].status_reason, kEssentialContainerExited);
+  EXPECT_EQ(job.attempts[0].nodes[0].notices, std::vector<std::string>{node0});
+  EXPECT_EQ(job.attempts[0].nodes[1].notices, std::vector<std::string>{node1});
+  h.ExpectReplayEqual();
+  const Json attempt = DescribeJobJson(job)["attempts"][0];
+  EXPECT_EQ(attempt["statusReason"], kEssentialContainerExited);
+  EXPECT_EQ(attempt["container"]["reason"],
+            std::string(kEssentialContainerExited) + " (lote: " + node0 + ")")
+      << attempt.dump();
+  EXPECT_EQ(attempt["container"]["loteNotices"], Json::array({node0}));
+  // A plain success says nothing more.
+  const Job plain = JobIn(JobStatus::kSucceeded).job();
+  EXPECT_TRUE(plain.attempts[0].nodes[0].notices.empty());
+}
+
 TEST(JobState, UserErrorRetriedThenSucceeds) {
   History h = JobIn(JobStatus::kRunning, PlainJob(3));
   const Job& failed_once = h.Add(JobEvent::NodeExited(1, 0, 3, 0, 200));

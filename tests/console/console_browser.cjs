@@ -71,6 +71,31 @@ async function until(page, what, fn, arg, timeout = 120000) {
     expect(await page.evaluate(() => document.cookie) === '', 'the cookie is not readable by scripts');
     await shot(page, 'overview');
 
+    // The quarantined node: shown with its environment, times and why; released
+    // through the confirmation dialog, it leaves the list.
+    const qrow = 'tr[data-node="' + spec.quarantinedNode + '"]';
+    const qtext = await until(page, 'the quarantined node', (sel) => {
+      const row = document.querySelector('#quarantined ' + sel);
+      return row && row.textContent;
+    }, qrow);
+    expect(qtext.includes('bad-ce') && /different jobs ended NODE_LOST or HANG/.test(qtext) && /\d{4}-\d\d-\d\d/.test(qtext),
+      'the quarantined row: ' + qtext);
+    report.quarantinedRow = qtext;
+    const envCount = await page.$$eval('#envs tr', (rows) => {
+      const row = rows.find((r) => r.cells[0] && r.cells[0].textContent === 'bad-ce');
+      return row ? row.cells[row.cells.length - 1].textContent : null;
+    });
+    expect(envCount === '1', 'bad-ce counts one quarantined node: ' + envCount);
+    await shot(page, 'quarantined');
+    await clickNow(page, '#quarantined ' + qrow + ' button.release');
+    await page.waitForSelector('#modal:not([hidden])');
+    report.releaseConfirm = await page.$eval('#modal-text', (el) => el.textContent);
+    expect((await page.$eval('#modal-ok', (el) => el.textContent)) === 'Release', 'the dialog offers Release');
+    await clickNow(page, '#modal-ok');
+    await until(page, 'the node to leave the list', (sel) =>
+      !document.querySelector('#quarantined ' + sel) && document.querySelector('#quarantined').textContent.includes('No node is quarantined'), qrow);
+    await shot(page, 'released');
+
     // The running 4-node training job appears in the jobs list.
     await page.goto(spec.url + '#/jobs?queue=train-q', { waitUntil: 'networkidle0' });
     await until(page, 'the training job RUNNING in the list', (id) => {

@@ -61,7 +61,9 @@ class ConsoleTest(unittest.TestCase):
                         "--tokenizer", os.path.join(ARGS.data, "tokenizer.model"),
                         "--block-size", "65", "--output", "file://" + cls.data],
                        check=True, capture_output=True)
-        cls.server = LoteServer(ARGS.lote).start()
+        # One lost node quarantines it (docs/quarantine.md), so the overview has a
+        # quarantined node to show and release.
+        cls.server = LoteServer(ARGS.lote, extra_args=["--quarantine-failures", "1"]).start()
         cls.batch = cls.server.client()
         with open(os.path.join(cls.server.home, "console.json")) as f:
             cls.url = json.load(f)["url"]
@@ -71,7 +73,7 @@ class ConsoleTest(unittest.TestCase):
         # Running nodes outlive a stopped server (they are adopted on restart):
         # end every job of this test first.
         try:
-            for queue in ("train-q", "idle-q"):
+            for queue in ("train-q", "idle-q", "bad-q"):
                 for status in ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"):
                     for j in cls.batch.list_jobs(jobQueue=queue, jobStatus=status)["jobSummaryList"]:
                         cls.batch.terminate_job(jobId=j["jobId"], reason="test cleanup")
@@ -101,6 +103,44 @@ class ConsoleTest(unittest.TestCase):
                            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": ce}])
         self.wait(lambda: b.describe_job_queues(jobQueues=[queue])["jobQueues"][0][
             "status"] == "VALID", 30, "the job queue")
+
+    def quarantined_nodes(self):
+        """loteQuarantinedNodes of every environment, as the server sent them."""
+        raw = {}
+
+        def keep(http_response, **kwargs):
+            raw["body"] = http_response.content
+        self.batch.meta.events.register("after-call.batch.DescribeComputeEnvironments", keep)
+        try:
+            self.batch.describe_compute_environments()
+        finally:
+            self.batch.meta.events.unregister("after-call.batch.DescribeComputeEnvironments", keep)
+        return [q for ce in json.loads(raw["body"])["computeEnvironments"]
+                for q in ce.get("loteQuarantinedNodes", [])]
+
+    def quarantine_a_node(self):
+        """A job on bad-ce whose node's runner is killed (kill -9) while it runs ends
+        NODE_LOST; with --quarantine-failures 1 its virtual instance is quarantined
+        (as tests/quarantine does with three)."""
+        b = self.batch
+        self.make_queue("bad-q", "bad-ce", "ENABLED")
+        ready = os.path.join(self.dir, "bad-ready")
+        job_id = b.submit_job(jobName="console-lost", jobQueue="bad-q", jobDefinition="waiter",
+                              containerOverrides={"command": [
+                                  "sh", "-c", "touch %s; exec sleep 300" % ready]})["jobId"]
+        self.wait(lambda: os.path.exists(ready), 60, "the job on bad-ce to run")
+        with open(os.path.join(self.server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
+            os.kill(json.load(f)["process"]["pid"], 9)
+        job = self.wait(lambda: (lambda j: j if j["status"] in ("SUCCEEDED", "FAILED") else None)(
+            b.describe_jobs(jobs=[job_id])["jobs"][0]), 60, "the lost job to end")
+        self.assertIn("NODE_LOST", json.dumps(job["attempts"][0]))
+        # The quarantine is shown by the next scheduling pass: a job on bad-q asks
+        # for one (as tests/quarantine's job "after").
+        b.submit_job(jobName="console-after", jobQueue="bad-q", jobDefinition="waiter")
+        nodes = self.wait(self.quarantined_nodes, 60, "the node to be quarantined")
+        self.assertEqual(len(nodes), 1, nodes)
+        self.assertIn(job_id, nodes[0]["reason"])
+        return nodes[0]
 
     def test_console_in_a_browser(self):
         b = self.batch
@@ -154,6 +194,7 @@ class ConsoleTest(unittest.TestCase):
         raw = describe_job_raw(b, fault_id)
         self.assertEqual(raw["attempts"][0]["failureCategory"], "USER_ERROR", raw)
         self.assertNotIn("failureCategory", raw)
+        quarantined = self.quarantine_a_node()
         key_id, secret = self.server.credentials()
 
         # No session cookie: every data call is refused.
@@ -207,7 +248,8 @@ class ConsoleTest(unittest.TestCase):
         shutil.rmtree(ARGS.artifacts, ignore_errors=True)
         os.makedirs(ARGS.artifacts)
         spec = {"url": self.url, "keyId": key_id, "secret": secret, "trainJob": train_id,
-                "waitJob": wait_id, "faultJob": fault_id, "artifacts": ARGS.artifacts, "chromium": CHROMIUM}
+                "waitJob": wait_id, "faultJob": fault_id, "quarantinedNode": quarantined["node"],
+                "artifacts": ARGS.artifacts, "chromium": CHROMIUM}
         env = dict(os.environ, NODE_PATH=ARGS.node_modules)
         run = subprocess.run(["node", os.path.join(HERE, "console_browser.cjs"), json.dumps(spec)],
                              env=env, capture_output=True, text=True, timeout=480)
@@ -224,8 +266,12 @@ class ConsoleTest(unittest.TestCase):
         self.assertGreater(report["chartPointsLater"], report["chartPointsFirst"])
         self.assertGreater(report["logLinesLater"], report["logLinesFirst"])
         self.assertIn("revealed the environment", self.server.stderr())
+        # The node released in the overview is released on the server.
+        self.assertEqual(self.quarantined_nodes(), [])
+        self.assertIn("calls ReleaseNode", self.server.stderr())
+        self.assertIn("Release node " + quarantined["node"], report["releaseConfirm"])
         for shot in ("signin-refused", "overview", "jobs", "job", "training", "logs", "runnable",
-                     "terminated"):
+                     "quarantined", "released", "terminated"):
             self.assertTrue(os.path.getsize(os.path.join(ARGS.artifacts, shot + ".png")) > 1000, shot)
 
 

@@ -248,6 +248,10 @@ class FaultsTest(unittest.TestCase):
         logs = self.job_logs(job_id)
         self.assertEqual(job["status"], "SUCCEEDED", logs[-3000:])
         self.assertEqual(len(job["attempts"]), 1, job["attempts"])
+        # DescribeJobs shows that the fault was injected, though the job succeeded.
+        self.assertEqual(job["attempts"][0]["statusReason"], "Essential container in task exited")
+        self.assertIn("Injected fault: checkpoint writes of node 0 fail for 20 s from step 4",
+                      job["attempts"][0]["container"]["reason"])
         self.assertIn("fault injection: checkpoint writes fail for 20 s from step 4", logs)
         self.assertRegex(logs, r"warning: checkpoint at step 4 failed \(file://%s/%s/step_4\): "
                          r".*injected fault.*the latest checkpoint stays none" % (ckpt, job_id))

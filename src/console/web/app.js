@@ -155,13 +155,15 @@ async function pageOverview() {
         ...STATUSES.map((s) => h('td', { class: 'num' },
           h('a', { href: '#/jobs?queue=' + encodeURIComponent(q.jobQueueName) + '&status=' + s }, String(q.counts[s])))))));
     const envs = h('table', { id: 'envs' },
-      h('tr', {}, h('th', {}, 'Compute environment'), h('th', {}, 'Type'), h('th', {}, 'State'), h('th', {}, 'vCPUs in use / max')),
+      h('tr', {}, h('th', {}, 'Compute environment'), h('th', {}, 'Type'), h('th', {}, 'State'), h('th', {}, 'vCPUs in use / max'), h('th', {}, 'Quarantined nodes')),
       o.computeEnvironments.map((c) => {
         const cr = c.computeResources || {};
         return h('tr', {}, h('td', {}, c.computeEnvironmentName), h('td', {}, c.type),
           h('td', {}, (c.state || '') + ' / ' + (c.status || '')),
-          h('td', { class: 'num' }, (cr.desiredvCpus ?? 0) + ' / ' + (cr.maxvCpus ?? '—')));
+          h('td', { class: 'num' }, (cr.desiredvCpus ?? 0) + ' / ' + (cr.maxvCpus ?? '—')),
+          h('td', { class: 'num' }, String((c.loteQuarantinedNodes || []).length)));
       }));
+    const quarantined = quarantineTable(o.computeEnvironments, render);
     const failures = h('table', { id: 'failures' },
       h('tr', {}, h('th', {}, 'Failed job'), h('th', {}, 'Queue'), h('th', {}, 'Category'), h('th', {}, 'Reason'), h('th', {}, 'Stopped')),
       o.recentFailures.length ? o.recentFailures.map((j) => h('tr', {},
@@ -169,10 +171,34 @@ async function pageOverview() {
         h('td', {}, j.failureCategory || '—'), h('td', {}, j.statusReason || ''), h('td', {}, fmtTime(j.stoppedAt))))
         : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No failures in the last 7 days.')));
     box.replaceChildren(h('h1', {}, 'Overview'), h('h2', {}, 'Job queues'), queues,
-      h('h2', {}, 'Compute environments'), envs, h('h2', {}, 'Recent failures'), failures);
+      h('h2', {}, 'Compute environments'), envs, h('h2', {}, 'Quarantined nodes'), quarantined,
+      h('h2', {}, 'Recent failures'), failures);
   };
   await render();
   every(5000, render);
+}
+
+// The nodes lote keeps out of placement (loteQuarantinedNodes of
+// DescribeComputeEnvironments, docs/quarantine.md), each with a Release button
+// (lote's ReleaseNode, confirmed first); `refresh` redraws the page after.
+function quarantineTable(environments, refresh) {
+  const rows = [];
+  for (const c of environments)
+    for (const q of c.loteQuarantinedNodes || []) rows.push({ ce: c.computeEnvironmentName, ...q });
+  const release = (q) => async () => {
+    if (!await confirmModal('Release node ' + q.node + ' of ' + q.ce + '? It takes new work at once; ' +
+      'its failures so far are forgotten.', 'Release', 'Keep it quarantined')) return;
+    await batch('ReleaseNode', { node: q.node });
+    await refresh();
+  };
+  return h('table', { id: 'quarantined' },
+    h('tr', {}, h('th', {}, 'Node'), h('th', {}, 'Compute environment'), h('th', {}, 'Since'),
+      h('th', {}, 'Until'), h('th', {}, 'Why'), h('th', {}, '')),
+    rows.length ? rows.map((q) => h('tr', { 'data-node': q.node },
+      h('td', {}, h('code', {}, q.node)), h('td', {}, q.ce), h('td', {}, fmtTime(q.since)),
+      h('td', {}, fmtTime(q.until)), h('td', { class: 'reason' }, q.reason || ''),
+      h('td', {}, h('button', { class: 'release danger', 'data-node': q.node, onclick: release(q) }, 'Release'))))
+      : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No node is quarantined.')));
 }
 
 // --- Jobs list -----------------------------------------------------------------
@@ -275,10 +301,12 @@ function tabs(jobId, active) {
     h('a', { href: base + '/training', class: active === 'training' ? 'active' : '', id: 'tab-training' }, 'Training'));
 }
 
-function confirmModal(text) {
+function confirmModal(text, ok = 'Confirm', cancel = 'Keep it running') {
   return new Promise((resolve) => {
     const modal = $('#modal');
     $('#modal-text').textContent = text;
+    $('#modal-ok').textContent = ok;
+    $('#modal-cancel').textContent = cancel;
     modal.hidden = false;
     const done = (v) => { modal.hidden = true; $('#modal-ok').onclick = null; $('#modal-cancel').onclick = null; resolve(v); };
     $('#modal-ok').onclick = () => done(true);
