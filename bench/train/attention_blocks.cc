@@ -11,11 +11,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "engine/cpu_kernels.h"
@@ -117,7 +117,8 @@ double Seconds(F&& f) {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
   f();
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-  return static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+  return static_cast<double>(t1.tv_sec - t0.tv_sec) +
+         1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
 }
 
 }  // namespace
@@ -140,7 +141,8 @@ int main(int argc, char** argv) {
   std::vector<float> dqkv(qkv.size());
   const std::vector<int64_t> blocks = {24, 48, 96, 144, 192, 256};
   int64_t scratch = std::max(lote::engine::AttentionForwardScratch(T, hd), 2 * kPeerBlock * T);
-  for (int64_t b : blocks) scratch = std::max(scratch, lote::engine::AttentionBackwardScratch(T, hd, b));
+  for (int64_t b : blocks)
+    scratch = std::max(scratch, lote::engine::AttentionBackwardScratch(T, hd, b));
   std::vector<float> work(static_cast<size_t>(scratch));
 
   // Causal flops: sum over queries of (i + 1) keys, 2 * hd flops per key per GEMM.
@@ -150,7 +152,9 @@ int main(int argc, char** argv) {
     lote::engine::AttentionForward(out.data(), lse.data(), work.data(), qkv.data(), B, T, nh, nh,
                                    hd);
   };
-  auto fwd_peer = [&] { PeerForward(out.data(), lse.data(), work.data(), qkv.data(), B, T, nh, hd); };
+  auto fwd_peer = [&] {
+    PeerForward(out.data(), lse.data(), work.data(), qkv.data(), B, T, nh, hd);
+  };
   auto bwd_this = [&](int64_t block) {
     lote::engine::AttentionBackward(dqkv.data(), work.data(), dout.data(), qkv.data(), out.data(),
                                     lse.data(), B, T, nh, nh, hd, block);
@@ -168,9 +172,9 @@ int main(int argc, char** argv) {
   double probe = 1e30;
   auto time_probe = [&] {
     probe = std::min(probe, Seconds([&] {
-      Gemm(false, true, kProbe, kProbe, kProbe, 1.0f, pa.data(), kProbe, pb.data(), kProbe, 0.0f,
-           pc.data(), kProbe);
-    }));
+                       Gemm(false, true, kProbe, kProbe, kProbe, 1.0f, pa.data(), kProbe, pb.data(),
+                            kProbe, 0.0f, pc.data(), kProbe);
+                     }));
   };
   time_probe();
   fwd_this();
@@ -181,9 +185,10 @@ int main(int argc, char** argv) {
     fp = std::min(fp, Seconds(fwd_peer));
     time_probe();
   }
-  std::printf("forward   register tiles %7.2f ms %6.1f GFLOP/s | OpenBLAS blocks of 128 %7.2f ms "
-              "%6.1f GFLOP/s | peer / this %.2fx\n",
-              ft * 1e3, fwd_flops / ft / 1e9, fp * 1e3, fwd_flops / fp / 1e9, fp / ft);
+  std::printf(
+      "forward   register tiles %7.2f ms %6.1f GFLOP/s | OpenBLAS blocks of 128 %7.2f ms "
+      "%6.1f GFLOP/s | peer / this %.2fx\n",
+      ft * 1e3, fwd_flops / ft / 1e9, fp * 1e3, fwd_flops / fp / 1e9, fp / ft);
   // The peer's lse and out are the inputs of every backward below.
   fwd_peer();
   // Every block size and the peer in each round (rounds interleaved, so a change of load
@@ -200,16 +205,18 @@ int main(int argc, char** argv) {
     time_probe();
   }
   for (size_t i = 0; i < blocks.size(); ++i) {
-    std::printf("backward  block %3lld %7.2f ms %6.1f GFLOP/s | OpenBLAS blocks of 128 %7.2f ms "
-                "%6.1f GFLOP/s | peer / this %.2fx%s\n",
-                static_cast<long long>(blocks[i]), bt[i] * 1e3, bwd_flops / bt[i] / 1e9, bp * 1e3,
-                bwd_flops / bp / 1e9, bp / bt[i],
-                blocks[i] == lote::engine::kAttnBlock ? "  (kAttnBlock)" : "");
+    std::printf(
+        "backward  block %3lld %7.2f ms %6.1f GFLOP/s | OpenBLAS blocks of 128 %7.2f ms "
+        "%6.1f GFLOP/s | peer / this %.2fx%s\n",
+        static_cast<long long>(blocks[i]), bt[i] * 1e3, bwd_flops / bt[i] / 1e9, bp * 1e3,
+        bwd_flops / bp / 1e9, bp / bt[i],
+        blocks[i] == lote::engine::kAttnBlock ? "  (kAttnBlock)" : "");
   }
   const double probe_gflops = 2.0 * kProbe * kProbe * kProbe / probe / 1e9;
-  std::printf("probe 1024^3 sgemm (best, timed between the runs above) %.1f GFLOP/s; forward "
-              "register tiles %.0f%% of it, OpenBLAS blocks %.0f%%\n",
-              probe_gflops, 100.0 * fwd_flops / ft / 1e9 / probe_gflops,
-              100.0 * fwd_flops / fp / 1e9 / probe_gflops);
+  std::printf(
+      "probe 1024^3 sgemm (best, timed between the runs above) %.1f GFLOP/s; forward "
+      "register tiles %.0f%% of it, OpenBLAS blocks %.0f%%\n",
+      probe_gflops, 100.0 * fwd_flops / ft / 1e9 / probe_gflops,
+      100.0 * fwd_flops / fp / 1e9 / probe_gflops);
   return 0;
 }

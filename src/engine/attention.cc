@@ -81,10 +81,11 @@ void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, 
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t g = 0; g < nkv; ++g) {
-      float* kt = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;  // [T/16][hd][16]
-      float* vc = kt + hd * Tp;                                                         // [T, hd]
-      float* qc = vc + hd * T;                                                         // [T, hd]
-      float* S = qc + hd * T;                                                          // [6, T]
+      // The thread's scratch: k^T in panels [T/16][hd][16], v and q [T, hd], scores [6, T].
+      float* kt = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+      float* vc = kt + hd * Tp;
+      float* qc = vc + hd * T;
+      float* S = qc + hd * T;
       const float* k = qkv + b * T * D + Da + g * hd;
       const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
       Compact(qc, k, T, hd, D);  // qc holds k until the first head's q
@@ -119,14 +120,16 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t g = 0; g < nkv; ++g) {
-      float* kt = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;  // [T/16][hd][16]
-      float* vt = kt + hd * Tp;                                                         // [T/16][hd][16]
-      float* kc = vt + hd * Tp;                                                         // [T, hd]
-      float* qc = kc + hd * T;                                                         // [T, hd]
-      float* dOc = qc + hd * T;                                                        // [T, hd]
-      float* P = dOc + hd * T;                                                         // [bq, T]
-      float* dS = P + bq * T;                                                          // [bq, T]
-      float* drows = dS + bq * T;                                                      // [bq]
+      // The thread's scratch: k^T and v^T in panels [T/16][hd][16], k, q and dO [T, hd],
+      // the block's P and dS [bq, T] and rowsum(dO * O) [bq].
+      float* kt = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+      float* vt = kt + hd * Tp;
+      float* kc = vt + hd * Tp;
+      float* qc = kc + hd * T;
+      float* dOc = qc + hd * T;
+      float* P = dOc + hd * T;
+      float* dS = P + bq * T;
+      float* drows = dS + bq * T;
       const float* k = qkv + b * T * D + Da + g * hd;
       const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
       float* dk = dqkv + b * T * D + Da + g * hd;
@@ -191,8 +194,8 @@ void AttentionBackward(float* dqkv, float* scratch, const float* dout, const flo
               const int w = static_cast<int>(std::min(kCols, hd - c));
               tile::Tile(rows, w, n, scale, dst, 1, T, qc + i_begin * hd + c, hd, dk + j0 * D + c,
                          D, true);
-              tile::Tile(rows, w, n, 1.0f, pt, 1, T, dOc + i_begin * hd + c, hd, dv + j0 * D + c,
-                         D, true);
+              tile::Tile(rows, w, n, 1.0f, pt, 1, T, dOc + i_begin * hd + c, hd, dv + j0 * D + c, D,
+                         true);
             }
           }
         }

@@ -104,8 +104,7 @@ inline int64_t AttentionForwardScratch(int64_t T, int64_t hd) {
   return hd * ((T + 15) / 16 * 16) + (2 * hd + kAttnTileRows) * T;
 }
 inline int64_t AttentionBackwardScratch(int64_t T, int64_t hd, int64_t block = kAttnBlock) {
-  return 2 * hd * ((T + 15) / 16 * 16) + (3 * hd + 2 * std::min(T, block)) * T +
-         std::min(T, block);
+  return 2 * hd * ((T + 15) / 16 * 16) + (3 * hd + 2 * std::min(T, block)) * T + std::min(T, block);
 }
 
 // qkv[B,T,(nh+2nkv)*hd] (q heads, k heads, v heads) -> out[B,T,nh*hd] and

@@ -122,8 +122,7 @@ constexpr double kMaxRelError = 2e-5;
 
 void CheckAttention(const AttnShape& s, int64_t block = kAttnBlock) {
   SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " nh=" << s.nh
-                                  << " nkv=" << s.nkv << " hd=" << s.hd
-                                  << " block=" << block);
+                                  << " nkv=" << s.nkv << " hd=" << s.hd << " block=" << block);
   InitCpuBackend(0);
   const int64_t threads = CpuThreads();
   const int64_t D = s.D(), Da = s.Da();

@@ -28,9 +28,8 @@ alignas(64) inline constexpr int32_t kLaneMask[32] = {-1, -1, -1, -1, -1, -1, -1
                                                       0,  0,  0,  0,  0,  0,  0,  0,  0,  0};
 
 template <int Rows, bool Full>
-inline void MicroTile(int cols, int64_t K, float alpha, const float* a, int64_t a_rs,
-                      int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
-                      bool accumulate) {
+inline void MicroTile(int cols, int64_t K, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
   if (!Full) {
     m0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 16 - cols));
@@ -81,12 +80,18 @@ inline void MicroTileRows(int rows, int cols, int64_t K, float alpha, const floa
                           int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
                           bool accumulate) {
   switch (rows) {
-    case 6: return MicroTile<6, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-    case 5: return MicroTile<5, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-    case 4: return MicroTile<4, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-    case 3: return MicroTile<3, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-    case 2: return MicroTile<2, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-    default: return MicroTile<1, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    case 6:
+      return MicroTile<6, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    case 5:
+      return MicroTile<5, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    case 4:
+      return MicroTile<4, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    case 3:
+      return MicroTile<3, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    case 2:
+      return MicroTile<2, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    default:
+      return MicroTile<1, Full>(cols, K, alpha, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
   }
 }
 
