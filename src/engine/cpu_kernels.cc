@@ -163,8 +163,10 @@ void MatmulForward(float* out, const float* inp, const float* weight, int64_t N,
 }
 
 void MatmulBackward(float* dinp, float* dweight, const float* dout, const float* inp,
-                    const float* weight, int64_t N, int64_t I, int64_t O) {
-  if (dinp != nullptr) Gemm(false, false, N, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);
+                    const float* weight, int64_t N, int64_t I, int64_t O, bool overwrite_dinp) {
+  if (dinp != nullptr) {
+    Gemm(false, false, N, I, O, 1.0f, dout, O, weight, I, overwrite_dinp ? 0.0f : 1.0f, dinp, I);
+  }
   Gemm(true, false, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dweight, I);
 }
 
@@ -219,107 +221,6 @@ void RopeForward(float* qkv, const float* cos_t, const float* sin_t, int64_t B, 
 void RopeBackward(float* dqkv, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
                   int64_t nh, int64_t nkv, int64_t hd) {
   RopeApply(dqkv, cos_t, sin_t, B, T, nh + nkv, hd, (nh + 2 * nkv) * hd, -1.0f);
-}
-
-void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, int64_t B,
-                      int64_t T, int64_t nh, int64_t nkv, int64_t hd) {
-  const int64_t D = (nh + 2 * nkv) * hd, Da = nh * hd, group = nh / nkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t per_thread = AttentionForwardScratch(T);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < nh; ++h) {
-      float* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-      const int64_t g = h / group;
-      const float* q = qkv + b * T * D + h * hd;
-      const float* k = qkv + b * T * D + Da + g * hd;
-      const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
-      float* o = out + b * T * Da + h * hd;
-      float* L = lse + (b * nh + h) * T;
-      for (int64_t r0 = 0; r0 < T; r0 += kAttnBlock) {
-        const int64_t r1 = std::min(T, r0 + kAttnBlock), m = r1 - r0;
-        // P[m, r1] = scale * q[r0:r1] k[0:r1]^T, then causal softmax by rows.
-        SerialGemm(false, true, m, r1, hd, scale, q + r0 * D, D, k, D, 0.0f, P, r1);
-        for (int64_t i = r0; i < r1; ++i) {
-          float* p = P + (i - r0) * r1;
-          float mx = p[0];
-#pragma omp simd reduction(max : mx)
-          for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j <= i; ++j) {
-            p[j] = FastExp(p[j] - mx);
-            sum += p[j];
-          }
-          const float inv = 1.0f / sum;
-          for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
-          for (int64_t j = i + 1; j < r1; ++j) p[j] = 0.0f;
-          L[i] = mx + std::log(sum);
-        }
-        // o[r0:r1] = P v[0:r1]
-        SerialGemm(false, false, m, hd, r1, 1.0f, P, r1, v, D, 0.0f, o + r0 * Da, Da);
-      }
-    }
-  }
-}
-
-void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                       const float* out, const float* lse, int64_t B, int64_t T, int64_t nh,
-                       int64_t nkv, int64_t hd) {
-  const int64_t D = (nh + 2 * nkv) * hd, Da = nh * hd, group = nh / nkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t per_thread = AttentionBackwardScratch(T);
-  // One task per (batch, kv head): its query heads all add into the same dk/dv.
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t g = 0; g < nkv; ++g) {
-      float* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-      float* dS = P + per_thread / 2;
-      const float* k = qkv + b * T * D + Da + g * hd;
-      const float* v = qkv + b * T * D + Da + nkv * hd + g * hd;
-      float* dk = dqkv + b * T * D + Da + g * hd;
-      float* dv = dqkv + b * T * D + Da + nkv * hd + g * hd;
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const float* q = qkv + b * T * D + h * hd;
-        float* dq = dqkv + b * T * D + h * hd;
-        const float* O = out + b * T * Da + h * hd;
-        const float* dO = dout + b * T * Da + h * hd;
-        const float* L = lse + (b * nh + h) * T;
-        for (int64_t r0 = 0; r0 < T; r0 += kAttnBlock) {
-          const int64_t r1 = std::min(T, r0 + kAttnBlock), m = r1 - r0;
-          // S[m, r1] = scale * q[r0:r1] k[0:r1]^T (P after the exp below)
-          SerialGemm(false, true, m, r1, hd, scale, q + r0 * D, D, k, D, 0.0f, P, r1);
-          // dP[m, r1] = dO[r0:r1] v[0:r1]^T
-          SerialGemm(false, true, m, r1, hd, 1.0f, dO + r0 * Da, Da, v, D, 0.0f, dS, r1);
-          // P = exp(S - lse); dS = P * (dP - rowsum(dO * O)) (rowsum(dO * O) = rowsum(P * dP))
-          for (int64_t i = r0; i < r1; ++i) {
-            float* p = P + (i - r0) * r1;
-            float* d = dS + (i - r0) * r1;
-            const float* oi = O + i * Da;
-            const float* doi = dO + i * Da;
-            float drow = 0.0f;
-#pragma omp simd reduction(+ : drow)
-            for (int64_t c = 0; c < hd; ++c) drow += doi[c] * oi[c];
-            const float li = L[i];
-            for (int64_t j = 0; j <= i; ++j) {
-              p[j] = FastExp(p[j] - li);
-              d[j] = p[j] * (d[j] - drow);
-            }
-            for (int64_t j = i + 1; j < r1; ++j) {
-              p[j] = 0.0f;
-              d[j] = 0.0f;
-            }
-          }
-          // dq[r0:r1] += scale * dS k[0:r1]
-          SerialGemm(false, false, m, hd, r1, scale, dS, r1, k, D, 1.0f, dq + r0 * D, D);
-          // dk[0:r1] += scale * dS^T q[r0:r1]
-          SerialGemm(true, false, r1, hd, m, scale, dS, r1, q + r0 * D, D, 1.0f, dk, D);
-          // dv[0:r1] += P^T dO[r0:r1]
-          SerialGemm(true, false, r1, hd, m, 1.0f, P, r1, dO + r0 * Da, Da, 1.0f, dv, D);
-        }
-      }
-    }
-  }
 }
 
 void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I) {

@@ -69,10 +69,12 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
 // out[N,O] = inp[N,I] * weight[O,I]^T.
 void MatmulForward(float* out, const float* inp, const float* weight, int64_t N, int64_t I,
                    int64_t O);
-// dinp[N,I] += dout[N,O] * weight[O,I] (skipped when dinp is null);
+// dinp[N,I] += dout[N,O] * weight[O,I] (skipped when dinp is null; with overwrite_dinp,
+// dinp = that product: the same bits as zeroing dinp first, without the pass);
 // dweight[O,I] += dout[N,O]^T * inp[N,I].
 void MatmulBackward(float* dinp, float* dweight, const float* dout, const float* inp,
-                    const float* weight, int64_t N, int64_t I, int64_t O);
+                    const float* weight, int64_t N, int64_t I, int64_t O,
+                    bool overwrite_dinp = false);
 
 // Rotary tables for positions [0, T): cos/sin[T, hd/2], Hugging Face's convention
 // (inv_freq[i] = theta^(-2i/hd), angle = t * inv_freq[i], computed in fp32).
@@ -84,28 +86,40 @@ void RopeForward(float* qkv, const float* cos_t, const float* sin_t, int64_t B, 
 void RopeBackward(float* dqkv, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
                   int64_t nh, int64_t nkv, int64_t hd);
 
-// Causal grouped-query attention, memory linear in T (nothing [T,T] is kept): query
-// rows are processed kAttnBlock at a time against the keys up to the block's last row
-// (blocks above the diagonal are skipped), the scores live only in a per-thread scratch,
-// and forward keeps the per-row log-sum-exp, from which backward recomputes the
-// probabilities blockwise, P = exp(scale * q k^T - lse).
-inline constexpr int64_t kAttnBlock = 128;
-// Scratch floats per thread: forward [min(T,block), T]; backward two of those (P, dS).
-inline int64_t AttentionForwardScratch(int64_t T) { return std::min(T, kAttnBlock) * T; }
-inline int64_t AttentionBackwardScratch(int64_t T) { return 2 * std::min(T, kAttnBlock) * T; }
+// Causal grouped-query attention (attention.cc), memory linear in T (nothing [T,T] is
+// kept). Per (batch, kv head) k^T (and in backward v^T) is copied once into the thread's
+// scratch; the GEMMs run on register tiles (tile_gemm.h) of kAttnTileRows query rows,
+// each against the keys up to its own last row only, so the causal mask costs at most
+// one partial tile of work per row tile. Forward takes a row tile's scores, its softmax
+// and its P*v in one pass while the scores are in L1, and keeps the per-row
+// log-sum-exp, from which backward recomputes the probabilities, P = exp(scale q k^T -
+// lse), a query block of `block` rows at a time (dk and dv add up over a block's rows).
+inline constexpr int64_t kAttnTileRows = 6;
+// The backward's query block, measured (bench/train/attention_blocks, docs/engine.md).
+inline constexpr int64_t kAttnBlock = 96;
+// Scratch floats per thread: forward k^T, contiguous copies of v and q, one row tile's
+// scores; backward k^T, v^T, contiguous k, q and dO, a block's P, dS and rowsum(dO * O).
+// (k^T and v^T are stored in panels of 16 keys, so T is rounded up to 16 for them.)
+inline int64_t AttentionForwardScratch(int64_t T, int64_t hd) {
+  return hd * ((T + 15) / 16 * 16) + (2 * hd + kAttnTileRows) * T;
+}
+inline int64_t AttentionBackwardScratch(int64_t T, int64_t hd, int64_t block = kAttnBlock) {
+  return 2 * hd * ((T + 15) / 16 * 16) + (3 * hd + 2 * std::min(T, block)) * T + std::min(T, block);
+}
 
 // qkv[B,T,(nh+2nkv)*hd] (q heads, k heads, v heads) -> out[B,T,nh*hd] and
 // lse[B,nh,T] = log(sum_j<=i exp(scale * q_i . k_j)). Query head h reads key/value head
-// h / (nh/nkv). Scale 1/sqrt(hd). scratch: CpuThreads() * AttentionForwardScratch(T) floats.
+// h / (nh/nkv). Scale 1/sqrt(hd). scratch: CpuThreads() * AttentionForwardScratch(T, hd)
+// floats.
 void AttentionForward(float* out, float* lse, float* scratch, const float* qkv, int64_t B,
                       int64_t T, int64_t nh, int64_t nkv, int64_t hd);
 // dqkv[B,T,(nh+2nkv)*hd] += gradients from dout[B,T,nh*hd], given the forward's qkv, out
 // and lse. Runs per (batch, kv head), so the query heads sharing a key/value head add
 // into its dk/dv from one thread (no atomics). scratch: CpuThreads() *
-// AttentionBackwardScratch(T) floats.
+// AttentionBackwardScratch(T, hd, block) floats; block >= 1 query rows.
 void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                        const float* out, const float* lse, int64_t B, int64_t T, int64_t nh,
-                       int64_t nkv, int64_t hd);
+                       int64_t nkv, int64_t hd, int64_t block = kAttnBlock);
 
 // out[N,I] = silu(gate) * up, where gate_up[N,2I] holds gate in [0,I) and up in [I,2I).
 void SwiGluForward(float* out, const float* gate_up, int64_t N, int64_t I);

@@ -120,9 +120,9 @@ double MaxRelError(const std::vector<float>& got, const std::vector<double>& wan
 // ~3e-7 exp, so errors are ~1e-6 of each tensor's largest entry; 2e-5 leaves margin.
 constexpr double kMaxRelError = 2e-5;
 
-void CheckAttention(const AttnShape& s) {
+void CheckAttention(const AttnShape& s, int64_t block = kAttnBlock) {
   SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " nh=" << s.nh
-                                  << " nkv=" << s.nkv << " hd=" << s.hd);
+                                  << " nkv=" << s.nkv << " hd=" << s.hd << " block=" << block);
   InitCpuBackend(0);
   const int64_t threads = CpuThreads();
   const int64_t D = s.D(), Da = s.Da();
@@ -133,8 +133,8 @@ void CheckAttention(const AttnShape& s) {
   // Scratch followed by a guard region the kernels must not touch.
   constexpr int64_t kGuard = 4096;
   constexpr float kSentinel = 12345.0f;
-  const int64_t fwd_scratch = threads * AttentionForwardScratch(s.T);
-  const int64_t bwd_scratch = threads * AttentionBackwardScratch(s.T);
+  const int64_t fwd_scratch = threads * AttentionForwardScratch(s.T, s.hd);
+  const int64_t bwd_scratch = threads * AttentionBackwardScratch(s.T, s.hd, block);
   std::vector<float> scratch(static_cast<size_t>(std::max(fwd_scratch, bwd_scratch) + kGuard),
                              kSentinel);
   auto guard_intact = [&](int64_t from) {
@@ -154,7 +154,7 @@ void CheckAttention(const AttnShape& s) {
   std::fill(scratch.begin(), scratch.end(), kSentinel);
   std::vector<float> dqkv(static_cast<size_t>(s.B * s.T * D), 0.5f);
   AttentionBackward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                    s.B, s.T, s.nh, s.nkv, s.hd);
+                    s.B, s.T, s.nh, s.nkv, s.hd, block);
   EXPECT_TRUE(guard_intact(bwd_scratch)) << "backward wrote past its scratch";
   const auto part = [&](int64_t lo, int64_t hi) {
     return [=](int64_t i) { return i % D >= lo && i % D < hi; };
@@ -175,20 +175,35 @@ void CheckAttention(const AttnShape& s) {
   EXPECT_LT(dv_err, kMaxRelError);
 }
 
-// T = 300: two full 128-row blocks and a partial one.
+// T = 300: row tiles of 6 and backward blocks that do not divide T (a partial last one).
 TEST(CpuKernelsTest, AttentionMatchesNaiveSoftmaxGqa) { CheckAttention({2, 300, 4, 2, 16}); }
 
-// One key/value head shared by every query head; T = 257 = 2 blocks + 1 row.
+// One key/value head shared by every query head; T = 257 = 2 blocks + 1 row, head dim 8
+// (half a register tile's columns: the masked-lane path).
 TEST(CpuKernelsTest, AttentionMatchesNaiveSoftmaxMqa) { CheckAttention({1, 257, 3, 1, 8}); }
 
-// Sequences shorter than one block, plain multi-head.
+// Sequences shorter than one row tile, plain multi-head.
 TEST(CpuKernelsTest, AttentionMatchesNaiveSoftmaxShort) { CheckAttention({3, 5, 2, 2, 4}); }
 
+// The 60 M-class model's shape (8 heads of 64, T = 256) at every backward block size the
+// bench sweeps, including blocks that are not multiples of the row tile (7, 100) and one
+// longer than T.
+TEST(CpuKernelsTest, AttentionMatchesNaiveSoftmaxEveryBlock) {
+  for (int64_t block : {1, 7, 48, 96, 100, 192, 512}) CheckAttention({1, 256, 2, 2, 64}, block);
+}
+
+// Head dim 40: two full 16-column tiles and a partial one.
+TEST(CpuKernelsTest, AttentionMatchesNaiveSoftmaxOddHeadDim) {
+  CheckAttention({2, 61, 4, 4, 40}, 24);
+}
+
 TEST(CpuKernelsTest, AttentionScratchIsLinearInT) {
-  EXPECT_EQ(AttentionForwardScratch(5), 25);
-  EXPECT_EQ(AttentionForwardScratch(4096), kAttnBlock * 4096);
-  EXPECT_EQ(AttentionBackwardScratch(4096), 2 * kAttnBlock * 4096);
-  EXPECT_EQ(AttentionBackwardScratch(8192), 2 * AttentionBackwardScratch(4096));
+  // k^T (and v^T) in panels of 16 keys: T = 5 takes one panel of 16.
+  EXPECT_EQ(AttentionForwardScratch(5, 4), 4 * 16 + (2 * 4 + kAttnTileRows) * 5);
+  EXPECT_EQ(AttentionForwardScratch(8192, 128), 2 * AttentionForwardScratch(4096, 128));
+  EXPECT_EQ(AttentionBackwardScratch(4096, 128), (5 * 128 + 2 * kAttnBlock) * 4096 + kAttnBlock);
+  EXPECT_EQ(AttentionBackwardScratch(5, 4, 96), 2 * 4 * 16 + (3 * 4 + 2 * 5) * 5 + 5);
+  EXPECT_LT(AttentionBackwardScratch(8192, 128), 2 * AttentionBackwardScratch(4096, 128));
 }
 
 TEST(CpuKernelsTest, RmsNormApplyReproducesForwardExactly) {

@@ -270,25 +270,22 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
     const LayerOffsets& w = layout_.layer(l);
     // MLP: res_next = res_mid + down(silu(gate) * up)
-    Zero(dact, N * I);
-    MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C);
+    // dinp overwritten (not +=) where nothing else adds into it: no zeroing pass.
+    MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C, true);
     SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
-    Zero(dln, N * C);
     RmsNormApply(A + acts_.ln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N, C);  // ln2
-    MatmulBackward(dln, G + w.wgate_up, dgu, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
+    MatmulBackward(dln, G + w.wgate_up, dgu, A + acts_.ln, W + w.wgate_up, N, C, 2 * I, true);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel gate/up
     RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
                     C);
     // Attention: res_mid = res + o_proj(attention(rope(qkv(norm(res)))))
-    Zero(datt, N * Da);
-    MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C);
+    MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C, true);
     Zero(dqkv, N * D);
     AttentionBackward(dqkv, S + acts_.attn_grad_scratch, datt, A + la.qkv, A + la.att, A + la.lse,
                       B, T, nh, nkv, hd);
     RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
-    Zero(dln, N * C);
     RmsNormApply(A + acts_.ln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);  // ln1
-    MatmulBackward(dln, G + w.wqkv, dqkv, A + acts_.ln, W + w.wqkv, N, C, D);
+    MatmulBackward(dln, G + w.wqkv, dqkv, A + acts_.ln, W + w.wqkv, N, C, D, true);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel q/k/v
     RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
     GradsReady(w.input_norm);  // the layer's first tensor

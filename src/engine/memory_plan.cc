@@ -42,7 +42,7 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
   a.logprob = take(N);
   a.rope_cos = take(T * c.head_dim() / 2);
   a.rope_sin = take(T * c.head_dim() / 2);
-  a.attn_scratch = take(nthreads * AttentionForwardScratch(T));
+  a.attn_scratch = take(nthreads * AttentionForwardScratch(T, c.head_dim()));
   a.total = off;
   off = 0;
   a.dres = take(N * C);
@@ -51,7 +51,7 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
   a.datt = take(N * c.q_dim());
   a.dgate_up = take(N * 2 * I);
   a.dact = take(N * I);
-  a.attn_grad_scratch = take(nthreads * AttentionBackwardScratch(T));
+  a.attn_grad_scratch = take(nthreads * AttentionBackwardScratch(T, c.head_dim()));
   a.grad_total = off;
   return a;
 }

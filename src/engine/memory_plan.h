@@ -41,12 +41,12 @@ struct ActivationLayout {
   int64_t logprob = 0;       // [N]
   int64_t rope_cos = 0;      // [T, hd/2]
   int64_t rope_sin = 0;      // [T, hd/2]
-  int64_t attn_scratch = 0;  // [threads, AttentionForwardScratch(T)]
+  int64_t attn_scratch = 0;  // [threads, AttentionForwardScratch(T, hd)]
   int64_t total = 0;         // floats
   // Gradient scratch (training only), reused by every layer.
   int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0,
           dact = 0;               // [N,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
-  int64_t attn_grad_scratch = 0;  // [threads, AttentionBackwardScratch(T)]
+  int64_t attn_grad_scratch = 0;  // [threads, AttentionBackwardScratch(T, hd)]
   int64_t grad_total = 0;         // floats
 };
 

@@ -91,8 +91,11 @@ TEST(MemoryPlanTest, ScratchScalesWithThreads) {
   const LlamaConfig c = Small(4, 2, false);
   const ActivationLayout one = PlanActivations(c, 2, 300, 1);
   const ActivationLayout four = PlanActivations(c, 2, 300, 4);
-  EXPECT_EQ(four.total - one.total, 3 * AttentionForwardScratch(300));
-  EXPECT_EQ(four.grad_total - one.grad_total, 3 * AttentionBackwardScratch(300));
+  const auto aligned = [](int64_t n) { return (n + 15) / 16 * 16; };  // the plan's sub-buffers
+  const int64_t fwd = AttentionForwardScratch(300, c.head_dim());
+  const int64_t bwd = AttentionBackwardScratch(300, c.head_dim());
+  EXPECT_EQ(four.total - one.total, aligned(4 * fwd) - aligned(fwd));
+  EXPECT_EQ(four.grad_total - one.grad_total, aligned(4 * bwd) - aligned(bwd));
 }
 
 }  // namespace
