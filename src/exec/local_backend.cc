@@ -358,12 +358,18 @@ void LocalBackend::WatchStarted(const PreparedNode& prepared, const ProcessIdent
   }
 }
 
-NodeAgentClient* LocalBackend::AgentLocked() {
-  if (agent_ != nullptr) return agent_.get();
+std::unique_ptr<NodeAgentClient> LocalBackend::TakeAgent() {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (!idle_agents_.empty()) {
+    std::unique_ptr<NodeAgentClient> agent = std::move(idle_agents_.back());
+    idle_agents_.pop_back();
+    return agent;
+  }
   if (SteadyMillis() < agent_retry_at_ms_) return nullptr;
   Result<std::unique_ptr<NodeAgentClient>> agent =
       NodeAgentClient::ConnectOrStart(options_.home, options_.shim_command);
   if (!agent.ok()) {
+    agent_ = ProcessIdentity{};
     agent_problem_ = agent.status().message();
     agent_retry_at_ms_ = SteadyMillis() + kAgentRetryMs;
     spdlog::warn(
@@ -372,22 +378,37 @@ NodeAgentClient* LocalBackend::AgentLocked() {
         agent_problem_, kAgentRetryMs / 1000);
     return nullptr;
   }
-  agent_ = std::move(*agent);
+  if ((*agent)->agent().pid != agent_.pid)
+    spdlog::info("local executor: node agent pid {} starts the supervisors",
+                 (*agent)->agent().pid);
+  agent_ = (*agent)->agent();
   agent_problem_.clear();
-  spdlog::info("local executor: node agent pid {} starts the supervisors", agent_->agent().pid);
-  return agent_.get();
+  return std::move(*agent);
+}
+
+void LocalBackend::ReturnAgent(std::unique_ptr<NodeAgentClient> agent) {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (agent->agent().pid == agent_.pid) idle_agents_.push_back(std::move(agent));
+}
+
+void LocalBackend::DropAgent(const ProcessIdentity& lost, const Status& why) {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (lost.pid != agent_.pid) return;  // already dropped by another launch
+  spdlog::warn("local executor: node agent pid {} lost: {}", lost.pid, why.message());
+  agent_ = ProcessIdentity{};
+  agent_problem_ = why.message();
+  idle_agents_.clear();
 }
 
 std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNode>& nodes,
                                                     std::vector<size_t> todo,
                                                     std::vector<Status>* out) {
-  std::lock_guard<std::mutex> lock(agent_mu_);
   // A second round when the agent was lost on the way (e.g. killed): a new
   // one takes what the first did not answer. A supervisor the lost agent
   // forked anyway holds the node's lock; the one started then sees it and
   // exits, and the first is watched instead (CollectEnded).
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
-    NodeAgentClient* agent = AgentLocked();
+    std::unique_ptr<NodeAgentClient> agent = TakeAgent();
     if (agent == nullptr) break;
     std::vector<std::string> dirs;
     for (size_t i : todo) dirs.push_back(nodes[i].paths.dir);
@@ -402,11 +423,11 @@ std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNo
       }
     }
     todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(answered.size()));
-    if (all.ok()) break;
-    spdlog::warn("local executor: node agent pid {} lost: {}", agent->agent().pid,
-                 all.status().message());
-    agent_problem_ = all.status().message();
-    agent_.reset();
+    if (all.ok()) {
+      ReturnAgent(std::move(agent));
+      break;
+    }
+    DropAgent(agent->agent(), all.status());
   }
   return todo;
 }
@@ -433,7 +454,7 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
 
 ProcessIdentity LocalBackend::node_agent() const {
   std::lock_guard<std::mutex> lock(agent_mu_);
-  return agent_ != nullptr ? agent_->agent() : ProcessIdentity{};
+  return agent_;
 }
 
 std::string LocalBackend::node_agent_problem() const {

@@ -158,9 +158,14 @@ class LocalBackend final : public Backend {
   Status FailStart(const PreparedNode& node, const std::string& why);
   // A supervisor that was started: watched from now on.
   void WatchStarted(const PreparedNode& node, const ProcessIdentity& shim);
-  // The agent to launch through, connected or started now; null when there is
-  // none (agent_problem_ says why). Requires agent_mu_.
-  NodeAgentClient* AgentLocked();
+  // A connection to the agent to launch through (an idle one, else a new
+  // one, the agent started if need be); null when there is none
+  // (agent_problem_ says why). Several launches each hold one, so the agent
+  // serves their requests together.
+  std::unique_ptr<NodeAgentClient> TakeAgent();
+  void ReturnAgent(std::unique_ptr<NodeAgentClient> agent);
+  // The agent `lost` is gone: its connections are dropped.
+  void DropAgent(const ProcessIdentity& lost, const Status& why);
   // Adds a node just put in nodes_ to the epoll set (or counts it as polled).
   void WatchLocked(Node& node);
   // Removes a node from nodes_ and the epoll set; the caller closes its pidfd.
@@ -196,11 +201,12 @@ class LocalBackend final : public Backend {
   int64_t unwatched_ = 0;          // nodes without a pidfd, polled; protected by mu_
   std::deque<NodeEvent> pending_;  // protected by mu_
 
-  // The node agent; lock order: agent_mu_ before mu_.
+  // The node agent; agent_mu_ is never held while mu_ is.
   mutable std::mutex agent_mu_;
-  std::unique_ptr<NodeAgentClient> agent_;  // protected by agent_mu_
-  std::string agent_problem_;               // protected by agent_mu_
-  int64_t agent_retry_at_ms_ = 0;           // steady clock; protected by agent_mu_
+  ProcessIdentity agent_;  // the agent launched through now (pid 0: none); protected by agent_mu_
+  std::vector<std::unique_ptr<NodeAgentClient>> idle_agents_;  // protected by agent_mu_
+  std::string agent_problem_;                                  // protected by agent_mu_
+  int64_t agent_retry_at_ms_ = 0;  // steady clock; protected by agent_mu_
 };
 
 }  // namespace lote::exec
