@@ -8,13 +8,16 @@
 # `true` processes from `xargs -P CLIENTS` (this host's process start rate),
 # and the ratio. With PEER_BUILD (a build of main, lote and lote-exec-shim) the
 # same array against that server too.
-# Usage: bench/jobs/array.sh BUILD_DIR [N] [PEER_BUILD]  (env: CLIENTS=8, WAIT_S=900)
+# With AGENT_PEER=1 the same array also against this build with the node
+# agent off (LOTE_NODE_AGENT=0: one supervisor program per node), and the ratio.
+# Usage: bench/jobs/array.sh BUILD_DIR [N] [PEER_BUILD]  (env: CLIENTS=8, WAIT_S=900, AGENT_PEER=0)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 N="${2:-10000}"
 PEER="${3:-}"
 CLIENTS="${CLIENTS:-8}"
 WAIT_S="${WAIT_S:-900}"
+AGENT_PEER="${AGENT_PEER:-0}"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
 
@@ -45,9 +48,12 @@ seq "$N" | xargs -P "$CLIENTS" -n 1 true
 BARE=$(python3 -c "import time; print($N / (time.time() - $T0))")
 PEER_RES='{}'
 [ -n "$PEER" ] && PEER_RES=$(measure peer "$(cd "$PEER" && pwd)/lote")
-python3 - "$THIS" "$BARE" "$PEER_RES" "$CLIENTS" <<'PY'
+PERNODE_RES='{}'
+if [ "$AGENT_PEER" = 1 ]; then PERNODE_RES=$(LOTE_NODE_AGENT=0 measure pernode "$BUILD/lote"); fi
+python3 - "$THIS" "$BARE" "$PEER_RES" "$CLIENTS" "$PERNODE_RES" <<'PY'
 import json, sys
 this, bare, peer, clients = json.loads(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+pernode = json.loads(sys.argv[5])
 def show(name, r):
     if "completed" not in r:
         print("%s ERROR: %s" % (name, json.dumps(r)[:400])); return None
@@ -59,6 +65,10 @@ def show(name, r):
 t = show("this", this)
 print("xargs -P %s: %.0f bare `true` processes/s" % (clients, bare))
 if t: print("ratio this/xargs: %.2fx" % (t / bare))
+if pernode:
+    p = show("per-node shim (LOTE_NODE_AGENT=0)", pernode)
+    if p: print("ratio per-node shim/xargs: %.2fx" % (p / bare))
+    if t and p: print("ratio node agent/per-node shim: %.2fx" % (t / p))
 if peer:
     p = show("peer", peer)
     if t and p: print("ratio this/peer: %.2fx" % (t / p))

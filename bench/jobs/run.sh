@@ -11,12 +11,17 @@
 # jobs in Docker, so the report says what its jobs then became. After the burst,
 # 100 more jobs one at a time (50 ms apart) give the latencies on idle capacity;
 # and N bare `true` processes from xargs show this host's process start rate.
-# Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1)
+# With AGENT_PEER=1 (the default) each run also measures the same lote with
+# the node agent off (LOTE_NODE_AGENT=0: one supervisor program per node) and
+# prints the ratio; CPU per job = the server's and the node agent's CPU, each
+# with its reaped children (supervisors, commands), over the jobs run.
+# Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1, AGENT_PEER=1)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 N="${2:-2000}"
 CLIENTS="${CLIENTS:-8}"
 RUNS="${RUNS:-1}"
+AGENT_PEER="${AGENT_PEER:-1}"
 LOTE="$BUILD/lote"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
@@ -31,6 +36,37 @@ stop_servers() {
 cleanup() { stop_servers; rm -rf "$WORK"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# cpu_ms PID...: utime + stime + cutime + cstime of each, in ms (reaped
+# children included: supervisors and commands).
+cpu_ms() {
+  local total=0 pid ticks
+  for pid in "$@"; do
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || continue
+    ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13 + $14 + $15}')
+    total=$((total + ticks))
+  done
+  echo $((total * 1000 / $(getconf CLK_TCK)))
+}
+agent_pid() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$WORK/home/agent/agent.json" 2>/dev/null || true; }
+# measure_lote NAME: one lote server of this build (env as given), the load;
+# sets RES_<NAME> (the client's JSON) and CPU_<NAME> (ms in all).
+measure_lote() {
+  rm -rf "$WORK/home" "$WORK/lote.out"; mkfifo "$WORK/lote.out"
+  "$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote-$1.err" &
+  LOTE_PID=$!
+  read -r LINE <"$WORK/lote.out"
+  local url="${LINE##* on }" key secret res agent
+  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
+  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
+  res=$("$LOAD" --endpoint "$url" --key "$key" --secret "$secret" --jobs "$N" \
+    --clients "$CLIENTS" --setup --instance-type local || true)
+  agent=$(agent_pid)
+  printf -v "RES_$1" '%s' "$res"
+  printf -v "CPU_$1" '%s' "$(cpu_ms "$LOTE_PID" "$agent")"
+  kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
+  if [ -n "$agent" ]; then kill "$agent" 2>/dev/null || true; fi
+}
 
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N jobs running \`true\`, $CLIENTS clients"
@@ -50,7 +86,12 @@ for run in $(seq "$RUNS"); do
     --clients "$CLIENTS" --setup --instance-type local || true)
   if [ -n "${PROFILE_CMD:-}" ]; then kill -INT "$PROF_PID" 2>/dev/null || true; wait "$PROF_PID" 2>/dev/null || true; fi
 
+  LOTE_AGENT=$(agent_pid)
+  LOTE_CPU=$(cpu_ms "$LOTE_PID" "$LOTE_AGENT")
   kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
+  if [ -n "$LOTE_AGENT" ]; then kill "$LOTE_AGENT" 2>/dev/null || true; fi
+  RES_pernode='{}'; CPU_pernode=0
+  if [ "$AGENT_PEER" = 1 ]; then LOTE_NODE_AGENT=0 measure_lote pernode; fi
   # Host reference, same run: N bare `true` processes started by xargs, CLIENTS
   # at a time (one process start per job; lote makes three: the supervisor,
   # its fork, the command).
@@ -86,12 +127,24 @@ PY
   stop_servers
 
   echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" <<'PY'
+  python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" \
+    "$RES_pernode" "$LOTE_CPU" "$CPU_pernode" <<'PY'
 import json, sys
 def load(s):
     try: return json.loads(s)
     except Exception: return {"error": "no result: %r" % s[:300]}
 l, m = load(sys.argv[1]), load(sys.argv[2])
+pn = load(sys.argv[8])
+jobs_run = int(sys.argv[6]) + 110  # 10 warm-up + N + 100 paced
+bare_rate = int(sys.argv[6]) / float(sys.argv[5])
+for name, r, cpu in (("lote (node agent)", l, sys.argv[9]), ("lote (per-node shim)", pn, sys.argv[10])):
+    if "completed" in r:
+        rate = r["completed"]["jobs_per_s"]
+        print("%s: %.0f completed jobs/s = %.2fx xargs; CPU %.2f ms per job (server + agent, with their children)"
+              % (name, rate, rate / bare_rate, int(cpu) / jobs_run))
+if "completed" in l and "completed" in pn:
+    print("ratio node agent / per-node shim, completed jobs/s: %.2fx; CPU per job: %.2fx"
+          % (l["completed"]["jobs_per_s"] / pn["completed"]["jobs_per_s"], int(sys.argv[9]) / max(1, int(sys.argv[10]))))
 for name, r in (("lote", l), ("moto", m)):
     if "submit" in r:
         s = r["submit"]

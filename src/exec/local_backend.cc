@@ -25,6 +25,8 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "common/files.h"
 #include "exec/shim.h"
 #include "exec/stack_dump.h"
@@ -37,6 +39,9 @@ namespace lote::exec {
 namespace {
 
 constexpr int64_t kFallbackPollMs = 100;
+// After the node agent could not be started or reached: how long nodes take
+// the other path before the next try.
+constexpr int64_t kAgentRetryMs = 10'000;
 
 // Wait blocks in real time whatever clock stamps the events (a FakeClock must
 // not make it spin forever).
@@ -201,7 +206,7 @@ LocalBackend::Node LocalBackend::UnwatchLocked(std::map<NodeKey, Node>::iterator
   return node;
 }
 
-Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
+Result<LocalBackend::PreparedNode> LocalBackend::PrepareNode(const NodeSpec& spec) {
   ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, spec.node));
   const std::string who = "node " + spec.node.ToString();
   ASSIGN_OR_RETURN(
@@ -209,7 +214,11 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
       ResolveNode(spec, host_, "the local executor", paths.default_work(), paths.default_output()));
   ShimSpec& shim = resolved.spec;
   shim.default_grace_ms = options_.default_grace_ms;
-  LaunchResult result;
+  PreparedNode prepared;
+  prepared.key = spec.node;
+  prepared.paths = paths;
+  prepared.container = shim.container.has_value();
+  LaunchResult& result = prepared.result;
   // Returned to the caller (the server log, DescribeJobs), never written into
   // the node's output: that holds only what the command prints.
   result.warnings = std::move(resolved.warnings);
@@ -258,25 +267,31 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
     }
     return Status::Internal(who + ": cannot create " + paths.dir + ": " + ErrnoText());
   }
-  auto fail_start = [&](const std::string& why) {
-    StatusRecord st;
-    st.outcome = NodeOutcome::kStartFailed;
-    st.reason = why;
-    st.stopped_at_ms = options_.clock->NowMillis();
-    (void)WriteJsonRecord(paths.status(), ToJson(st));
-    return Status::Internal(who + ": " + why);
-  };
   // The working directory and the output's folder are made by the supervisor
   // (a failure there is a kStartFailed event), not on this launch path.
   if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
-    return fail_start("cannot write spec.json: " + s.message());
+    return FailStart(prepared, "cannot write spec.json: " + s.message());
   }
+  result.node_dir = paths.dir;
+  result.output_path = shim.output_path;
+  return prepared;
+}
 
+Status LocalBackend::FailStart(const PreparedNode& node, const std::string& why) {
+  StatusRecord st;
+  st.outcome = NodeOutcome::kStartFailed;
+  st.reason = why;
+  st.stopped_at_ms = options_.clock->NowMillis();
+  (void)WriteJsonRecord(node.paths.status(), ToJson(st));
+  return Status::Internal("node " + node.key.ToString() + ": " + why);
+}
+
+Status LocalBackend::SpawnSupervisor(const PreparedNode& node) {
   // Start the supervisor in a session of its own, with nothing of the server's
   // open files (closefrom) and default signal handling.
   std::vector<std::string> args = options_.shim_command;
   args.push_back("--node-dir");
-  args.push_back(paths.dir);
+  args.push_back(node.paths.dir);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -309,29 +324,142 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return fail_start("cannot start the supervisor " + args[0] + ": " + std::strerror(rc));
+    return FailStart(node, "cannot start the supervisor " + args[0] + ": " + std::strerror(rc));
   }
-
-  Node node;
-  node.key = spec.node;
-  node.paths = paths;
-  node.shim.pid = pid;
-  node.shim.boot_id = host_.boot_id;
+  // Our unreaped child: its pid cannot be reused yet.
   auto start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
-  node.shim.start_time = start.ok() ? *start : 0;
-  node.pidfd = PidfdOpen(pid);  // our unreaped child: the pid cannot be reused yet
+  WatchStarted(node, ProcessIdentity{pid, start.ok() ? *start : 0, host_.boot_id});
+  return Status::Ok();
+}
+
+void LocalBackend::WatchStarted(const PreparedNode& prepared, const ProcessIdentity& shim) {
+  Node node;
+  node.key = prepared.key;
+  node.paths = prepared.paths;
+  node.shim = shim;
+  node.pidfd = PidfdOpen(shim.pid);
+  // Checked after opening: a supervisor the agent forked may already have
+  // ended and been reaped (its pid even reused). Then it is polled, found
+  // gone, and its status.json read as for any other.
+  if (node.pidfd >= 0) {
+    Result<uint64_t> start = ReadProcStartTime(shim.pid, /*zombie_is_dead=*/false);
+    if (!start.ok() || *start != shim.start_time) {
+      ::close(node.pidfd);
+      node.pidfd = -1;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = nodes_.emplace(spec.node, std::move(node));
+  auto [it, inserted] = nodes_.emplace(prepared.key, std::move(node));
   WatchLocked(it->second);
   if (it->second.pidfd < 0) {
     // A Wait in progress must switch to polling identities.
     uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof(one));
   }
+}
 
-  result.node_dir = paths.dir;
-  result.output_path = shim.output_path;
-  return result;
+std::unique_ptr<NodeAgentClient> LocalBackend::TakeAgent() {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (!idle_agents_.empty()) {
+    std::unique_ptr<NodeAgentClient> agent = std::move(idle_agents_.back());
+    idle_agents_.pop_back();
+    return agent;
+  }
+  if (SteadyMillis() < agent_retry_at_ms_) return nullptr;
+  Result<std::unique_ptr<NodeAgentClient>> agent =
+      NodeAgentClient::ConnectOrStart(options_.home, options_.shim_command);
+  if (!agent.ok()) {
+    agent_ = ProcessIdentity{};
+    agent_problem_ = agent.status().message();
+    agent_retry_at_ms_ = SteadyMillis() + kAgentRetryMs;
+    spdlog::warn(
+        "local executor: no node agent ({}); each node's supervisor is started as a program of "
+        "its own (slower), trying again in {} s",
+        agent_problem_, kAgentRetryMs / 1000);
+    return nullptr;
+  }
+  if ((*agent)->agent().pid != agent_.pid)
+    spdlog::info("local executor: node agent pid {} starts the supervisors",
+                 (*agent)->agent().pid);
+  agent_ = (*agent)->agent();
+  agent_problem_.clear();
+  return std::move(*agent);
+}
+
+void LocalBackend::ReturnAgent(std::unique_ptr<NodeAgentClient> agent) {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (agent->agent().pid == agent_.pid) idle_agents_.push_back(std::move(agent));
+}
+
+void LocalBackend::DropAgent(const ProcessIdentity& lost, const Status& why) {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  if (lost.pid != agent_.pid) return;  // already dropped by another launch
+  spdlog::warn("local executor: node agent pid {} lost: {}", lost.pid, why.message());
+  agent_ = ProcessIdentity{};
+  agent_problem_ = why.message();
+  idle_agents_.clear();
+}
+
+std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNode>& nodes,
+                                                    std::vector<size_t> todo,
+                                                    std::vector<Status>* out) {
+  // A second round when the agent was lost on the way (e.g. killed): a new
+  // one takes what the first did not answer. A supervisor the lost agent
+  // forked anyway holds the node's lock; the one started then sees it and
+  // exits, and the first is watched instead (CollectEnded).
+  for (int round = 0; round < 2 && !todo.empty(); ++round) {
+    std::unique_ptr<NodeAgentClient> agent = TakeAgent();
+    if (agent == nullptr) break;
+    std::vector<std::string> dirs;
+    for (size_t i : todo) dirs.push_back(nodes[i].paths.dir);
+    std::vector<Result<ProcessIdentity>> answered;
+    Result<std::vector<Result<ProcessIdentity>>> all = agent->Launch(dirs, &answered);
+    for (size_t k = 0; k < answered.size(); ++k) {
+      const PreparedNode& node = nodes[todo[k]];
+      if (answered[k].ok()) {
+        WatchStarted(node, *answered[k]);
+      } else {
+        (*out)[todo[k]] = FailStart(node, answered[k].status().message());
+      }
+    }
+    todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(answered.size()));
+    if (all.ok()) {
+      ReturnAgent(std::move(agent));
+      break;
+    }
+    DropAgent(agent->agent(), all.status());
+  }
+  return todo;
+}
+
+std::vector<Status> LocalBackend::StartSupervisors(const std::vector<PreparedNode>& nodes) {
+  std::vector<Status> out(nodes.size(), Status::Ok());
+  std::vector<size_t> by_agent, by_spawn;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    (options_.use_node_agent && !nodes[i].container ? by_agent : by_spawn).push_back(i);
+  if (!by_agent.empty()) {
+    for (size_t i : StartThroughAgent(nodes, std::move(by_agent), &out)) by_spawn.push_back(i);
+  }
+  for (size_t i : by_spawn) out[i] = SpawnSupervisor(nodes[i]);
+  return out;
+}
+
+Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
+  ASSIGN_OR_RETURN(PreparedNode node, PrepareNode(spec));
+  std::vector<PreparedNode> one;
+  one.push_back(std::move(node));
+  RETURN_IF_ERROR(StartSupervisors(one).front());
+  return std::move(one.front().result);
+}
+
+ProcessIdentity LocalBackend::node_agent() const {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  return agent_;
+}
+
+std::string LocalBackend::node_agent_problem() const {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  return agent_problem_;
 }
 
 const Capabilities& LocalBackend::capabilities() const {
@@ -356,11 +484,26 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
   GangLaunch out;
   ASSIGN_OR_RETURN(NodePaths first, NodePathsFor(options_.home, gang.nodes.front().node));
   out.backend_ref = first.dir.substr(0, first.dir.rfind('/'));
+  // 1. Every node's folder and spec; a node refused here leaves the others
+  // unstarted, each with a tombstone (a never-started loss) so that nothing
+  // starts them later.
+  std::vector<PreparedNode> prepared;
+  auto abandon = [&](const Status& why) {
+    for (const PreparedNode& p : prepared) {
+      StatusRecord st;
+      st.outcome = NodeOutcome::kLost;
+      st.never_started = true;
+      st.reason = "not started: another node of its gang could not be (" + why.message() + ")";
+      st.stopped_at_ms = options_.clock->NowMillis();
+      (void)WriteJsonRecord(p.paths.status(), ToJson(st));
+    }
+    return why;
+  };
   for (const NodeSpec& node : gang.nodes) {
     if (node.node.attempt != gang.attempt)
-      return Status::InvalidArgument("node " + node.node.ToString() + " is not of attempt " +
-                                     gang.attempt.job_id + "/" +
-                                     std::to_string(gang.attempt.attempt));
+      return abandon(Status::InvalidArgument("node " + node.node.ToString() +
+                                             " is not of attempt " + gang.attempt.job_id + "/" +
+                                             std::to_string(gang.attempt.attempt)));
     NodeSpec spec = node;
     if (gang.multi_node && node.node.node_index != gang.main_node_index)
       spec.environment[kMainNodeAddressVar] = main->private_ip;
@@ -372,18 +515,28 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
       spec.fault.progress_path =
           progress.output_path.empty() ? at.default_output() : progress.output_path;
     }
-    Result<LaunchResult> r = LaunchNode(spec);
-    if (!r.ok()) {
+    Result<PreparedNode> p = PrepareNode(spec);
+    if (!p.ok()) return abandon(p.status());
+    prepared.push_back(std::move(*p));
+  }
+  // 2. Their supervisors, all at once (one round trip to the agent).
+  std::vector<Status> started = StartSupervisors(prepared);
+  for (const Status& s : started) {
+    if (!s.ok()) {
       // Gang: nothing of it may go on running.
       (void)Terminate(gang.attempt, 0);
-      return r.status();
+      return s;
     }
-    if (!r->warnings.empty()) out.warnings[node.node.node_index] = std::move(r->warnings);
+  }
+  const int64_t now = options_.clock->NowMillis();
+  for (PreparedNode& p : prepared) {
+    if (!p.result.warnings.empty())
+      out.warnings[p.key.node_index] = std::move(p.result.warnings);
     NodeEvent running;
-    running.node = node.node;
+    running.node = p.key;
     running.kind = NodeEventKind::kRunning;
-    running.at_ms = options_.clock->NowMillis();
-    running.started_at_ms = running.at_ms;
+    running.at_ms = now;
+    running.started_at_ms = now;
     out.events.push_back(std::move(running));
   }
   return out;
@@ -543,7 +696,7 @@ NodeEvent LocalBackend::DeclareLost(const NodeKey& key, const NodePaths& paths,
   return EventFromStatus(key, st);
 }
 
-NodeEvent LocalBackend::CollectEnded(const Node& node) {
+std::optional<NodeEvent> LocalBackend::CollectEnded(const Node& node) {
   if (node.pidfd >= 0) {
     siginfo_t info;
     // Reaps the supervisor if it is our child; ECHILD (adopted) is fine.
@@ -557,7 +710,15 @@ NodeEvent LocalBackend::CollectEnded(const Node& node) {
   if (st.ok()) return EventFromStatus(node.key, *st);
   int lock_fd = TryNodeLock(node.paths);
   if (lock_fd < 0) {
-    // Should not happen: the supervisor is gone, yet the lock is held.
+    // Another supervisor holds the node: this one found it taken and left
+    // (a node handed over twice when the agent was lost on the way). The
+    // holder is the node's.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (nodes_.count(node.key) == 0 && Adopt(node.key, node.paths)) return std::nullopt;
+    }
+    st = ReadStatusRecord(node.paths.status());  // the holder may just have ended
+    if (st.ok()) return EventFromStatus(node.key, *st);
     NodeEvent e;
     e.node = node.key;
     e.outcome = NodeOutcome::kLost;
@@ -634,7 +795,7 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
       }
     }
     for (const Node& node : ended) {
-      out.push_back(CollectEnded(node));
+      if (std::optional<NodeEvent> e = CollectEnded(node)) out.push_back(std::move(*e));
       if (node.pidfd >= 0) ::close(node.pidfd);
     }
     if (!out.empty()) return out;

@@ -1,7 +1,10 @@
 // LocalBackend: the embedded default executor. Runs each node of each attempt as
 // processes on this host, under a supervisor shim (`lote exec-shim`, see shim.h)
 // that outlives the server, so running jobs survive a server restart (including
-// SIGKILL) and are re-adopted by the next LocalBackend instance.
+// SIGKILL) and are re-adopted by the next LocalBackend instance. The
+// supervisors are forked by the home's node agent (node_agent.h), a
+// long-lived process started on first use and re-adopted by the next
+// instance; without one, each is started as a program of its own.
 //
 // Per node: $LOTE_HOME/jobs/<job>/<attempt>/<node>/ (layout in node_files.h and
 // docs/executor.md). The command runs in its own session and process group;
@@ -30,6 +33,7 @@
 #include "common/clock.h"
 #include "exec/backend.h"
 #include "exec/cgroup.h"
+#include "exec/node_agent.h"
 #include "exec/node_files.h"
 #include "exec/node_resolve.h"
 
@@ -46,6 +50,12 @@ struct LocalBackendOptions {
   // cgroup v2 parent group for node limits; empty: auto-detect (cgroup.h).
   std::string cgroup_parent;
   bool use_cgroups = true;
+  // Start supervisors through the home's node agent (node_agent.h): one
+  // long-lived process (shim_command + "--agent HOME") that forks each node's
+  // supervisor, no exec. false, or an agent that cannot be started or
+  // reached: one supervisor program per node, as said in a warning of the
+  // server log. Container-mode nodes always take that path.
+  bool use_node_agent = true;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
   // Container mode: lote's image registry (container.h), reached over plain
@@ -97,8 +107,8 @@ class LocalBackend final : public Backend {
   Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index) override;
   std::string InjectedFault(const AttemptKey& attempt, int32_t num_nodes) override;
 
-  // One node (LaunchGang's step; tests drive nodes one at a time). No kRunning
-  // event is queued for it: it runs when this returns OK.
+  // One node (LaunchGang's steps for one node; tests drive nodes one at a
+  // time). No kRunning event is queued for it: it runs when this returns OK.
   Result<LaunchResult> LaunchNode(const NodeSpec& spec);
   // Recover by node keys alone.
   Result<RecoverReport> RecoverNodes(const std::vector<NodeKey>& expected);
@@ -106,6 +116,10 @@ class LocalBackend final : public Backend {
   // Whether node memory/vCPU limits are enforced on this host, and why not.
   const CgroupSupport& cgroup_support() const { return cgroups_; }
   const std::string& home() const { return options_.home; }
+  // The node agent this instance launches through now (pid 0: none; then
+  // node_agent_problem() says why, "" when it was not needed yet).
+  ProcessIdentity node_agent() const;
+  std::string node_agent_problem() const;
 
  private:
   struct Node {
@@ -119,17 +133,48 @@ class LocalBackend final : public Backend {
   struct HostFacts : RunnerHost {
     std::string boot_id;
   };
+  // A node whose folder and spec.json are written, its supervisor not started.
+  struct PreparedNode {
+    NodeKey key;
+    NodePaths paths;
+    bool container = false;
+    LaunchResult result;
+  };
 
   LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host, int wake_fd,
                int epoll_fd);
 
+  // Makes the node folder (exactly once) and its spec.json.
+  Result<PreparedNode> PrepareNode(const NodeSpec& spec);
+  // Starts the supervisors of `nodes` (the agent, else one program each): one
+  // status per node; a node that failed has a start_failed status.json.
+  std::vector<Status> StartSupervisors(const std::vector<PreparedNode>& nodes);
+  // Through the agent: the indexes (of `todo`) it did not take, for the
+  // other path.
+  std::vector<size_t> StartThroughAgent(const std::vector<PreparedNode>& nodes,
+                                        std::vector<size_t> todo, std::vector<Status>* out);
+  Status SpawnSupervisor(const PreparedNode& node);
+  // Records a start failure in status.json; its error.
+  Status FailStart(const PreparedNode& node, const std::string& why);
+  // A supervisor that was started: watched from now on.
+  void WatchStarted(const PreparedNode& node, const ProcessIdentity& shim);
+  // A connection to the agent to launch through (an idle one, else a new
+  // one, the agent started if need be); null when there is none
+  // (agent_problem_ says why). Several launches each hold one, so the agent
+  // serves their requests together.
+  std::unique_ptr<NodeAgentClient> TakeAgent();
+  void ReturnAgent(std::unique_ptr<NodeAgentClient> agent);
+  // The agent `lost` is gone: its connections are dropped.
+  void DropAgent(const ProcessIdentity& lost, const Status& why);
   // Adds a node just put in nodes_ to the epoll set (or counts it as polled).
   void WatchLocked(Node& node);
   // Removes a node from nodes_ and the epoll set; the caller closes its pidfd.
   Node UnwatchLocked(std::map<NodeKey, Node>::iterator it);
 
-  // The node's supervisor has ended (or was never seen): its event.
-  NodeEvent CollectEnded(const Node& node);
+  // The node's supervisor has ended (or was never seen): its event; nullopt
+  // when another supervisor holds the node (one that exited 75 because a
+  // first one had it): that one is watched instead.
+  std::optional<NodeEvent> CollectEnded(const Node& node);
   // With the node lock free: kill an orphaned command, write a lost tombstone.
   NodeEvent DeclareLost(const NodeKey& key, const NodePaths& paths, const std::string& why,
                         bool never_started = false);
@@ -155,6 +200,13 @@ class LocalBackend final : public Backend {
   uint64_t next_token_ = 1;                         // protected by mu_
   int64_t unwatched_ = 0;          // nodes without a pidfd, polled; protected by mu_
   std::deque<NodeEvent> pending_;  // protected by mu_
+
+  // The node agent; agent_mu_ is never held while mu_ is.
+  mutable std::mutex agent_mu_;
+  ProcessIdentity agent_;  // the agent launched through now (pid 0: none); protected by agent_mu_
+  std::vector<std::unique_ptr<NodeAgentClient>> idle_agents_;  // protected by agent_mu_
+  std::string agent_problem_;                                  // protected by agent_mu_
+  int64_t agent_retry_at_ms_ = 0;  // steady clock; protected by agent_mu_
 };
 
 }  // namespace lote::exec

@@ -556,6 +556,9 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     break;
   }
   ::close(err_pipe[0]);
+  // The error pipe closes on exec (O_CLOEXEC) with nothing in it: the
+  // command runs from now, the real start.
+  if (start_error.empty()) st.started_at_ms = NowMs();
 
   // Supervise until the command (the group leader) exits.
   bool terminating = false;
@@ -618,6 +621,9 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
 
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
+  // The real stop: the command has exited (its group's leftovers are
+  // cleaned up below).
+  const int64_t stopped_at_ms = NowMs();
   const bool exited = leader_info.si_code == CLD_EXITED;
   // podman killed leaves its container behind.
   if (spec.container && (!exited || terminating)) {
@@ -638,7 +644,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
       ::usleep(20'000);
     }
   }
-  st.stopped_at_ms = NowMs();
+  st.stopped_at_ms = stopped_at_ms;
   st.terminated = terminating;
   if (spec.container) {
     if (std::optional<PullPhase> pull =

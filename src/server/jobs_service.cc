@@ -91,6 +91,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   exec::LocalBackendOptions local;
   local.home = context.home;
   local.shim_command = options.shim_command;
+  local.use_node_agent = options.node_agent;
   // One clock for the loop and the backend's timestamps.
   local.clock = context.clock;
   if (context.registry) {  // started by registry_wiring.cc
@@ -282,6 +283,8 @@ ServerExtension JobsExtension(JobsServiceOptions options) {
         options.shim_command.empty() && shim != nullptr && *shim != '\0') {
       options.shim_command = {shim};
     }
+    if (const char* agent = std::getenv("LOTE_NODE_AGENT"); agent != nullptr && agent[0] == '0')
+      options.node_agent = false;
     ASSIGN_OR_RETURN(std::unique_ptr<JobsService> service, JobsService::Start(context, options));
     return std::shared_ptr<void>(std::move(service));
   };

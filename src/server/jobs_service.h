@@ -37,6 +37,8 @@ struct JobsServiceOptions {
   // How to start the node supervisor (exec::LocalBackendOptions::shim_command);
   // empty: this executable's `exec-shim` subcommand.
   std::vector<std::string> shim_command;
+  // exec::LocalBackendOptions::use_node_agent; $LOTE_NODE_AGENT=0 turns it off.
+  bool node_agent = true;
 };
 
 class JobsService {
