@@ -22,6 +22,9 @@ N="${2:-2000}"
 CLIENTS="${CLIENTS:-8}"
 RUNS="${RUNS:-1}"
 AGENT_PEER="${AGENT_PEER:-1}"
+# The main measurement runs with the node agent on (off by default in lote
+# server); LOTE_NODE_AGENT=0 in the environment measures the default instead.
+export LOTE_NODE_AGENT="${LOTE_NODE_AGENT:-1}"
 LOTE="$BUILD/lote"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null

@@ -54,8 +54,9 @@ struct LocalBackendOptions {
   // long-lived process (shim_command + "--agent HOME") that forks each node's
   // supervisor, no exec. false, or an agent that cannot be started or
   // reached: one supervisor program per node, as said in a warning of the
-  // server log. Container-mode nodes always take that path.
-  bool use_node_agent = true;
+  // server log. Container-mode nodes always take that path. Off by default:
+  // measured, it was not faster (docs/benchmarks.md).
+  bool use_node_agent = false;
   // Grace period of Terminate when the caller gives none.
   int64_t default_grace_ms = 30'000;
   // Container mode: lote's image registry (container.h), reached over plain

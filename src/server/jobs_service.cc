@@ -283,8 +283,8 @@ ServerExtension JobsExtension(JobsServiceOptions options) {
         options.shim_command.empty() && shim != nullptr && *shim != '\0') {
       options.shim_command = {shim};
     }
-    if (const char* agent = std::getenv("LOTE_NODE_AGENT"); agent != nullptr && agent[0] == '0')
-      options.node_agent = false;
+    if (const char* agent = std::getenv("LOTE_NODE_AGENT"); agent != nullptr && *agent != '\0')
+      options.node_agent = agent[0] != '0';
     ASSIGN_OR_RETURN(std::unique_ptr<JobsService> service, JobsService::Start(context, options));
     return std::shared_ptr<void>(std::move(service));
   };

@@ -50,6 +50,9 @@ def wait_until(what, predicate):
 
 class NodeAgentThroughTheServer(unittest.TestCase):
     def setUp(self):
+        # The agent is off by default; these servers (and their restarts)
+        # inherit the switch that turns it on.
+        os.environ["LOTE_NODE_AGENT"] = "1"
         self.server = LoteServer(LOTE).start()
         self.go = os.path.join(self.server.home, "go")
         self.batch = self.server.client()
