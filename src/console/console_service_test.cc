@@ -37,7 +37,8 @@ class ConsoleServiceTest : public ::testing::Test {
     router_.RegisterRestOperation(
         {"ReleaseNode", "POST", "/v1/releasenode", {}, [this](const Json& r) -> Result<Json> {
            const std::string node = r.value("node", "");
-           if (node != "i-0001") return Status::InvalidArgument("node " + node + " is not quarantined");
+           if (node != "i-0001")
+             return Status::InvalidArgument("node " + node + " is not quarantined");
            released_.push_back(node);
            return Json{{"node", node}, {"released", true}};
          }});

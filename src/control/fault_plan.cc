@@ -164,8 +164,8 @@ Result<std::optional<FaultPlan>> ParsePlan(const Keys& keys) {
       return Status::InvalidArgument(
           std::string(keys.environment.empty() ? "a job"
                                                : "compute environment " + keys.environment) +
-          " may ask for one injected fault; it asks to " + DescribeFaultPlan(*found) +
-          " and to " + DescribeFaultPlan(*plan));
+          " may ask for one injected fault; it asks to " + DescribeFaultPlan(*found) + " and to " +
+          DescribeFaultPlan(*plan));
     found = plan;
   }
   return found;

@@ -145,9 +145,9 @@ TEST(FaultPlan, OnlyThePlannedNodeOfTheFirstAttemptInjects) {
 // A compute environment's tags ask for a fault for every job placed on it:
 // in the job's first attempt there, said to come from the environment.
 TEST(FaultPlan, AnEnvironmentsFaultReachesEachJobsFirstAttemptThere) {
-  const ComputeEnvironmentSpec ce =
-      Ce({{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}, {"lote:runtime", "process"}},
-         "faulty");
+  const ComputeEnvironmentSpec ce = Ce(
+      {{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}, {"lote:runtime", "process"}},
+      "faulty");
   Job job = JobWith({}, {}, 2);
   exec::NodeFault f = NodeFaultFor(job, ce, 1, 1);
   EXPECT_EQ(f.action, exec::FaultAction::kKill);
@@ -157,9 +157,8 @@ TEST(FaultPlan, AnEnvironmentsFaultReachesEachJobsFirstAttemptThere) {
   // recorded with the attempt at launch.
   job.attempts.resize(2);
   job.attempts[0].compute_environment = "faulty";
-  job.attempts[0].backend =
-      Json{{"managed", true},
-           {"tags", {{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}}}};
+  job.attempts[0].backend = Json{
+      {"managed", true}, {"tags", {{"lote:injectKillNode", "1"}, {"lote:injectKillAtStep", "8"}}}};
   EXPECT_EQ(FaultOrigin(job, 1), " (asked by the tags of compute environment faulty)");
   // The retry there runs undisturbed; a first attempt there after one
   // elsewhere gets it.
@@ -179,15 +178,14 @@ TEST(FaultPlan, AnEnvironmentsFaultReachesEachJobsFirstAttemptThere) {
 }
 
 TEST(FaultPlan, AJobsOwnFaultWinsOverItsEnvironments) {
-  const ComputeEnvironmentSpec ce =
-      Ce({{"lote:injectUploadFailSeconds", "20"}}, "store-outage");
+  const ComputeEnvironmentSpec ce = Ce({{"lote:injectUploadFailSeconds", "20"}}, "store-outage");
   Job own = JobWith({{"lote:injectStopNode", "0"}, {"lote:injectStopAfterSeconds", "5"}}, {}, 2);
   exec::NodeFault f = NodeFaultFor(own, ce, 1, 0);
   EXPECT_EQ(f.action, exec::FaultAction::kStop);
   own.attempts.resize(1);
   own.attempts[0].compute_environment = ce.name;
   own.attempts[0].backend = Json{{"tags", {{"lote:injectUploadFailSeconds", "20"}}}};
-  EXPECT_EQ(FaultOrigin(own, 1), "");  // the job's own fault
+  EXPECT_EQ(FaultOrigin(own, 1), "");               // the job's own fault
   EXPECT_FALSE(NodeFaultFor(own, ce, 1, 1).Any());  // not the environment's upload failure either
   EXPECT_FALSE(NodeFaultFor(own, ce, 2, 0).Any());  // nor in the job's retry
   // A job without a fault of its own gets the environment's, on every node.
@@ -224,10 +222,11 @@ TEST(FaultPlan, AnEnvironmentsBadFaultTagsAreRefusedNamingTheKey) {
   EXPECT_NE(error({{"lote:injectSlowNode", "1"}}).find("lote:injectSlowNode"), std::string::npos);
   // Valid ones, and tags that are not faults, pass; the node is any whole
   // number (checked against each job at placement).
-  EXPECT_TRUE(ValidateEnvironmentFaultTags(
-                  "ce", {{"lote:injectKillNode", "7"}, {"lote:injectKillAfterSeconds", "30"},
-                         {"lote:injectCapacityShortageSeconds", "5"}, {"lote:emulation", "true"},
-                         {"team", "ml"}})
+  EXPECT_TRUE(ValidateEnvironmentFaultTags("ce", {{"lote:injectKillNode", "7"},
+                                                  {"lote:injectKillAfterSeconds", "30"},
+                                                  {"lote:injectCapacityShortageSeconds", "5"},
+                                                  {"lote:emulation", "true"},
+                                                  {"team", "ml"}})
                   .ok());
 }
 

@@ -15,8 +15,9 @@ namespace {
 
 // The store's row of a job, with the columns its reads filter on.
 store::JobRow RowOf(const Job& job, int64_t updated_ms) {
-  store::JobRow row{job.id,         job.name,   job.queue_arn, std::string(JobStatusName(job.status)),
-                    job.created_at, updated_ms, JobToJson(job).dump()};
+  store::JobRow row{
+      job.id,         job.name,   job.queue_arn,        std::string(JobStatusName(job.status)),
+      job.created_at, updated_ms, JobToJson(job).dump()};
   if (job.IsArrayChild()) {
     row.parent_id = job.array_parent_id;
     row.array_index = job.array->index;

@@ -701,7 +701,8 @@ TEST_F(JobLoopTest, AFinishedJobLeavesMemoryAndIsDescribedTheSameFromTheStore) {
   expected["tags"]["k"] = "v";
   EXPECT_EQ(tagged, expected);
   // Twice before it leaves again, and once after: each event has the next seq.
-  ASSERT_TRUE(loop_->ChangeJobTags(Json{{"resourceArn", arn}, {"tags", {{"k2", "v"}}}}, false).ok());
+  ASSERT_TRUE(
+      loop_->ChangeJobTags(Json{{"resourceArn", arn}, {"tags", {{"k2", "v"}}}}, false).ok());
   Settle();
   EXPECT_FALSE(loop_->InMemory(ran));
   ASSERT_TRUE(
@@ -753,8 +754,9 @@ TEST_F(JobLoopTest, ListJobsPagesFinishedJobsByKeyAcrossInsertsAndRestarts) {
   EXPECT_TRUE(refused.status().IsInvalidArgument());
   // With a filter: every status, newest first, from memory and the store.
   const std::string waiting = Submit("q", "d", Json{{"jobName", "t-waiting"}});
-  Json filtered = ListPage(loop_.get(), Json{{"jobQueue", "q"},
-                                             {"filters", {{{"name", "JOB_NAME"}, {"values", {"t*"}}}}}});
+  Json filtered =
+      ListPage(loop_.get(),
+               Json{{"jobQueue", "q"}, {"filters", {{{"name", "JOB_NAME"}, {"values", {"t*"}}}}}});
   ASSERT_EQ(filtered["jobSummaryList"].size(), ids.size() + 1);
   EXPECT_EQ(filtered["jobSummaryList"][0]["jobId"], waiting);
   EXPECT_EQ(filtered["jobSummaryList"][1]["jobId"], ids.back());

@@ -159,8 +159,8 @@ Json JobLoop::DescribedLocked(const Job& job) {
   Json described = DescribeJobJson(job);
   if (output_ != nullptr && !job.attempts.empty()) {
     // Live values of the latest attempt (persisted when the attempt ends).
-    std::optional<Json> live = output_->Progress(
-        job.id, static_cast<int32_t>(job.attempts.size()), clock_->NowMillis());
+    std::optional<Json> live =
+        output_->Progress(job.id, static_cast<int32_t>(job.attempts.size()), clock_->NowMillis());
     if (live) described["progress"] = std::move(*live);
     // Extra key: the output of every node of the ended job is stored (the
     // streams lag the job's end by the time the last bytes take to store).
@@ -202,7 +202,8 @@ Result<Json> JobLoop::ListJobs(const Json& request) {
   }
   SortForListJobs(query, matched);
   Json list = Json::array();
-  for (size_t i = 0; i < matched.size() && i < page; ++i) list.push_back(JobSummaryJson(matched[i]));
+  for (size_t i = 0; i < matched.size() && i < page; ++i)
+    list.push_back(JobSummaryJson(matched[i]));
   Json out{{"jobSummaryList", list}};
   if (matched.size() > page)
     out["nextToken"] = ListJobsToken(ListPositionOf(query, matched[page - 1]));
@@ -261,8 +262,7 @@ Result<std::vector<Job>> JobLoop::ListedInStore(const ListJobsQuery& query,
     q.newest_first = !query.filter_name.empty();
     if (after) q.after = std::make_pair(after->at, after->id);
     if (query.filter_name == "AFTER_CREATED_AT") q.created_after = std::stoll(query.filter_value);
-    if (query.filter_name == "BEFORE_CREATED_AT")
-      q.created_before = std::stoll(query.filter_value);
+    if (query.filter_name == "BEFORE_CREATED_AT") q.created_before = std::stoll(query.filter_value);
   }
   if (query.job_status) q.status = std::string(JobStatusName(*query.job_status));
   // Rows a filter refuses are read past, a chunk at a time.

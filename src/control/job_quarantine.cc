@@ -38,12 +38,11 @@ void JobLoop::NoteClosedAttemptLocked(const Job& job, size_t attempt) {
 void JobLoop::RebuildQuarantineLocked() {
   // Releases first: failures before a node's release do not count.
   Result<std::vector<store::NodeReleaseRow>> releases =
-      store_ != nullptr ? store_->LoadNodeReleases()
-                        : Result<std::vector<store::NodeReleaseRow>>(
-                              std::vector<store::NodeReleaseRow>{});
+      store_ != nullptr
+          ? store_->LoadNodeReleases()
+          : Result<std::vector<store::NodeReleaseRow>>(std::vector<store::NodeReleaseRow>{});
   if (releases.ok()) {
-    for (const store::NodeReleaseRow& r : *releases)
-      quarantine_.SetReleased(r.node, r.released_ms);
+    for (const store::NodeReleaseRow& r : *releases) quarantine_.SetReleased(r.node, r.released_ms);
   } else {
     spdlog::error("jobs: node releases not loaded: {}", releases.status().ToString());
   }
@@ -112,17 +111,15 @@ void JobLoop::ResumeQuarantinedHostLocked(const QuarantinedNode& q) {
   }
 }
 
-std::vector<std::string> JobLoop::AvoidedHosts(const Job& job,
-                                               const exec::Backend& backend) const {
+std::vector<std::string> JobLoop::AvoidedHosts(const Job& job, const exec::Backend& backend) const {
   // The attempt being launched is the last; the one before it failed.
   if (job.attempts.size() < 2) return {};
   const Attempt* failed = RetryAvoidanceSource(job, job.attempts.size() - 1);
-  if (failed == nullptr ||
-      failed->compute_environment != job.attempts.back().compute_environment)
+  if (failed == nullptr || failed->compute_environment != job.attempts.back().compute_environment)
     return {};
-  std::optional<std::vector<std::string>> hosts = backend.NodeHosts(
-      exec::AttemptKey{job.id, static_cast<int32_t>(job.attempts.size()) - 1},
-      static_cast<int32_t>(failed->nodes.size()));
+  std::optional<std::vector<std::string>> hosts =
+      backend.NodeHosts(exec::AttemptKey{job.id, static_cast<int32_t>(job.attempts.size()) - 1},
+                        static_cast<int32_t>(failed->nodes.size()));
   if (!hosts) return {};
   std::vector<std::string> out;
   for (int32_t k : BlamedNodes(*failed))

@@ -49,9 +49,9 @@ Status JobLoop::Load() {
   // The latest that ended, read back for a while: the rest of their output
   // is stored (ResumeLogs) with their last progress, then they leave again.
   if (output_ != nullptr) {
-    ASSIGN_OR_RETURN(std::vector<store::JobRow> recent,
-                     store_->RecentlyEndedJobs(clock_->NowMillis() - kRecentlyEndedMs,
-                                               kRecentlyEndedJobs));
+    ASSIGN_OR_RETURN(
+        std::vector<store::JobRow> recent,
+        store_->RecentlyEndedJobs(clock_->NowMillis() - kRecentlyEndedMs, kRecentlyEndedJobs));
     for (const store::JobRow& row : recent) {
       if (jobs_.count(row.job_id)) continue;
       ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));

@@ -89,8 +89,7 @@ std::vector<QuarantinedNode> Quarantine::TakeExpired(int64_t now_ms) {
 std::vector<int32_t> BlamedNodes(const Attempt& attempt) {
   std::vector<int32_t> out;
   for (const NodeAttempt& n : attempt.nodes)
-    if (attempt.failed_node < 0 || n.node_index == attempt.failed_node)
-      out.push_back(n.node_index);
+    if (attempt.failed_node < 0 || n.node_index == attempt.failed_node) out.push_back(n.node_index);
   return out;
 }
 

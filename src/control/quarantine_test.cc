@@ -127,7 +127,6 @@ TEST(QuarantineTest, OnlyNodeLostAndHangAttemptsCountOnTheFailedNode) {
   EXPECT_TRUE(NodeFailuresOf(job, 5).empty());
 }
 
-
 TEST(QuarantineTest, AStoredReleaseKeepsEarlierFailuresFromCountingAtRebuild) {
   // The rebuild after a restart: the release (stored at 5 s) is given back
   // before the stored failures are recorded again.
@@ -191,8 +190,11 @@ TEST(QuarantineTest, ARetryAvoidsTheFailedNodesInstanceAfterANodeFailure) {
   const std::vector<Case> cases = {
       {"node lost", FailureCategory::kNodeLost, 1, "lost", {"i-1"}},
       {"hang of an unknown node", FailureCategory::kHang, -1, "hang", {"i-0", "i-1"}},
-      {"an injected kill (USER_ERROR)", FailureCategory::kUserError, 1,
-       "Injected fault: node 1 killed (SIGKILL) at step 8", {"i-1"}},
+      {"an injected kill (USER_ERROR)",
+       FailureCategory::kUserError,
+       1,
+       "Injected fault: node 1 killed (SIGKILL) at step 8",
+       {"i-1"}},
       {"the job's own error", FailureCategory::kUserError, 1, "exited with code 3", {}},
       {"preempted", FailureCategory::kPreempted, 0, "preempted", {}},
   };

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
@@ -24,8 +25,6 @@
 #include <cstring>
 #include <set>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "common/files.h"
 #include "exec/shim.h"
@@ -379,8 +378,7 @@ std::unique_ptr<NodeAgentClient> LocalBackend::TakeAgent() {
     return nullptr;
   }
   if ((*agent)->agent().pid != agent_.pid)
-    spdlog::info("local executor: node agent pid {} starts the supervisors",
-                 (*agent)->agent().pid);
+    spdlog::info("local executor: node agent pid {} starts the supervisors", (*agent)->agent().pid);
   agent_ = (*agent)->agent();
   agent_problem_.clear();
   return std::move(*agent);
@@ -530,8 +528,7 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
   }
   const int64_t now = options_.clock->NowMillis();
   for (PreparedNode& p : prepared) {
-    if (!p.result.warnings.empty())
-      out.warnings[p.key.node_index] = std::move(p.result.warnings);
+    if (!p.result.warnings.empty()) out.warnings[p.key.node_index] = std::move(p.result.warnings);
     NodeEvent running;
     running.node = p.key;
     running.kind = NodeEventKind::kRunning;

@@ -286,9 +286,9 @@ int RunNodeAgent(const std::string& home, int64_t idle_exit_ms) {
   }
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   Result<ProcessIdentity> self = CurrentIdentity(::getpid());
-  Status recorded = self.ok() ? WriteJsonRecord(p.record(), ToJson(ProcessRecord{*self, NowMs()}),
-                                                0600)
-                              : self.status();
+  Status recorded = self.ok()
+                        ? WriteJsonRecord(p.record(), ToJson(ProcessRecord{*self, NowMs()}), 0600)
+                        : self.status();
   if (sig_fd < 0 || !recorded.ok()) {
     say("error: cannot record the agent: " + (recorded.ok() ? ErrnoText() : recorded.message()));
     return 1;
@@ -326,15 +326,14 @@ Result<std::unique_ptr<NodeAgentClient>> NodeAgentClient::Connect(const std::str
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Internal("socket: " + ErrnoText());
   if (::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0) {
-    Status s = Status::NotFound("cannot connect to the node agent at " + p.socket() + ": " +
-                                ErrnoText());
+    Status s =
+        Status::NotFound("cannot connect to the node agent at " + p.socket() + ": " + ErrnoText());
     ::close(fd);
     return s;
   }
   struct ucred cred {};
   socklen_t len = sizeof(cred);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-      cred.pid != rec->id.pid) {
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid != rec->id.pid) {
     ::close(fd);
     return Status::NotFound("the process at " + p.socket() + " is not the recorded agent (pid " +
                             std::to_string(rec->id.pid) + ")");
@@ -397,8 +396,7 @@ Result<std::unique_ptr<NodeAgentClient>> NodeAgentClient::ConnectOrStart(
   ::close(pipe_fds[1]);
   if (rc != 0) {
     ::close(pipe_fds[0]);
-    return Status::Unavailable("cannot start the node agent " + args[0] + ": " +
-                               std::strerror(rc));
+    return Status::Unavailable("cannot start the node agent " + args[0] + ": " + std::strerror(rc));
   }
   // Its first line: "ready", "busy" (another agent won the race) or why not.
   std::string line;

@@ -90,9 +90,9 @@ class NodeAgentTest : public ::testing::Test {
   NodeSpec Held(const std::string& job, int32_t node = 0, int code = 0) const {
     NodeSpec s;
     s.node = NodeKey{AttemptKey{job, 1}, node};
-    s.command = {"sh", "-c",
-                 "echo up; while [ ! -e " + go_ + " ]; do sleep 0.02; done; exit " +
-                     std::to_string(code)};
+    s.command = {
+        "sh", "-c",
+        "echo up; while [ ! -e " + go_ + " ]; do sleep 0.02; done; exit " + std::to_string(code)};
     return s;
   }
   GangSpec HeldGang(const std::string& job, int32_t nodes) const {
@@ -125,8 +125,8 @@ class NodeAgentTest : public ::testing::Test {
       if (!events.ok()) break;
       for (const NodeEvent& e : *events) {
         EXPECT_EQ(keys.count(e.node), 1u) << "unexpected " << e.node.ToString();
-        EXPECT_TRUE(got.emplace(e.node, e).second) << "two terminal events for "
-                                                   << e.node.ToString();
+        EXPECT_TRUE(got.emplace(e.node, e).second)
+            << "two terminal events for " << e.node.ToString();
       }
     }
     EXPECT_EQ(got.size(), keys.size()) << "not every node ended";
@@ -165,8 +165,7 @@ TEST_F(NodeAgentTest, SupervisorsAreForkedByTheAgentNotExeced) {
     // The real times: from the command's exec to its exit.
     EXPECT_GT(e.started_at_ms, 0);
     EXPECT_GE(e.stopped_at_ms, e.started_at_ms);
-    Result<ProcessRecord> command =
-        ReadProcessRecord(NodePathsFor(home_, key)->command());
+    Result<ProcessRecord> command = ReadProcessRecord(NodePathsFor(home_, key)->command());
     ASSERT_TRUE(command.ok());
     EXPECT_GE(e.started_at_ms, command->started_at_ms) << "stamped before the exec";
   }

@@ -200,7 +200,7 @@ std::string SlurmBackend::InjectedFault(const AttemptKey& attempt, int32_t num_n
 }
 
 std::optional<std::vector<std::string>> SlurmBackend::NodeHosts(const AttemptKey& attempt,
-                                                                 int32_t num_nodes) const {
+                                                                int32_t num_nodes) const {
   // Written by the batch script (hosts: one Slurm node name per line, in node
   // index order); none when the job never started.
   std::vector<std::string> out(static_cast<size_t>(std::max(num_nodes, 0)));
@@ -247,9 +247,9 @@ Status SlurmBackend::ResumeHost(const std::string& host) {
   if (reason.exit_code != 0)
     return Status::Unavailable("sinfo -n " + host + ": " + Trim(reason.err));
   if (!IsLoteDrainReason(Trim(reason.out))) return Status();
-  ASSIGN_OR_RETURN(CommandResult r,
-                   RunCommand({"scontrol", "update", "nodename=" + host, "state=resume"},
-                              SlurmEnv(), 30'000));
+  ASSIGN_OR_RETURN(
+      CommandResult r,
+      RunCommand({"scontrol", "update", "nodename=" + host, "state=resume"}, SlurmEnv(), 30'000));
   if (r.exit_code != 0)
     return Status::Unavailable("scontrol update nodename=" + host +
                                " state=resume: " + Trim(r.err.empty() ? r.out : r.err));
@@ -327,9 +327,10 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   if (direct) {
     // One node: the batch step is the runner itself (no srun step, no
     // address lookups: nothing to meet).
-    script += "echo \"$SLURMD_NODENAME\" > \"$dir/hosts\"\n"
-              "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\nexec " +
-              runner + "--attempt-dir \"$dir\"\n";
+    script +=
+        "echo \"$SLURMD_NODENAME\" > \"$dir/hosts\"\n"
+        "export SLURM_NODEID=0 LOTE_NODE_ADDRS=\nexec " +
+        runner + "--attempt-dir \"$dir\"\n";
   } else {
     script +=
         // Every node's address in node index order (SLURM_NODEID follows the
@@ -368,8 +369,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     std::string list;
     for (const std::string& h : exclude) list += (list.empty() ? "" : ",") + h;
     argv.push_back("--exclude=" + list);
-    spdlog::info("slurm: {} keeps off {}, where its previous attempt's failed node ran", who,
-                 list);
+    spdlog::info("slurm: {} keeps off {}, where its previous attempt's failed node ran", who, list);
   }
   argv.push_back(dir + "/batch.sh");
   // --export=ALL of a minimal environment: the batch script sees only these

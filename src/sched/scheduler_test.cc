@@ -524,8 +524,8 @@ TEST(SchedulerTest, ARetryAvoidsTheFailedNodesInstanceWhenThereIsRoomElsewhere) 
   // A 2-node gang (4 vCPU nodes) that avoids ce-a-i01; 4 vCPU instances.
   struct Case {
     const char* name;
-    int idle;           // idle instances ce-a-i00...
-    int64_t max_vcpus;  // room to launch more
+    int idle;                       // idle instances ce-a-i00...
+    int64_t max_vcpus;              // room to launch more
     std::vector<std::string> want;  // per node: an instance id, or "launch"; empty: waits
     bool busy_i02 = false;          // ce-a-i02 (if any) is busy now
   };

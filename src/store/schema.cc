@@ -184,12 +184,7 @@ CREATE TABLE node_releases (
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1},
-      {2, kV2},
-      {3, kV3},
-      {4, kV4},
-      {5, kV5},
-      {6, kV6},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6},
   };
   return kMigrations;
 }

@@ -216,7 +216,9 @@ void WriteBatch::DeleteAllTags(std::string resource_arn) {
   ops_.emplace_back(DeleteAllTagsOp{std::move(resource_arn)});
 }
 void WriteBatch::PutJob(JobRow row) { ops_.emplace_back(std::move(row)); }
-void WriteBatch::DeleteJob(std::string job_id) { ops_.emplace_back(DeleteJobOp{std::move(job_id)}); }
+void WriteBatch::DeleteJob(std::string job_id) {
+  ops_.emplace_back(DeleteJobOp{std::move(job_id)});
+}
 void WriteBatch::PutAttempt(AttemptRow row) { ops_.emplace_back(std::move(row)); }
 void WriteBatch::AppendJobEvent(JobEvent event) { ops_.emplace_back(std::move(event)); }
 void WriteBatch::PutIamUser(IamUserRow row) { ops_.emplace_back(std::move(row)); }
@@ -370,10 +372,10 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
             "';')",
             dj->job_id);
       if (st.ok())
-        st = run(
-            "DELETE FROM attempts WHERE job_id = ?1 OR (job_id >= ?1 || ':' AND job_id < ?1 || "
-            "';')",
-            dj->job_id);
+        st =
+            run("DELETE FROM attempts WHERE job_id = ?1 OR (job_id >= ?1 || ':' AND job_id < ?1 || "
+                "';')",
+                dj->job_id);
     } else if (auto* a = std::get_if<AttemptRow>(&op)) {
       st = run("INSERT OR REPLACE INTO attempts (job_id, attempt, doc) VALUES (?1, ?2, ?3)",
                a->job_id, static_cast<int64_t>(a->attempt), a->doc);
@@ -393,8 +395,8 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
           au->time_ms, au->principal, au->operation, au->resource, au->result, au->request_id);
     } else if (auto* nr = std::get_if<NodeReleaseRow>(&op)) {
-      st = run("INSERT OR REPLACE INTO node_releases (node, released_ms) VALUES (?1, ?2)",
-               nr->node, nr->released_ms);
+      st = run("INSERT OR REPLACE INTO node_releases (node, released_ms) VALUES (?1, ?2)", nr->node,
+               nr->released_ms);
     }
     RETURN_IF_ERROR(st);
   }
@@ -536,8 +538,8 @@ Result<Snapshot> Store::Load(bool with_jobs) {
     return snap;
   }
   {
-    Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
-                           " FROM jobs ORDER BY created_ms, job_id");
+    Stmt q(reader_db_,
+           std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY created_ms, job_id");
     if (!q.status().ok()) return finish(q.status());
     while (q.Next()) snap.jobs.push_back(RowAt(q));
     if (!q.status().ok()) return finish(q.status());
@@ -703,9 +705,9 @@ Result<std::vector<JobRow>> Store::ListFinishedJobs(const FinishedJobsQuery& que
   sql += " LIMIT ?7";
   Stmt q(reader_db_, sql);
   RETURN_IF_ERROR(q.status());
-  const std::vector<std::string> statuses =
-      query.status.empty() ? std::vector<std::string>{"SUCCEEDED", "FAILED"}
-                           : std::vector<std::string>{query.status};
+  const std::vector<std::string> statuses = query.status.empty()
+                                                ? std::vector<std::string>{"SUCCEEDED", "FAILED"}
+                                                : std::vector<std::string>{query.status};
   for (const std::string& status : statuses) {
     q.Bind(1, query.queue_arn).Bind(2, status);
     if (query.after) q.Bind(3, query.after->first).Bind(4, query.after->second);

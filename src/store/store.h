@@ -80,7 +80,7 @@ struct JobRow {
   std::string status;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
-  std::string doc;        // JSON text
+  std::string doc;             // JSON text
   std::string parent_id = {};  // an array child's parent; "" for a top-level job
   int32_t array_index = -1;
   int64_t stopped_ms = 0;      // SUCCEEDED or FAILED: when it ended; 0 otherwise

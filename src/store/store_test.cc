@@ -346,8 +346,9 @@ TEST_F(StoreTest, FinishedJobsAreListedAfterAKeyCountedAndExpire) {
   ASSERT_TRUE(counts.ok()) << counts.status().ToString();
   std::map<std::pair<std::string, std::string>, int64_t> by_key;
   for (const JobCount& c : *counts) by_key[{c.queue_arn, c.status}] = c.count;
-  EXPECT_EQ(by_key, (std::map<std::pair<std::string, std::string>, int64_t>{
-                        {{"q1", "SUCCEEDED"}, 7}, {{"q1", "FAILED"}, 3}, {{"q2", "SUCCEEDED"}, 1}}));
+  EXPECT_EQ(by_key,
+            (std::map<std::pair<std::string, std::string>, int64_t>{
+                {{"q1", "SUCCEEDED"}, 7}, {{"q1", "FAILED"}, 3}, {{"q2", "SUCCEEDED"}, 1}}));
   EXPECT_EQ(*(*store)->FinishedChildCounts("p"),
             (std::map<std::string, int64_t>{{"SUCCEEDED", 1}, {"FAILED", 2}}));
   EXPECT_EQ(Ids((*store)->RecentlyEndedJobs(200, 10)), (std::vector<std::string>{"o0", "f0"}));
