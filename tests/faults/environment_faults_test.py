@@ -231,8 +231,13 @@ class EnvironmentFaultsTest(unittest.TestCase):
         create_emulated_environment(self.batch, "upload-ce")
         self.queue_on("upload-q", "upload-ce")
         # A command that reads the variables the runner sets, as `lote train` does.
+        # The main node waits for node 1 to have run (the job ends when the main
+        # node exits, and node 1 would be torn down before its command started).
+        ran = os.path.join(self.server.home, "node1-ran")
         self.register("reads-env", 2,
-                      'echo "window=$LOTE_INJECT_UPLOAD_FAIL_SECONDS from=$LOTE_INJECT_UPLOAD_FAIL_AT_STEP"',
+                      'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then '
+                      'echo "window=$LOTE_INJECT_UPLOAD_FAIL_SECONDS from=$LOTE_INJECT_UPLOAD_FAIL_AT_STEP"; '
+                      'while [ ! -e %s ]; do sleep 0.05; done; else touch %s; fi' % (ran, ran),
                       attempts=1)
         job_id = self.batch.submit_job(
             jobName="upload", jobQueue="upload-q", jobDefinition="reads-env",

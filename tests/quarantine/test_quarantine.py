@@ -213,10 +213,15 @@ class RetryAvoidanceTest(Helpers, unittest.TestCase):
                                              {"type": "MEMORY", "value": "1024"}]}}]})
         where = os.path.join(self.out, "where")
         # Each node says where it runs (its virtual instance's own address);
-        # the first attempt's nodes wait to be killed / torn down.
+        # the first attempt's nodes wait to be killed / torn down. In the
+        # retry the main node waits for node 1's line: the job ends when the
+        # main node exits, and node 1 would be torn down before it wrote.
         script = ('echo "$AWS_BATCH_JOB_ATTEMPT $AWS_BATCH_JOB_NODE_INDEX '
-                  '$LOTE_PRIVATE_IPV4_ADDRESS" >> %s; '
-                  'if [ "$AWS_BATCH_JOB_ATTEMPT" = 1 ]; then exec sleep 60; fi' % where)
+                  '$LOTE_PRIVATE_IPV4_ADDRESS" >> {0}; '
+                  'if [ "$AWS_BATCH_JOB_ATTEMPT" = 1 ]; then exec sleep 60; fi; '
+                  'if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then '
+                  'while ! grep -q "^$AWS_BATCH_JOB_ATTEMPT 1 " {0}; do sleep 0.05; done; fi'
+                  ).format(where)
         job_id = self.batch.submit_job(
             jobName="pair", jobQueue="q", jobDefinition="pair", retryStrategy={"attempts": 2},
             tags={"lote:injectKillNode": "1", "lote:injectKillAfterSeconds": "1",
