@@ -203,8 +203,8 @@ lote::CommandRegistrar status_command([](CLI::App& app) {
 
 struct JobsArgs {
   std::string endpoint, job_id;
-  int32_t kill_node = -1, preempt_node = -1, stop_node = -1;
-  int64_t at_step = 0, after_seconds = -1;
+  int32_t kill_node = -1, preempt_node = -1, stop_node = -1, slow_node = -1;
+  int64_t at_step = 0, after_seconds = -1, cpu_percent = 0;
 };
 
 // The InjectFault request of `lote jobs inject`'s options; an error names the option.
@@ -212,14 +212,19 @@ Result<Json> InjectRequest(const JobsArgs& a) {
   Json r = Json::object();
   int kinds = 0;
   for (const auto& [node, action] :
-       {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"}, {a.stop_node, "stop"}}) {
+       {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"}, {a.stop_node, "stop"},
+        {a.slow_node, "slow"}}) {
     if (node < 0) continue;
     ++kinds;
     r["action"] = action;
     r["nodeIndex"] = node;
   }
   if (kinds != 1)
-    return Status::InvalidArgument("give exactly one of --kill-node, --preempt-node, --stop-node");
+    return Status::InvalidArgument(
+        "give exactly one of --kill-node, --preempt-node, --stop-node, --slow-node");
+  if (a.cpu_percent != 0 && a.slow_node < 0)
+    return Status::InvalidArgument("--cpu-percent is for --slow-node");
+  if (a.cpu_percent != 0) r["cpuPercent"] = a.cpu_percent;
   if ((a.at_step > 0) == (a.after_seconds >= 0))
     return Status::InvalidArgument("give exactly one of --at-step and --after");
   if (a.at_step > 0) r["atStep"] = a.at_step;
@@ -233,13 +238,17 @@ void InjectCommand(CLI::App* jobs) {
       "inject",
       "Inject a fault into a RUNNING job, once (lote's InjectFault; docs/faults.md): kill "
       "(SIGKILL), preempt (SIGTERM with the job's grace period, as a spot reclaim) or stop "
-      "(SIGSTOP: a hang) one node, at a training step (the main node's LOTE_PROGRESS) or after "
+      "(SIGSTOP: a hang) or slow (SIGSTOP and SIGCONT in turns: a CPU-throttled node) one node, at a training step (the main node's LOTE_PROGRESS) or after "
       "some seconds from now. The attempt's reason then says it was injected.");
   sub->add_option("JOB_ID", args->job_id, "The job")->required();
   sub->add_option("--kill-node", args->kill_node, "SIGKILL this node's processes (0-based)");
   sub->add_option("--preempt-node", args->preempt_node,
                   "SIGTERM this node's processes, SIGKILL after the grace period");
   sub->add_option("--stop-node", args->stop_node, "SIGSTOP this node's processes");
+  sub->add_option("--slow-node", args->slow_node,
+                  "Slow this node: its processes run --cpu-percent of each 100 ms");
+  sub->add_option("--cpu-percent", args->cpu_percent,
+                  "With --slow-node: the share of its time the node keeps (1-99, default 50)");
   sub->add_option("--at-step", args->at_step, "When the job's progress reaches this step");
   sub->add_option("--after", args->after_seconds, "This many seconds from now (0: at once)");
   sub->footer(

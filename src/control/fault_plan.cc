@@ -14,9 +14,10 @@ struct Kind {
   exec::FaultAction action;
   const char* name;  // "Kill": lote:injectKillNode, ...AtStep, ...AfterSeconds
 };
-constexpr std::array<Kind, 3> kKinds{{{exec::FaultAction::kKill, "Kill"},
+constexpr std::array<Kind, 4> kKinds{{{exec::FaultAction::kKill, "Kill"},
                                       {exec::FaultAction::kPreempt, "Preempt"},
-                                      {exec::FaultAction::kStop, "Stop"}}};
+                                      {exec::FaultAction::kStop, "Stop"},
+                                      {exec::FaultAction::kSlow, "Slow"}}};
 constexpr int64_t kMaxStep = 1'000'000'000;
 constexpr int64_t kMaxAfterSeconds = 30LL * 24 * 3600;
 
@@ -52,12 +53,14 @@ Result<int64_t> WholeNumber(const std::string& key, const std::string& value, in
   return v;
 }
 
+constexpr char kSlowPercent[] = "lote:injectSlowPercent";
+constexpr int64_t kDefaultSlowPercent = 50;
 constexpr char kUploadFailSeconds[] = "lote:injectUploadFailSeconds";
 constexpr char kUploadFailAtStep[] = "lote:injectUploadFailAtStep";
 constexpr int64_t kMaxUploadFailSeconds = 24 * 3600;
 
 bool Known(const std::string& key) {
-  if (key == kUploadFailSeconds || key == kUploadFailAtStep) return true;
+  if (key == kUploadFailSeconds || key == kUploadFailAtStep || key == kSlowPercent) return true;
   if (key == kInjectCapacityShortageKey) return true;  // the scheduler's (capacity_hold.h)
   for (const Kind& k : kKinds)
     for (const char* part : {"Node", "AtStep", "AfterSeconds"})
@@ -69,16 +72,10 @@ Status CheckKeys(const Keys& keys) {
   for (const TagMap* map : keys.maps) {
     for (const auto& [key, value] : *map) {
       if (key.rfind(kInjectPrefix, 0) != 0 || Known(key)) continue;
-      if (key == "lote:injectSlowNode")
-        return Status::InvalidArgument(
-            key +
-            " is not available in this version of lote: throttling a node's CPU needs a "
-            "delegated cgroup v2, which the node runner does not use for faults yet "
-            "(docs/faults.md)");
       return Status::InvalidArgument(
           key +
-          " is not a fault lote can inject: use lote:inject{Kill,Preempt,Stop}{Node,AtStep,"
-          "AfterSeconds}, lote:injectUploadFail{Seconds,AtStep} or "
+          " is not a fault lote can inject: use lote:inject{Kill,Preempt,Stop,Slow}{Node,AtStep,"
+          "AfterSeconds}, lote:injectSlowPercent, lote:injectUploadFail{Seconds,AtStep} or "
           "lote:injectCapacityShortageSeconds (docs/faults.md)");
     }
   }
@@ -90,18 +87,35 @@ Result<std::optional<FaultPlan>> ParseKind(const Keys& keys, const Kind& kind) {
   const std::optional<std::string> node = Lookup(keys, base + "Node");
   const std::optional<std::string> step = Lookup(keys, base + "AtStep");
   const std::optional<std::string> after = Lookup(keys, base + "AfterSeconds");
-  if (!node && !step && !after) return std::optional<FaultPlan>();
+  const bool slow = kind.action == exec::FaultAction::kSlow;
+  const std::optional<std::string> percent =
+      slow ? Lookup(keys, kSlowPercent) : std::optional<std::string>();
+  if (!node && !step && !after) {
+    if (percent)
+      return Status::InvalidArgument(std::string(kSlowPercent) + " needs " + base + "AtStep or " +
+                                     base + "AfterSeconds (when the node is slowed)");
+    return std::optional<FaultPlan>();
+  }
   if (step.has_value() == after.has_value())
     return Status::InvalidArgument("give exactly one of " + base + "AtStep and " + base +
                                    "AfterSeconds (when node " + (node ? *node : "0") +
                                    " is to be " +
                                    (kind.action == exec::FaultAction::kKill      ? "killed"
                                     : kind.action == exec::FaultAction::kPreempt ? "preempted"
+                                    : slow                                       ? "slowed"
                                                                                  : "stopped") +
                                    ")");
   FaultPlan plan;
   plan.action = kind.action;
   plan.environment = keys.environment;
+  if (slow) {
+    plan.slow_percent = kDefaultSlowPercent;
+    if (percent) {
+      ASSIGN_OR_RETURN(plan.slow_percent,
+                       WholeNumber(kSlowPercent, *percent, 1, 99,
+                                   "the share of its CPU time the slowed node keeps, in percent"));
+    }
+  }
   if (node) {
     ASSIGN_OR_RETURN(int64_t n, WholeNumber(base + "Node", *node, 0, keys.num_nodes - 1,
                                             keys.environment.empty()
@@ -222,8 +236,11 @@ std::string DescribeFaultPlan(const FaultPlan& plan) {
            " s from step " + std::to_string(plan.at_step) + origin;
   const std::string when = plan.at_step > 0 ? "at step " + std::to_string(plan.at_step)
                                             : "after " + std::to_string(plan.after_seconds) + " s";
-  return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + " " + when +
-         origin;
+  const std::string to = plan.action == exec::FaultAction::kSlow
+                             ? " to " + std::to_string(plan.slow_percent) + "% CPU"
+                             : "";
+  return exec::FaultActionName(plan.action) + " node " + std::to_string(plan.node) + to + " " +
+         when + origin;
 }
 
 exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
@@ -237,6 +254,7 @@ exec::NodeFault NodeFaultOf(const FaultPlan& plan, const Job& job) {
   fault.at_step = plan.at_step;
   fault.after_ms = plan.after_seconds >= 0 ? plan.after_seconds * 1000 : -1;
   fault.grace_ms = TerminationGraceSeconds(job).value_or(30) * 1000;
+  fault.slow_percent = plan.slow_percent;
   return fault;
 }
 
@@ -264,7 +282,7 @@ Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes) {
     if (action.is_string() && action.get<std::string>() == exec::FaultActionName(k.action))
       plan.action = k.action;
   if (plan.action == exec::FaultAction::kNone)
-    return Status::InvalidArgument("InjectFault: action must be one of kill, preempt, stop");
+    return Status::InvalidArgument("InjectFault: action must be one of kill, preempt, stop, slow");
   auto whole = [&](const char* key, int64_t min, int64_t max) -> Result<std::optional<int64_t>> {
     const Json v = request.value(key, Json());
     if (v.is_null()) return std::optional<int64_t>();
@@ -277,6 +295,11 @@ Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes) {
   ASSIGN_OR_RETURN(std::optional<int64_t> node, whole("nodeIndex", 0, num_nodes - 1));
   ASSIGN_OR_RETURN(std::optional<int64_t> step, whole("atStep", 1, kMaxStep));
   ASSIGN_OR_RETURN(std::optional<int64_t> after, whole("afterSeconds", 0, kMaxAfterSeconds));
+  ASSIGN_OR_RETURN(std::optional<int64_t> percent, whole("cpuPercent", 1, 99));
+  if (percent && plan.action != exec::FaultAction::kSlow)
+    return Status::InvalidArgument("InjectFault: cpuPercent is for action slow only");
+  if (plan.action == exec::FaultAction::kSlow)
+    plan.slow_percent = percent.value_or(kDefaultSlowPercent);
   if (step.has_value() == after.has_value())
     return Status::InvalidArgument("InjectFault: give exactly one of atStep and afterSeconds");
   plan.node = static_cast<int32_t>(node.value_or(0));

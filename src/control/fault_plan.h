@@ -4,12 +4,16 @@
 //   lote:injectKillNode=K     + lote:injectKillAtStep=S | lote:injectKillAfterSeconds=T
 //   lote:injectPreemptNode=K  + lote:injectPreemptAtStep=S | ...AfterSeconds=T
 //   lote:injectStopNode=K     + lote:injectStopAtStep=S | ...AfterSeconds=T
+//   lote:injectSlowNode=K     + lote:injectSlowAtStep=S | ...AfterSeconds=T
+//                             [+ lote:injectSlowPercent=P, 1 to 99, default 50]
 //   lote:injectUploadFailSeconds=N [+ lote:injectUploadFailAtStep=S, default 1]
 //
 // Kill: SIGKILL to node K's command (its whole process group). Preempt:
 // SIGTERM with the job's lote:terminationGraceSeconds (default 30 s), as a
 // spot reclaim. Stop: SIGSTOP, a node that makes no more progress (hang
-// detection, lote:progressTimeoutSeconds, then fires). The step is the
+// detection, lote:progressTimeoutSeconds, then fires). Slow: node K runs P%
+// of its time from then on (SIGSTOP and SIGCONT in turns every 100 ms, any
+// host; exec::Throttle). The step is the
 // gang's, from the main node's LOTE_PROGRESS lines; the time counts from
 // when node K's command started. The node defaults to 0. UploadFail: every
 // checkpoint write of every node fails for N seconds from when training
@@ -28,9 +32,8 @@
 //
 // Refused with a message (never silently ignored): an unknown lote:inject
 // key, two fault kinds, a node out of range, both or neither of AtStep and
-// AfterSeconds, lote:injectUploadFailAtStep without ...Seconds;
-// lote:injectSlowNode (CPU throttling needs a delegated cgroup v2, which
-// lote's local backend does not use for faults yet) is not available.
+// AfterSeconds, lote:injectUploadFailAtStep without ...Seconds,
+// lote:injectSlowPercent without a slow node's AtStep or AfterSeconds.
 //
 // Pure: no I/O.
 #pragma once
@@ -55,6 +58,7 @@ struct FaultPlan {
   int64_t at_step = 0;              // > 0, or
   int64_t after_seconds = -1;       // >= 0
   int64_t upload_fail_seconds = 0;  // kUploadFail (at_step: where it begins)
+  int64_t slow_percent = 0;         // kSlow: the CPU share kept, 1 to 99
   // The compute environment whose tags asked for it; empty: the job itself.
   std::string environment = {};
   bool operator==(const FaultPlan&) const = default;
@@ -77,8 +81,9 @@ Status ValidateEnvironmentFaultTags(const std::string& environment, const TagMap
 // environment (`tags`: what it would carry); OK for any other resource.
 Status ValidateResourceFaultTags(const std::string& arn, const TagMap& tags);
 
-// lote's InjectFault request: {"jobId", "action": "kill"|"preempt"|"stop",
-// "nodeIndex" (default 0), exactly one of "atStep" and "afterSeconds"}.
+// lote's InjectFault request: {"jobId", "action": "kill"|"preempt"|"stop"|"slow",
+// "nodeIndex" (default 0), exactly one of "atStep" and "afterSeconds",
+// "cpuPercent" (slow only, 1 to 99, default 50)}.
 // InvalidArgument naming the member that is wrong.
 Result<FaultPlan> FaultPlanFromRequest(const Json& request, int32_t num_nodes);
 

@@ -65,6 +65,32 @@ TEST(FaultPlan, ReadsEachKindFromParametersOrTags) {
       JobWith({{"lote:injectStopAtStep", "5"}}, {{"lote:injectStopAtStep", "9"}}, 1));
   ASSERT_TRUE(stop.ok());
   EXPECT_EQ(**stop, (FaultPlan{exec::FaultAction::kStop, 0, 5, -1}));
+  // A slow node keeps half its CPU time unless told otherwise.
+  Result<std::optional<FaultPlan>> slow =
+      ParseFaultPlan(JobWith({{"lote:injectSlowNode", "2"}, {"lote:injectSlowAfterSeconds", "0"}},
+                             {{"lote:injectSlowPercent", "20"}}));
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(**slow, (FaultPlan{exec::FaultAction::kSlow, 2, 0, 0, 0, 20}));
+  EXPECT_EQ(DescribeFaultPlan(**slow), "slow node 2 to 20% CPU after 0 s");
+  exec::NodeFault fault = NodeFaultFor(
+      JobWith({{"lote:injectSlowNode", "2"}, {"lote:injectSlowAtStep", "3"}}, {}), Ce(), 1, 2);
+  EXPECT_EQ(fault.action, exec::FaultAction::kSlow);
+  EXPECT_EQ(fault.slow_percent, 50);
+  EXPECT_EQ(fault.at_step, 3);
+}
+
+TEST(FaultPlan, InjectFaultRequestsASlowNodeWithItsShare) {
+  Result<FaultPlan> slow = FaultPlanFromRequest(
+      Json{{"action", "slow"}, {"nodeIndex", 1}, {"afterSeconds", 0}, {"cpuPercent", 10}}, 2);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->slow_percent, 10);
+  Result<FaultPlan> half = FaultPlanFromRequest(Json{{"action", "slow"}, {"atStep", 4}}, 2);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->slow_percent, 50);
+  Result<FaultPlan> kill =
+      FaultPlanFromRequest(Json{{"action", "kill"}, {"atStep", 4}, {"cpuPercent", 10}}, 2);
+  ASSERT_FALSE(kill.ok());
+  EXPECT_NE(kill.status().message().find("cpuPercent is for action slow only"), std::string::npos);
 }
 
 TEST(FaultPlan, RefusesWhatItCannotDoWithTheKeyNamed) {
@@ -86,7 +112,13 @@ TEST(FaultPlan, RefusesWhatItCannotDoWithTheKeyNamed) {
             std::string::npos);
   EXPECT_NE(Error(JobWith({}, {{"lote:injectKillAtSteps", "2"}})).find("not a fault lote can"),
             std::string::npos);
-  EXPECT_NE(Error(JobWith({{"lote:injectSlowNode", "1"}}, {})).find("not available"),
+  EXPECT_NE(Error(JobWith({{"lote:injectSlowNode", "1"}}, {})).find("give exactly one of"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectSlowPercent", "20"}}, {}))
+                .find("lote:injectSlowPercent needs lote:injectSlowAtStep or"),
+            std::string::npos);
+  EXPECT_NE(Error(JobWith({{"lote:injectSlowAtStep", "2"}, {"lote:injectSlowPercent", "100"}}, {}))
+                .find("lote:injectSlowPercent is '100': give a whole number from 1 to 99"),
             std::string::npos);
   EXPECT_NE(Error(JobWith({{"lote:injectUploadFailAtStep", "4"}}, {}))
                 .find("lote:injectUploadFailAtStep needs lote:injectUploadFailSeconds"),
@@ -219,7 +251,7 @@ TEST(FaultPlan, AnEnvironmentsBadFaultTagsAreRefusedNamingTheKey) {
   EXPECT_NE(error({{"lote:injectCapacityShortageSeconds", "0"}})
                 .find("lote:injectCapacityShortageSeconds is '0'"),
             std::string::npos);
-  EXPECT_NE(error({{"lote:injectSlowNode", "1"}}).find("lote:injectSlowNode"), std::string::npos);
+  EXPECT_NE(error({{"lote:injectSlowNode", "1"}}).find("lote:injectSlowAtStep"), std::string::npos);
   // Valid ones, and tags that are not faults, pass; the node is any whole
   // number (checked against each job at placement).
   EXPECT_TRUE(ValidateEnvironmentFaultTags("ce", {{"lote:injectKillNode", "7"},

@@ -1,6 +1,7 @@
 #include "exec/node_fault.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@ FaultAction ActionFromName(const std::string& s) {
   if (s == "preempt") return FaultAction::kPreempt;
   if (s == "stop") return FaultAction::kStop;
   if (s == "upload-fail") return FaultAction::kUploadFail;
+  if (s == "slow") return FaultAction::kSlow;
   return FaultAction::kNone;
 }
 
@@ -54,6 +56,8 @@ std::string FaultActionName(FaultAction a) {
       return "stop";
     case FaultAction::kUploadFail:
       return "upload-fail";
+    case FaultAction::kSlow:
+      return "slow";
     case FaultAction::kNone:
       break;
   }
@@ -68,6 +72,7 @@ Json ToJson(const NodeFault& f) {
               {"grace_ms", f.grace_ms},
               {"upload_fail_ms", f.upload_fail_ms},
               {"upload_from_step", f.upload_from_step},
+              {"slow_percent", f.slow_percent},
               {"progress_path", f.progress_path}};
 }
 
@@ -81,6 +86,7 @@ NodeFault NodeFaultFromJson(const Json& j) {
   f.progress_path = j.value("progress_path", std::string());
   f.upload_fail_ms = j.value("upload_fail_ms", int64_t{0});
   f.upload_from_step = j.value("upload_from_step", int64_t{1});
+  f.slow_percent = j.value("slow_percent", int64_t{0});
   return f;
 }
 
@@ -102,6 +108,11 @@ std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t ste
       break;
     case FaultAction::kStop:
       what = "stopped (SIGSTOP)";
+      break;
+    case FaultAction::kSlow:
+      what = "slowed to " + std::to_string(f.slow_percent) +
+             "% of its CPU time (SIGSTOP and SIGCONT in turns, every " +
+             std::to_string(kThrottlePeriodMs) + " ms)";
       break;
     case FaultAction::kUploadFail:
       return "Injected fault: checkpoint writes of node " + std::to_string(node_index) +
@@ -158,6 +169,25 @@ bool FaultWatch::Due(int64_t now_mono_ms) {
   step_seen_ = *step;
   fired_ = true;
   return true;
+}
+
+Throttle::Throttle(int64_t percent, int64_t now_mono_ms)
+    : run_ms_(kThrottlePeriodMs * std::clamp<int64_t>(percent, 1, 99) / 100),
+      stop_ms_(kThrottlePeriodMs - run_ms_),
+      next_mono_ms_(now_mono_ms + run_ms_) {}
+
+int Throttle::Due(int64_t now_mono_ms) {
+  if (now_mono_ms < next_mono_ms_) return 0;
+  stopped_ = !stopped_;
+  if (stopped_) ++stops_;
+  // From now, not from when the turn was due: a late turn is not caught up
+  // with a burst of short ones.
+  next_mono_ms_ = now_mono_ms + (stopped_ ? stop_ms_ : run_ms_);
+  return stopped_ ? SIGSTOP : SIGCONT;
+}
+
+int Throttle::PollTimeoutMs(int64_t now_mono_ms) const {
+  return static_cast<int>(std::max<int64_t>(0, next_mono_ms_ - now_mono_ms));
 }
 
 }  // namespace lote::exec

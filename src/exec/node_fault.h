@@ -32,7 +32,15 @@ enum class FaultAction {
   // LOTE_INJECT_UPLOAD_FAIL_AT_STEP (lote train obeys them) and records it at
   // the start; it sends no signal.
   kUploadFail,
+  // A slow node: from the step or time on, the runner stops and continues the
+  // command's process group in turns (SIGSTOP, SIGCONT; Throttle below) so
+  // that it runs slow_percent of every kThrottlePeriodMs. Works on any host:
+  // no cgroup is needed (the cgroup v2 cpu.max way needs a delegated v2
+  // hierarchy, which hosts such as this project's do not have).
+  kSlow,
 };
+
+inline constexpr int64_t kThrottlePeriodMs = 100;
 
 struct NodeFault {
   FaultAction action = FaultAction::kNone;
@@ -44,6 +52,7 @@ struct NodeFault {
   std::string progress_path;
   int64_t upload_fail_ms = 0;    // kUploadFail: the window's length
   int64_t upload_from_step = 1;  // kUploadFail: the step where it opens
+  int64_t slow_percent = 0;      // kSlow: the share of each period it runs, 1 to 99
 
   bool Any() const { return action != FaultAction::kNone; }
   bool operator==(const NodeFault&) const = default;
@@ -51,7 +60,7 @@ struct NodeFault {
 
 Json ToJson(const NodeFault& f);
 NodeFault NodeFaultFromJson(const Json& j);  // absent/unknown action: kNone
-// "kill", "preempt", "stop", "upload-fail"; "" for kNone.
+// "kill", "preempt", "stop", "upload-fail", "slow"; "" for kNone.
 std::string FaultActionName(FaultAction a);
 
 // The command's environment for a kUploadFail fault ({} for any other).
@@ -85,6 +94,27 @@ class FaultWatch {
   off_t offset_ = 0;  // of progress_path read so far (complete lines)
   int64_t step_seen_ = 0;
   int64_t after_ms_seen_ = -1;
+};
+
+// The turns of a kSlow fault: running for percent% of each kThrottlePeriodMs,
+// stopped for the rest. Pure (the runner sends the signals Due returns).
+class Throttle {
+ public:
+  // Starts running at `now_mono_ms` (the first turn stops it).
+  Throttle(int64_t percent, int64_t now_mono_ms);
+  // The signal due at `now_mono_ms`: SIGSTOP or SIGCONT when a turn ends, else 0.
+  int Due(int64_t now_mono_ms);
+  // How long the runner may sleep before the next turn.
+  int PollTimeoutMs(int64_t now_mono_ms) const;
+  bool stopped() const { return stopped_; }
+  // How many times it has been stopped.
+  int64_t stops() const { return stops_; }
+
+ private:
+  int64_t run_ms_, stop_ms_;
+  int64_t next_mono_ms_;
+  bool stopped_ = false;
+  int64_t stops_ = 0;
 };
 
 }  // namespace lote::exec

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/files.h"
 #include "exec/command.h"
@@ -137,6 +138,70 @@ TEST_F(InjectingRunnerTest, PreemptsWithSigtermAndTheGracePeriod) {
   EXPECT_EQ(st.exit_code, 75);
   EXPECT_FALSE(st.terminated);  // not a TerminateJob: the attempt is PREEMPTED
   EXPECT_EQ(st.injected, "Injected fault: node 1 preempted (SIGTERM, 60 s grace) at step 1");
+}
+
+TEST(Throttle, RunsItsShareOfEachPeriodAndNeverCatchesUp) {
+  Throttle t(25, 1000);
+  EXPECT_FALSE(t.stopped());
+  EXPECT_EQ(t.Due(1000), 0);
+  EXPECT_EQ(t.PollTimeoutMs(1000), 25);
+  EXPECT_EQ(t.Due(1025), SIGSTOP);
+  EXPECT_TRUE(t.stopped());
+  EXPECT_EQ(t.PollTimeoutMs(1025), 75);
+  EXPECT_EQ(t.Due(1099), 0);
+  EXPECT_EQ(t.Due(1100), SIGCONT);
+  EXPECT_FALSE(t.stopped());
+  // A late turn counts from when it came: one stop, not a burst.
+  EXPECT_EQ(t.Due(1500), SIGSTOP);
+  EXPECT_EQ(t.PollTimeoutMs(1500), 75);
+  EXPECT_EQ(t.Due(1501), 0);
+  EXPECT_EQ(t.stops(), 2);
+  // Out of range: 1% and 99%, never all or nothing.
+  Throttle low(0, 0);
+  EXPECT_EQ(low.PollTimeoutMs(0), 1);
+  Throttle high(100, 0);
+  EXPECT_EQ(high.PollTimeoutMs(0), 99);
+}
+
+TEST_F(InjectingRunnerTest, ASlowNodeIsStoppedAndContinuedInTurns) {
+  // The command (busy, never sleeping) writes its pid; this test watches its
+  // state in /proc from outside its process group: it must be seen stopped
+  // ('T') and then running again, and it ends once told to.
+  const std::string pid_file = dir_ + "/pid", done = dir_ + "/done";
+  StatusRecord st;
+  std::thread runner([&] {
+    st = Run(NodeFault{FaultAction::kSlow, 0, 0, 30000, "", 0, 1, 25},
+             "echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
+                 "; while [ ! -e " + done + " ]; do :; done; exit 0");
+  });
+  auto state = [&]() -> char {
+    Result<std::string> pid = ReadFile(pid_file);
+    if (!pid.ok() || pid->empty()) return 0;
+    Result<std::string> stat = ReadFile("/proc/" + pid->substr(0, pid->find('\n')) + "/stat");
+    if (!stat.ok()) return 0;
+    const size_t paren = stat->rfind(')');
+    return paren != std::string::npos && paren + 2 < stat->size() ? (*stat)[paren + 2] : 0;
+  };
+  bool seen_stopped = false, seen_running_after = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!seen_running_after && std::chrono::steady_clock::now() < deadline) {
+    const char s = state();
+    if (s == 'T') seen_stopped = true;
+    if (seen_stopped && (s == 'R' || s == 'S')) seen_running_after = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ofstream(done).put('1');
+  runner.join();
+  EXPECT_TRUE(seen_stopped);
+  EXPECT_TRUE(seen_running_after);
+  EXPECT_EQ(st.outcome, NodeOutcome::kExited);
+  EXPECT_EQ(st.exit_code, 0);
+  EXPECT_EQ(st.injected,
+            "Injected fault: node 1 slowed to 25% of its CPU time (SIGSTOP and SIGCONT in turns, "
+            "every 100 ms) after 0 s");
+  Result<std::string> log = ReadFile(dir_ + "/node/shim.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("slow node: "), std::string::npos) << *log;
 }
 
 TEST_F(InjectingRunnerTest, WithoutAFaultNothingIsInjected) {

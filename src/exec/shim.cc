@@ -310,9 +310,11 @@ std::optional<std::string> ApplyPlacement(ShimSpec& spec, const ShimLog& log) {
 
 // Fires the fault the job asked for on this node (node_fault.h) at the
 // command's process group, records it in fault.json and shim.log, and
-// returns the sentence for status.json. A preemption sets `kill_deadline`.
+// returns the sentence for status.json. A preemption sets `kill_deadline`; a
+// slow node starts `throttle` (its turns are the supervise loop's).
 std::string InjectFault(const FaultWatch& watch, const NodePaths& p, int32_t node_index,
-                        pid_t group, std::optional<int64_t>* kill_deadline, const ShimLog& log) {
+                        pid_t group, std::optional<int64_t>* kill_deadline,
+                        std::optional<Throttle>* throttle, const ShimLog& log) {
   const NodeFault& f = watch.fault();
   const std::string what =
       DescribeInjected(f, node_index, watch.step_seen(), watch.after_ms_seen());
@@ -327,6 +329,9 @@ std::string InjectFault(const FaultWatch& watch, const NodePaths& p, int32_t nod
       break;
     case FaultAction::kStop:
       ::kill(-group, SIGSTOP);
+      break;
+    case FaultAction::kSlow:
+      throttle->emplace(f.slow_percent, MonoMs());
       break;
     case FaultAction::kUploadFail:  // not a signal: given at the start (UploadFailEnv)
     case FaultAction::kNone:
@@ -564,12 +569,25 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   bool terminating = false;
   std::optional<int64_t> kill_deadline;
   FaultWatch faults(spec.fault, MonoMs());
+  std::optional<Throttle> throttle;  // a slow node's turns (kSlow)
+  // A throttled group continues for good: to end (a stopped process does not
+  // act on SIGTERM) or when the command has exited.
+  auto end_throttle = [&] {
+    if (!throttle) return;
+    if (throttle->stopped()) ::kill(-child, SIGCONT);
+    log("slow node: " + std::to_string(throttle->stops()) + " stops, continued for good");
+    throttle.reset();
+  };
   while (true) {
     siginfo_t info{};
     if (::waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child) {
       break;
     }
     int timeout = faults.PollTimeoutMs(MonoMs());
+    if (throttle) {
+      const int until_turn = throttle->PollTimeoutMs(MonoMs());
+      timeout = timeout < 0 ? until_turn : std::min(timeout, until_turn);
+    }
     if (kill_deadline) {
       const int until_kill = static_cast<int>(std::max<int64_t>(0, *kill_deadline - MonoMs()));
       timeout = timeout < 0 ? until_kill : std::min(timeout, until_kill);
@@ -583,7 +601,11 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
       ::usleep(100'000);
     }
     if (!terminating && start_error.empty() && faults.Due(MonoMs())) {
-      st.injected = InjectFault(faults, p, spec.node.node_index, child, &kill_deadline, log);
+      st.injected =
+          InjectFault(faults, p, spec.node.node_index, child, &kill_deadline, &throttle, log);
+    }
+    if (throttle && !terminating) {
+      if (int sig = throttle->Due(MonoMs()); sig != 0) ::kill(-child, sig);
     }
     if (kill_deadline && MonoMs() >= *kill_deadline) {
       log("grace period over: SIGKILL to process group " + std::to_string(child));
@@ -608,6 +630,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
         continue;
       }
       int64_t grace = ReadGraceMs(p, spec.default_grace_ms);
+      end_throttle();
       if (!terminating) {
         terminating = true;
         log("terminate requested: SIGTERM to process group " + std::to_string(child) + ", grace " +
@@ -619,6 +642,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     }
   }
 
+  end_throttle();  // the group's leftovers, if any, must not stay stopped
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
   // The real stop: the command has exited (its group's leftovers are

@@ -273,6 +273,45 @@ class FaultsTest(unittest.TestCase):
         self.assertEqual(metrics["checkpoint_failures"], 1)
         self.assertEqual(metrics["losses"], self.uninterrupted()["losses"])
 
+    def test_slow_node_runs_in_turns_and_the_job_succeeds(self):
+        # Node 1 (busy, never sleeping) writes its pid; node 0 watches its state in
+        # /proc and ends both once it has seen it stopped ('T') and running again:
+        # the turns of the slow node, seen from outside its process group.
+        shared = tempfile.mkdtemp(prefix="slow_", dir=self.dir)
+        watch = ("import os, sys, time\n"
+                 "pid_file, done = sys.argv[1] + '/pid', sys.argv[1] + '/done'\n"
+                 "seen = []\n"
+                 "deadline = time.time() + 300\n"
+                 "while time.time() < deadline and seen[-2:] != ['T', 'R']:\n"
+                 "    try:\n"
+                 "        pid = open(pid_file).read().strip()\n"
+                 "        stat = open('/proc/%s/stat' % pid).read()\n"
+                 "    except (OSError, ValueError):\n"
+                 "        time.sleep(0.01); continue\n"
+                 "    s = stat[stat.rindex(')') + 2]\n"
+                 "    s = 'R' if s in 'RS' else s\n"
+                 "    if s in 'TR' and (not seen or seen[-1] != s): seen.append(s)\n"
+                 "    time.sleep(0.005)\n"
+                 "print('states seen: ' + ' '.join(seen))\n"
+                 "open(done, 'w').close()\n"
+                 "sys.exit(0 if seen[-2:] == ['T', 'R'] else 1)\n")
+        script = ('if [ "$AWS_BATCH_JOB_NODE_INDEX" = 0 ]; then exec python3 -c "$0" "$1"; '
+                  'else echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; '
+                  'while [ ! -e "$1/done" ]; do :; done; fi')
+        job_id = self.submit("slow", ["sh", "-c", script, watch, shared],
+                             {"lote:injectSlowNode": "1", "lote:injectSlowAfterSeconds": "0",
+                              "lote:injectSlowPercent": "25"}, attempts=1, nodes=2)
+        job = self.wait_ended(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", job)
+        node1 = self.batch.describe_jobs(jobs=[job_id + "#1"])["jobs"][0]
+        self.assertIn("Injected fault: node 1 slowed to 25% of its CPU time (SIGSTOP and SIGCONT "
+                      "in turns, every 100 ms) after 0 s", node1["attempts"][0]["container"]["reason"])
+        node0 = self.batch.describe_jobs(jobs=[job_id + "#0"])["jobs"][0]
+        stream = node0["attempts"][0]["container"]["logStreamName"]
+        self.wait(lambda: "states seen: " in self.stream_text(stream), 60,
+                  "node 0's line in its log stream")
+        self.assertRegex(self.stream_text(stream), r"states seen: .*T R")
+
     def test_bad_inject_keys_are_client_exceptions(self):
         self.batch.register_job_definition(jobDefinitionName="plain", type="container",
                                            containerProperties={"image": "host",
@@ -282,7 +321,9 @@ class FaultsTest(unittest.TestCase):
             ({"lote:injectKillNode": "1", "lote:injectKillAtStep": "8"},
              "lote:injectKillNode is '1': give a whole number from 0 to 0"),
             ({"lote:injectKillAtStep": "8", "lote:injectStopAtStep": "9"}, "one injected fault"),
-            ({"lote:injectSlowNode": "1"}, "lote:injectSlowNode is not available"),
+            ({"lote:injectSlowNode": "1"}, "give exactly one of lote:injectSlowAtStep"),
+            ({"lote:injectSlowAtStep": "2", "lote:injectSlowPercent": "0"},
+             "lote:injectSlowPercent is '0': give a whole number from 1 to 99"),
             ({"lote:injectUploadFailAtStep": "4"},
              "lote:injectUploadFailAtStep needs lote:injectUploadFailSeconds"),
             ({"lote:injectUploadFailSeconds": "0"},

@@ -332,7 +332,8 @@ function timeline(job, nodes) {
       const mine = ((a.loteTimeline && a.loteTimeline.nodes) || []).find((n) => n.nodeIndex === nodeIndex) || {};
       return { placed: a.loteTimeline && a.loteTimeline.scheduledAt, pull: mine.pullStartedAt ? [mine.pullStartedAt, mine.pullStoppedAt] : null,
         start: a.startedAt, stop: a.stoppedAt, ok: a.container && a.container.exitCode === 0,
-        injected: /Injected fault/.test(a.statusReason || '') ? a.statusReason : null };
+        // A fault the attempt survived (a slow node, an upload failure) is in its container's reason.
+        injected: [a.statusReason, a.container && a.container.reason].find((t) => /Injected fault/.test(t || '')) || null };
     });
     if (u.startedAt && !u.stoppedAt) runs.push({ start: u.startedAt, stop: null });
     let last = t0;
