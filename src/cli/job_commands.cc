@@ -211,9 +211,10 @@ struct JobsArgs {
 Result<Json> InjectRequest(const JobsArgs& a) {
   Json r = Json::object();
   int kinds = 0;
-  for (const auto& [node, action] :
-       {std::pair{a.kill_node, "kill"}, {a.preempt_node, "preempt"}, {a.stop_node, "stop"},
-        {a.slow_node, "slow"}}) {
+  for (const auto& [node, action] : {std::pair{a.kill_node, "kill"},
+                                     {a.preempt_node, "preempt"},
+                                     {a.stop_node, "stop"},
+                                     {a.slow_node, "slow"}}) {
     if (node < 0) continue;
     ++kinds;
     r["action"] = action;
@@ -238,7 +239,8 @@ void InjectCommand(CLI::App* jobs) {
       "inject",
       "Inject a fault into a RUNNING job, once (lote's InjectFault; docs/faults.md): kill "
       "(SIGKILL), preempt (SIGTERM with the job's grace period, as a spot reclaim) or stop "
-      "(SIGSTOP: a hang) or slow (SIGSTOP and SIGCONT in turns: a CPU-throttled node) one node, at a training step (the main node's LOTE_PROGRESS) or after "
+      "(SIGSTOP: a hang) or slow (SIGSTOP and SIGCONT in turns: a CPU-throttled node) one node, at "
+      "a training step (the main node's LOTE_PROGRESS) or after "
       "some seconds from now. The attempt's reason then says it was injected.");
   sub->add_option("JOB_ID", args->job_id, "The job")->required();
   sub->add_option("--kill-node", args->kill_node, "SIGKILL this node's processes (0-based)");
