@@ -33,7 +33,8 @@ JobLoop::JobLoop(JobLoopOptions options)
       control_(options_.control),
       output_(options_.output),
       metrics_(options_.metrics != nullptr ? options_.metrics : &own_metrics_),
-      sched_input_(options_.schedule_depth) {}
+      sched_input_(options_.schedule_depth),
+      quarantine_(options_.quarantine) {}
 
 Result<std::unique_ptr<JobLoop>> JobLoop::Create(JobLoopOptions options) {
   if (options.clock == nullptr || options.store == nullptr || options.control == nullptr ||

@@ -150,6 +150,7 @@ class JobLoopTest : public ::testing::Test {
     o.backends = &directory_;
     o.metrics = &metrics_;
     o.job_retention_ms = retention_ms_;
+    o.quarantine = quarantine_;
     auto loop = JobLoop::Create(o);
     ASSERT_TRUE(loop.ok()) << loop.status().ToString();
     loop_ = std::move(loop).value();
@@ -198,6 +199,7 @@ class JobLoopTest : public ::testing::Test {
   std::unique_ptr<JobLoop> loop_;
   metrics::Registry metrics_;
   int64_t retention_ms_ = kDefaultJobRetentionMs;
+  QuarantineOptions quarantine_;
 };
 
 TEST_F(JobLoopTest, AJobRunsWhenItsBackendSaysSoAndEndsWithItsExit) {
@@ -620,6 +622,34 @@ TEST_F(JobLoopTest, ThreeLostNodesOfDifferentJobsQuarantineTheInstanceUntilRelea
   ASSERT_TRUE(loop_->ReleaseNode(Json{{"node", node}}).ok());
   Settle();
   EXPECT_TRUE(quarantined().empty());
+}
+
+// lote server --quarantine-failures reaches the loop's policy (it was once
+// ignored: the loop kept the default of 3).
+TEST_F(JobLoopTest, TheQuarantineThresholdIsTheLoopsOption) {
+  quarantine_.threshold = 1;
+  Start();
+  Submit("q", "d");
+  Settle();
+  ASSERT_EQ(backend_.gangs.size(), 1u);
+  const exec::GangSpec& gang = backend_.gangs.back();
+  backend_.Running(gang, clock_.NowMillis());
+  Settle();
+  exec::NodeEvent lost;
+  lost.node = gang.nodes[0].node;
+  lost.kind = exec::NodeEventKind::kEnded;
+  lost.outcome = exec::NodeOutcome::kLost;
+  lost.reason = "supervisor ended without an outcome";
+  lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
+  backend_.events.push_back(lost);
+  Settle();
+  auto ces = control_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"ce"}}});
+  ASSERT_TRUE(ces.ok());
+  Json nodes = (*ces)["computeEnvironments"][0].value("loteQuarantinedNodes", Json::array());
+  ASSERT_EQ(nodes.size(), 1u) << nodes.dump();
+  EXPECT_NE(nodes[0]["reason"].get<std::string>().find("an attempt of 1 job ended NODE_LOST"),
+            std::string::npos)
+      << nodes.dump();
 }
 
 TEST_F(JobLoopTest, AQuarantineEndsAfterItsCoolDown) {

@@ -16,9 +16,11 @@ const char* CategoryWord(FailureCategory c) {
 }
 
 std::string Reason(const QuarantineOptions& o, size_t jobs, const NodeFailure& last) {
-  return "attempts of " + std::to_string(jobs) + " different jobs ended NODE_LOST or HANG on " +
-         "this node within " + std::to_string(o.window_ms / 1000) + " s (last: job " + last.job_id +
-         ", " + last.category + ")";
+  const std::string who =
+      jobs == 1 ? "an attempt of 1 job" : "attempts of " + std::to_string(jobs) + " different jobs";
+  return who + " ended NODE_LOST or HANG on " + "this node within " +
+         std::to_string(o.window_ms / 1000) + " s (last: job " + last.job_id + ", " +
+         last.category + ")";
 }
 
 }  // namespace

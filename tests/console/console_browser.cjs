@@ -78,7 +78,7 @@ async function until(page, what, fn, arg, timeout = 120000) {
       const row = document.querySelector('#quarantined ' + sel);
       return row && row.textContent;
     }, qrow);
-    expect(qtext.includes('bad-ce') && /different jobs ended NODE_LOST or HANG/.test(qtext) && /\d{4}-\d\d-\d\d/.test(qtext),
+    expect(qtext.includes('bad-ce') && /ended NODE_LOST or HANG/.test(qtext) && /\d{4}-\d\d-\d\d/.test(qtext),
       'the quarantined row: ' + qtext);
     report.quarantinedRow = qtext;
     const envCount = await page.$$eval('#envs tr', (rows) => {
