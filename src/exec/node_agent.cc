@@ -63,7 +63,7 @@ void WriteFd(int fd, const std::string& s) {
 sigset_t AgentSignals() {
   sigset_t mask;
   sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1}) sigaddset(&mask, s);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&mask, s);
   return mask;
 }
 

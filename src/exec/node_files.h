@@ -52,6 +52,10 @@ struct NodePaths {
   std::string default_work() const { return dir + "/work"; }
   std::string fault() const { return dir + "/fault.json"; }
   std::string inject() const { return dir + "/inject.json"; }
+  // Stack dumps asked of the runner itself (SIGUSR2), by a backend whose
+  // nodes run on other hosts (Slurm): the request, and the runner's answer.
+  std::string dump_request() const { return dir + "/dump.json"; }
+  std::string dump_result() const { return dir + "/dump.txt"; }
 };
 
 // The folder of `node` under `home`. InvalidArgument for a job id that is not a

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/files.h"
 #include "exec/command.h"
@@ -401,6 +402,77 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   }
   poll_cv_.notify_all();
   return out;
+}
+
+Status SlurmBackend::SignalRunners(const AttemptKey& attempt, const std::string& signal) {
+  std::string id;
+  bool direct = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.find(attempt);
+    if (it == tracked_.end() || !it->second.running_reported || it->second.terminating)
+      return Status::NotFound("job " + attempt.job_id + " attempt " +
+                              std::to_string(attempt.attempt) + " is not running under Slurm");
+    id = it->second.slurm_id;
+    direct = it->second.direct;
+  }
+  std::vector<std::string> argv = {"scancel", "--signal=" + signal};
+  if (direct) argv.push_back("--batch");
+  argv.push_back(id);
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, SlurmEnv(), 30'000));
+  if (r.exit_code != 0)
+    return Status::Unavailable("scancel --signal=" + signal + " " + id + ": " +
+                               Trim(r.err.empty() ? r.out : r.err));
+  return Status::Ok();
+}
+
+Result<std::map<int32_t, std::string>> SlurmBackend::CollectStackDumps(const AttemptKey& attempt,
+                                                                       int64_t timeout_ms) {
+  const std::string dir = AttemptDir(attempt);
+  const int32_t nodes = CountNodes(dir);
+  if (nodes <= 0)
+    return Status::NotFound("no node of job " + attempt.job_id + " attempt " +
+                            std::to_string(attempt.attempt) + " under Slurm");
+  for (int32_t k = 0; k < nodes; ++k) {
+    const NodePaths p = NodeFolder(dir, k);
+    (void)::unlink(p.dump_result().c_str());
+    RETURN_IF_ERROR(WriteJsonRecord(p.dump_request(), Json{{"timeout_ms", timeout_ms}}));
+  }
+  RETURN_IF_ERROR(SignalRunners(attempt, "USR2"));
+  // Each runner dumps its own node's processes on its host (in parallel);
+  // the shared state folder brings the answers back.
+  std::map<int32_t, std::string> out;
+  const int64_t deadline = SteadyMs() + timeout_ms + 15'000;
+  while (static_cast<int32_t>(out.size()) < nodes && SteadyMs() < deadline) {
+    for (int32_t k = 0; k < nodes; ++k) {
+      if (out.count(k)) continue;
+      Result<std::string> dump = ReadFile(NodeFolder(dir, k).dump_result());
+      if (dump.ok()) out[k] = std::move(dump).value();
+    }
+    if (static_cast<int32_t>(out.size()) < nodes)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (int32_t k = 0; k < nodes; ++k)
+    if (!out.count(k))
+      out[k] = "(no stack: the runner of node " + std::to_string(k) +
+               " did not answer within " + std::to_string((timeout_ms + 15'000) / 1000) +
+               " s; it may have ended)\n";
+  return out;
+}
+
+Status SlurmBackend::InjectFault(const NodeKey& node, const NodeFault& fault,
+                                 int32_t main_node_index) {
+  const std::string dir = AttemptDir(node.attempt);
+  if (node.node_index < 0 || node.node_index >= CountNodes(dir))
+    return Status::NotFound("node " + node.ToString() + " does not run under Slurm");
+  NodeFault f = fault;
+  if (f.at_step > 0)  // the main node's output, on the shared state folder
+    f.progress_path = dir + "/node-" + std::to_string(main_node_index) + ".out";
+  const NodePaths p = NodeFolder(dir, node.node_index);
+  RETURN_IF_ERROR(WriteJsonRecord(p.inject(), ToJson(f)));
+  Status s = SignalRunners(node.attempt, "USR1");
+  if (!s.ok()) (void)::unlink(p.inject().c_str());
+  return s;
 }
 
 Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) {

@@ -259,6 +259,38 @@ else:
         # The whole Slurm job is over: no node sleeps on.
         self.assertIn(self.wait_slurm_ended(self.slurm_id(job_id)), ("FAILED", "CANCELLED"))
 
+    def test_dump_and_inject_a_running_gang_through_its_runners(self):
+        """lote jobs dump / inject of a Slurm gang: the server cannot reach the nodes'
+        processes, so each node's runner dumps its own (SIGUSR2, dump.json) and takes
+        a fault (SIGUSR1, inject.json), signalled through scancel --signal."""
+        job_id = self.submit("dumpme", "echo up; exec sleep 300", definition="gang")
+        self.wait_status(job_id, ("RUNNING",))
+        for k in range(4):
+            self.wait_logs(self.describe("%s#%d" % (job_id, k)), "up")
+        env = self.server.env()
+        r = subprocess.run([LOTE, "jobs", "dump", job_id, "--endpoint", self.server.endpoint],
+                           capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for k in range(4):
+            self.assertRegex(r.stdout, r"node %d: /aws/batch/job \S+/dump" % k)
+        self.assertEqual(self.describe(job_id)["status"], "RUNNING")
+        stream = self.describe("%s#1" % job_id)["container"]["logStreamName"] + "/dump"
+        dump = "\n".join(e["message"] for e in self.logs.get_log_events(
+            logGroupName="/aws/batch/job", logStreamName=stream, startFromHead=True)["events"])
+        self.assertIn("=== process ", dump, dump[:2000])
+        self.assertIn("sleep", dump, dump[:2000])
+        self.assertRegex(dump, r"(?m)^#0 ", dump[:2000])  # gdb's frames, from the node's host
+        # A fault for node 1 from now: only node 1's runner takes it.
+        r = subprocess.run([LOTE, "jobs", "inject", job_id, "--kill-node", "1", "--after", "0",
+                            "--endpoint", self.server.endpoint],
+                           capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "FAILED", job)
+        self.assertEqual(job["attempts"][0]["statusReason"],
+                         "Injected fault: node 1 killed (SIGKILL) after 0 s", job["attempts"][0])
+        self.wait_slurm_ended(self.slurm_id(job_id))
+
     def test_terminate_signals_then_ends_the_slurm_job(self):
         job_id = self.submit("term", "trap 'echo got TERM; exit 7' TERM; echo started; "
                              "while :; do sleep 0.2; done")
