@@ -194,6 +194,11 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
     // Stopped with its gang, its own end reported after: its exit code is
     // known now (128 + the signal that stopped it).
     if (!node->exit_code && node->started_at > 0) node->exit_code = code;
+    // A fault injected before it was stopped (a slow node whose main node
+    // finished first) stays with it as a notice, as for a node that survived one.
+    if (e.reason.rfind("Injected fault:", 0) == 0 &&
+        std::find(node->notices.begin(), node->notices.end(), e.reason) == node->notices.end())
+      node->notices.push_back(e.reason);
     return job;
   }
   if (!IsCurrentAttempt(job, e.attempt)) return job;  // stale

@@ -331,6 +331,19 @@ TEST(JobState, ASurvivedInjectedFaultIsShownWithTheSucceededAttempt) {
   EXPECT_TRUE(plain.attempts[0].nodes[0].notices.empty());
 }
 
+// A slowed node stopped with its gang (its main node finished first): the
+// sentence of its late end stays with it.
+TEST(JobState, AnInjectedFaultOfANodeStoppedWithItsGangIsKept) {
+  History h = JobIn(JobStatus::kRunning, GangJob(2));
+  const std::string slowed = "Injected fault: node 1 slowed to 25% of its CPU time";
+  h.Add(JobEvent::NodeExited(1, 0, 0, 0, 150));
+  const Job& job = h.Add(JobEvent::NodeExited(1, 1, 0, 15, 160, slowed));
+  EXPECT_EQ(job.status, JobStatus::kSucceeded);
+  EXPECT_EQ(job.attempts[0].nodes[1].notices, std::vector<std::string>{slowed});
+  EXPECT_TRUE(job.attempts[0].nodes[0].notices.empty());
+  h.ExpectReplayEqual();
+}
+
 TEST(JobState, UserErrorRetriedThenSucceeds) {
   History h = JobIn(JobStatus::kRunning, PlainJob(3));
   const Job& failed_once = h.Add(JobEvent::NodeExited(1, 0, 3, 0, 200));

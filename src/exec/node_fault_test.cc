@@ -204,6 +204,35 @@ TEST_F(InjectingRunnerTest, ASlowNodeIsStoppedAndContinuedInTurns) {
   EXPECT_NE(log->find("slow node: "), std::string::npos) << *log;
 }
 
+// What a backend that cannot reach the node's host (Slurm) asks: dump.json,
+// then SIGUSR2 to the runner; the runner's child writes dump.txt.
+TEST_F(InjectingRunnerTest, DumpsItsOwnCommandsStacksWhenAsked) {
+  const std::string done = dir_ + "/done";
+  StatusRecord st;
+  std::thread runner([&] {
+    st = Run(NodeFault{}, "echo up; while [ ! -e " + done + " ]; do sleep 0.05; done; exit 0");
+  });
+  NodePaths p{dir_ + "/node"};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  Result<ProcessRecord> shim = Status::NotFound("");
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(FileExists(p.command()) && (shim = ReadProcessRecord(p.shim())).ok()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(shim.ok());
+  ASSERT_TRUE(WriteJsonRecord(p.dump_request(), Json{{"timeout_ms", 60000}}).ok());
+  ASSERT_EQ(::kill(shim->id.pid, SIGUSR2), 0);
+  Result<std::string> dump = Status::NotFound("");
+  while (std::chrono::steady_clock::now() < deadline && !(dump = ReadFile(p.dump_result())).ok())
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::ofstream(done).put('1');
+  runner.join();
+  ASSERT_TRUE(dump.ok()) << "no dump.txt";
+  EXPECT_NE(dump->find("=== process "), std::string::npos) << *dump;
+  EXPECT_NE(dump->find("sh"), std::string::npos) << *dump;
+  EXPECT_FALSE(FileExists(p.dump_request()));  // taken
+  EXPECT_EQ(st.exit_code, 0);
+}
+
 TEST_F(InjectingRunnerTest, WithoutAFaultNothingIsInjected) {
   StatusRecord st = Run(NodeFault{}, "echo hi");
   EXPECT_EQ(st.outcome, NodeOutcome::kExited);

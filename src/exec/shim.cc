@@ -30,9 +30,9 @@
 #include "exec/container.h"
 #include "exec/node_fault.h"
 #include "exec/node_files.h"
-#include "exec/stack_dump.h"
 #include "exec/proc_util.h"
 #include "exec/slurm_placement.h"
+#include "exec/stack_dump.h"
 #include "exec/ulimits.h"
 
 extern char** environ;
@@ -172,6 +172,10 @@ void KillRemainingDescendants(pid_t leader, const ShimLog& log) {
   }
   log("some descendants did not exit within 5 s of SIGKILL");
 }
+
+// How often a runner on a node the server cannot signal (Slurm) looks for
+// dump.json and inject.json.
+constexpr int kRequestPollMs = 250;
 
 constexpr char kHostPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -343,8 +347,10 @@ std::string InjectFault(const FaultWatch& watch, const NodePaths& p, int32_t nod
   return what;
 }
 
-// SIGUSR2: the stack dumps of this node's command (stack_dump.h), asked in
-// dump.json by a backend that cannot reach this host itself (Slurm). A child
+// The stack dumps of this node's command (stack_dump.h), asked in dump.json:
+// SIGUSR2 from the local backend, or found by the runner's poll on a node the
+// server cannot signal (Slurm: a signal for a step reaches every process of
+// it, the command's too, so requests come as files only). A child
 // of the runner collects them (gdb takes seconds; supervision goes on) and
 // writes dump.txt whole (the backend waits for it); the runner reaps it as
 // any other child.
@@ -363,6 +369,11 @@ void StartStackDump(const NodePaths& p, pid_t group, const std::string& output_p
     log("stack dump asked: collecting in process " + std::to_string(pid));
     return;
   }
+  // The runner's blocked signals would be gdb's too (a mask survives exec),
+  // and gdb waits for its inferiors' SIGCHLD.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   const std::string dump = DumpNodeStacks(group, output_path, timeout_ms);
   (void)WriteFileAtomic(p.dump_result(), dump, 0644);
   ::_exit(0);
@@ -596,6 +607,17 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   std::optional<int64_t> kill_deadline;
   FaultWatch faults(spec.fault, MonoMs());
   std::optional<Throttle> throttle;  // a slow node's turns (kSlow)
+  // On a node the server cannot signal (Slurm), requests are files it looks for.
+  const bool poll_requests = spec.placement == "slurm";
+  const std::string output_path = spec.output_path.empty() ? p.default_output() : spec.output_path;
+  auto take_fault_request = [&] {
+    Result<Json> asked = ReadJsonFile(p.inject());
+    if (!asked.ok()) return;
+    // Taken: it is not armed again by a later request.
+    (void)::unlink(p.inject().c_str());
+    faults = FaultWatch(NodeFaultFromJson(*asked), MonoMs());
+    log("fault requested: " + asked->dump());
+  };
   // A throttled group continues for good: to end (a stopped process does not
   // act on SIGTERM) or when the command has exited.
   auto end_throttle = [&] {
@@ -610,6 +632,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
       break;
     }
     int timeout = faults.PollTimeoutMs(MonoMs());
+    if (poll_requests) timeout = timeout < 0 ? kRequestPollMs : std::min(timeout, kRequestPollMs);
     if (throttle) {
       const int until_turn = throttle->PollTimeoutMs(MonoMs());
       timeout = timeout < 0 ? until_turn : std::min(timeout, until_turn);
@@ -625,6 +648,10 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     if (r < 0 && errno != EINTR) {
       log(std::string("poll: ") + std::strerror(errno));
       ::usleep(100'000);
+    }
+    if (poll_requests && !terminating && start_error.empty()) {
+      if (FileExists(p.dump_request())) StartStackDump(p, child, output_path, log);
+      if (FileExists(p.inject())) take_fault_request();
     }
     if (!terminating && start_error.empty() && faults.Due(MonoMs())) {
       st.injected =
@@ -648,19 +675,11 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
       }
       if (sig == SIGHUP) continue;
       if (sig == SIGUSR2) {  // stack dumps asked for (dump.json)
-        StartStackDump(p, child, spec.output_path.empty() ? p.default_output() : spec.output_path,
-                       log);
+        StartStackDump(p, child, output_path, log);
         continue;
       }
       if (sig == SIGUSR1) {  // a fault asked for now (inject.json)
-        Result<Json> asked = ReadJsonFile(p.inject());
-        // Taken: a backend that signals every runner of a gang (Slurm) finds
-        // only the node it asked.
-        if (asked.ok()) (void)::unlink(p.inject().c_str());
-        if (asked.ok()) {
-          faults = FaultWatch(NodeFaultFromJson(*asked), MonoMs());
-          log("fault requested: " + asked->dump());
-        }
+        take_fault_request();
         continue;
       }
       int64_t grace = ReadGraceMs(p, spec.default_grace_ms);

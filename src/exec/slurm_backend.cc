@@ -404,25 +404,12 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
   return out;
 }
 
-Status SlurmBackend::SignalRunners(const AttemptKey& attempt, const std::string& signal) {
-  std::string id;
-  bool direct = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = tracked_.find(attempt);
-    if (it == tracked_.end() || !it->second.running_reported || it->second.terminating)
-      return Status::NotFound("job " + attempt.job_id + " attempt " +
-                              std::to_string(attempt.attempt) + " is not running under Slurm");
-    id = it->second.slurm_id;
-    direct = it->second.direct;
-  }
-  std::vector<std::string> argv = {"scancel", "--signal=" + signal};
-  if (direct) argv.push_back("--batch");
-  argv.push_back(id);
-  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, SlurmEnv(), 30'000));
-  if (r.exit_code != 0)
-    return Status::Unavailable("scancel --signal=" + signal + " " + id + ": " +
-                               Trim(r.err.empty() ? r.out : r.err));
+Status SlurmBackend::CheckRunning(const AttemptKey& attempt) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tracked_.find(attempt);
+  if (it == tracked_.end() || !it->second.running_reported || it->second.terminating)
+    return Status::NotFound("job " + attempt.job_id + " attempt " +
+                            std::to_string(attempt.attempt) + " is not running under Slurm");
   return Status::Ok();
 }
 
@@ -433,12 +420,12 @@ Result<std::map<int32_t, std::string>> SlurmBackend::CollectStackDumps(const Att
   if (nodes <= 0)
     return Status::NotFound("no node of job " + attempt.job_id + " attempt " +
                             std::to_string(attempt.attempt) + " under Slurm");
+  RETURN_IF_ERROR(CheckRunning(attempt));
   for (int32_t k = 0; k < nodes; ++k) {
     const NodePaths p = NodeFolder(dir, k);
     (void)::unlink(p.dump_result().c_str());
     RETURN_IF_ERROR(WriteJsonRecord(p.dump_request(), Json{{"timeout_ms", timeout_ms}}));
   }
-  RETURN_IF_ERROR(SignalRunners(attempt, "USR2"));
   // Each runner dumps its own node's processes on its host (in parallel);
   // the shared state folder brings the answers back.
   std::map<int32_t, std::string> out;
@@ -454,9 +441,8 @@ Result<std::map<int32_t, std::string>> SlurmBackend::CollectStackDumps(const Att
   }
   for (int32_t k = 0; k < nodes; ++k)
     if (!out.count(k))
-      out[k] = "(no stack: the runner of node " + std::to_string(k) +
-               " did not answer within " + std::to_string((timeout_ms + 15'000) / 1000) +
-               " s; it may have ended)\n";
+      out[k] = "(no stack: the runner of node " + std::to_string(k) + " did not answer within " +
+               std::to_string((timeout_ms + 15'000) / 1000) + " s; it may have ended)\n";
   return out;
 }
 
@@ -465,14 +451,11 @@ Status SlurmBackend::InjectFault(const NodeKey& node, const NodeFault& fault,
   const std::string dir = AttemptDir(node.attempt);
   if (node.node_index < 0 || node.node_index >= CountNodes(dir))
     return Status::NotFound("node " + node.ToString() + " does not run under Slurm");
+  RETURN_IF_ERROR(CheckRunning(node.attempt));
   NodeFault f = fault;
   if (f.at_step > 0)  // the main node's output, on the shared state folder
     f.progress_path = dir + "/node-" + std::to_string(main_node_index) + ".out";
-  const NodePaths p = NodeFolder(dir, node.node_index);
-  RETURN_IF_ERROR(WriteJsonRecord(p.inject(), ToJson(f)));
-  Status s = SignalRunners(node.attempt, "USR1");
-  if (!s.ok()) (void)::unlink(p.inject().c_str());
-  return s;
+  return WriteJsonRecord(NodeFolder(dir, node.node_index).inject(), ToJson(f));
 }
 
 Status SlurmBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) {

@@ -102,13 +102,13 @@ class SlurmBackend final : public Backend {
   // state=resume only while the node's reason is lote's.
   Status DrainHost(const std::string& host, const std::string& reason) override;
   Status ResumeHost(const std::string& host) override;
-  // The runners do it on their own hosts: dump.json in each node folder and
-  // SIGUSR2 to the runners (scancel --signal), then their dump.txt, waited
-  // for at most timeout_ms plus 15 s.
+  // The runners do it on their own hosts: dump.json in each node folder
+  // (the runners look for it every 250 ms), then their dump.txt, waited for
+  // at most timeout_ms plus 15 s. (Not a signal: scancel --signal reaches
+  // every process of a step, the command's too.)
   Result<std::map<int32_t, std::string>> CollectStackDumps(const AttemptKey& attempt,
                                                            int64_t timeout_ms) override;
-  // inject.json in the node's folder and SIGUSR1 to the attempt's runners
-  // (the others have no request and go on).
+  // inject.json in the node's folder, which its runner takes.
   Status InjectFault(const NodeKey& node, const NodeFault& fault, int32_t main_node_index) override;
 
  private:
@@ -133,10 +133,8 @@ class SlurmBackend final : public Backend {
 
   explicit SlurmBackend(SlurmBackendOptions options);
   std::map<std::string, std::string> SlurmEnv() const;
-  // `signal` (a name: USR1) to the runners of a running attempt (scancel
-  // --signal; --batch for a one-node job, whose batch step is its runner).
-  // NotFound when the attempt does not run.
-  Status SignalRunners(const AttemptKey& attempt, const std::string& signal);
+  // NotFound unless the attempt runs (reported RUNNING, not terminating).
+  Status CheckRunning(const AttemptKey& attempt) const;
   // sbatch --exclude for a gang of `needed` nodes that avoids `avoid` (sinfo
   // now, HostsToExclude); none when Slurm cannot be asked.
   std::vector<std::string> ExcludedHosts(const std::vector<std::string>& avoid,
