@@ -38,9 +38,11 @@ void AddEndpointOption(CLI::App* sub, std::string* endpoint) {
                   "http://127.0.0.1:7480");
 }
 
-std::unique_ptr<BatchClient> Connect(const char* command, const std::string& endpoint) {
+std::unique_ptr<BatchClient> Connect(const char* command, const std::string& endpoint,
+                                     int timeout_seconds = ClientOptions{}.timeout_seconds) {
   ClientOptions options;
   options.endpoint = endpoint;
+  options.timeout_seconds = timeout_seconds;
   auto client = BatchClient::Connect(options);
   if (!client.ok()) {
     std::fprintf(stderr, "lote %s: %s\n", command, client.status().message().c_str());
@@ -288,7 +290,9 @@ void DumpCommand(CLI::App* jobs) {
   AddEndpointOption(sub, &args->endpoint);
   sub->callback([args] {
     Guarded("jobs dump", kExitError, [&] {
-      std::unique_ptr<BatchClient> client = Connect("jobs dump", args->endpoint);
+      // gdb on every process of every node: seconds each (up to 60 s per
+      // process, and under Slurm 15 s more for a runner's answer).
+      std::unique_ptr<BatchClient> client = Connect("jobs dump", args->endpoint, 300);
       if (!client) return lote::SetExitCode(kExitError);
       Result<Json> r = client->DumpJob(args->job_id);
       if (!r.ok()) {
