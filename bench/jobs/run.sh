@@ -132,7 +132,7 @@ PY
   echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" \
     "$RES_pernode" "$LOTE_CPU" "$CPU_pernode" <<'PY'
-import json, sys
+import json, os, sys
 def load(s):
     try: return json.loads(s)
     except Exception: return {"error": "no result: %r" % s[:300]}
@@ -140,7 +140,8 @@ l, m = load(sys.argv[1]), load(sys.argv[2])
 pn = load(sys.argv[8])
 jobs_run = int(sys.argv[6]) + 110  # 10 warm-up + N + 100 paced
 bare_rate = int(sys.argv[6]) / float(sys.argv[5])
-for name, r, cpu in (("lote (node agent)", l, sys.argv[9]), ("lote (per-node shim)", pn, sys.argv[10])):
+main_name = "lote (node agent)" if os.environ.get("LOTE_NODE_AGENT", "1") != "0" else "lote (per-node shim)"
+for name, r, cpu in ((main_name, l, sys.argv[9]), ("lote (per-node shim)", pn, sys.argv[10])):
     if "completed" in r:
         rate = r["completed"]["jobs_per_s"]
         print("%s: %.0f completed jobs/s = %.2fx xargs; CPU %.2f ms per job (server + agent, with their children)"
