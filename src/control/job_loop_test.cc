@@ -156,6 +156,21 @@ class JobLoopTest : public ::testing::Test {
     loop_ = std::move(loop).value();
   }
 
+  // The gang's node 0 runs, then its supervisor ends without an outcome
+  // (NODE_LOST), each applied by a pass.
+  void RunThenLoseNode(const exec::GangSpec& gang) {
+    backend_.Running(gang, clock_.NowMillis());
+    Settle();
+    exec::NodeEvent lost;
+    lost.node = gang.nodes[0].node;
+    lost.kind = exec::NodeEventKind::kEnded;
+    lost.outcome = exec::NodeOutcome::kLost;
+    lost.reason = "supervisor ended without an outcome";
+    lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
+    backend_.events.push_back(lost);
+    Settle();
+  }
+
   void TearDown() override {
     loop_.reset();
     control_.reset();
@@ -591,16 +606,7 @@ TEST_F(JobLoopTest, ThreeLostNodesOfDifferentJobsQuarantineTheInstanceUntilRelea
     const exec::GangSpec& gang = backend_.gangs.back();
     if (i == 0) first_ip = gang.nodes[0].private_ip;
     ASSERT_EQ(gang.nodes[0].private_ip, first_ip);  // the idle instance is reused
-    backend_.Running(gang, clock_.NowMillis());
-    Settle();
-    exec::NodeEvent lost;
-    lost.node = gang.nodes[0].node;
-    lost.kind = exec::NodeEventKind::kEnded;
-    lost.outcome = exec::NodeOutcome::kLost;
-    lost.reason = "supervisor ended without an outcome";
-    lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
-    backend_.events.push_back(lost);
-    Settle();
+    RunThenLoseNode(gang);
     EXPECT_EQ(Describe(gang.attempt.job_id)["status"], "FAILED");
     clock_.AdvanceMillis(1000);
   }
@@ -633,16 +639,7 @@ TEST_F(JobLoopTest, TheQuarantineThresholdIsTheLoopsOption) {
   Settle();
   ASSERT_EQ(backend_.gangs.size(), 1u);
   const exec::GangSpec& gang = backend_.gangs.back();
-  backend_.Running(gang, clock_.NowMillis());
-  Settle();
-  exec::NodeEvent lost;
-  lost.node = gang.nodes[0].node;
-  lost.kind = exec::NodeEventKind::kEnded;
-  lost.outcome = exec::NodeOutcome::kLost;
-  lost.reason = "supervisor ended without an outcome";
-  lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
-  backend_.events.push_back(lost);
-  Settle();
+  RunThenLoseNode(gang);
   auto ces = control_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"ce"}}});
   ASSERT_TRUE(ces.ok());
   Json nodes = (*ces)["computeEnvironments"][0].value("loteQuarantinedNodes", Json::array());
