@@ -31,20 +31,7 @@ WORK="$(mktemp -d /tmp/lote_bench_faults.XXXXXX)"
 PID=""
 cleanup() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; rm -rf "$WORK"; }
 trap cleanup EXIT
-# One server of `$1` (a lote binary with its lote-exec-shim beside it), N jobs; prints completed jobs/s.
-jobs_per_s() {
-  rm -rf "$WORK/home"; rm -f "$WORK/out"; mkfifo "$WORK/out"
-  "$1" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/out" 2>"$WORK/err" &
-  PID=$!
-  read -r LINE <"$WORK/out"
-  local key secret res
-  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
-  res=$("$BUILD/bench/jobs/lote_jobs_load" --endpoint "${LINE##* on }" --key "$key" \
-    --secret "$secret" --jobs "$N" --clients "$CLIENTS" --setup --instance-type local || true)
-  kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""
-  python3 -c 'import json,sys; print(json.loads(sys.argv[1])["completed"]["jobs_per_s"])' "$res"
-}
+source "$HERE/../jobs/lib.sh"  # jobs_per_s
 if [ ! -x "$BASE/lote" ]; then
   echo "part 3 skipped: no base build at $BASE (give BASE_BUILD_DIR, a build of main)"
   exit 0

@@ -31,26 +31,13 @@ WORK="$(mktemp -d /tmp/lote_bench_quarantine.XXXXXX)"
 PID=""
 cleanup() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; rm -rf "$WORK"; }
 trap cleanup EXIT
-# One server of this build with the given extra options, N jobs; prints completed jobs/s.
-jobs_per_s() {
-  rm -rf "$WORK/home"; rm -f "$WORK/out"; mkfifo "$WORK/out"
-  "$BUILD/lote" server --home "$WORK/home" --listen 127.0.0.1:0 "$@" >"$WORK/out" 2>"$WORK/err" &
-  PID=$!
-  read -r LINE <"$WORK/out"
-  local key secret res
-  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
-  res=$("$BUILD/bench/jobs/lote_jobs_load" --endpoint "${LINE##* on }" --key "$key" \
-    --secret "$secret" --jobs "$N" --clients "$CLIENTS" --setup --instance-type local || true)
-  kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""
-  python3 -c 'import json,sys; print(json.loads(sys.argv[1])["completed"]["jobs_per_s"])' "$res"
-}
+source "$HERE/../jobs/lib.sh"  # jobs_per_s
 ON=(); OFF=()
 for run in $(seq "$RUNS"); do
   if [ $((run % 2)) = 1 ]; then  # alternating order: neither always goes first
-    OFF+=("$(jobs_per_s --quarantine-failures 0)"); ON+=("$(jobs_per_s)")
+    OFF+=("$(jobs_per_s "$BUILD/lote" --quarantine-failures 0)"); ON+=("$(jobs_per_s "$BUILD/lote")")
   else
-    ON+=("$(jobs_per_s)"); OFF+=("$(jobs_per_s --quarantine-failures 0)")
+    ON+=("$(jobs_per_s "$BUILD/lote")"); OFF+=("$(jobs_per_s "$BUILD/lote" --quarantine-failures 0)")
   fi
   echo "run $run: quarantine off ${OFF[-1]} jobs/s, on ${ON[-1]} jobs/s"
 done

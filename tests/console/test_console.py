@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer, describe_job_raw  # noqa: E402
+from lote_server import LoteServer, describe_job_raw, quarantined_nodes  # noqa: E402
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -105,18 +105,7 @@ class ConsoleTest(unittest.TestCase):
             "status"] == "VALID", 30, "the job queue")
 
     def quarantined_nodes(self):
-        """loteQuarantinedNodes of every environment, as the server sent them."""
-        raw = {}
-
-        def keep(http_response, **kwargs):
-            raw["body"] = http_response.content
-        self.batch.meta.events.register("after-call.batch.DescribeComputeEnvironments", keep)
-        try:
-            self.batch.describe_compute_environments()
-        finally:
-            self.batch.meta.events.unregister("after-call.batch.DescribeComputeEnvironments", keep)
-        return [q for ce in json.loads(raw["body"])["computeEnvironments"]
-                for q in ce.get("loteQuarantinedNodes", [])]
+        return quarantined_nodes(self.batch)
 
     def quarantine_a_node(self):
         """A job on bad-ce whose node's runner is killed (kill -9) while it runs ends

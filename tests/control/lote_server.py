@@ -28,19 +28,33 @@ def create_emulated_environment(batch, name="ce", max_vcpus=64):
         time.sleep(0.1)
 
 
-def describe_job_raw(batch, job_id):
-    """DescribeJobs of one job as the server sent it: botocore drops the keys its
-    model does not know, such as lote's extras (`loteTimeline`, `progress`)."""
+def raw_body(batch, operation, call):
+    """The JSON the server sent for Batch `operation` while `call()` ran: botocore
+    drops the keys its model does not know, such as lote's extras."""
     raw = {}
 
     def keep(http_response, **kwargs):
         raw["body"] = http_response.content
-    batch.meta.events.register("after-call.batch.DescribeJobs", keep)
+    batch.meta.events.register("after-call.batch." + operation, keep)
     try:
-        batch.describe_jobs(jobs=[job_id])
+        call()
     finally:
-        batch.meta.events.unregister("after-call.batch.DescribeJobs", keep)
-    return json.loads(raw["body"])["jobs"][0]
+        batch.meta.events.unregister("after-call.batch." + operation, keep)
+    return json.loads(raw["body"])
+
+
+def describe_job_raw(batch, job_id):
+    """DescribeJobs of one job as the server sent it (`loteTimeline`, `progress`)."""
+    return raw_body(batch, "DescribeJobs", lambda: batch.describe_jobs(jobs=[job_id]))["jobs"][0]
+
+
+def quarantined_nodes(batch, environments=()):
+    """loteQuarantinedNodes of the named compute environments (all when none), as
+    the server sent them."""
+    body = raw_body(batch, "DescribeComputeEnvironments",
+                    lambda: batch.describe_compute_environments(
+                        computeEnvironments=list(environments)))
+    return [q for ce in body["computeEnvironments"] for q in ce.get("loteQuarantinedNodes", [])]
 
 
 class LoteServer:

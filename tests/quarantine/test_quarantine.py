@@ -16,7 +16,8 @@ import unittest
 import botocore.exceptions
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer, create_emulated_environment  # noqa: E402
+from lote_server import (LoteServer, create_emulated_environment,  # noqa: E402
+                         quarantined_nodes)
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -32,20 +33,6 @@ def setup(batch, max_vcpus):
         containerProperties={"image": "host", "command": ["true"],
                              "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                                       {"type": "MEMORY", "value": "256"}]})
-
-
-def quarantined_nodes(batch):
-    """loteQuarantinedNodes of `ce` as the server sent it (botocore drops extra keys)."""
-    raw = {}
-
-    def keep(http_response, **kwargs):
-        raw["body"] = http_response.content
-    batch.meta.events.register("after-call.batch.DescribeComputeEnvironments", keep)
-    try:
-        batch.describe_compute_environments(computeEnvironments=["ce"])
-    finally:
-        batch.meta.events.unregister("after-call.batch.DescribeComputeEnvironments", keep)
-    return json.loads(raw["body"])["computeEnvironments"][0].get("loteQuarantinedNodes", [])
 
 
 class Helpers:
@@ -144,9 +131,9 @@ class QuarantineTest(Helpers, unittest.TestCase):
 
     def test_three_lost_nodes_quarantine_the_instance_until_released(self):
         for i in range(3):
-            self.assertEqual(quarantined_nodes(self.batch), [], "quarantined after %d" % i)
+            self.assertEqual(quarantined_nodes(self.batch, ["ce"]), [], "quarantined after %d" % i)
             self.lose_node("lost-%d" % i)
-        nodes = quarantined_nodes(self.batch)
+        nodes = quarantined_nodes(self.batch, ["ce"])
         self.assertEqual(len(nodes), 1, nodes)
         node = nodes[0]["node"]
         self.assertTrue(node.startswith("i-"), node)
@@ -160,14 +147,14 @@ class QuarantineTest(Helpers, unittest.TestCase):
         self.server.stop()
         self.server.start()
         self.batch = self.server.client()
-        self.assertEqual([n["node"] for n in quarantined_nodes(self.batch)], [node])
+        self.assertEqual([n["node"] for n in quarantined_nodes(self.batch, ["ce"])], [node])
         self.assertEqual(self.describe(waiting)["status"], "RUNNABLE")
         listed = self.lote("nodes", "list")
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertIn(node, listed.stdout)
         released = self.lote("nodes", "release", node)
         self.assertEqual(released.returncode, 0, released.stderr)
-        self.assertEqual(quarantined_nodes(self.batch), [])
+        self.assertEqual(quarantined_nodes(self.batch, ["ce"]), [])
         job = self.wait_status(waiting)
         self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
         again = self.lote("nodes", "release", node)
@@ -179,7 +166,7 @@ class QuarantineTest(Helpers, unittest.TestCase):
         self.server.stop()
         self.server.start()
         self.batch = self.server.client()
-        self.assertEqual(quarantined_nodes(self.batch), [])
+        self.assertEqual(quarantined_nodes(self.batch, ["ce"]), [])
         listed = self.lote("nodes", "list")
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertNotIn(node, listed.stdout)

@@ -23,7 +23,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 sys.path.insert(0, os.path.join(HERE, "..", "slurm"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, quarantined_nodes  # noqa: E402
 from test_slurm import SlurmCluster, create_slurm_queue  # noqa: E402
 
 LOTE = None
@@ -33,19 +33,6 @@ FINAL = ("SUCCEEDED", "FAILED")
 def node_line(cluster, name):
     """`scontrol show node NAME -o` as one line (State=..., Reason=...)."""
     return cluster.run("scontrol", "show", "node", name, "-o").stdout
-
-
-def quarantined_nodes(batch, ce):
-    raw = {}
-
-    def keep(http_response, **kwargs):
-        raw["body"] = http_response.content
-    batch.meta.events.register("after-call.batch.DescribeComputeEnvironments", keep)
-    try:
-        batch.describe_compute_environments(computeEnvironments=[ce])
-    finally:
-        batch.meta.events.unregister("after-call.batch.DescribeComputeEnvironments", keep)
-    return json.loads(raw["body"])["computeEnvironments"][0].get("loteQuarantinedNodes", [])
 
 
 class SlurmQuarantineTest(unittest.TestCase):
@@ -143,7 +130,7 @@ class SlurmQuarantineTest(unittest.TestCase):
         line = self.wait_for("b1 drained", lambda: "DRAIN" in node_line(self.cluster, "b1") and
                              node_line(self.cluster, "b1"))
         self.assertIn("Reason=lote quarantine: attempts of 3 different jobs", line)
-        nodes = quarantined_nodes(self.batch, "slurm")
+        nodes = quarantined_nodes(self.batch, ["slurm"])
         self.assertEqual([n["node"] for n in nodes], ["b1"], nodes)
         sinfo = self.cluster.run("sinfo", "-h", "-N", "-n", "b1", "-o", "%t").stdout.strip()
         self.assertIn(sinfo, ("drain", "drng"))
@@ -161,7 +148,7 @@ class SlurmQuarantineTest(unittest.TestCase):
             self.assertIn(f.read().strip(), ("b2", "b3"))
         released = self.lote("nodes", "release", "b1")
         self.assertEqual(released.returncode, 0, released.stderr)
-        self.assertEqual(quarantined_nodes(self.batch, "slurm"), [])
+        self.assertEqual(quarantined_nodes(self.batch, ["slurm"]), [])
         # In service again: idle, not drained, lote's reason gone (Slurm may
         # flag it '*', not responding, until its next ping of the node).
         state = self.cluster.run("sinfo", "-h", "-N", "-n", "b1", "-o", "%t").stdout.strip()
@@ -173,7 +160,7 @@ class SlurmQuarantineTest(unittest.TestCase):
         self.server.stop()
         self.server.start()
         self.batch = self.server.client()
-        self.assertEqual(quarantined_nodes(self.batch, "slurm"), [])
+        self.assertEqual(quarantined_nodes(self.batch, ["slurm"]), [])
         self.assertNotIn("DRAIN", node_line(self.cluster, "b1"))
 
     def test_the_retry_of_a_gang_excludes_the_killed_nodes_slurm_node(self):
