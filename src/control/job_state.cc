@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "exec/node_fault.h"
+
 namespace lote::control {
 namespace {
 
@@ -196,7 +198,7 @@ Result<Job> ApplyNodeExited(Job job, const JobEvent& e) {
     if (!node->exit_code && node->started_at > 0) node->exit_code = code;
     // A fault injected before it was stopped (a slow node whose main node
     // finished first) stays with it as a notice, as for a node that survived one.
-    if (e.reason.rfind("Injected fault:", 0) == 0 &&
+    if (e.reason.rfind(exec::kInjectedFaultPrefix, 0) == 0 &&
         std::find(node->notices.begin(), node->notices.end(), e.reason) == node->notices.end())
       node->notices.push_back(e.reason);
     return job;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <set>
 
+#include "exec/node_fault.h"
+
 namespace lote::control {
 namespace {
 
-constexpr const char* kInjectedPrefix = "Injected fault:";
+using exec::kInjectedFaultPrefix;
 
 // The word of a failure category that counts for quarantine, else nullptr.
 const char* CategoryWord(FailureCategory c) {
@@ -119,8 +121,9 @@ const Attempt* RetryAvoidanceSource(const Job& job, size_t before) {
   if (before == 0 || before > job.attempts.size()) return nullptr;
   const Attempt& a = job.attempts[before - 1];
   if (a.stopped_at == 0) return nullptr;
-  const bool injected = a.status_reason.rfind(kInjectedPrefix, 0) == 0 ||
-                        a.reason.find(std::string(": ") + kInjectedPrefix) != std::string::npos;
+  const bool injected =
+      a.status_reason.rfind(kInjectedFaultPrefix, 0) == 0 ||
+      a.reason.find(std::string(": ") + kInjectedFaultPrefix) != std::string::npos;
   return CategoryWord(a.failure_category) != nullptr || injected ? &a : nullptr;
 }
 

@@ -115,16 +115,17 @@ std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t ste
              std::to_string(kThrottlePeriodMs) + " ms)";
       break;
     case FaultAction::kUploadFail:
-      return "Injected fault: checkpoint writes of node " + std::to_string(node_index) +
-             " fail for " + std::to_string(f.upload_fail_ms / 1000) + " s from step " +
-             std::to_string(f.upload_from_step);
+      return std::string(kInjectedFaultPrefix) + " checkpoint writes of node " +
+             std::to_string(node_index) + " fail for " + std::to_string(f.upload_fail_ms / 1000) +
+             " s from step " + std::to_string(f.upload_from_step);
     case FaultAction::kNone:
       return "";
   }
   const std::string when = after_ms_seen >= 0
                                ? "after " + std::to_string(after_ms_seen / 1000) + " s"
                                : "at step " + std::to_string(step_seen);
-  return "Injected fault: node " + std::to_string(node_index) + " " + what + " " + when;
+  return std::string(kInjectedFaultPrefix) + " node " + std::to_string(node_index) + " " + what +
+         " " + when;
 }
 
 std::optional<int64_t> LastProgressStep(const std::string& text) {

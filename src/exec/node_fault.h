@@ -66,6 +66,10 @@ std::string FaultActionName(FaultAction a);
 // The command's environment for a kUploadFail fault ({} for any other).
 std::vector<std::string> UploadFailEnv(const NodeFault& f);
 
+// How every sentence of an injected fault begins (the control plane finds
+// them in reasons by it).
+inline constexpr char kInjectedFaultPrefix[] = "Injected fault:";
+
 // What the runner did, e.g. "Injected fault: node 1 killed (SIGKILL) at step 8".
 std::string DescribeInjected(const NodeFault& f, int32_t node_index, int64_t step_seen,
                              int64_t after_ms_seen);
