@@ -10,12 +10,16 @@
 #     base build's (default: /work/main/build, main's binary), same load
 #     client (bench/jobs' lote_jobs_load), N jobs, interleaved RUNS times;
 #     prints the ratio (goal >= 0.98x).
-# Usage: bench/faults/run.sh BUILD_DIR [BASE_BUILD_DIR] [N]
+# Usage: bench/faults/run.sh BUILD_DIR BASE_BUILD_DIR [N]
 #   (env: ROUNDS=5, RUNS=3, CLIENTS=8; ONLY_JOBS=1: part 3 alone)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "${1:-build}" && pwd)"
-BASE="${2:-/work/main/build}"  # a build of main: the binary before this change
+BASE="${2:-}"  # a build of main: the binary before this change (the peer of part 3)
+if [ ! -x "$BASE/lote" ]; then
+  echo "bench/faults/run.sh: give BASE_BUILD_DIR, a build of the commit before the change (its lote and lote-exec-shim): part 3 compares against it" >&2
+  exit 2
+fi
 N="${3:-1000}"
 RUNS="${RUNS:-3}"
 CLIENTS="${CLIENTS:-8}"
@@ -32,10 +36,6 @@ PID=""
 cleanup() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; rm -rf "$WORK"; }
 trap cleanup EXIT
 source "$HERE/../jobs/lib.sh"  # jobs_per_s
-if [ ! -x "$BASE/lote" ]; then
-  echo "part 3 skipped: no base build at $BASE (give BASE_BUILD_DIR, a build of main)"
-  exit 0
-fi
 THIS=(); MAIN=()
 for run in $(seq "$RUNS"); do
   if [ $((run % 2)) = 1 ]; then  # alternating order: neither always goes first
