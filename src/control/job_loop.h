@@ -268,6 +268,9 @@ class JobLoop {
   void RebuildQuarantineLocked();
   void RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& jobs);
   void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);
+  // What is quarantined at `now`, given to the control plane when it changed
+  // (DescribeComputeEnvironments' loteQuarantinedNodes).
+  void ShowQuarantineLocked(int64_t now);
   // The waiting jobs whose statusReason the decisions change (pass thread).
   std::vector<std::pair<std::string, std::string>> ChangedReasons(
       const sched::Decisions& decisions);

@@ -32,6 +32,9 @@ void JobLoop::NoteClosedAttemptLocked(const Job& job, size_t attempt) {
     spdlog::warn("jobs: node {} of {} quarantined until {}: {}", q->node, q->compute_environment,
                  q->until_ms, q->reason);
     DrainQuarantinedHostLocked(*q);
+    // Shown at once: a scheduling pass may not come soon (an idle server
+    // runs none), and DescribeComputeEnvironments must not lag behind.
+    ShowQuarantineLocked(clock_->NowMillis());
   }
 }
 
@@ -148,14 +151,22 @@ void JobLoop::RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& j
   }
 }
 
-void JobLoop::MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now) {
-  for (const QuarantinedNode& q : quarantine_.TakeExpired(now)) ResumeQuarantinedHostLocked(q);
+void JobLoop::ShowQuarantineLocked(int64_t now) {
   Json shown = Json::object();
   for (const QuarantinedNode& q : quarantine_.Active(now)) {
     if (!shown.contains(q.compute_environment)) shown[q.compute_environment] = Json::array();
     shown[q.compute_environment].push_back(
         Json{{"node", q.node}, {"since", q.since_ms}, {"until", q.until_ms}, {"reason", q.reason}});
   }
+  if (shown == shown_quarantine_) return;
+  for (const auto& [ce, nodes] : shown_quarantine_.items())
+    if (!shown.contains(ce)) control_->SetQuarantinedNodes(ce, Json());
+  for (const auto& [ce, nodes] : shown.items()) control_->SetQuarantinedNodes(ce, nodes);
+  shown_quarantine_ = std::move(shown);
+}
+
+void JobLoop::MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now) {
+  for (const QuarantinedNode& q : quarantine_.TakeExpired(now)) ResumeQuarantinedHostLocked(q);
   // No new placement on a quarantined instance, and it is kept (not removed
   // as idle) until its quarantine ends.
   for (sched::ComputeEnvironment& ce : environments->compute_environments) {
@@ -166,11 +177,7 @@ void JobLoop::MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now) 
       inst.idle_since_ms = sched::Instance::kBusy;
     }
   }
-  if (shown == shown_quarantine_) return;
-  for (const auto& [ce, nodes] : shown_quarantine_.items())
-    if (!shown.contains(ce)) control_->SetQuarantinedNodes(ce, Json());
-  for (const auto& [ce, nodes] : shown.items()) control_->SetQuarantinedNodes(ce, nodes);
-  shown_quarantine_ = std::move(shown);
+  ShowQuarantineLocked(now);
 }
 
 Result<Json> JobLoop::ReleaseNode(const Json& request) {
@@ -206,6 +213,7 @@ Result<Json> JobLoop::ReleaseNode(const Json& request) {
     released = quarantined(clock_->NowMillis());
     if (!released) return Status::InvalidArgument("node " + node + " is not quarantined");
     quarantine_.Release(node, now);
+    ShowQuarantineLocked(now);
     backend = QuarantineBackendLocked(*released);
   }
   // The backend's machine back in service (Slurm: scontrol ... state=resume).

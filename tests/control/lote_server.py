@@ -51,9 +51,9 @@ def describe_job_raw(batch, job_id):
 def quarantined_nodes(batch, environments=()):
     """loteQuarantinedNodes of the named compute environments (all when none), as
     the server sent them."""
+    names = {"computeEnvironments": list(environments)} if environments else {}
     body = raw_body(batch, "DescribeComputeEnvironments",
-                    lambda: batch.describe_compute_environments(
-                        computeEnvironments=list(environments)))
+                    lambda: batch.describe_compute_environments(**names))
     return [q for ce in body["computeEnvironments"] for q in ce.get("loteQuarantinedNodes", [])]
 
 
