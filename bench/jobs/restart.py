@@ -10,7 +10,10 @@ each with one job event (real jobs have about eight). For this build and
   - time to listen: from exec to the "lote server listening on" line;
   - resident memory (VmRSS) after start, and per job over the empty store's;
   - DescribeJobs p50/p99 (one random id per call) and ListJobs p50/p99
-    (jobQueue + jobStatus SUCCEEDED, maxResults 100, following nextToken).
+    (jobQueue + jobStatus SUCCEEDED, maxResults 100, following nextToken);
+  - ListJobs with a filter that no stored job matches (JOB_NAME, then
+    JOB_DEFINITION by name): the worst case of a filter, every finished job of
+    the queue is a candidate; p50 and max of --filter-calls calls.
 Usage: bench/jobs/restart.py --build build [--jobs 1000000] [--peer PEER_BUILD]
 """
 import argparse
@@ -68,6 +71,28 @@ def reads(server, ids, calls, list_calls):
         assert len(page["jobSummaryList"]) == 100
         token = page.get("nextToken")
     return percentiles(describe), percentiles(listing)
+
+
+def filtered_reads(server, calls):
+    """ms per ListJobs call with a JOB_NAME and a JOB_DEFINITION that match nothing."""
+    import boto3
+    import botocore.config
+    key, secret = server.credentials()
+    batch = boto3.client("batch", endpoint_url=server.endpoint, region_name="us-east-1",
+                         aws_access_key_id=key, aws_secret_access_key=secret,
+                         config=botocore.config.Config(retries={"max_attempts": 1},
+                                                       read_timeout=600))
+    out = {}
+    for name, value in (("JOB_NAME", "no-such-job"), ("JOB_DEFINITION", "no-such-definition")):
+        ms = []
+        for _ in range(calls):
+            t = time.monotonic()
+            page = batch.list_jobs(jobQueue="jobs-bench-q",
+                                   filters=[{"name": name, "values": [value]}])
+            ms.append(1000 * (time.monotonic() - t))
+            assert page["jobSummaryList"] == [], page["jobSummaryList"][:1]
+        out[name] = (sorted(ms)[len(ms) // 2], max(ms))
+    return out
 
 
 def fill(db_path, n):
@@ -137,7 +162,7 @@ def prepare(name, binary, load, templates, jobs):
     return home, ids, base_rss
 
 
-def measure(name, binary, home, ids, base_rss, calls, list_calls):
+def measure(name, binary, home, ids, base_rss, calls, list_calls, filter_calls):
     server, listen_s = start(binary, home)
     try:
         rss = rss_kib(server.proc.pid)
@@ -146,7 +171,13 @@ def measure(name, binary, home, ids, base_rss, calls, list_calls):
         print("%s: time to listen %.2f s; VmRSS %.0f MiB (%.0f bytes per finished job over the "
               "empty store); DescribeJobs p50 %.1f ms p99 %.1f ms; ListJobs p50 %.1f ms p99 %.1f ms"
               % (name, listen_s, rss / 1024.0, per_job, d50, d99, l50, l99), flush=True)
-        return listen_s
+        filtered = {}
+        if filter_calls > 0:
+            filtered = filtered_reads(server, filter_calls)
+            print("%s: ListJobs filtered, no job matches: JOB_NAME p50 %.1f ms max %.1f ms; "
+                  "JOB_DEFINITION p50 %.1f ms max %.1f ms"
+                  % ((name,) + filtered["JOB_NAME"] + filtered["JOB_DEFINITION"]), flush=True)
+        return listen_s, filtered
     finally:
         server.stop()
 
@@ -158,6 +189,7 @@ def main():
     ap.add_argument("--templates", type=int, default=20)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--list-calls", type=int, default=20)
+    ap.add_argument("--filter-calls", type=int, default=5)
     ap.add_argument("--peer", default="")
     a = ap.parse_args()
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
@@ -167,16 +199,20 @@ def main():
     # generated with its own binary; its load client is this build's.
     load = os.path.abspath(os.path.join(a.build, "bench", "jobs", "lote_jobs_load"))
     runs = [("this", a.build)] + ([("peer", a.peer)] if a.peer else [])
-    listen = {}
+    listen, filtered = {}, {}
     for name, build in runs:
         binary = os.path.abspath(os.path.join(build, "lote"))
         home, ids, base_rss = prepare(name, binary, load, a.templates, a.jobs)
         try:
-            listen[name] = measure(name, binary, home, ids, base_rss, a.calls, a.list_calls)
+            listen[name], filtered[name] = measure(name, binary, home, ids, base_rss, a.calls,
+                                                   a.list_calls, a.filter_calls)
         finally:
             shutil.rmtree(home, ignore_errors=True)
     if "peer" in listen:
         print("ratio peer/this time to listen: %.2fx" % (listen["peer"] / listen["this"]))
+        for f in filtered.get("this", {}):
+            print("ratio peer/this ListJobs %s (no match) p50: %.0fx"
+                  % (f, filtered["peer"][f][0] / max(filtered["this"][f][0], 1e-9)))
 
 
 if __name__ == "__main__":

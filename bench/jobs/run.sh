@@ -51,6 +51,12 @@ cpu_ms() {
   done
   echo $((total * 1000 / $(getconf CLK_TCK)))
 }
+# self_cpu_ms PID: utime + stime of the process alone (its threads, not its
+# reaped children), in ms: the server's own share of the work.
+self_cpu_ms() {
+  [ -r "/proc/$1/stat" ] || { echo 0; return; }
+  echo $(( $(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}') * 1000 / $(getconf CLK_TCK) ))
+}
 agent_pid() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$WORK/home/agent/agent.json" 2>/dev/null || true; }
 # measure_lote NAME: one lote server of this build (env as given), the load;
 # sets RES_<NAME> (the client's JSON) and CPU_<NAME> (ms in all).
@@ -91,6 +97,7 @@ for run in $(seq "$RUNS"); do
 
   LOTE_AGENT=$(agent_pid)
   LOTE_CPU=$(cpu_ms "$LOTE_PID" "$LOTE_AGENT")
+  LOTE_SELF_CPU=$(self_cpu_ms "$LOTE_PID")
   kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
   if [ -n "$LOTE_AGENT" ]; then kill "$LOTE_AGENT" 2>/dev/null || true; fi
   RES_pernode='{}'; CPU_pernode=0
@@ -131,7 +138,7 @@ PY
 
   echo "--- run $run (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   python3 - "$LOTE_RES" "$MOTO_RES" "$MOTO_FAILS" "$MOTO_WHY" "$BARE_S" "$N" "$CLIENTS" \
-    "$RES_pernode" "$LOTE_CPU" "$CPU_pernode" <<'PY'
+    "$RES_pernode" "$LOTE_CPU" "$CPU_pernode" "$LOTE_SELF_CPU" <<'PY'
 import json, os, sys
 def load(s):
     try: return json.loads(s)
@@ -146,6 +153,8 @@ for name, r, cpu in ((main_name, l, sys.argv[9]), ("lote (per-node shim)", pn, s
         rate = r["completed"]["jobs_per_s"]
         print("%s: %.0f completed jobs/s = %.2fx xargs; CPU %.2f ms per job (server + agent, with their children)"
               % (name, rate, rate / bare_rate, int(cpu) / jobs_run))
+print("%s: the server's own CPU (its threads, no children) %.2f ms per job"
+      % (main_name, int(sys.argv[11]) / jobs_run))
 if "completed" in l and "completed" in pn:
     print("ratio node agent / per-node shim, completed jobs/s: %.2fx; CPU per job: %.2fx"
           % (l["completed"]["jobs_per_s"] / pn["completed"]["jobs_per_s"], int(sys.argv[9]) / max(1, int(sys.argv[10]))))

@@ -22,6 +22,9 @@ store::JobRow RowOf(const Job& job, int64_t updated_ms) {
     row.parent_id = job.array_parent_id;
     row.array_index = job.array->index;
   }
+  row.definition_name = job.definition_name;
+  row.definition_arn = job.definition_arn;
+  row.share_identifier = job.share_identifier;
   if (IsFinal(job.status)) row.stopped_ms = job.stopped_at > 0 ? job.stopped_at : updated_ms;
   for (const Attempt& a : job.attempts)
     if (a.failure_category == FailureCategory::kNodeLost ||

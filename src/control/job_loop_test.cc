@@ -798,6 +798,23 @@ TEST_F(JobLoopTest, ListJobsPagesFinishedJobsByKeyAcrossInsertsAndRestarts) {
   EXPECT_NE(metrics_.Render().find("lote_jobs{queue=\"q\",status=\"FAILED\"} 7\n"),
             std::string::npos)
       << metrics_.Render();
+  // The other filters, on jobs in the store (read from its indexes) and the
+  // waiting one in memory: a definition by name and by ARN, and names that
+  // match none.
+  auto count = [&](const std::string& filter, const std::string& value) {
+    return ListPage(loop_.get(), Json{{"jobQueue", "q"},
+                                      {"filters", {{{"name", filter}, {"values", {value}}}}}})
+        ["jobSummaryList"]
+            .size();
+  };
+  const std::string definition_arn = Describe(ids.front())["jobDefinition"];
+  EXPECT_EQ(count("JOB_DEFINITION", "d"), ids.size() + 1);
+  EXPECT_EQ(count("JOB_DEFINITION", "d*"), ids.size() + 1);
+  EXPECT_EQ(count("JOB_DEFINITION", definition_arn), ids.size() + 1);
+  EXPECT_EQ(count("JOB_DEFINITION", definition_arn + "9"), 0u);
+  EXPECT_EQ(count("JOB_DEFINITION", "e*"), 0u);
+  EXPECT_EQ(count("JOB_NAME", "no-such-job"), 0u);
+  EXPECT_EQ(count("JOB_NAME", "T*"), ids.size() + 1);  // any case
 }
 
 TEST_F(JobLoopTest, DependenciesAndArraysReadFinishedJobsFromTheStore) {

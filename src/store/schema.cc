@@ -180,11 +180,32 @@ CREATE TABLE node_releases (
 );
 )sql";
 
+// Version 7 (issue 22): ListJobs' filters over the finished jobs are read
+// from indexes, not by parsing every finished row of the queue: JOB_NAME
+// (case-insensitive, exact or a prefix) from lower(name), JOB_DEFINITION from
+// the definition's name (its ARN is checked on the rows of that name), and
+// SHARE_IDENTIFIER as a column. The indexes are partial, over the finished
+// top-level jobs, so the writes of waiting and running jobs do not pay for
+// them.
+constexpr std::string_view kV7 = R"sql(
+ALTER TABLE jobs ADD COLUMN definition_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN definition_arn TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN share_identifier TEXT NOT NULL DEFAULT '';
+UPDATE jobs SET definition_name = COALESCE(json_extract(doc, '$.jobDefinitionName'), ''),
+                definition_arn = COALESCE(json_extract(doc, '$.jobDefinition'), ''),
+                share_identifier = COALESCE(json_extract(doc, '$.shareIdentifier'), '')
+  WHERE json_valid(doc);
+CREATE INDEX jobs_finished_by_name ON jobs (queue_arn, status, lower(name), created_ms)
+  WHERE parent_id = '' AND status IN ('SUCCEEDED', 'FAILED');
+CREATE INDEX jobs_finished_by_definition ON jobs (queue_arn, status, definition_name, created_ms)
+  WHERE parent_id = '' AND status IN ('SUCCEEDED', 'FAILED');
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6}, {7, kV7},
   };
   return kMigrations;
 }

@@ -357,10 +357,12 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
     } else if (auto* j = std::get_if<JobRow>(&op)) {
       st = run(
           "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
-          "doc, parent_id, array_index, stopped_ms, node_failed_ms) VALUES (?1, ?2, ?3, ?4, ?5, "
-          "?6, ?7, ?8, ?9, ?10, ?11)",
+          "doc, parent_id, array_index, stopped_ms, node_failed_ms, definition_name, "
+          "definition_arn, share_identifier) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+          "?11, ?12, ?13, ?14)",
           j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc,
-          j->parent_id, static_cast<int64_t>(j->array_index), j->stopped_ms, j->node_failed_ms);
+          j->parent_id, static_cast<int64_t>(j->array_index), j->stopped_ms, j->node_failed_ms,
+          j->definition_name, j->definition_arn, j->share_identifier);
     } else if (auto* dj = std::get_if<WriteBatch::DeleteJobOp>(&op)) {
       // Children are "<id>:<index>": the range [id + ':', id + ';') of the keys.
       st = run("DELETE FROM jobs WHERE job_id = ?1", dj->job_id);
@@ -488,13 +490,23 @@ namespace {
 // The columns of a JobRow, in its order (RowAt reads them from `first`).
 constexpr const char* kJobColumns =
     "job_id, name, queue_arn, status, created_ms, updated_ms, doc, parent_id, array_index, "
-    "stopped_ms, node_failed_ms";
+    "stopped_ms, node_failed_ms, definition_name, definition_arn, share_identifier";
+constexpr int kJobColumnCount = 14;
 
 JobRow RowAt(const Stmt& q, int first = 0) {
-  return JobRow{q.Text(first),     q.Text(first + 1), q.Text(first + 2),
-                q.Text(first + 3), q.Int(first + 4),  q.Int(first + 5),
-                q.Text(first + 6), q.Text(first + 7), static_cast<int32_t>(q.Int(first + 8)),
-                q.Int(first + 9),  q.Int(first + 10)};
+  return JobRow{q.Text(first),      q.Text(first + 1),  q.Text(first + 2),
+                q.Text(first + 3),  q.Int(first + 4),   q.Int(first + 5),
+                q.Text(first + 6),  q.Text(first + 7),  static_cast<int32_t>(q.Int(first + 8)),
+                q.Int(first + 9),   q.Int(first + 10),  q.Text(first + 11),
+                q.Text(first + 12), q.Text(first + 13)};
+}
+
+// The smallest text above every text that begins with `prefix` (byte order,
+// SQLite's BINARY collation); empty when there is none (all bytes 0xff).
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(prefix.back() + 1);
+  return prefix;
 }
 
 // Runs `q` (its values bound) and appends every row.
@@ -624,7 +636,7 @@ Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
                          "ORDER BY created_ms, job_id");
   RETURN_IF_ERROR(q.status());
   std::vector<UnfinishedJob> jobs;
-  while (q.Next()) jobs.push_back(UnfinishedJob{RowAt(q), q.Int(11)});
+  while (q.Next()) jobs.push_back(UnfinishedJob{RowAt(q), q.Int(kJobColumnCount)});
   RETURN_IF_ERROR(q.status());
   return jobs;
 }
@@ -693,8 +705,41 @@ Result<std::vector<JobRow>> Store::ListFinishedJobs(const FinishedJobsQuery& que
     RETURN_IF_ERROR(AppendRows(q, &rows));
     return rows;
   }
-  // A queue: one range of jobs_listed per status, merged in the answer's order.
-  std::string sql = select + "queue_arn = ?1 AND status = ?2 AND parent_id = ''";
+  // A queue: one range per status, merged in the answer's order. ListJobs'
+  // filters are terms of the query: a name or a definition reads a range of
+  // its partial index (jobs_finished_by_name, jobs_finished_by_definition,
+  // whose WHERE the query repeats so that SQLite may use them), else
+  // jobs_listed.
+  std::string sql = select +
+                    "queue_arn = ?1 AND status = ?2 AND parent_id = '' AND "
+                    "status IN ('SUCCEEDED', 'FAILED')";
+  std::vector<std::string> values;  // bound from ?8 on
+  auto match = [&](const std::string& column, const std::string& value) {
+    if (value.empty()) return;
+    if (value.back() != '*') {
+      values.push_back(value);
+      sql += " AND " + column + " = ?" + std::to_string(7 + values.size());
+      return;
+    }
+    const std::string prefix = value.substr(0, value.size() - 1);
+    if (prefix.empty()) return;  // "*": every value
+    values.push_back(prefix);
+    sql += " AND " + column + " >= ?" + std::to_string(7 + values.size());
+    if (std::string end = PrefixEnd(prefix); !end.empty()) {
+      values.push_back(end);
+      sql += " AND " + column + " < ?" + std::to_string(7 + values.size());
+    }
+  };
+  match("lower(name)", query.name_lower);
+  match("definition_name", query.definition_name);
+  if (!query.definition_arn.empty()) {
+    values.push_back(query.definition_arn);
+    sql += " AND definition_arn = ?" + std::to_string(7 + values.size());
+  }
+  if (!query.share_identifier.empty()) {
+    values.push_back(query.share_identifier);
+    sql += " AND share_identifier = ?" + std::to_string(7 + values.size());
+  }
   if (query.after) {
     sql += query.newest_first ? " AND created_ms <= ?3 AND (created_ms < ?3 OR job_id > ?4)"
                               : " AND created_ms >= ?3 AND (created_ms > ?3 OR job_id > ?4)";
@@ -714,6 +759,7 @@ Result<std::vector<JobRow>> Store::ListFinishedJobs(const FinishedJobsQuery& que
     if (query.created_after > 0) q.Bind(5, query.created_after);
     if (query.created_before > 0) q.Bind(6, query.created_before);
     q.Bind(7, query.limit);
+    for (size_t i = 0; i < values.size(); ++i) q.Bind(static_cast<int>(8 + i), values[i]);
     while (q.Next()) rows.push_back(RowAt(q));
     RETURN_IF_ERROR(q.status());
     q.Reset();

@@ -85,6 +85,11 @@ struct JobRow {
   int32_t array_index = -1;
   int64_t stopped_ms = 0;      // SUCCEEDED or FAILED: when it ended; 0 otherwise
   int64_t node_failed_ms = 0;  // end of its last NODE_LOST or HANG attempt; 0: none
+  // What ListJobs filters on (JOB_DEFINITION, SHARE_IDENTIFIER); JOB_NAME
+  // reads lower(name).
+  std::string definition_name = {};
+  std::string definition_arn = {};
+  std::string share_identifier = {};
 };
 
 // A job the store holds that is not SUCCEEDED or FAILED, with the seq of its
@@ -118,6 +123,12 @@ struct FinishedJobsQuery {
   // Queue listings: created_ms bounds (exclusive); 0 = none.
   int64_t created_after = 0;
   int64_t created_before = 0;
+  // Queue listings, ListJobs' other filters (empty: none). A value that ends
+  // with '*' matches as a prefix (its text before the '*'), as AWS does.
+  std::string name_lower;       // JOB_NAME, lower-case: lower(name)
+  std::string definition_name;  // JOB_DEFINITION by name
+  std::string definition_arn;   // JOB_DEFINITION by ARN (exact)
+  std::string share_identifier; // SHARE_IDENTIFIER (exact)
   int64_t limit = 100;
 };
 

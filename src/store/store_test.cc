@@ -376,6 +376,122 @@ TEST_F(StoreTest, FinishedJobsAreListedAfterAKeyCountedAndExpire) {
   EXPECT_TRUE((*store)->FindExpiredJobs(0, 5)->jobs.empty());
 }
 
+TEST_F(StoreTest, MigrationSevenFillsTheListFilterColumns) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+      "INSERT INTO schema_version (version) VALUES (6);";
+  for (const Migration& m : Migrations())
+    if (m.version <= 6) sql += std::string(m.sql);
+  sql += R"(INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc)
+              VALUES ('a', 'Train', 'arn:q', 'SUCCEEDED', 1, 60,
+              '{"jobDefinition":"arn:aws:batch:r:1:job-definition/llama:3",
+                "jobDefinitionName":"llama","shareIdentifier":"blue"}');
+            INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc)
+              VALUES ('b', 'x', 'arn:q', 'SUCCEEDED', 1, 60, 'not json');)";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto rows = (*store)->FindJobs({"a", "b"});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  std::map<std::string, JobRow> by_id;
+  for (const JobRow& r : *rows) by_id[r.job_id] = r;
+  EXPECT_EQ(by_id["a"].definition_name, "llama");
+  EXPECT_EQ(by_id["a"].definition_arn, "arn:aws:batch:r:1:job-definition/llama:3");
+  EXPECT_EQ(by_id["a"].share_identifier, "blue");
+  EXPECT_EQ(by_id["b"].definition_name, "");  // an unreadable document keeps the defaults
+  FinishedJobsQuery q;
+  q.queue_arn = "arn:q";
+  q.newest_first = true;
+  q.name_lower = "tr*";
+  EXPECT_EQ(Ids((*store)->ListFinishedJobs(q)), (std::vector<std::string>{"a"}));
+}
+
+// ListJobs' JOB_NAME, JOB_DEFINITION and SHARE_IDENTIFIER filters over the
+// finished jobs: terms of the store's query, exact or a prefix ('*'), and the
+// partial indexes serve them (no scan of the queue's rows).
+TEST_F(StoreTest, FinishedJobsAreFilteredByNameDefinitionAndShare) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  const std::string arn = "arn:aws:batch:r:1:job-definition/";
+  auto put = [&](const std::string& id, const std::string& name, const std::string& definition,
+                 int revision, const std::string& share, int64_t created) {
+    JobRow row = Finished(id, "q1", "SUCCEEDED", created, created + 100);
+    row.name = name;
+    row.definition_name = definition;
+    row.definition_arn = arn + definition + ":" + std::to_string(revision);
+    row.share_identifier = share;
+    b.PutJob(row);
+  };
+  put("a", "Train-small", "llama", 1, "blue", 10);
+  put("b", "train-big", "llama", 2, "red", 11);
+  put("c", "TRAIN", "llama-eval", 1, "", 12);
+  put("d", "eval", "mistral", 1, "blue", 13);
+  put("e", "trainz", "llama", 1, "", 14);
+  b.PutJob(Finished("r", "q1", "RUNNING", 15, 0));  // not finished: never listed here
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+
+  auto list = [&](auto set) {
+    FinishedJobsQuery q;
+    q.queue_arn = "q1";
+    q.newest_first = true;
+    set(q);
+    return Ids((*store)->ListFinishedJobs(q));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.name_lower = "train*"; }), (V{"e", "c", "b", "a"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.name_lower = "train-*"; }), (V{"b", "a"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.name_lower = "train"; }), (V{"c"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.name_lower = "*"; }), (V{"e", "d", "c", "b", "a"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.name_lower = "x*"; }), V{});
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.definition_name = "llama"; }), (V{"e", "b", "a"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.definition_name = "llama*"; }),
+            (V{"e", "c", "b", "a"}));
+  EXPECT_EQ(list([&](FinishedJobsQuery& q) {
+              q.definition_name = "llama";
+              q.definition_arn = arn + "llama:2";
+            }),
+            (V{"b"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) { q.share_identifier = "blue"; }), (V{"d", "a"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) {
+              q.name_lower = "train*";
+              q.limit = 2;
+            }),
+            (V{"e", "c"}));
+  EXPECT_EQ(list([](FinishedJobsQuery& q) {
+              q.name_lower = "train*";
+              q.after = std::make_pair(int64_t{12}, std::string("c"));
+            }),
+            (V{"b", "a"}));
+
+  // The plan of such a query reads the partial indexes.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  auto plan = [&](const std::string& term) {
+    std::string text;
+    sqlite3_stmt* st = nullptr;
+    const std::string sql =
+        "EXPLAIN QUERY PLAN SELECT job_id FROM jobs WHERE queue_arn = 'q1' AND status = "
+        "'SUCCEEDED' AND parent_id = '' AND status IN ('SUCCEEDED', 'FAILED') AND " +
+        term + " ORDER BY created_ms DESC, job_id LIMIT 10";
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    while (sqlite3_step(st) == SQLITE_ROW)
+      text += reinterpret_cast<const char*>(sqlite3_column_text(st, 3)) + std::string("\n");
+    sqlite3_finalize(st);
+    return text;
+  };
+  EXPECT_NE(plan("lower(name) >= 'train' AND lower(name) < 'traio'").find("jobs_finished_by_name"),
+            std::string::npos);
+  EXPECT_NE(plan("definition_name = 'llama'").find("jobs_finished_by_definition"),
+            std::string::npos);
+  sqlite3_close(db);
+}
+
 TEST_F(StoreTest, JobsWithNodeFailuresAreFoundByWhenTheyFailed) {
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok());
