@@ -802,10 +802,10 @@ TEST_F(JobLoopTest, ListJobsPagesFinishedJobsByKeyAcrossInsertsAndRestarts) {
   // waiting one in memory: a definition by name and by ARN, and names that
   // match none.
   auto count = [&](const std::string& filter, const std::string& value) {
-    return ListPage(loop_.get(), Json{{"jobQueue", "q"},
-                                      {"filters", {{{"name", filter}, {"values", {value}}}}}})
-        ["jobSummaryList"]
-            .size();
+    return ListPage(loop_.get(),
+                    Json{{"jobQueue", "q"},
+                         {"filters", {{{"name", filter}, {"values", {value}}}}}})["jobSummaryList"]
+        .size();
   };
   const std::string definition_arn = Describe(ids.front())["jobDefinition"];
   EXPECT_EQ(count("JOB_DEFINITION", "d"), ids.size() + 1);

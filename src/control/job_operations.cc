@@ -267,7 +267,8 @@ Result<std::vector<Job>> JobLoop::ListedInStore(const ListJobsQuery& query,
     if (query.filter_name == "JOB_NAME") {
       // SQLite's lower() and this fold ASCII letters only, as MatchesListJobs.
       q.name_lower = query.filter_value;
-      for (char& c : q.name_lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (char& c : q.name_lower)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
     if (query.filter_name == "JOB_DEFINITION") {
       if (query.filter_value.rfind("arn:", 0) == 0) {

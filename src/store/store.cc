@@ -494,10 +494,10 @@ constexpr const char* kJobColumns =
 constexpr int kJobColumnCount = 14;
 
 JobRow RowAt(const Stmt& q, int first = 0) {
-  return JobRow{q.Text(first),      q.Text(first + 1),  q.Text(first + 2),
-                q.Text(first + 3),  q.Int(first + 4),   q.Int(first + 5),
-                q.Text(first + 6),  q.Text(first + 7),  static_cast<int32_t>(q.Int(first + 8)),
-                q.Int(first + 9),   q.Int(first + 10),  q.Text(first + 11),
+  return JobRow{q.Text(first),      q.Text(first + 1), q.Text(first + 2),
+                q.Text(first + 3),  q.Int(first + 4),  q.Int(first + 5),
+                q.Text(first + 6),  q.Text(first + 7), static_cast<int32_t>(q.Int(first + 8)),
+                q.Int(first + 9),   q.Int(first + 10), q.Text(first + 11),
                 q.Text(first + 12), q.Text(first + 13)};
 }
 

@@ -125,10 +125,10 @@ struct FinishedJobsQuery {
   int64_t created_before = 0;
   // Queue listings, ListJobs' other filters (empty: none). A value that ends
   // with '*' matches as a prefix (its text before the '*'), as AWS does.
-  std::string name_lower;       // JOB_NAME, lower-case: lower(name)
-  std::string definition_name;  // JOB_DEFINITION by name
-  std::string definition_arn;   // JOB_DEFINITION by ARN (exact)
-  std::string share_identifier; // SHARE_IDENTIFIER (exact)
+  std::string name_lower;        // JOB_NAME, lower-case: lower(name)
+  std::string definition_name;   // JOB_DEFINITION by name
+  std::string definition_arn;    // JOB_DEFINITION by ARN (exact)
+  std::string share_identifier;  // SHARE_IDENTIFIER (exact)
   int64_t limit = 100;
 };
 
