@@ -135,6 +135,9 @@ Result<Json> ControlPlane::DescribeByName(const Json& request, const char* list_
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
                    OptStringList(request, list_field, list_field, 100));
+  // An empty list names no resource in particular: every one is described,
+  // as AWS (and every SDK that sends the list it was given) expects.
+  if (wanted && wanted->empty()) wanted.reset();
   ASSIGN_OR_RETURN(std::optional<int64_t> max_results,
                    OptInt(request, "maxResults", "maxResults", 1, kMaxPageSize));
   ASSIGN_OR_RETURN(std::optional<std::string> token, OptString(request, "nextToken", "nextToken"));

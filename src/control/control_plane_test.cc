@@ -79,6 +79,13 @@ TEST_F(ControlPlaneTest, ComputeEnvironmentGoesFromCreatingToValid) {
   EXPECT_EQ(ce["status"], "CREATING");
   EXPECT_EQ(ce["state"], "ENABLED");
   EXPECT_EQ(ce["computeResources"]["desiredvCpus"], 0);
+  // An empty list describes every environment, as AWS; a name, that one.
+  auto all = cp_->DescribeComputeEnvironments(Json{{"computeEnvironments", Json::array()}});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ((*all)["computeEnvironments"].size(), 1u);
+  auto none = cp_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"other"}}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE((*none)["computeEnvironments"].empty());
   ASSERT_EQ(*cp_->Reconcile(), 1);
   auto spec = cp_->FindComputeEnvironment("ce1");
   ASSERT_TRUE(spec.ok());

@@ -435,6 +435,7 @@ Result<Json> ControlPlane::DescribeJobDefinitions(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> wanted,
                    OptStringList(request, "jobDefinitions", "jobDefinitions", 100));
+  if (wanted && wanted->empty()) wanted.reset();  // as DescribeByName: every definition
   ASSIGN_OR_RETURN(std::optional<std::string> by_name,
                    OptString(request, "jobDefinitionName", "jobDefinitionName"));
   ASSIGN_OR_RETURN(std::optional<std::string> status, OptString(request, "status", "status"));
