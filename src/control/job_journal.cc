@@ -277,22 +277,39 @@ void JobLoop::RetireExpiredJobs(int64_t now) {
     ticket = store_->EnqueueUnlessFailed(std::move(batch), failures_seen_);
   }
   const Status st = ticket.ok() ? store_->Wait(*ticket) : ticket.status();
-  std::lock_guard<std::mutex> lock(mu_);
   int64_t rows = 0;
-  for (const store::ExpiredJob* job : deleting) {
-    retiring_.erase(job->job_id);
-    if (!st.ok()) continue;
-    rows += job->rows;
-    for (const store::JobCount& c : job->counts) {
-      Result<JobStatus> status = ParseJobStatus(c.status);
-      if (!status.ok()) continue;
-      index_.AddCount(c.queue_arn, *status, -c.count);
-      CountJobsLocked(c.queue_arn, *status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const store::ExpiredJob* job : deleting) {
+      retiring_.erase(job->job_id);
+      if (!st.ok()) continue;
+      rows += job->rows;
+      for (const store::JobCount& c : job->counts) {
+        Result<JobStatus> status = ParseJobStatus(c.status);
+        if (!status.ok()) continue;
+        index_.AddCount(c.queue_arn, *status, -c.count);
+        CountJobsLocked(c.queue_arn, *status);
+      }
     }
   }
   if (!st.ok()) {
     spdlog::warn("jobs: retention: the deletion was not stored: {}", st.ToString());
     return;
+  }
+  // Their folders go with them (records, outputs, working directories),
+  // outside the lock: a home's disk use follows the retention, not the
+  // history. An array's children are <id>:0 .. <id>:<rows - 2>. The logs stay
+  // in their log streams.
+  int64_t refused = 0;
+  for (const store::ExpiredJob* job : deleting) {
+    std::vector<std::string> ids{job->job_id};
+    for (int64_t i = 0; i + 1 < job->rows; ++i)
+      ids.push_back(ArrayChildId(job->job_id, static_cast<int32_t>(i)));
+    for (exec::Backend* backend : options_.backends->All())
+      for (const std::string& id : ids)
+        if (Status removed = backend->RemoveJobFiles(id); !removed.ok()) {
+          if (++refused <= 3) spdlog::warn("jobs: retention: {}", removed.ToString());
+        }
   }
   spdlog::info("jobs: retention: {} finished job(s) that ended over {} s ago deleted", rows,
                retention / 1000);

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <set>
 
 namespace lote::control {
 namespace {
@@ -43,6 +44,10 @@ class FakeBackend final : public exec::Backend {
     for (const auto& item : expected) r.adopted.push_back(item.node);
     return r;
   }
+  Status RemoveJobFiles(const std::string& job_id) override {
+    removed_files.push_back(job_id);
+    return Status();
+  }
   Result<std::string> OutputPath(const exec::NodeKey& node) const override {
     return "/nonexistent/" + node.ToString();
   }
@@ -58,6 +63,7 @@ class FakeBackend final : public exec::Backend {
   std::vector<exec::AttemptKey> terminated;
   int64_t last_grace_ms = 0;
   std::vector<exec::RecoverItem> recovered;
+  std::vector<std::string> removed_files;  // RemoveJobFiles, in order
   std::deque<exec::NodeEvent> events;
 
   void Running(const exec::GangSpec& gang, int64_t at) {
@@ -861,6 +867,9 @@ TEST_F(JobLoopTest, RetentionDeletesFinishedJobsThatEndedLongerAgo) {
   ASSERT_TRUE(events.ok());
   EXPECT_TRUE(events->empty());
   EXPECT_EQ(Describe(recent)["status"], "FAILED");
+  // The deleted jobs' files went with them, the recent one's are kept.
+  std::set<std::string> removed(backend_.removed_files.begin(), backend_.removed_files.end());
+  EXPECT_EQ(removed, (std::set<std::string>{old_job, array, array + ":0", array + ":1"}));
   EXPECT_NE(metrics_.Render().find("lote_jobs{queue=\"q\",status=\"FAILED\"} 1\n"),
             std::string::npos)
       << metrics_.Render();

@@ -289,6 +289,12 @@ class Backend {
   // or loss is queued for Wait. Call once, before LaunchGang.
   virtual Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) = 0;
 
+  // Removes the files a deleted job left (its record expired: retention):
+  // the folders of every attempt and node, with the nodes' records, output
+  // files and working directories. Nothing of the job may run here
+  // (FailedPrecondition, nothing removed); OK when there is nothing.
+  virtual Status RemoveJobFiles(const std::string& job_id) = 0;
+
   // The file holding the node's stdout+stderr (raw bytes, appended), for the
   // server to store into the node's log stream. NotFound for an unknown node.
   virtual Result<std::string> OutputPath(const NodeKey& node) const = 0;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -544,6 +545,25 @@ Result<RecoverReport> LocalBackend::Recover(const std::vector<RecoverItem>& expe
   keys.reserve(expected.size());
   for (const RecoverItem& item : expected) keys.push_back(item.node);
   return RecoverNodes(keys);
+}
+
+Status LocalBackend::RemoveJobFiles(const std::string& job_id) {
+  // A node folder's path checks the id (one safe path component).
+  ASSIGN_OR_RETURN(NodePaths paths, NodePathsFor(options_.home, NodeKey{AttemptKey{job_id, 1}, 0}));
+  const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
+  const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.lower_bound(NodeKey{AttemptKey{job_id, 0}, 0});
+    if (it != nodes_.end() && it->first.attempt.job_id == job_id) {
+      return Status::FailedPrecondition("local executor: node " + it->first.ToString() +
+                                        " of job " + job_id + " runs; its files are kept");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(job_dir, ec);
+  if (ec) return Status::Internal("local executor: cannot remove " + job_dir + ": " + ec.message());
+  return Status::Ok();
 }
 
 Result<std::string> LocalBackend::OutputPath(const NodeKey& node) const {

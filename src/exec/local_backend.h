@@ -99,6 +99,7 @@ class LocalBackend final : public Backend {
   // The nodes are found by their folders (the reference names the attempt's).
   Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) override;
   // <node folder>/output.log, or the output_path it was launched with.
+  Status RemoveJobFiles(const std::string& job_id) override;
   Result<std::string> OutputPath(const NodeKey& node) const override;
   std::vector<NodeKey> Running() const override;
   // gdb (or eu-stack) on every process of each node's command, nodes in parallel.

@@ -327,6 +327,30 @@ TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
   EXPECT_NE(e.outcome, NodeOutcome::kLost) << e.reason;
 }
 
+// Retention's removal of a deleted job's files: refused while a node of the
+// job runs, then every attempt's folder goes; another job's stays.
+TEST_F(LocalBackendTest, AJobsFilesAreRemovedOnlyOnceNothingOfItRuns) {
+  NodeSpec running = Spec("gone", {"sleep", "300"});
+  auto r = backend_->LaunchNode(running);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  NodeSpec other = Spec("kept", {"true"});
+  ASSERT_TRUE(backend_->LaunchNode(other).ok());
+  WaitFor(backend_.get(), other.node);
+  const std::string job_dir = home_ + "/jobs/gone";
+  ASSERT_TRUE(std::filesystem::exists(job_dir + "/1/0/spec.json"));
+  Status refused = backend_->RemoveJobFiles("gone");
+  EXPECT_TRUE(refused.IsFailedPrecondition()) << refused.ToString();
+  EXPECT_TRUE(std::filesystem::exists(job_dir + "/1/0/spec.json"));
+  ASSERT_TRUE(backend_->Terminate(running.node.attempt, 0).ok());
+  WaitFor(backend_.get(), running.node);
+  Status removed = backend_->RemoveJobFiles("gone");
+  EXPECT_TRUE(removed.ok()) << removed.ToString();
+  EXPECT_FALSE(std::filesystem::exists(job_dir));
+  EXPECT_TRUE(std::filesystem::exists(home_ + "/jobs/kept/1/0/status.json"));
+  EXPECT_TRUE(backend_->RemoveJobFiles("never-ran").ok());  // nothing there
+  EXPECT_TRUE(backend_->RemoveJobFiles("../etc").IsInvalidArgument());
+}
+
 TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
   auto r = backend_->LaunchNode(

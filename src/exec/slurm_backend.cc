@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -580,6 +581,25 @@ Result<std::string> SlurmBackend::OutputPath(const NodeKey& node) const {
   const std::string dir = AttemptDir(node.attempt);
   if (!FileExists(dir)) return Status::NotFound("node " + node.ToString() + " never ran here");
   return dir + "/node-" + std::to_string(node.node_index) + ".out";
+}
+
+Status SlurmBackend::RemoveJobFiles(const std::string& job_id) {
+  if (job_id.empty() || job_id.find('/') != std::string::npos || job_id == "." || job_id == "..")
+    return Status::InvalidArgument("Slurm executor: not a job id: " + job_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.lower_bound(AttemptKey{job_id, 0});
+    if (it != tracked_.end() && it->first.job_id == job_id) {
+      return Status::FailedPrecondition("Slurm executor: attempt " +
+                                        std::to_string(it->first.attempt) + " of job " + job_id +
+                                        " runs; its files are kept");
+    }
+  }
+  const std::string dir = options_.state_dir + "/" + job_id;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Status::Internal("Slurm executor: cannot remove " + dir + ": " + ec.message());
+  return Status();
 }
 
 std::vector<NodeKey> SlurmBackend::Running() const {

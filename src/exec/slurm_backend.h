@@ -86,6 +86,7 @@ class SlurmBackend final : public Backend {
   Result<std::vector<NodeEvent>> Wait(int64_t timeout_ms) override;
   void Wake() override;
   Result<RecoverReport> Recover(const std::vector<RecoverItem>& expected) override;
+  Status RemoveJobFiles(const std::string& job_id) override;
   Result<std::string> OutputPath(const NodeKey& node) const override;
   std::vector<NodeKey> Running() const override;
 
