@@ -153,9 +153,18 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
     ::close(epoll);
     return podman.status();
   }
+  // The live nodes' list (LiveEntry); a home without one is an older home.
+  const std::string live_dir = options.home + "/nodes-live";
+  const bool older_home = !FileExists(live_dir);
+  if (Status made = MakeDir(live_dir, 0700); !made.ok()) {
+    ::close(wake);
+    ::close(epoll);
+    return Status::Internal("local executor: cannot create " + live_dir + ": " + ErrnoText());
+  }
   auto backend = std::unique_ptr<LocalBackend>(
       new LocalBackend(std::move(options), std::move(cg), std::move(host), wake, epoll));
   backend->podman_conf_ = *podman;
+  backend->scan_every_folder_ = older_home;
   return backend;
 }
 
@@ -272,12 +281,51 @@ Result<LocalBackend::PreparedNode> LocalBackend::PrepareNode(const NodeSpec& spe
   if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
     return FailStart(prepared, "cannot write spec.json: " + s.message());
   }
+  if (::link(paths.spec().c_str(), LiveEntry(spec.node).c_str()) != 0) {
+    return FailStart(prepared,
+                     "cannot list the node in " + options_.home + "/nodes-live: " + ErrnoText());
+  }
   result.node_dir = paths.dir;
   result.output_path = shim.output_path;
   return prepared;
 }
 
+std::string LocalBackend::LiveEntry(const NodeKey& key) const {
+  return options_.home + "/nodes-live/" + key.attempt.job_id + "." +
+         std::to_string(key.attempt.attempt) + "." + std::to_string(key.node_index);
+}
+
+void LocalBackend::ForgetLive(const NodeKey& key) const { (void)::unlink(LiveEntry(key).c_str()); }
+
+std::vector<NodeKey> LocalBackend::LiveNodes() const {
+  std::vector<NodeKey> keys;
+  const std::string dir = options_.home + "/nodes-live";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return keys;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    // <job>.<attempt>.<node>, read from the right (a job id may hold dots).
+    const size_t second = name.rfind('.');
+    const size_t first = second == std::string::npos || second == 0 ? std::string::npos
+                                                                    : name.rfind('.', second - 1);
+    std::optional<NodeKey> key;
+    if (first != std::string::npos) {
+      key = NodeKeyFromRelative(name.substr(0, first), name.substr(first + 1, second - first - 1),
+                                name.substr(second + 1));
+    }
+    if (key) {
+      keys.push_back(*key);
+    } else {
+      (void)::unlinkat(::dirfd(d), name.c_str(), 0);  // names no node
+    }
+  }
+  ::closedir(d);
+  return keys;
+}
+
 Status LocalBackend::FailStart(const PreparedNode& node, const std::string& why) {
+  ForgetLive(node.key);  // its outcome is written here
   StatusRecord st;
   st.outcome = NodeOutcome::kStartFailed;
   st.reason = why;
@@ -812,7 +860,10 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
       }
     }
     for (const Node& node : ended) {
-      if (std::optional<NodeEvent> e = CollectEnded(node)) out.push_back(std::move(*e));
+      if (std::optional<NodeEvent> e = CollectEnded(node)) {
+        out.push_back(std::move(*e));
+        ForgetLive(node.key);  // its outcome is in status.json
+      }
       if (node.pidfd >= 0) ::close(node.pidfd);
     }
     if (!out.empty()) return out;
@@ -878,6 +929,7 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
       pending_.push_back(EventFromStatus(key, *st));
       (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
       if (st->never_started) report->never_started.push_back(key);
+      ForgetLive(key);
       return;
     }
     int lock_fd = TryNodeLock(paths);
@@ -898,6 +950,7 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
       NodeEvent lost = DeclareLost(key, paths, why, /*never_started=*/!shim.ok());
       if (lost.never_started) report->never_started.push_back(key);
       pending_.push_back(std::move(lost));
+      ForgetLive(key);
       ::close(lock_fd);
       report->lost.push_back(key);
       return;
@@ -919,7 +972,10 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
 
 void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
                                   RecoverReport* report) {
-  if (FileExists(paths.status())) return;
+  if (FileExists(paths.status()) || !FileExists(paths.dir)) {
+    ForgetLive(key);
+    return;
+  }
   int lock_fd = TryNodeLock(paths);
   if (lock_fd >= 0) {
     if (!FileExists(paths.status())) {
@@ -929,6 +985,7 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
                         "node " + key.ToString() + " was unknown to the control plane at recovery");
       if (was_running) report->orphans_terminated.push_back(key);
     }
+    ForgetLive(key);
     ::close(lock_fd);
     return;
   }
@@ -947,7 +1004,20 @@ Result<RecoverReport> LocalBackend::RecoverNodes(const std::vector<NodeKey>& exp
   std::set<NodeKey> wanted(expected.begin(), expected.end());
   for (const auto& key : wanted) RecoverExpected(key, &report);
 
-  // Any other node folder without an outcome: never leave it running unknown.
+  // Any other node without an outcome: never leave it running unknown. The
+  // nodes listed live are the candidates (every node this home launched and
+  // whose outcome was not seen); an older home's folders are all read once.
+  if (!scan_every_folder_) {
+    for (const NodeKey& key : LiveNodes()) {
+      if (wanted.count(key) != 0 || nodes_.count(key) != 0) continue;
+      auto paths = NodePathsFor(options_.home, key);
+      if (paths.ok()) RecoverUnknown(key, *paths, &report);
+    }
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+    return report;
+  }
+  scan_every_folder_ = false;
   const std::string jobs = options_.home + "/jobs";
   auto list = [](const std::string& dir) {
     std::vector<std::string> names;

@@ -146,8 +146,18 @@ class LocalBackend final : public Backend {
   LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host, int wake_fd,
                int epoll_fd);
 
-  // Makes the node folder (exactly once) and its spec.json.
+  // Makes the node folder (exactly once) and its spec.json, and lists the
+  // node as live (LiveEntry).
   Result<PreparedNode> PrepareNode(const NodeSpec& spec);
+  // <home>/nodes-live/<job>.<attempt>.<node>: a hard link to the spec.json of
+  // a node that may have no outcome yet (no new inode: a directory entry).
+  // Made before its supervisor starts, removed once its status.json is seen,
+  // so that recovery looks for unknown running nodes among these alone, not
+  // in the folder of every job the home keeps.
+  std::string LiveEntry(const NodeKey& key) const;
+  void ForgetLive(const NodeKey& key) const;
+  // Nodes listed live (Recover): their keys, and the entries that name none.
+  std::vector<NodeKey> LiveNodes() const;
   // Starts the supervisors of `nodes` (the agent, else one program each): one
   // status per node; a node that failed has a start_failed status.json.
   std::vector<Status> StartSupervisors(const std::vector<PreparedNode>& nodes);
@@ -168,6 +178,9 @@ class LocalBackend final : public Backend {
   void ReturnAgent(std::unique_ptr<NodeAgentClient> agent);
   // The agent `lost` is gone: its connections are dropped.
   void DropAgent(const ProcessIdentity& lost, const Status& why);
+  // A home from before nodes-live/ existed: recovery looks in every job
+  // folder once (then every node it launches is listed).
+  bool scan_every_folder_ = false;
   // Adds a node just put in nodes_ to the epoll set (or counts it as polled).
   void WatchLocked(Node& node);
   // Removes a node from nodes_ and the epoll set; the caller closes its pidfd.

@@ -351,6 +351,56 @@ TEST_F(LocalBackendTest, AJobsFilesAreRemovedOnlyOnceNothingOfItRuns) {
   EXPECT_TRUE(backend_->RemoveJobFiles("../etc").IsInvalidArgument());
 }
 
+// Recovery looks for unknown running nodes among the nodes listed live
+// (nodes-live/: listed by the launch, unlisted once the outcome is seen), not
+// in the folder of every job the home keeps; a home from before the list has
+// all its folders read once.
+TEST_F(LocalBackendTest, RecoveryReadsTheNodesListedLiveAndAnOlderHomesFoldersOnce) {
+  NodeSpec done = Spec("done", {"true"});
+  ASSERT_TRUE(backend_->LaunchNode(done).ok());
+  WaitFor(backend_.get(), done.node);
+  EXPECT_FALSE(FileExists(home_ + "/nodes-live/done.1.0"));
+  const NodeKey unknown{AttemptKey{"unknown", 1}, 0};
+  auto r = backend_->LaunchNode(Spec("unknown", {"sh", "-c", "echo up; sleep 300"}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  WaitForLines(r->output_path, 1);
+  EXPECT_TRUE(FileExists(home_ + "/nodes-live/unknown.1.0"));
+  // A folder no launch listed: a command record naming a live process, no outcome.
+  pid_t stray = ::fork();
+  ASSERT_GE(stray, 0);
+  if (stray == 0) {
+    ::setsid();
+    ::execlp("sleep", "sleep", "300", nullptr);
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(milliseconds(20));
+  auto stray_id = CurrentIdentity(stray);
+  ASSERT_TRUE(stray_id.ok());
+  const NodeKey unlisted{AttemptKey{"unlisted", 1}, 0};
+  auto stray_paths = NodePathsFor(home_, unlisted);
+  ASSERT_TRUE(MakeDirs(stray_paths->dir).ok());
+  ASSERT_TRUE(WriteJsonRecord(stray_paths->command(), ToJson(ProcessRecord{*stray_id, 1})).ok());
+
+  auto old = std::move(backend_);
+  backend_ = MakeBackend();
+  auto report = backend_->RecoverNodes({});
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->orphans_terminated, std::vector<NodeKey>{unknown});
+  EXPECT_TRUE(WaitFor(old.get(), unknown).terminated);
+  EXPECT_TRUE(IdentityAlive(*stray_id)) << "a folder that is not listed was read";
+
+  // An older home: no nodes-live/ yet. Every folder is read, the stray is killed.
+  std::filesystem::remove_all(home_ + "/nodes-live");
+  backend_ = MakeBackend();
+  EXPECT_TRUE(std::filesystem::is_directory(home_ + "/nodes-live"));
+  report = backend_->RecoverNodes({});
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->orphans_terminated, std::vector<NodeKey>{unlisted});
+  int status = 0;
+  ASSERT_EQ(::waitpid(stray, &status, 0), stray);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
   auto r = backend_->LaunchNode(
