@@ -66,17 +66,19 @@ def main():
     print("host: %d CPUs, load average %s; %d job folders"
           % (os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]), a.folders))
     this = os.path.abspath(os.path.join(a.build, "lote"))
+    peer = os.path.abspath(os.path.join(a.peer, "lote")) if a.peer else ""
     home = tempfile.mkdtemp(prefix="lote_bench_folders_")
     try:
-        empty_s, _ = time_to_listen(this, home, cold=False)
+        # The home is made by the peer when there is one: an older build refuses a
+        # newer store, and this build migrates the older one.
+        empty_s, _ = time_to_listen(peer or this, home, cold=False)
         shutil.rmtree(os.path.join(home, "nodes-live"), ignore_errors=True)  # an older home
         t = time.monotonic()
         make_folders(home, a.folders)
         print("empty home: %.2f s to listen; %d folders made in %.1f s"
               % (empty_s, a.folders, time.monotonic() - t), flush=True)
         results = {}
-        if a.peer:
-            peer = os.path.abspath(os.path.join(a.peer, "lote"))
+        if peer:
             for cold in (False, True):
                 took, dropped = time_to_listen(peer, home, cold)
                 results[("peer", cold)] = took
