@@ -862,7 +862,9 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
     for (const Node& node : ended) {
       if (std::optional<NodeEvent> e = CollectEnded(node)) {
         out.push_back(std::move(*e));
-        ForgetLive(node.key);  // its outcome is in status.json
+        // Listed until its outcome is on disk (a lost node whose lock another
+        // process holds has none: a later recovery must still look at it).
+        if (FileExists(node.paths.status())) ForgetLive(node.key);
       }
       if (node.pidfd >= 0) ::close(node.pidfd);
     }
