@@ -37,6 +37,19 @@ std::string ReadAll(const std::string& path) {
   return r.ok() ? *r : "";
 }
 
+// A `sleep 300` in a session of its own that no supervisor started (a stray
+// command for the recovery tests); the caller reaps it. -1 if fork failed.
+pid_t StartStraySleep() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::execlp("sleep", "sleep", "300", nullptr);
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(milliseconds(20));  // exec'd by now (its identity is sleep's)
+  return pid;
+}
+
 class LocalBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -366,14 +379,8 @@ TEST_F(LocalBackendTest, RecoveryReadsTheNodesListedLiveAndAnOlderHomesFoldersOn
   WaitForLines(r->output_path, 1);
   EXPECT_TRUE(FileExists(home_ + "/nodes-live/unknown.1.0"));
   // A folder no launch listed: a command record naming a live process, no outcome.
-  pid_t stray = ::fork();
+  pid_t stray = StartStraySleep();
   ASSERT_GE(stray, 0);
-  if (stray == 0) {
-    ::setsid();
-    ::execlp("sleep", "sleep", "300", nullptr);
-    ::_exit(127);
-  }
-  std::this_thread::sleep_for(milliseconds(20));
   auto stray_id = CurrentIdentity(stray);
   ASSERT_TRUE(stray_id.ok());
   const NodeKey unlisted{AttemptKey{"unlisted", 1}, 0};
@@ -472,14 +479,8 @@ TEST_F(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
   // Node 0: its supervisor record names a pid that was recycled (our own pid,
   // with another start time), and its command record a live process, which
   // must be killed. Node 1: the supervisor's pid is dead.
-  pid_t orphan = ::fork();
+  pid_t orphan = StartStraySleep();
   ASSERT_GE(orphan, 0);
-  if (orphan == 0) {
-    ::setsid();
-    ::execlp("sleep", "sleep", "300", nullptr);
-    ::_exit(127);
-  }
-  std::this_thread::sleep_for(milliseconds(20));
   pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   auto dead_id = CurrentIdentity(dead);  // may already be a zombie: use its pid only
