@@ -659,16 +659,7 @@ TEST_F(JobLoopTest, AQuarantineEndsAfterItsCoolDown) {
   for (int i = 0; i < 3; ++i) {
     Submit("q", "d");
     Settle();
-    const exec::GangSpec& gang = backend_.gangs.back();
-    backend_.Running(gang, clock_.NowMillis());
-    Settle();
-    exec::NodeEvent lost;
-    lost.node = gang.nodes[0].node;
-    lost.kind = exec::NodeEventKind::kEnded;
-    lost.outcome = exec::NodeOutcome::kLost;
-    lost.at_ms = lost.stopped_at_ms = clock_.NowMillis();
-    backend_.events.push_back(lost);
-    Settle();
+    RunThenLoseNode(backend_.gangs.back());
   }
   auto count = [&] {
     auto ces = control_->DescribeComputeEnvironments(Json{{"computeEnvironments", {"ce"}}});
