@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <map>
 #include <utility>
@@ -264,12 +263,7 @@ Result<std::vector<Job>> JobLoop::ListedInStore(const ListJobsQuery& query,
     if (after) q.after = std::make_pair(after->at, after->id);
     if (query.filter_name == "AFTER_CREATED_AT") q.created_after = std::stoll(query.filter_value);
     if (query.filter_name == "BEFORE_CREATED_AT") q.created_before = std::stoll(query.filter_value);
-    if (query.filter_name == "JOB_NAME") {
-      // SQLite's lower() and this fold ASCII letters only, as MatchesListJobs.
-      q.name_lower = query.filter_value;
-      for (char& c : q.name_lower)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (query.filter_name == "JOB_NAME") q.name_lower = Lower(query.filter_value);
     if (query.filter_name == "JOB_DEFINITION") {
       if (query.filter_value.rfind("arn:", 0) == 0) {
         // The name part of ".../job-definition/NAME:REVISION" narrows the
@@ -285,7 +279,8 @@ Result<std::vector<Job>> JobLoop::ListedInStore(const ListJobsQuery& query,
     if (query.filter_name == "SHARE_IDENTIFIER") q.share_identifier = query.filter_value;
   }
   if (query.job_status) q.status = std::string(JobStatusName(*query.job_status));
-  // Rows a filter refuses are read past, a chunk at a time.
+  // Every filter is a term of the store's query; rows still in memory (listed
+  // above) are read past, a chunk at a time.
   q.limit = static_cast<int64_t>(limit + in_memory.size());
   std::vector<Job> matched;
   for (;;) {

@@ -69,11 +69,6 @@ Json RetryStrategyJson(const RetryStrategy& r) {
   return j;
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool PrefixOrExact(const std::string& pattern, const std::string& text) {
   if (!pattern.empty() && pattern.back() == '*') {
     return text.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
@@ -148,6 +143,11 @@ void RenderAsEksJob(const Job& job, Json* j) {
 }
 
 }  // namespace
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 Json DescribeJobJson(const Job& job) {
   Json j = {{"jobArn", job.arn},

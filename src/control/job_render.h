@@ -45,6 +45,10 @@ struct ListJobsQuery {
 // (AWS); maxResults 1..1000.
 Result<ListJobsQuery> ParseListJobsRequest(const Json& request);
 
+// ASCII letters to lower case (JOB_NAME is matched case-insensitively, as
+// SQLite's lower() does for the stored finished jobs).
+std::string Lower(std::string s);
+
 // Whether `job` belongs in the answer. Queue listings hold top-level jobs
 // only (array parents, not their children; multi-node parents, not their
 // nodes); arrayJobId lists the children, multiNodeJobId the node views.
