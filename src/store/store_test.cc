@@ -25,6 +25,22 @@ class StoreTest : public ::testing::Test {
     path_ = dir_ + "/lote.db";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // The database an older lote left: the migrations up to `version`, then
+  // `rows` (SQL), for a test of the migrations after it.
+  void WriteDatabaseAt(int32_t version, const std::string& rows) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    std::string sql =
+        "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+        "INSERT INTO schema_version (version) VALUES (" +
+        std::to_string(version) + ");";
+    for (const Migration& m : Migrations())
+      if (m.version <= version) sql += std::string(m.sql);
+    sql += rows;
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+    sqlite3_close(db);
+  }
   std::string dir_;
   std::string path_;
 };
@@ -48,20 +64,12 @@ TEST_F(StoreTest, FreshDatabaseIsAtLatestSchemaVersion) {
 // Version 4 moves the owners version 3 kept in job_owners into their jobs'
 // docs (array children too) and drops the table.
 TEST_F(StoreTest, MigrationFourMovesJobOwnersIntoJobs) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  std::string sql =
-      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-      "INSERT INTO schema_version (version) VALUES (3);";
-  for (const Migration& m : Migrations())
-    if (m.version <= 3) sql += std::string(m.sql);
-  sql += R"(INSERT INTO jobs VALUES ('j1', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j1"}');
+  WriteDatabaseAt(3,
+                  R"(INSERT INTO jobs VALUES ('j1', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j1"}');
             INSERT INTO jobs VALUES ('j1:0', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j1:0"}');
             INSERT INTO jobs VALUES ('j2', 'n', 'arn:q', 'RUNNING', 1, 1, '{"id":"j2"}');
-            INSERT INTO job_owners VALUES ('j1', 'alice', 'arn:q');)";
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
-  sqlite3_close(db);
+            INSERT INTO job_owners VALUES ('j1', 'alice', 'arn:q');)");
+  if (HasFatalFailure()) return;
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->schema_version(), LatestSchemaVersion());
@@ -239,21 +247,12 @@ TEST_F(StoreTest, LastJobEventSeqsEqualTheLastOfEachJobsEvents) {
 // rows that were there: array children's parent and index, when a finished
 // job ended, the end of its last NODE_LOST / HANG attempt.
 TEST_F(StoreTest, MigrationFiveFillsTheColumnsOfFinishedJobs) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  std::string sql =
-      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-      "INSERT INTO schema_version (version) VALUES (4);";
-  for (const Migration& m : Migrations())
-    if (m.version <= 4) sql += std::string(m.sql);
-  sql += R"(INSERT INTO jobs VALUES ('a', 'n', 'arn:q', 'SUCCEEDED', 1, 60,
+  WriteDatabaseAt(4, R"(INSERT INTO jobs VALUES ('a', 'n', 'arn:q', 'SUCCEEDED', 1, 60,
               '{"stoppedAt":50,"attempts":[{"stoppedAt":40,"failureCategory":"NODE_LOST"},
                                            {"stoppedAt":50,"failureCategory":""}]}');
             INSERT INTO jobs VALUES ('a:12', 'n', 'arn:q', 'FAILED', 1, 70, '{"stoppedAt":0}');
-            INSERT INTO jobs VALUES ('b', 'n', 'arn:q', 'RUNNING', 1, 1, '{"attempts":[]}');)";
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
-  sqlite3_close(db);
+            INSERT INTO jobs VALUES ('b', 'n', 'arn:q', 'RUNNING', 1, 1, '{"attempts":[]}');)");
+  if (HasFatalFailure()) return;
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto rows = (*store)->FindJobs({"a", "a:12", "b", "nope"});
@@ -377,22 +376,14 @@ TEST_F(StoreTest, FinishedJobsAreListedAfterAKeyCountedAndExpire) {
 }
 
 TEST_F(StoreTest, MigrationSevenFillsTheListFilterColumns) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  std::string sql =
-      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-      "INSERT INTO schema_version (version) VALUES (6);";
-  for (const Migration& m : Migrations())
-    if (m.version <= 6) sql += std::string(m.sql);
-  sql += R"(INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc)
+  WriteDatabaseAt(6,
+                  R"(INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc)
               VALUES ('a', 'Train', 'arn:q', 'SUCCEEDED', 1, 60,
               '{"jobDefinition":"arn:aws:batch:r:1:job-definition/llama:3",
                 "jobDefinitionName":"llama","shareIdentifier":"blue"}');
             INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc)
-              VALUES ('b', 'x', 'arn:q', 'SUCCEEDED', 1, 60, 'not json');)";
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
-  sqlite3_close(db);
+              VALUES ('b', 'x', 'arn:q', 'SUCCEEDED', 1, 60, 'not json');)");
+  if (HasFatalFailure()) return;
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto rows = (*store)->FindJobs({"a", "b"});
