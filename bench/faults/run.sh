@@ -7,7 +7,7 @@
 #  2. Seconds to collect the stack dumps of a 4-rank TP2 x DP2 training job
 #     (`lote jobs dump`, gdb on every process of every node) (faults.py).
 #  3. Trivial jobs/s with no fault asked for: this build's server against a
-#     base build's (default: /work/main/build, main's binary), same load
+#     base build's (BASE_BUILD_DIR, required: main's binary), same load
 #     client (bench/jobs' lote_jobs_load), N jobs, interleaved RUNS times;
 #     prints the ratio (goal >= 0.98x).
 # Usage: bench/faults/run.sh BUILD_DIR BASE_BUILD_DIR [N]

@@ -40,23 +40,21 @@ cleanup() { stop_servers; rm -rf "$WORK"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# cpu_ms PID...: utime + stime + cutime + cstime of each, in ms (reaped
-# children included: supervisors and commands).
-cpu_ms() {
-  local total=0 pid ticks
+# stat_ms SUM PID...: the awk sum SUM of /proc/PID/stat's CPU fields ($12
+# utime, $13 stime, $14 cutime, $15 cstime: after the comm) of each, in ms.
+stat_ms() {
+  local sum="$1" total=0 pid ticks; shift
   for pid in "$@"; do
     [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || continue
-    ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13 + $14 + $15}')
+    ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk "{print $sum}")
     total=$((total + ticks))
   done
   echo $((total * 1000 / $(getconf CLK_TCK)))
 }
-# self_cpu_ms PID: utime + stime of the process alone (its threads, not its
-# reaped children), in ms: the server's own share of the work.
-self_cpu_ms() {
-  [ -r "/proc/$1/stat" ] || { echo 0; return; }
-  echo $(( $(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}') * 1000 / $(getconf CLK_TCK) ))
-}
+# cpu_ms PID...: each process with its reaped children (supervisors, commands).
+cpu_ms() { stat_ms '$12 + $13 + $14 + $15' "$@"; }
+# self_cpu_ms PID: its threads alone, no children: the server's own share.
+self_cpu_ms() { stat_ms '$12 + $13' "$@"; }
 agent_pid() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$WORK/home/agent/agent.json" 2>/dev/null || true; }
 # measure_lote NAME: one lote server of this build (env as given), the load;
 # sets RES_<NAME> (the client's JSON) and CPU_<NAME> (ms in all).
