@@ -16,16 +16,6 @@ namespace {
 
 std::atomic<uint64_t> g_tmp_counter{0};
 
-bool SafeComponent(const std::string& s) {
-  if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == ':' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::optional<int32_t> ParseNonNegative(const std::string& s) {
   if (s.empty() || s.size() > 9) return std::nullopt;
   for (char c : s) {
@@ -82,8 +72,18 @@ Result<T> ReadRecord(const std::string& path, F&& decode) {
 
 }  // namespace
 
+bool IsSafeJobId(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == ':' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 Result<NodePaths> NodePathsFor(const std::string& home, const NodeKey& node) {
-  if (!SafeComponent(node.attempt.job_id)) {
+  if (!IsSafeJobId(node.attempt.job_id)) {
     return Status::InvalidArgument(
         "job id '" + node.attempt.job_id +
         "' cannot name a folder: use letters, digits, '-', '_', ':' or '.' (a multi-node "
@@ -106,7 +106,7 @@ std::optional<NodeKey> NodeKeyFromRelative(const std::string& job, const std::st
                                            const std::string& node) {
   auto a = ParseNonNegative(attempt);
   auto n = ParseNonNegative(node);
-  if (!SafeComponent(job) || !a || !n || *a < 1) return std::nullopt;
+  if (!IsSafeJobId(job) || !a || !n || *a < 1) return std::nullopt;
   return NodeKey{AttemptKey{job, *a}, *n};
 }
 

@@ -61,6 +61,9 @@ struct NodePaths {
 // The folder of `node` under `home`. InvalidArgument for a job id that is not a
 // safe single path component (letters, digits, '-', '_', ':', '.'; not "." or "..").
 Result<NodePaths> NodePathsFor(const std::string& home, const NodeKey& node);
+// Whether a job id can name a folder: one path component of letters, digits
+// and - _ : . (not "." or ".."), at most 200 bytes.
+bool IsSafeJobId(const std::string& job_id);
 // Inverse of NodePathsFor for a folder found by scanning `home`/jobs.
 std::optional<NodeKey> NodeKeyFromRelative(const std::string& job, const std::string& attempt,
                                            const std::string& node);

@@ -584,7 +584,7 @@ Result<std::string> SlurmBackend::OutputPath(const NodeKey& node) const {
 }
 
 Status SlurmBackend::RemoveJobFiles(const std::string& job_id) {
-  if (job_id.empty() || job_id.find('/') != std::string::npos || job_id == "." || job_id == "..")
+  if (!IsSafeJobId(job_id))
     return Status::InvalidArgument("Slurm executor: not a job id: " + job_id);
   {
     std::lock_guard<std::mutex> lock(mu_);
