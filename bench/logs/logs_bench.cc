@@ -9,7 +9,11 @@
 //     Builds a stream of BYTES of log lines, then times REQUESTS random
 //     GetLogEvents calls (head, tail, forward and backward tokens) through
 //     LogsService, including serialising the response. Prints p50/p99/max.
-// DIR is removed at the end.
+//   lote_logs_bench streams ROOT N
+//     Fills the log store at ROOT (e.g. $LOTE_HOME/logs) with N streams of
+//     three lines each in the group /aws/batch/job, as N finished jobs leave
+//     them (bench/logs/streams.py times a server's start on it). ROOT is kept.
+// DIR is removed at the end (get, ingest).
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -284,6 +288,42 @@ int Get(const std::string& dir, uint64_t bytes, int requests) {
   return 0;
 }
 
+int Streams(const std::string& root, size_t n) {
+  lote::logs::LogStoreOptions o;
+  o.root = root;
+  o.load_in_background = false;
+  auto store = lote::logs::LogStore::Open(o);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  const std::string group = "/aws/batch/job";
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string lines[3] = {"starting", "step 1 loss 2.3456", "done"};
+  Clock::time_point began = Clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    char name[96];
+    std::snprintf(name, sizeof name, "bench/default/%08zx-0000-4000-8000-%012zx", i, i);
+    lote::Status st = (*store)->EnsureStream(group, name);
+    std::vector<lote::logs::InputEvent> events;
+    for (const std::string& line : lines) events.push_back({now, line, -1});
+    if (st.ok()) st = (*store)->Append(group, name, events).status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "stream %zu: %s\n", i, st.ToString().c_str());
+      return 1;
+    }
+    if ((i + 1) % 10000 == 0) {
+      std::fprintf(stderr, "\r%zu of %zu streams (%.0f s)", i + 1, n,
+                   Seconds(began, Clock::now()));
+    }
+  }
+  std::fprintf(stderr, "\n");
+  std::printf("%zu streams made in %.1f s\n", n, Seconds(began, Clock::now()));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -292,8 +332,10 @@ int main(int argc, char** argv) {
     return Ingest(argv[2], std::atof(argv[3]), std::strtoull(argv[4], nullptr, 10));
   if (mode == "get" && argc == 5)
     return Get(argv[2], std::strtoull(argv[3], nullptr, 10), std::atoi(argv[4]));
+  if (mode == "streams" && argc == 4) return Streams(argv[2], std::strtoull(argv[3], nullptr, 10));
   std::fprintf(stderr,
                "usage: lote_logs_bench ingest DIR SECONDS MAX_BYTES\n"
-               "       lote_logs_bench get DIR BYTES REQUESTS\n");
+               "       lote_logs_bench get DIR BYTES REQUESTS\n"
+               "       lote_logs_bench streams ROOT N\n");
   return 2;
 }

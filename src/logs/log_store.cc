@@ -151,6 +151,9 @@ struct LogStore::Stream {
   bool sorted = true;  // every timestamp >= all earlier ones
   bool deleted = false;
   std::string write_buf;
+  // The group's total of stored bytes, which this stream's bytes are part of
+  // once the stream is in the group's map (null before, and once deleted).
+  std::shared_ptr<std::atomic<int64_t>> group_bytes;
 
   std::string SegmentPath(uint64_t base, std::string_view ext) const {
     return dir + "/" + SegmentName(base, ext);
@@ -212,7 +215,13 @@ struct LogStore::Group {
   std::string dir;
   int64_t creation_ms = 0;
   std::optional<int32_t> retention_days;
-  std::map<std::string, std::shared_ptr<Stream>> streams;
+  // Guarded by the store's mu_:
+  std::map<std::string, std::shared_ptr<Stream>> streams;  // the streams in memory
+  bool all_loaded = false;  // every stream on disk is in `streams`
+  bool deleted = false;
+  // The stored bytes of the streams in `streams` (each adds and removes its own).
+  std::shared_ptr<std::atomic<int64_t>> stored_bytes = std::make_shared<std::atomic<int64_t>>(0);
+  std::mutex disk_mu;  // one stream read from disk at a time, outside the store's mu_
 
   Status WriteMeta() const {
     Json j = {{"name", name}, {"creationTime", creation_ms}};
@@ -360,6 +369,8 @@ LogStore::LogStore(LogStoreOptions options) : options_(std::move(options)) {
 }
 
 LogStore::~LogStore() {
+  load_stop_ = true;
+  if (loader_.joinable()) loader_.join();
   {
     std::lock_guard<std::mutex> lock(seal_mu_);
     seal_stop_ = true;
@@ -389,6 +400,10 @@ Result<std::unique_ptr<LogStore>> LogStore::Open(LogStoreOptions options) {
   if (options.record_bytes < 4096) options.record_bytes = 4096;
   std::unique_ptr<LogStore> store(new LogStore(std::move(options)));
   RETURN_IF_ERROR(store->Recover());
+  if (store->options_.load_in_background) {
+    LogStore* s = store.get();
+    store->loader_ = std::thread([s] { s->LoadLoop(); });
+  }
   return store;
 }
 
@@ -409,37 +424,144 @@ Status LogStore::Recover() {
           "log group directory " + gdir +
           " has no readable group.json (move the directory away to start)");
     }
-    auto g = std::make_unique<Group>();
+    auto g = std::make_shared<Group>();
     g->dir = gdir;
     g->name = meta->value("name", "");
     g->creation_ms = meta->value("creationTime", int64_t{0});
     if (meta->contains("retentionInDays"))
       g->retention_days = (*meta)["retentionInDays"].get<int32_t>();
     if (g->name.empty()) return Status::DataLoss(gdir + "/group.json has no name");
-    std::error_code ec2;
-    for (const auto& sent : fs::directory_iterator(gdir + "/streams", ec2)) {
-      if (sent.path().filename().string().starts_with(".tmp")) {
-        fs::remove_all(sent.path(), ec2);
-        continue;
-      }
-      auto s = std::make_shared<Stream>();
-      s->dir = sent.path().string();
-      Result<Json> smeta = ReadJsonFile(s->dir + "/stream.json");
-      if (!smeta.ok()) {
-        return smeta.status().WithContext(
-            "log stream directory " + s->dir +
-            " has no readable stream.json (move the directory away to start)");
-      }
-      s->group = g->name;
-      s->name = smeta->value("name", "");
-      s->creation_ms = smeta->value("creationTime", int64_t{0});
-      RETURN_IF_ERROR(RecoverStream(s.get()));
-      g->streams.emplace(s->name, std::move(s));
-    }
+    // Its streams are read when named, or by the loader thread.
     groups_.emplace(g->name, std::move(g));
   }
   if (ec) return Status::Internal("cannot list " + root + "/groups: " + ec.message());
   return Status::Ok();
+}
+
+void LogStore::LoadLoop() {
+  std::vector<std::shared_ptr<Group>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, g] : groups_) groups.push_back(g);
+  }
+  for (const auto& g : groups) {
+    if (load_stop_) break;
+    Status s = LoadAllStreams(g, &load_stop_);
+    if (!s.ok()) std::fprintf(stderr, "lote: log group %s: %s\n", g->name.c_str(), s.ToString().c_str());
+  }
+  std::lock_guard<std::mutex> lock(load_mu_);
+  load_done_ = true;
+  load_cv_.notify_all();
+}
+
+Result<std::shared_ptr<LogStore::Stream>> LogStore::LoadStream(const std::shared_ptr<Group>& g,
+                                                               const std::string& dir_name) const {
+  std::lock_guard<std::mutex> disk(g->disk_mu);
+  std::string dir;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (g->deleted) return std::shared_ptr<Stream>();
+    dir = g->dir + "/streams/" + dir_name;
+  }
+  auto on_disk = [&dir] {
+    struct stat st;
+    return ::stat(dir.c_str(), &st) == 0;
+  };
+  if (!on_disk()) return std::shared_ptr<Stream>();
+  auto s = std::make_shared<Stream>();
+  s->dir = dir;
+  s->group = g->name;
+  Result<Json> meta = ReadJsonFile(dir + "/stream.json");
+  if (meta.ok()) {
+    s->name = meta->value("name", "");
+    s->creation_ms = meta->value("creationTime", int64_t{0});
+    std::lock_guard<std::mutex> lock(mu_);
+    if (g->deleted) return std::shared_ptr<Stream>();
+    auto it = g->streams.find(s->name);
+    if (it != g->streams.end()) return it->second;  // read already, or created since
+  }
+  // Recovery truncates a torn tail; a stream deleted meanwhile is in the trash
+  // by then, so nothing of a live stream is touched twice.
+  Status read = meta.ok() ? RecoverStream(s.get()) : meta.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (g->deleted || !on_disk()) return std::shared_ptr<Stream>();  // deleted meanwhile
+  if (!read.ok()) {
+    return read.WithContext("log stream directory " + dir +
+                            " cannot be read (move the directory away to use the others)");
+  }
+  auto it = g->streams.find(s->name);
+  if (it != g->streams.end()) return it->second;  // deleted and created again meanwhile
+  {
+    std::lock_guard<std::mutex> slock(s->mu);
+    s->group_bytes = g->stored_bytes;
+    *s->group_bytes += s->stored_bytes;
+  }
+  g->streams.emplace(s->name, s);
+  return s;
+}
+
+Status LogStore::LoadAllStreams(const std::shared_ptr<Group>& g,
+                                const std::atomic<bool>* stop) const {
+  std::string streams_dir;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (g->all_loaded || g->deleted) return Status::Ok();
+    streams_dir = g->dir + "/streams";
+  }
+  std::vector<std::string> dirs, stale;
+  std::error_code ec;
+  for (const auto& ent : fs::directory_iterator(streams_dir, ec)) {
+    std::string fname = ent.path().filename().string();
+    (fname.starts_with(".tmp") ? stale : dirs).push_back(std::move(fname));
+  }
+  if (ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (g->deleted) return Status::Ok();
+    return Status::Internal("cannot list " + streams_dir + ": " + ec.message());
+  }
+  Status first_error;
+  for (const std::string& dir : dirs) {
+    if (stop && *stop) return Status::Ok();
+    Result<std::shared_ptr<Stream>> s = LoadStream(g, dir);
+    if (!s.ok() && first_error.ok()) first_error = s.status();
+  }
+  RETURN_IF_ERROR(first_error);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (g->deleted) return Status::Ok();
+  // A stream is created under mu_, so a temporary folder seen now was left by
+  // a creation that a crash interrupted.
+  for (const std::string& tmp : stale) fs::remove_all(streams_dir + "/" + tmp, ec);
+  g->all_loaded = true;
+  return Status::Ok();
+}
+
+size_t LogStore::LoadedStreamCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [name, g] : groups_) n += g->streams.size();
+  return n;
+}
+
+bool LogStore::AllStreamsLoaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, g] : groups_) {
+    if (!g->all_loaded) return false;
+  }
+  return true;
+}
+
+void LogStore::WaitUntilAllStreamsLoaded() const {
+  if (loader_.joinable()) {
+    std::unique_lock<std::mutex> lock(load_mu_);
+    load_cv_.wait(lock, [this] { return load_done_; });
+    return;
+  }
+  std::vector<std::shared_ptr<Group>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, g] : groups_) groups.push_back(g);
+  }
+  for (const auto& g : groups) (void)LoadAllStreams(g);
 }
 
 Status LogStore::CreateGroup(const std::string& name) {
@@ -447,10 +569,11 @@ Status LogStore::CreateGroup(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   if (groups_.count(name))
     return Status::AlreadyExists("The specified log group already exists: " + name);
-  auto g = std::make_unique<Group>();
+  auto g = std::make_shared<Group>();
   g->name = name;
   g->creation_ms = options_.clock->NowMillis();
   g->dir = options_.root + "/groups/" + DirNameFor(name);
+  g->all_loaded = true;  // a new group has no streams on disk
   // Build the directory under a temporary name, then rename it into place.
   std::string tmp = options_.root + "/groups/.tmp-" + HexEncode(RandomBytes(8));
   RETURN_IF_ERROR(MakeDirs(tmp + "/streams"));
@@ -466,34 +589,37 @@ Status LogStore::CreateGroup(const std::string& name) {
 }
 
 Status LogStore::DeleteGroup(const std::string& name) {
-  std::unique_ptr<Group> g;
+  std::vector<std::shared_ptr<Stream>> streams;
+  std::string trash;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = groups_.find(name);
     if (it == groups_.end())
       return Status::NotFound("The specified log group does not exist: " + name);
     RETURN_IF_ERROR(MakeDirs(options_.root + "/trash"));
-    std::string trash = options_.root + "/trash/" + HexEncode(RandomBytes(8));
-    if (::rename(it->second->dir.c_str(), trash.c_str()) != 0)
-      return Errno("cannot delete", it->second->dir);
+    trash = options_.root + "/trash/" + HexEncode(RandomBytes(8));
+    std::shared_ptr<Group> g = it->second;
+    if (::rename(g->dir.c_str(), trash.c_str()) != 0) return Errno("cannot delete", g->dir);
     RETURN_IF_ERROR(SyncPath(options_.root + "/groups"));
-    g = std::move(it->second);
     groups_.erase(it);
+    g->deleted = true;
     g->dir = trash;
+    for (const auto& [sname, s] : g->streams) streams.push_back(s);
   }
-  for (auto& [sname, s] : g->streams) {
+  for (const auto& s : streams) {
     std::lock_guard<std::mutex> lock(s->mu);
     s->deleted = true;
+    s->group_bytes.reset();
     s->cv.notify_all();
   }
   std::error_code ec;
-  fs::remove_all(g->dir, ec);
+  fs::remove_all(trash, ec);
   return Status::Ok();
 }
 
 Status LogStore::SetRetention(const std::string& name, std::optional<int32_t> days) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Group * g, GroupLocked(name));
+  ASSIGN_OR_RETURN(std::shared_ptr<Group> g, GroupLocked(name));
   std::optional<int32_t> old = g->retention_days;
   g->retention_days = days;
   Status s = g->WriteMeta();
@@ -503,26 +629,15 @@ Status LogStore::SetRetention(const std::string& name, std::optional<int32_t> da
 
 Result<GroupInfo> LogStore::GetGroup(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Group * g, GroupLocked(name));
-  GroupInfo info{name, g->creation_ms, g->retention_days, 0};
-  for (const auto& [sname, s] : g->streams) {
-    std::lock_guard<std::mutex> slock(s->mu);
-    info.stored_bytes += s->stored_bytes;
-  }
-  return info;
+  ASSIGN_OR_RETURN(std::shared_ptr<Group> g, GroupLocked(name));
+  return GroupInfo{name, g->creation_ms, g->retention_days, g->stored_bytes->load()};
 }
 
 std::vector<GroupInfo> LogStore::ListGroups() const {
   std::vector<GroupInfo> out;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, g] : groups_) {
-    GroupInfo info{name, g->creation_ms, g->retention_days, 0};
-    for (const auto& [sname, s] : g->streams) {
-      std::lock_guard<std::mutex> slock(s->mu);
-      info.stored_bytes += s->stored_bytes;
-    }
-    out.push_back(std::move(info));
-  }
+  for (const auto& [name, g] : groups_)
+    out.push_back(GroupInfo{name, g->creation_ms, g->retention_days, g->stored_bytes->load()});
   return out;
 }
 
@@ -544,6 +659,7 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
   if (::rename(tmp.c_str(), s->dir.c_str()) != 0)
     return Errno("cannot create log stream directory", s->dir);
   RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
+  s->group_bytes = g->stored_bytes;
   g->streams.emplace(name, std::move(s));
   return Status::Ok();
 }
@@ -551,11 +667,15 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
 Status LogStore::CreateStream(const std::string& group, const std::string& name) {
   if (name.empty()) return Status::InvalidArgument("log stream name is empty");
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
-  if (g->streams.count(name)) {
-    return Status::AlreadyExists("The specified log stream already exists: " + name);
+  ASSIGN_OR_RETURN(std::shared_ptr<Group> g, GroupLocked(group));
+  bool exists = g->streams.count(name) > 0;
+  if (!exists && !g->all_loaded) {
+    // On disk but not read yet (streams are created and deleted under mu_).
+    struct stat st;
+    exists = ::stat((g->dir + "/streams/" + DirNameFor(name)).c_str(), &st) == 0;
   }
-  return CreateStreamLocked(g, name);
+  if (exists) return Status::AlreadyExists("The specified log stream already exists: " + name);
+  return CreateStreamLocked(g.get(), name);
 }
 
 Status LogStore::EnsureStream(const std::string& group, const std::string& name) {
@@ -567,46 +687,62 @@ Status LogStore::EnsureStream(const std::string& group, const std::string& name)
 }
 
 Status LogStore::DeleteStream(const std::string& group, const std::string& name) {
-  std::shared_ptr<Stream> s;
+  ASSIGN_OR_RETURN(std::shared_ptr<Stream> s, FindStream(group, name));
   std::string trash;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
-    ASSIGN_OR_RETURN(s, FindStreamLocked(g, name));
+    ASSIGN_OR_RETURN(std::shared_ptr<Group> g, GroupLocked(group));
+    auto it = g->streams.find(name);
+    if (it == g->streams.end() || it->second != s)  // deleted meanwhile
+      return Status::NotFound("The specified log stream does not exist: " + name);
     RETURN_IF_ERROR(MakeDirs(options_.root + "/trash"));
     trash = options_.root + "/trash/" + HexEncode(RandomBytes(8));
     std::lock_guard<std::mutex> slock(s->mu);  // no append is mid-write while we move it
     if (::rename(s->dir.c_str(), trash.c_str()) != 0) return Errno("cannot delete", s->dir);
     RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
     s->deleted = true;
+    if (s->group_bytes) *s->group_bytes -= s->stored_bytes;
+    s->group_bytes.reset();
     s->cv.notify_all();
-    g->streams.erase(name);
+    g->streams.erase(it);
   }
   std::error_code ec;
   fs::remove_all(trash, ec);
   return Status::Ok();
 }
 
-Result<LogStore::Group*> LogStore::GroupLocked(const std::string& name) const {
+Result<std::shared_ptr<LogStore::Group>> LogStore::GroupLocked(const std::string& name) const {
   auto it = groups_.find(name);
   if (it == groups_.end())
     return Status::NotFound("The specified log group does not exist: " + name);
-  return it->second.get();
+  return it->second;
 }
 
-Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStreamLocked(
-    Group* group, const std::string& name) const {
-  auto it = group->streams.find(name);
-  if (it == group->streams.end())
-    return Status::NotFound("The specified log stream does not exist: " + name);
-  return it->second;
+Result<std::shared_ptr<LogStore::Group>> LogStore::LoadedGroup(const std::string& name) const {
+  std::shared_ptr<Group> g;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(g, GroupLocked(name));
+  }
+  RETURN_IF_ERROR(LoadAllStreams(g));
+  return g;
 }
 
 Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStream(const std::string& group,
                                                                const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
-  return FindStreamLocked(g, name);
+  std::shared_ptr<Group> g;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(g, GroupLocked(group));
+    auto it = g->streams.find(name);
+    if (it != g->streams.end()) return it->second;
+    if (g->all_loaded)
+      return Status::NotFound("The specified log stream does not exist: " + name);
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Stream> s, LoadStream(g, DirNameFor(name)));
+  if (!s || s->name != name)
+    return Status::NotFound("The specified log stream does not exist: " + name);
+  return s;
 }
 
 Result<StreamInfo> LogStore::GetStream(const std::string& group, const std::string& name) const {
@@ -616,10 +752,10 @@ Result<StreamInfo> LogStore::GetStream(const std::string& group, const std::stri
 }
 
 Result<std::vector<StreamInfo>> LogStore::ListStreams(const std::string& group) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<Group> g, LoadedGroup(group));
   std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ASSIGN_OR_RETURN(Group * g, GroupLocked(group));
     for (const auto& [name, s] : g->streams) streams.push_back(s);
   }
   std::vector<StreamInfo> out;
@@ -730,6 +866,7 @@ Result<AppendResult> LogStore::Append(const std::string& group, const std::strin
     s->AddEntry(e);
   }
   seg.size += buf.size();
+  if (s->group_bytes) *s->group_bytes += static_cast<int64_t>(buf.size());
   result.count = seq - result.first_sequence;
   std::optional<SealJob> seal;
   if (seg.size >= options_.segment_bytes) {
@@ -929,14 +1066,23 @@ Status LogStore::Sync(const std::string& group, const std::string& stream) {
 }
 
 Status LogStore::EnforceRetention(int64_t now_ms) {
-  std::vector<std::pair<int64_t, std::shared_ptr<Stream>>> work;
+  std::vector<std::shared_ptr<Group>> groups;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, g] : groups_) {
-      if (!g->retention_days) continue;
-      int64_t cutoff = now_ms - int64_t{*g->retention_days} * 86'400'000;
-      for (const auto& [sname, s] : g->streams) work.emplace_back(cutoff, s);
+      if (g->retention_days) groups.push_back(g);
     }
+  }
+  std::vector<std::pair<int64_t, std::shared_ptr<Stream>>> work;
+  Status first_error;
+  for (const auto& g : groups) {
+    // A stream that cannot be read is left alone; the others still expire.
+    Status loaded = LoadAllStreams(g);
+    if (!loaded.ok() && first_error.ok()) first_error = loaded;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!g->retention_days) continue;
+    int64_t cutoff = now_ms - int64_t{*g->retention_days} * 86'400'000;
+    for (const auto& [sname, s] : g->streams) work.emplace_back(cutoff, s);
   }
   for (auto& [cutoff, s] : work) {
     std::lock_guard<std::mutex> lock(s->mu);
@@ -978,11 +1124,14 @@ Status LogStore::EnforceRetention(int64_t now_ms) {
     s->segments.erase(s->segments.begin(), s->segments.begin() + static_cast<ptrdiff_t>(expired));
     auto first_kept = std::find_if(s->batches.begin(), s->batches.end(),
                                    [&](const BatchEntry& e) { return e.first_seq >= keep_from; });
-    for (auto it = s->batches.begin(); it != first_kept; ++it) s->stored_bytes -= it->bytes;
+    int64_t removed = 0;
+    for (auto it = s->batches.begin(); it != first_kept; ++it) removed += it->bytes;
+    s->stored_bytes -= removed;
+    if (s->group_bytes) *s->group_bytes -= removed;
     s->batches.erase(s->batches.begin(), first_kept);
     RETURN_IF_ERROR(SyncPath(s->dir));
   }
-  return Status::Ok();
+  return first_error;
 }
 
 }  // namespace lote::logs

@@ -10,6 +10,12 @@
 // segments). Messages are stored as valid UTF-8 (invalid bytes become U+FFFD)
 // and messages over kMaxEventBytes are split into several events.
 //
+// Opening reads the groups only. A stream is read from disk when it is first
+// named (an append, a read, a create or a delete), and a background thread
+// reads the rest of them after the store opened; a call that needs every
+// stream of a group (listing its streams, retention) reads what is still
+// missing first. So opening costs the same with a million streams as with one.
+//
 // Durability: an Append is acknowledged (returns OK) once its bytes are in the
 // operating system (write(2) returned), so it survives a crash of this process
 // (kill -9); with AppendOptions::sync it is also fsync'ed, surviving a machine
@@ -23,6 +29,7 @@
 // Readers can block for new events with WaitForEvents.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -124,12 +131,16 @@ struct LogStoreOptions {
   const Clock* clock = nullptr;          // nullptr: SystemClock::Default()
   uint64_t segment_bytes = 64ull << 20;  // a segment is sealed once this big
   size_t record_bytes = 512 * 1024;      // target size of one record (batch)
+  // Read the streams not named yet in a background thread after opening.
+  // Off (tests), streams are read only when named or when a group is listed.
+  bool load_in_background = true;
 };
 
 class LogStore {
  public:
-  // Opens (creating if needed) the store at options.root and recovers every
-  // stream: torn trailing records are truncated away.
+  // Opens (creating if needed) the store at options.root and reads its groups.
+  // Each stream is recovered when it is first read from disk: torn trailing
+  // records are truncated away.
   static Result<std::unique_ptr<LogStore>> Open(LogStoreOptions options);
   ~LogStore();
   LogStore(const LogStore&) = delete;
@@ -176,6 +187,13 @@ class LogStore {
   // stream and its sequence numbers stay.
   Status EnforceRetention(int64_t now_ms);
 
+  // Streams read from disk or created since opening (each keeps its index in
+  // memory), and whether every stream of every group has been read.
+  size_t LoadedStreamCount() const;
+  bool AllStreamsLoaded() const;
+  // Blocks until the background thread has read every stream (tests, benchmarks).
+  void WaitUntilAllStreamsLoaded() const;
+
   const std::string& root() const { return options_.root; }
   const Clock* clock() const { return options_.clock; }
 
@@ -193,16 +211,32 @@ class LogStore {
   explicit LogStore(LogStoreOptions options);
   Status Recover();
   void SealLoop();
+  void LoadLoop();
+  // The stream in the group's folder `dir_name`, read from disk unless it is in
+  // memory already; nullptr if it is not on disk (or was deleted meanwhile).
+  Result<std::shared_ptr<Stream>> LoadStream(const std::shared_ptr<Group>& group,
+                                             const std::string& dir_name) const;
+  // Reads every stream of the group that is not in memory yet (stops early,
+  // unfinished, when `stop` becomes true).
+  Status LoadAllStreams(const std::shared_ptr<Group>& group,
+                        const std::atomic<bool>* stop = nullptr) const;
   // The group, or NotFound with AWS's message (mu_ held).
-  Result<Group*> GroupLocked(const std::string& name) const;
-  Result<std::shared_ptr<Stream>> FindStreamLocked(Group* group, const std::string& name) const;
+  Result<std::shared_ptr<Group>> GroupLocked(const std::string& name) const;
+  // The group, its streams all in memory (read from disk first when needed).
+  Result<std::shared_ptr<Group>> LoadedGroup(const std::string& name) const;
   Result<std::shared_ptr<Stream>> FindStream(const std::string& group,
                                              const std::string& name) const;
   Status CreateStreamLocked(Group* group, const std::string& name);
 
   LogStoreOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Group>> groups_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<Group>> groups_;  // guarded by mu_
+
+  std::atomic<bool> load_stop_{false};
+  mutable std::mutex load_mu_;
+  mutable std::condition_variable load_cv_;
+  bool load_done_ = false;  // guarded by load_mu_
+  std::thread loader_;      // reads the streams not named yet (load_in_background)
 
   std::mutex seal_mu_;
   std::condition_variable seal_cv_;

@@ -20,11 +20,13 @@ using testing::TempDir;
 constexpr int64_t kT0 = 1'700'000'000'000;
 
 std::unique_ptr<LogStore> OpenStore(const std::string& root, const Clock* clock = nullptr,
-                                    uint64_t segment_bytes = 64ull << 20) {
+                                    uint64_t segment_bytes = 64ull << 20,
+                                    bool load_in_background = true) {
   LogStoreOptions o;
   o.root = root;
   o.clock = clock;
   o.segment_bytes = segment_bytes;
+  o.load_in_background = load_in_background;
   auto r = LogStore::Open(o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::move(*r) : nullptr;
@@ -71,6 +73,7 @@ TEST(LogStore, GroupsAndStreamsPersist) {
     AppendLines(store.get(), "/aws/batch/job", weird, 0, 3);
   }
   auto store = OpenStore(dir.path());
+  store->WaitUntilAllStreamsLoaded();  // a group's stored bytes count the streams read
   auto groups = store->ListGroups();
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0].name, "/aws/batch/job");
@@ -219,6 +222,65 @@ TEST(LogStore, TornTailIsTruncatedOnReopen) {
   ASSERT_EQ(events.size(), 12u);
   EXPECT_EQ(events[10].message, "line 10");
   EXPECT_EQ(events[10].sequence, 10u);
+}
+
+// Opening reads no stream. Each is read when it is named (and its torn tail
+// cut then), the group's listing reads the rest, and creating or deleting a
+// stream that is only on disk answers as if it had been read.
+TEST(LogStore, StreamsAreReadFromDiskWhenFirstNamed) {
+  TempDir dir;
+  int64_t bytes_of_five = 0;
+  {
+    auto store = OpenStore(dir.path());
+    for (int i = 0; i < 5; ++i) {
+      std::string name = "s" + std::to_string(i);
+      ASSERT_TRUE(store->EnsureStream("g", name).ok());
+      AppendLines(store.get(), "g", name, 0, 10 + i);
+    }
+    bytes_of_five = store->GetGroup("g")->stored_bytes;
+    ASSERT_GT(bytes_of_five, 0);
+  }
+  {
+    auto store = OpenStore(dir.path(), nullptr, 64ull << 20, /*load_in_background=*/false);
+    EXPECT_EQ(store->LoadedStreamCount(), 0u);
+    EXPECT_FALSE(store->AllStreamsLoaded());
+    EXPECT_EQ(store->GetGroup("g")->stored_bytes, 0);  // nothing read yet
+
+    auto s3 = store->GetStream("g", "s3");
+    ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+    EXPECT_EQ(s3->next_sequence, 13u);
+    EXPECT_EQ(store->LoadedStreamCount(), 1u);
+    EXPECT_TRUE(store->GetStream("g", "nope").status().IsNotFound());
+    EXPECT_EQ(store->LoadedStreamCount(), 1u);
+
+    EXPECT_TRUE(store->CreateStream("g", "s1").IsAlreadyExists());  // on disk only
+    const int64_t s2_bytes = store->GetStream("g", "s2")->stored_bytes;
+    ASSERT_TRUE(store->DeleteStream("g", "s2").ok());
+    EXPECT_TRUE(store->GetStream("g", "s2").status().IsNotFound());
+    ASSERT_TRUE(store->CreateStream("g", "new").ok());
+    const int64_t s4_before = store->GetStream("g", "s4")->stored_bytes;
+    AppendLines(store.get(), "g", "s4", 14, 16);  // read from disk, then appended to
+    const int64_t appended = store->GetStream("g", "s4")->stored_bytes - s4_before;
+    ASSERT_GT(appended, 0);
+
+    auto streams = store->ListStreams("g");
+    ASSERT_TRUE(streams.ok()) << streams.status().ToString();
+    std::vector<std::string> names;
+    for (const StreamInfo& s : *streams) names.push_back(s.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"new", "s0", "s1", "s3", "s4"}));
+    EXPECT_TRUE(store->AllStreamsLoaded());
+    EXPECT_EQ(store->LoadedStreamCount(), 5u);
+    int64_t listed = 0;
+    for (const StreamInfo& s : *streams) listed += s.stored_bytes;
+    EXPECT_EQ(store->GetGroup("g")->stored_bytes, listed);
+    EXPECT_EQ(listed, bytes_of_five - s2_bytes + appended);
+  }
+  auto store = OpenStore(dir.path());
+  store->WaitUntilAllStreamsLoaded();
+  EXPECT_TRUE(store->AllStreamsLoaded());
+  EXPECT_EQ(store->LoadedStreamCount(), 5u);
+  EXPECT_EQ(ReadAll(*store, "g", "s4").size(), 16u);
+  EXPECT_TRUE(store->GetStream("g", "s2").status().IsNotFound());
 }
 
 // A child process appends lines and reports each acknowledged one through a
