@@ -315,8 +315,7 @@ int Streams(const std::string& root, size_t n) {
       return 1;
     }
     if ((i + 1) % 10000 == 0) {
-      std::fprintf(stderr, "\r%zu of %zu streams (%.0f s)", i + 1, n,
-                   Seconds(began, Clock::now()));
+      std::fprintf(stderr, "\r%zu of %zu streams (%.0f s)", i + 1, n, Seconds(began, Clock::now()));
     }
   }
   std::fprintf(stderr, "\n");

@@ -217,7 +217,7 @@ struct LogStore::Group {
   std::optional<int32_t> retention_days;
   // Guarded by the store's mu_:
   std::map<std::string, std::shared_ptr<Stream>> streams;  // the streams in memory
-  bool all_loaded = false;  // every stream on disk is in `streams`
+  bool all_loaded = false;                                 // every stream on disk is in `streams`
   bool deleted = false;
   // The stored bytes of the streams in `streams` (each adds and removes its own).
   std::shared_ptr<std::atomic<int64_t>> stored_bytes = std::make_shared<std::atomic<int64_t>>(0);
@@ -447,7 +447,8 @@ void LogStore::LoadLoop() {
   for (const auto& g : groups) {
     if (load_stop_) break;
     Status s = LoadAllStreams(g, &load_stop_);
-    if (!s.ok()) std::fprintf(stderr, "lote: log group %s: %s\n", g->name.c_str(), s.ToString().c_str());
+    if (!s.ok())
+      std::fprintf(stderr, "lote: log group %s: %s\n", g->name.c_str(), s.ToString().c_str());
   }
   std::lock_guard<std::mutex> lock(load_mu_);
   load_done_ = true;
@@ -736,8 +737,7 @@ Result<std::shared_ptr<LogStore::Stream>> LogStore::FindStream(const std::string
     ASSIGN_OR_RETURN(g, GroupLocked(group));
     auto it = g->streams.find(name);
     if (it != g->streams.end()) return it->second;
-    if (g->all_loaded)
-      return Status::NotFound("The specified log stream does not exist: " + name);
+    if (g->all_loaded) return Status::NotFound("The specified log stream does not exist: " + name);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<Stream> s, LoadStream(g, DirNameFor(name)));
   if (!s || s->name != name)
