@@ -338,6 +338,18 @@ TEST_F(LogsServiceTest, FilterLogEventsInterleavesFiltersAndPaginates) {
   ASSERT_EQ(f["events"].size(), 4u);  // steps 0, 10, 20, 30 of node 2
   EXPECT_EQ(f["events"][3]["message"], "node 2 step 30 ERROR out of memory");
   ASSERT_EQ(f["searchedLogStreams"].size(), 1u);
+  // Named streams are searched in name order, once each; a name without a stream is skipped.
+  f = Ok("FilterLogEvents",
+         {{"logGroupName", "g"},
+          {"logStreamNames",
+           {"job/default/node1", "no/such/stream", "job/default/node0", "job/default/node1"}},
+          {"filterPattern", "\"step 30 ERROR\""}});
+  ASSERT_EQ(f["events"].size(), 2u);
+  EXPECT_EQ(f["events"][0]["logStreamName"], "job/default/node0");
+  EXPECT_EQ(f["events"][1]["logStreamName"], "job/default/node1");
+  ASSERT_EQ(f["searchedLogStreams"].size(), 2u);
+  EXPECT_EQ(Err("FilterLogEvents", {{"logGroupName", "missing"}, {"logStreamNames", {"a"}}}),
+            StatusCode::kNotFound);
   EXPECT_EQ(Err("FilterLogEvents",
                 {{"logGroupName", "g"}, {"logStreamNames", {"a"}}, {"logStreamNamePrefix", "a"}}),
             StatusCode::kInvalidArgument);
