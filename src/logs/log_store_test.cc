@@ -283,6 +283,29 @@ TEST(LogStore, StreamsAreReadFromDiskWhenFirstNamed) {
   EXPECT_TRUE(store->GetStream("g", "s2").status().IsNotFound());
 }
 
+// A stream folder that cannot be read no longer stops the store from opening:
+// the other streams work, and listing the group names the bad folder.
+TEST(LogStore, AnUnreadableStreamFolderFailsOnlyWhatNeedsIt) {
+  TempDir dir;
+  {
+    auto store = OpenStore(dir.path());
+    ASSERT_TRUE(store->EnsureStream("g", "good").ok());
+    AppendLines(store.get(), "g", "good", 0, 3);
+  }
+  std::string streams;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/groups"))
+    streams = e.path().string() + "/streams";
+  ASSERT_TRUE(std::filesystem::create_directory(streams + "/broken.0123"));  // no stream.json
+  auto store = OpenStore(dir.path(), nullptr, 64ull << 20, /*load_in_background=*/false);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(ReadAll(*store, "g", "good").size(), 3u);
+  auto listed = store->ListStreams("g");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_NE(listed.status().ToString().find("broken.0123"), std::string::npos)
+      << listed.status().ToString();
+  EXPECT_FALSE(store->AllStreamsLoaded());
+}
+
 // A child process appends lines and reports each acknowledged one through a
 // pipe; it is killed with SIGKILL mid-stream. Every acknowledged line must be
 // there after reopening, in order, and nothing torn.
