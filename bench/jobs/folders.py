@@ -16,9 +16,13 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from host import drop_caches  # noqa: E402
 
 
 def make_folders(home, n):
@@ -28,18 +32,6 @@ def make_folders(home, n):
         os.makedirs(node)
         with open(os.path.join(node, "status.json"), "w") as f:
             f.write(status)
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return False
-    subprocess.run(["sync"], check=True)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def time_to_listen(binary, home, cold):

@@ -27,26 +27,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "control"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from host import rss_kib, percentiles  # noqa: E402
 from lote_server import LoteServer  # noqa: E402
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def start(binary, home):
     began = time.monotonic()
     server = LoteServer(binary, home=home).start()
     return server, time.monotonic() - began
-
-
-def percentiles(ms):
-    ms = sorted(ms)
-    return ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
 
 
 def reads(server, ids, calls, list_calls):

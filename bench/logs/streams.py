@@ -23,34 +23,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "control"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from host import drop_caches, percentiles, rss_kib  # noqa: E402
 from lote_server import LoteServer  # noqa: E402
 
 GROUP = "/aws/batch/job"
-
-
-def drop_caches():
-    if os.geteuid() != 0:
-        return False
-    subprocess.run(["sync"], check=True)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def percentiles(ms):
-    ms = sorted(ms)
-    return ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
 
 
 def run(binary, home, cold, puts, stream, wait_loaded):
@@ -59,7 +36,7 @@ def run(binary, home, cold, puts, stream, wait_loaded):
     server = LoteServer(binary, home=home).start()
     listen = time.monotonic() - began
     try:
-        rss = rss_mib(server.proc.pid)
+        rss = rss_kib(server.proc.pid) / 1024
         logs = server.client("logs")
         try:
             logs.create_log_group(logGroupName=GROUP)
