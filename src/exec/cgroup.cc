@@ -1,5 +1,6 @@
 #include "exec/cgroup.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +105,15 @@ Status PrepareNodeCgroup(const std::string& dir, int64_t memory_max_bytes, int64
         dir + "/cpu.max", std::to_string(cpu_quota_us) + " " + std::to_string(cpu_period_us)));
   }
   return Status::Ok();
+}
+
+void RemoveNodeCgroup(const std::string& dir) {
+  int fd = ::open((dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!::write(fd, "1", 1);
+    ::close(fd);
+  }
+  for (int i = 0; i < 50 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) ::usleep(20'000);
 }
 
 }  // namespace lote::exec

@@ -32,4 +32,8 @@ std::string NodeCgroupName(const std::string& job_id, int32_t attempt, int32_t n
 Status PrepareNodeCgroup(const std::string& dir, int64_t memory_max_bytes, int64_t cpu_quota_us,
                          int64_t cpu_period_us);
 
+// Kills what is left in a node's group (cgroup.kill) and removes it, waiting
+// up to 1 s for the kernel to let it go.
+void RemoveNodeCgroup(const std::string& dir);
+
 }  // namespace lote::exec
