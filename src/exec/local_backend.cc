@@ -77,8 +77,16 @@ int TryNodeLock(const NodePaths& paths) {
   return fd;
 }
 
-// epoll token of the wake eventfd; nodes get tokens from 1 up.
+// epoll tokens of the wake eventfd and of the agent's notices; nodes get
+// tokens from 1 up.
 constexpr uint64_t kWakeToken = 0;
+constexpr uint64_t kWatchToken = ~uint64_t{0};
+// How long the outcome of an orphaned command (its agent gone) is awaited from
+// its keeper once the command has ended.
+constexpr int64_t kSettleMs = 10'000;
+constexpr int64_t kSettlePollMs = 10;
+// How often orphaned commands' keepers are looked at.
+constexpr int64_t kOrphanCheckMs = 500;
 
 // mkdir that accepts an existing folder.
 Status MakeDir(const std::string& path, mode_t mode) {
@@ -188,6 +196,15 @@ LocalBackend::~LocalBackend() {
 void LocalBackend::WatchLocked(Node& node) {
   node.token = next_token_++;
   by_token_.emplace(node.token, node.key);
+  if (node.watch == Watch::kAgent) {
+    by_dir_[node.paths.dir] = node.key;
+    return;
+  }
+  if (node.settle_until_ms > 0) {
+    ++settling_;
+    return;
+  }
+  if (node.watch == Watch::kOrphan) ++orphans_;
   if (node.pidfd < 0) {
     ++unwatched_;
     return;
@@ -207,10 +224,18 @@ LocalBackend::Node LocalBackend::UnwatchLocked(std::map<NodeKey, Node>::iterator
   Node node = std::move(it->second);
   nodes_.erase(it);
   by_token_.erase(node.token);
-  if (node.pidfd >= 0) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, node.pidfd, nullptr);
+  kill_at_.erase(node.key);
+  if (node.watch == Watch::kAgent) {
+    by_dir_.erase(node.paths.dir);
+  } else if (node.settle_until_ms > 0) {
+    --settling_;
   } else {
-    --unwatched_;
+    if (node.watch == Watch::kOrphan) --orphans_;
+    if (node.pidfd >= 0) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, node.pidfd, nullptr);
+    } else {
+      --unwatched_;
+    }
   }
   return node;
 }
@@ -291,8 +316,7 @@ Result<LocalBackend::PreparedNode> LocalBackend::PrepareNode(const NodeSpec& spe
 }
 
 std::string LocalBackend::LiveEntry(const NodeKey& key) const {
-  return options_.home + "/nodes-live/" + key.attempt.job_id + "." +
-         std::to_string(key.attempt.attempt) + "." + std::to_string(key.node_index);
+  return options_.home + "/nodes-live/" + LiveEntryName(key);
 }
 
 void LocalBackend::ForgetLive(const NodeKey& key) const { (void)::unlink(LiveEntry(key).c_str()); }
@@ -305,16 +329,7 @@ std::vector<NodeKey> LocalBackend::LiveNodes() const {
   while (struct dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    // <job>.<attempt>.<node>, read from the right (a job id may hold dots).
-    const size_t second = name.rfind('.');
-    const size_t first = second == std::string::npos || second == 0 ? std::string::npos
-                                                                    : name.rfind('.', second - 1);
-    std::optional<NodeKey> key;
-    if (first != std::string::npos) {
-      key = NodeKeyFromRelative(name.substr(0, first), name.substr(first + 1, second - first - 1),
-                                name.substr(second + 1));
-    }
-    if (key) {
+    if (std::optional<NodeKey> key = NodeKeyFromLiveEntry(name)) {
       keys.push_back(*key);
     } else {
       (void)::unlinkat(::dirfd(d), name.c_str(), 0);  // names no node
@@ -384,7 +399,7 @@ void LocalBackend::WatchStarted(const PreparedNode& prepared, const ProcessIdent
   Node node;
   node.key = prepared.key;
   node.paths = prepared.paths;
-  node.shim = shim;
+  node.watched = shim;
   node.pidfd = PidfdOpen(shim.pid);
   // Checked after opening: a supervisor the agent forked may already have
   // ended and been reaped (its pid even reused). Then it is polled, found
@@ -451,22 +466,44 @@ std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNo
                                                     std::vector<size_t> todo,
                                                     std::vector<Status>* out) {
   // A second round when the agent was lost on the way (e.g. killed): a new
-  // one takes what the first did not answer. A supervisor the lost agent
-  // forked anyway holds the node's lock; the one started then sees it and
-  // exits, and the first is watched instead (CollectEnded).
+  // one takes what the first did not answer. A node the lost agent started
+  // anyway is found taken (its shim.json exists) and watched as its records say.
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
     std::unique_ptr<NodeAgentClient> agent = TakeAgent();
     if (agent == nullptr) break;
+    std::optional<ProcessIdentity> replaced;
+    {
+      // Its notices are read before any node can end (Wait reads them).
+      std::lock_guard<std::mutex> lock(agent_mu_);
+      if (watch_ == nullptr || watch_->agent().pid != agent->agent().pid) {
+        if (watch_ != nullptr) replaced = watch_->agent();
+        if (Status w = WatchAgentLocked(agent->agent()); !w.ok())
+          spdlog::warn("local executor: cannot watch node agent pid {}: {}", agent->agent().pid,
+                       w.message());
+      }
+    }
+    if (replaced) OrphanNodesOf(*replaced, /*gone=*/false);
     std::vector<std::string> dirs;
     for (size_t i : todo) dirs.push_back(nodes[i].paths.dir);
-    std::vector<Result<ProcessIdentity>> answered;
-    Result<std::vector<Result<ProcessIdentity>>> all = agent->Launch(dirs, &answered);
+    std::vector<Result<AgentLaunch>> answered;
+    Result<std::vector<Result<AgentLaunch>>> all = agent->Launch(dirs, &answered);
     for (size_t k = 0; k < answered.size(); ++k) {
       const PreparedNode& node = nodes[todo[k]];
-      if (answered[k].ok()) {
-        WatchStarted(node, *answered[k]);
-      } else {
+      if (!answered[k].ok()) {
         (*out)[todo[k]] = FailStart(node, answered[k].status().message());
+        continue;
+      }
+      switch (answered[k]->kind) {
+        case AgentLaunch::Kind::kDirect:
+          WatchDirect(node.key, node.paths, agent->agent(), agent->keeper(), answered[k]->process);
+          break;
+        case AgentLaunch::Kind::kSupervisor:
+          WatchStarted(node, answered[k]->process);
+          break;
+        case AgentLaunch::Kind::kEnded:
+        case AgentLaunch::Kind::kTaken:
+          WatchAnswered(node);
+          break;
       }
     }
     todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(answered.size()));
@@ -479,7 +516,109 @@ std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNo
   return todo;
 }
 
-std::vector<Status> LocalBackend::StartSupervisors(const std::vector<PreparedNode>& nodes) {
+bool LocalBackend::RecorderAlive(const Node& node) {
+  return (!node.agent_gone && IdentityAlive(node.agent)) ||
+         (node.keeper && IdentityAlive(*node.keeper));
+}
+
+void LocalBackend::OrphanNodesOf(const ProcessIdentity& agent, bool gone) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, node] : nodes_) {
+    if (node.watch != Watch::kAgent || node.agent.pid != agent.pid) continue;
+    node.agent_gone = gone;
+    OrphanLocked(node);
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+Status LocalBackend::WatchAgentLocked(const ProcessIdentity& agent) {
+  if (watch_ != nullptr) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watch_->fd(), nullptr);
+    watch_.reset();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<NodeAgentClient> c, NodeAgentClient::Connect(options_.home));
+  if (c->agent().pid != agent.pid)
+    return Status::Unavailable("the home's agent is now pid " + std::to_string(c->agent().pid));
+  RETURN_IF_ERROR(c->Watch());
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWatchToken;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0)
+    return Status::Internal("epoll_ctl: " + ErrnoText());
+  watch_ = std::move(c);
+  return Status::Ok();
+}
+
+ProcessIdentity LocalBackend::WatchedAgent() const {
+  std::lock_guard<std::mutex> lock(agent_mu_);
+  return watch_ != nullptr ? watch_->agent() : ProcessIdentity{};
+}
+
+void LocalBackend::WatchDirect(const NodeKey& key, const NodePaths& paths,
+                               const ProcessIdentity& agent,
+                               const std::optional<ProcessIdentity>& keeper,
+                               const ProcessIdentity& command) {
+  const ProcessIdentity watched = WatchedAgent();
+  std::lock_guard<std::mutex> lock(mu_);
+  Node node;
+  node.key = key;
+  node.paths = paths;
+  node.watch = Watch::kAgent;
+  node.watched = command;
+  node.agent = agent;
+  node.keeper = keeper;
+  auto [it, inserted] = nodes_.emplace(key, std::move(node));
+  if (watched.pid == agent.pid) {
+    WatchLocked(it->second);
+  } else {
+    OrphanLocked(it->second);  // its notices do not reach us: its pidfd
+  }
+  // A command that ended before it was listed here: its notice was read
+  // before its folder was known, but its status.json came first.
+  if (Result<StatusRecord> st = ReadStatusRecord(paths.status()); st.ok()) {
+    Node ended = UnwatchLocked(it);
+    if (ended.pidfd >= 0) ::close(ended.pidfd);
+    pending_.push_back(EventFromStatus(key, *st));
+    ForgetLive(key);
+  }
+  uint64_t one = 1;  // Wait may have to look at it (settling) or return its event
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void LocalBackend::WatchAnswered(const PreparedNode& node) {
+  const ProcessIdentity watched = WatchedAgent();
+  std::lock_guard<std::mutex> lock(mu_);
+  RecoverReport ignored;
+  RecoverExpected(node.key, watched, &ignored);
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void LocalBackend::OrphanLocked(Node& node) {
+  if (node.token != 0) {  // a kAgent node: out of by_dir_, a new token below
+    by_token_.erase(node.token);
+    by_dir_.erase(node.paths.dir);
+  }
+  node.watch = Watch::kOrphan;
+  const bool recorder = RecorderAlive(node);
+  int pidfd = PidfdOpen(node.watched.pid);
+  // Checked after opening: the pidfd is the command's while it is alive (or
+  // unreaped) with the recorded start time.
+  Result<uint64_t> start = ReadProcStartTime(node.watched.pid, /*zombie_is_dead=*/false);
+  const bool running = start.ok() && *start == node.watched.start_time;
+  if (!running || !recorder) {
+    // Ended: its outcome is awaited. Nobody left to record it: collected at
+    // once (as lost; a command still running is killed then).
+    if (pidfd >= 0) ::close(pidfd);
+    pidfd = -1;
+    node.settle_until_ms = recorder ? SteadyMillis() + kSettleMs : 1;
+  }
+  node.pidfd = pidfd;
+  WatchLocked(node);
+}
+
+std::vector<Status> LocalBackend::StartNodes(const std::vector<PreparedNode>& nodes) {
   std::vector<Status> out(nodes.size(), Status::Ok());
   std::vector<size_t> by_agent, by_spawn;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -495,7 +634,7 @@ Result<LaunchResult> LocalBackend::LaunchNode(const NodeSpec& spec) {
   ASSIGN_OR_RETURN(PreparedNode node, PrepareNode(spec));
   std::vector<PreparedNode> one;
   one.push_back(std::move(node));
-  RETURN_IF_ERROR(StartSupervisors(one).front());
+  RETURN_IF_ERROR(StartNodes(one).front());
   return std::move(one.front().result);
 }
 
@@ -567,7 +706,7 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
     prepared.push_back(std::move(*p));
   }
   // 2. Their supervisors, all at once (one round trip to the agent).
-  std::vector<Status> started = StartSupervisors(prepared);
+  std::vector<Status> started = StartNodes(prepared);
   for (const Status& s : started) {
     if (!s.ok()) {
       // Gang: nothing of it may go on running.
@@ -626,25 +765,82 @@ Result<std::string> LocalBackend::OutputPath(const NodeKey& node) const {
 void LocalBackend::SignalNode(const Node& node, int64_t grace_ms) {
   TerminateRequest req{grace_ms, options_.clock->NowMillis()};
   (void)WriteJsonRecord(node.paths.terminate(), ToJson(req));
+  if (node.watch != Watch::kSupervisor) return;  // the agent's, or SignalCommandLocked
   if (node.pidfd >= 0) {
     PidfdSendSignal(node.pidfd, SIGTERM);
-  } else if (IdentityAlive(node.shim)) {
-    ::kill(node.shim.pid, SIGTERM);
+  } else if (IdentityAlive(node.watched)) {
+    ::kill(node.watched.pid, SIGTERM);
   }
+}
+
+void LocalBackend::SignalCommandLocked(const Node& node, int64_t grace_ms) {
+  if (!IdentityAlive(node.watched)) return;
+  if (grace_ms <= 0) {
+    ::kill(-node.watched.pid, SIGKILL);
+    ::kill(node.watched.pid, SIGKILL);
+    return;
+  }
+  ::kill(-node.watched.pid, SIGTERM);
+  const int64_t at = SteadyMillis() + grace_ms;
+  auto [it, inserted] = kill_at_.emplace(node.key, at);
+  if (!inserted) it->second = std::min(it->second, at);
+  uint64_t one = 1;  // Wait's timeout must cover the deadline
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+Status LocalBackend::AskAgent(const ProcessIdentity& agent, const std::string& node_dir,
+                              std::optional<int64_t> terminate_grace_ms) {
+  std::unique_ptr<NodeAgentClient> client;
+  {
+    std::lock_guard<std::mutex> lock(agent_mu_);
+    for (auto it = idle_agents_.begin(); it != idle_agents_.end(); ++it) {
+      if ((*it)->agent().pid != agent.pid) continue;
+      client = std::move(*it);
+      idle_agents_.erase(it);
+      break;
+    }
+  }
+  if (client == nullptr) {
+    Result<std::unique_ptr<NodeAgentClient>> c = NodeAgentClient::Connect(options_.home);
+    if (!c.ok()) return Status::Unavailable(c.status().message());
+    if ((*c)->agent().pid != agent.pid)
+      return Status::Unavailable("the node agent pid " + std::to_string(agent.pid) + " is gone");
+    client = std::move(*c);
+  }
+  Status s = terminate_grace_ms ? client->Terminate(node_dir, *terminate_grace_ms)
+                                : client->Inject(node_dir);
+  if (s.ok() || s.IsNotFound()) ReturnAgent(std::move(client));
+  return s;
 }
 
 Status LocalBackend::Terminate(const AttemptKey& attempt, std::optional<int64_t> grace_ms) {
   int64_t grace = std::max<int64_t>(0, grace_ms.value_or(options_.default_grace_ms));
-  std::lock_guard<std::mutex> lock(mu_);
-  int count = 0;
-  for (const auto& [key, node] : nodes_) {
-    if (key.attempt != attempt) continue;
-    SignalNode(node, grace);
-    ++count;
+  std::vector<std::pair<NodeKey, Node>> by_agent;  // asked outside mu_ (agent_mu_ order)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int count = 0;
+    for (const auto& [key, node] : nodes_) {
+      if (key.attempt != attempt) continue;
+      ++count;
+      SignalNode(node, grace);
+      if (node.watch == Watch::kAgent) {
+        by_agent.emplace_back(key, node);
+      } else if (node.watch == Watch::kOrphan) {
+        SignalCommandLocked(node, grace);
+      }
+    }
+    if (count == 0) {
+      return Status::NotFound("no running node of job " + attempt.job_id + " attempt " +
+                              std::to_string(attempt.attempt) + " on this host");
+    }
   }
-  if (count == 0) {
-    return Status::NotFound("no running node of job " + attempt.job_id + " attempt " +
-                            std::to_string(attempt.attempt) + " on this host");
+  for (const auto& [key, node] : by_agent) {
+    Status asked = AskAgent(node.agent, node.paths.dir, grace);
+    if (asked.ok() || asked.IsNotFound()) continue;  // NotFound: it has just ended
+    // The agent cannot be reached: the command is signalled from here.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(key);
+    if (it != nodes_.end()) SignalCommandLocked(it->second, grace);
   }
   return Status::Ok();
 }
@@ -685,10 +881,18 @@ Result<std::map<int32_t, std::string>> LocalBackend::CollectStackDumps(const Att
 
 Status LocalBackend::InjectFault(const NodeKey& key, const NodeFault& fault,
                                  int32_t main_node_index) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(key);
-  if (it == nodes_.end())
-    return Status::NotFound("node " + key.ToString() + " does not run on this host");
+  Node node;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(key);
+    if (it == nodes_.end())
+      return Status::NotFound("node " + key.ToString() + " does not run on this host");
+    node = it->second;
+  }
+  if (node.watch == Watch::kOrphan)
+    return Status::FailedPrecondition("node " + key.ToString() +
+                                      " runs without its node agent (it is gone): no fault can "
+                                      "be injected into it");
   NodeFault f = fault;
   if (f.at_step > 0) {
     ASSIGN_OR_RETURN(NodePaths main,
@@ -697,8 +901,15 @@ Status LocalBackend::InjectFault(const NodeKey& key, const NodeFault& fault,
     f.progress_path =
         spec.ok() && !spec->output_path.empty() ? spec->output_path : main.default_output();
   }
-  RETURN_IF_ERROR(WriteJsonRecord(it->second.paths.inject(), ToJson(f)));
-  if (::kill(it->second.shim.pid, SIGUSR1) != 0)
+  RETURN_IF_ERROR(WriteJsonRecord(node.paths.inject(), ToJson(f)));
+  if (node.watch == Watch::kAgent) {
+    Status asked = AskAgent(node.agent, node.paths.dir, std::nullopt);
+    if (!asked.ok())
+      return Status::Internal("cannot reach the node agent of node " + key.ToString() + ": " +
+                              asked.message());
+    return Status::Ok();
+  }
+  if (::kill(node.watched.pid, SIGUSR1) != 0)
     return Status::Internal("cannot signal the runner of node " + key.ToString() + ": " +
                             ErrnoText());
   return Status::Ok();
@@ -769,7 +980,7 @@ std::optional<NodeEvent> LocalBackend::CollectEnded(const Node& node) {
              WEXITED | WNOHANG);
   } else {
     int ignored;
-    ::waitpid(node.shim.pid, &ignored, WNOHANG);
+    ::waitpid(node.watched.pid, &ignored, WNOHANG);
   }
   auto st = ReadStatusRecord(node.paths.status());
   if (st.ok()) return EventFromStatus(node.key, *st);
@@ -787,7 +998,7 @@ std::optional<NodeEvent> LocalBackend::CollectEnded(const Node& node) {
     NodeEvent e;
     e.node = node.key;
     e.outcome = NodeOutcome::kLost;
-    e.reason = "supervisor (pid " + std::to_string(node.shim.pid) +
+    e.reason = "supervisor (pid " + std::to_string(node.watched.pid) +
                ") ended without an outcome and the node lock is held by another process";
     e.stopped_at_ms = options_.clock->NowMillis();
     e.at_ms = e.stopped_at_ms;
@@ -797,10 +1008,85 @@ std::optional<NodeEvent> LocalBackend::CollectEnded(const Node& node) {
   NodeEvent e =
       st.ok() ? EventFromStatus(node.key, *st)
               : DeclareLost(node.key, node.paths,
-                            "supervisor (pid " + std::to_string(node.shim.pid) + ") of node " +
+                            "supervisor (pid " + std::to_string(node.watched.pid) + ") of node " +
                                 node.key.ToString() + " ended without recording an outcome");
   ::close(lock_fd);
   return e;
+}
+
+void LocalBackend::ReadAgentNotices(std::vector<Node>* ended) {
+  std::vector<std::string> dirs;
+  Status read = Status::Ok();
+  ProcessIdentity agent;
+  {
+    std::lock_guard<std::mutex> lock(agent_mu_);
+    if (watch_ == nullptr) return;
+    agent = watch_->agent();
+    read = watch_->ReadEnded(&dirs);
+    if (!read.ok()) {  // the agent is gone
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watch_->fd(), nullptr);
+      watch_.reset();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& dir : dirs) {
+      auto key = by_dir_.find(dir);
+      if (key == by_dir_.end()) continue;  // not (yet) ours: WatchDirect reads its status
+      auto it = nodes_.find(key->second);
+      if (it != nodes_.end()) ended->push_back(UnwatchLocked(it));
+    }
+  }
+  if (!read.ok()) {
+    spdlog::warn(
+        "local executor: node agent pid {} lost ({}); its nodes are watched by their "
+        "commands, their outcomes recorded by its keeper",
+        agent.pid, read.message());
+    DropAgent(agent, read);
+    OrphanNodesOf(agent, /*gone=*/true);  // its socket closed: it is exiting
+  }
+}
+
+void LocalBackend::CollectNodes(std::vector<Node> ended, std::vector<NodeEvent>* out) {
+  for (Node& node : ended) {
+    if (node.pidfd >= 0) {
+      ::close(node.pidfd);
+      node.pidfd = -1;
+    }
+    if (node.watch == Watch::kSupervisor) {
+      if (std::optional<NodeEvent> e = CollectEnded(node)) {
+        out->push_back(std::move(*e));
+        // Listed until its outcome is on disk (a lost node whose lock another
+        // process holds has none: a later recovery must still look at it).
+        if (FileExists(node.paths.status())) ForgetLive(node.key);
+      }
+      continue;
+    }
+    // The agent's command: the agent, else its keeper, records the outcome.
+    Result<StatusRecord> st = ReadStatusRecord(node.paths.status());
+    if (st.ok()) {
+      out->push_back(EventFromStatus(node.key, *st));
+      ForgetLive(node.key);
+      continue;
+    }
+    const bool recorder = RecorderAlive(node);
+    const int64_t now = SteadyMillis();
+    if (node.watch == Watch::kOrphan && recorder &&
+        (node.settle_until_ms == 0 || now < node.settle_until_ms)) {
+      if (node.settle_until_ms == 0) node.settle_until_ms = now + kSettleMs;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto [it, inserted] = nodes_.emplace(node.key, std::move(node));
+      WatchLocked(it->second);
+      continue;
+    }
+    out->push_back(DeclareLost(
+        node.key, node.paths,
+        "node agent pid " + std::to_string(node.agent.pid) + " ran node " + node.key.ToString() +
+            (recorder ? ", and no outcome was recorded within " + std::to_string(kSettleMs / 1000) +
+                            " s of its command's end"
+                      : "; the agent and its keeper are gone and recorded no outcome")));
+    ForgetLive(node.key);
+  }
 }
 
 Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
@@ -816,7 +1102,8 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
   constexpr int kMaxReady = 512;
   struct epoll_event ready[kMaxReady];
   while (true) {
-    bool any_unwatched = false;
+    int64_t timeout = std::max<int64_t>(0, deadline - SteadyMillis());
+    bool any_unwatched = false, any_settling = false, check_orphans = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (!pending_.empty()) {
@@ -825,15 +1112,26 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
       }
       if (!out.empty()) return out;
       any_unwatched = unwatched_ > 0;
+      any_settling = settling_ > 0;
+      if (any_unwatched) timeout = std::min(timeout, kFallbackPollMs);
+      if (any_settling) timeout = std::min(timeout, kSettlePollMs);
+      if (orphans_ > 0) {
+        // Their agent is gone: their keeper may go too, and then nobody
+        // would record their outcome (they are collected as lost).
+        const int64_t until_check = next_orphan_check_ms_ - SteadyMillis();
+        check_orphans = until_check <= 0;
+        timeout = std::min(timeout, std::max<int64_t>(0, until_check));
+      }
+      for (const auto& [key, at] : kill_at_)
+        timeout = std::min(timeout, std::max<int64_t>(0, at - SteadyMillis()));
     }
-    int64_t remaining = std::max<int64_t>(0, deadline - SteadyMillis());
-    int64_t timeout = any_unwatched ? std::min(remaining, kFallbackPollMs) : remaining;
-    // Only the pidfds of ended supervisors (and the wake eventfd) come back,
-    // however many nodes run.
+    // Only the pidfds of ended supervisors and orphaned commands, the agent's
+    // notices and the wake eventfd come back, however many nodes run.
     int r = ::epoll_wait(epoll_fd_, ready, kMaxReady, static_cast<int>(timeout));
     if (r < 0 && errno != EINTR)
       return Status::Internal("LocalBackend::Wait: epoll_wait: " + ErrnoText());
     std::vector<Node> ended;
+    bool notices = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int i = 0; i < r; ++i) {
@@ -843,31 +1141,46 @@ Result<std::vector<NodeEvent>> LocalBackend::Wait(int64_t timeout_ms) {
           (void)!::read(wake_fd_, &v, sizeof(v));
           continue;
         }
+        if (token == kWatchToken) {
+          notices = true;
+          continue;
+        }
         auto key = by_token_.find(token);
         if (key == by_token_.end()) continue;
         auto it = nodes_.find(key->second);
         if (it == nodes_.end()) continue;
         ended.push_back(UnwatchLocked(it));
       }
-      if (any_unwatched) {
+      if (check_orphans) next_orphan_check_ms_ = SteadyMillis() + kOrphanCheckMs;
+      if (any_unwatched || any_settling || check_orphans) {
         for (auto it = nodes_.begin(); it != nodes_.end();) {
-          if (it->second.pidfd < 0 && !IdentityAlive(it->second.shim)) {
+          const Node& n = it->second;
+          const bool polled = n.watch != Watch::kAgent && n.pidfd < 0 && n.settle_until_ms == 0;
+          const bool unrecorded = check_orphans && n.watch == Watch::kOrphan &&
+                                  n.settle_until_ms == 0 && !RecorderAlive(n);
+          if ((polled && !IdentityAlive(n.watched)) || n.settle_until_ms > 0 || unrecorded) {
             ended.push_back(UnwatchLocked(it++));
           } else {
             ++it;
           }
         }
       }
-    }
-    for (const Node& node : ended) {
-      if (std::optional<NodeEvent> e = CollectEnded(node)) {
-        out.push_back(std::move(*e));
-        // Listed until its outcome is on disk (a lost node whose lock another
-        // process holds has none: a later recovery must still look at it).
-        if (FileExists(node.paths.status())) ForgetLive(node.key);
+      const int64_t now = SteadyMillis();
+      for (auto it = kill_at_.begin(); it != kill_at_.end();) {
+        auto node = nodes_.find(it->first);
+        if (it->second > now) {
+          ++it;
+          continue;
+        }
+        if (node != nodes_.end() && IdentityAlive(node->second.watched)) {
+          ::kill(-node->second.watched.pid, SIGKILL);
+          ::kill(node->second.watched.pid, SIGKILL);
+        }
+        it = kill_at_.erase(it);
       }
-      if (node.pidfd >= 0) ::close(node.pidfd);
     }
+    if (notices) ReadAgentNotices(&ended);
+    CollectNodes(std::move(ended), &out);
     if (!out.empty()) return out;
     if (wake_requested_.exchange(false)) return out;
     if (SteadyMillis() >= deadline) return out;
@@ -893,14 +1206,70 @@ bool LocalBackend::Adopt(const NodeKey& key, const NodePaths& paths) {
   Node node;
   node.key = key;
   node.paths = paths;
-  node.shim = rec->id;
+  node.watched = rec->id;
   node.pidfd = pidfd;
   auto [it, inserted] = nodes_.emplace(key, std::move(node));
   WatchLocked(it->second);
   return true;
 }
 
-void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
+void LocalBackend::RecoverDirect(const NodeKey& key, const NodePaths& paths,
+                                 const ProcessRecord& runner, const ProcessIdentity& watched,
+                                 RecoverReport* report) {
+  Result<ProcessRecord> command = ReadProcessRecord(paths.command());
+  // Claimed but not recorded yet: a live agent is finishing the launch (one
+  // request, handled whole); allow it a moment.
+  for (int i = 0; i < 200 && !command.ok() && IdentityAlive(runner.id); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (FileExists(paths.status())) break;
+    command = ReadProcessRecord(paths.command());
+  }
+  if (Result<StatusRecord> st = ReadStatusRecord(paths.status()); st.ok()) {
+    pending_.push_back(EventFromStatus(key, *st));
+    (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
+    ForgetLive(key);
+    return;
+  }
+  if (!command.ok()) {
+    // The agent ended before the command was recorded: the child, held
+    // before exec, saw the agent's end and never ran anything.
+    NodeEvent lost = DeclareLost(key, paths,
+                                 "the node agent (pid " + std::to_string(runner.id.pid) +
+                                     ") ended before it started node " + key.ToString(),
+                                 /*never_started=*/true);
+    pending_.push_back(std::move(lost));
+    report->lost.push_back(key);
+    report->never_started.push_back(key);
+    ForgetLive(key);
+    return;
+  }
+  Node node;
+  node.key = key;
+  node.paths = paths;
+  node.watch = Watch::kAgent;
+  node.watched = command->id;
+  node.agent = runner.id;
+  node.keeper = runner.keeper;
+  auto [it, inserted] = nodes_.emplace(key, std::move(node));
+  if (watched.pid == runner.id.pid && IdentityAlive(runner.id)) {
+    WatchLocked(it->second);
+  } else {
+    OrphanLocked(it->second);
+  }
+  // Watched from here on; an end before that left its status.json.
+  if (Result<StatusRecord> st = ReadStatusRecord(paths.status()); st.ok()) {
+    Node ended = UnwatchLocked(it);
+    if (ended.pidfd >= 0) ::close(ended.pidfd);
+    pending_.push_back(EventFromStatus(key, *st));
+    report->finished.push_back(key);
+    ForgetLive(key);
+    return;
+  }
+  report->adopted.push_back(key);
+}
+
+void LocalBackend::RecoverExpected(const NodeKey& key, const ProcessIdentity& watched,
+                                   RecoverReport* report) {
   auto paths_or = NodePathsFor(options_.home, key);
   if (!paths_or.ok()) {
     NodeEvent e;
@@ -932,6 +1301,11 @@ void LocalBackend::RecoverExpected(const NodeKey& key, RecoverReport* report) {
       (st->outcome == NodeOutcome::kLost ? report->lost : report->finished).push_back(key);
       if (st->never_started) report->never_started.push_back(key);
       ForgetLive(key);
+      return;
+    }
+    if (Result<ProcessRecord> runner = ReadProcessRecord(paths.shim());
+        runner.ok() && runner->agent) {
+      RecoverDirect(key, paths, *runner, watched, report);  // no node lock: the agent's
       return;
     }
     int lock_fd = TryNodeLock(paths);
@@ -978,6 +1352,24 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
     ForgetLive(key);
     return;
   }
+  if (Result<ProcessRecord> runner = ReadProcessRecord(paths.shim());
+      runner.ok() && runner->agent) {
+    // The agent's command: killed here; the agent (or its keeper) records its
+    // end, and the entry is dropped by the recovery that sees it.
+    Result<ProcessRecord> command = ReadProcessRecord(paths.command());
+    if (command.ok() && IdentityAlive(command->id)) {
+      (void)WriteJsonRecord(paths.terminate(),
+                            ToJson(TerminateRequest{0, options_.clock->NowMillis()}));
+      ::kill(-command->id.pid, SIGKILL);
+      ::kill(command->id.pid, SIGKILL);
+      report->orphans_terminated.push_back(key);
+    } else if (!IdentityAlive(runner->id) && !(runner->keeper && IdentityAlive(*runner->keeper))) {
+      (void)DeclareLost(key, paths,
+                        "node " + key.ToString() + " was unknown to the control plane at recovery");
+      ForgetLive(key);
+    }
+    return;
+  }
   int lock_fd = TryNodeLock(paths);
   if (lock_fd >= 0) {
     if (!FileExists(paths.status())) {
@@ -1001,10 +1393,27 @@ void LocalBackend::RecoverUnknown(const NodeKey& key, const NodePaths& paths,
 }
 
 Result<RecoverReport> LocalBackend::RecoverNodes(const std::vector<NodeKey>& expected) {
+  // The live agent's notices are read before any of its nodes is looked at,
+  // so none of their ends can be missed.
+  ProcessIdentity watched;
+  if (options_.use_node_agent) {
+    Result<std::unique_ptr<NodeAgentClient>> agent = NodeAgentClient::Connect(options_.home);
+    std::lock_guard<std::mutex> lock(agent_mu_);
+    if (agent.ok()) {
+      if (watch_ == nullptr || watch_->agent().pid != (*agent)->agent().pid) {
+        if (Status w = WatchAgentLocked((*agent)->agent()); !w.ok())
+          spdlog::warn("local executor: cannot watch node agent pid {}: {}", (*agent)->agent().pid,
+                       w.message());
+      }
+      agent_ = (*agent)->agent();
+      idle_agents_.push_back(std::move(*agent));
+    }
+    if (watch_ != nullptr) watched = watch_->agent();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   RecoverReport report;
   std::set<NodeKey> wanted(expected.begin(), expected.end());
-  for (const auto& key : wanted) RecoverExpected(key, &report);
+  for (const auto& key : wanted) RecoverExpected(key, watched, &report);
 
   // Any other node without an outcome: never leave it running unknown. The
   // nodes listed live are the candidates (every node this home launched and

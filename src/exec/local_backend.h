@@ -124,12 +124,28 @@ class LocalBackend final : public Backend {
   std::string node_agent_problem() const;
 
  private:
+  // How the end of a node is seen.
+  enum class Watch {
+    kSupervisor,  // the pidfd of its supervisor, which records the outcome
+    kAgent,       // the agent's "end" notice (the command is the agent's child)
+    kOrphan,      // the pidfd of its command, once its agent is not watched (gone,
+                  // or another): the agent or its keeper records the outcome
+  };
   struct Node {
     NodeKey key;
     NodePaths paths;
-    ProcessIdentity shim;  // the supervisor
-    int pidfd = -1;        // -1: no pidfd support, checked by polling
-    uint64_t token = 0;    // its epoll token (by_token_)
+    Watch watch = Watch::kSupervisor;
+    // The process whose end is the node's end: the supervisor (kSupervisor)
+    // or the command (kAgent, kOrphan).
+    ProcessIdentity watched;
+    ProcessIdentity agent;                  // kAgent, kOrphan: the node agent that ran it
+    std::optional<ProcessIdentity> keeper;  // and its keeper
+    bool agent_gone = false;                // its socket closed: it is exiting
+    int pidfd = -1;                         // -1: no pidfd (none needed, or polled)
+    uint64_t token = 0;                     // its epoll token (by_token_)
+    // kOrphan: its command has ended and its status.json is awaited (steady
+    // clock); 0 while it runs.
+    int64_t settle_until_ms = 0;
   };
   // What Launch needs of this host and process, looked up once in Create.
   struct HostFacts : RunnerHost {
@@ -158,9 +174,9 @@ class LocalBackend final : public Backend {
   void ForgetLive(const NodeKey& key) const;
   // Nodes listed live (Recover): their keys, and the entries that name none.
   std::vector<NodeKey> LiveNodes() const;
-  // Starts the supervisors of `nodes` (the agent, else one program each): one
+  // Starts `nodes` (through the agent, else one supervisor program each): one
   // status per node; a node that failed has a start_failed status.json.
-  std::vector<Status> StartSupervisors(const std::vector<PreparedNode>& nodes);
+  std::vector<Status> StartNodes(const std::vector<PreparedNode>& nodes);
   // Through the agent: the indexes (of `todo`) it did not take, for the
   // other path.
   std::vector<size_t> StartThroughAgent(const std::vector<PreparedNode>& nodes,
@@ -170,6 +186,36 @@ class LocalBackend final : public Backend {
   Status FailStart(const PreparedNode& node, const std::string& why);
   // A supervisor that was started: watched from now on.
   void WatchStarted(const PreparedNode& node, const ProcessIdentity& shim);
+  // A command the agent runs itself: watched through the agent's notices when
+  // it is the watched agent, else by the command's pidfd.
+  void WatchDirect(const NodeKey& key, const NodePaths& paths, const ProcessIdentity& agent,
+                   const std::optional<ProcessIdentity>& keeper, const ProcessIdentity& command);
+  // A node the agent answered for without running anything now ("ended",
+  // "taken"): its outcome, or whatever its records say runs it.
+  void WatchAnswered(const PreparedNode& node);
+  // Makes `agent` the watched agent (its "end" notices read by Wait): a
+  // connection of its own, in the epoll set. The nodes of the agent watched
+  // before are then watched by their commands' pidfds.
+  Status WatchAgentLocked(const ProcessIdentity& agent);  // agent_mu_ held
+  // The agent watched now (pid 0: none).
+  ProcessIdentity WatchedAgent() const;
+  // The notices of the watched agent; at its end, its nodes become kOrphan.
+  void ReadAgentNotices(std::vector<Node>* ended);
+  // kAgent -> kOrphan: the agent is gone or not watched. A node whose command
+  // has ended, or that nobody can record the outcome of any more (the agent
+  // and its keeper are gone), is settling (Wait collects it).
+  void OrphanLocked(Node& node);
+  // Every kAgent node of `agent`; `gone`: its connection closed.
+  void OrphanNodesOf(const ProcessIdentity& agent, bool gone);
+  // Whether the agent or the keeper that runs the node can still record its outcome.
+  static bool RecorderAlive(const Node& node);
+  // Nodes whose end was seen: their events (an orphan may have to wait for
+  // its keeper to record the outcome: it goes back to nodes_, settling).
+  void CollectNodes(std::vector<Node> ended, std::vector<NodeEvent>* out);
+  // Sends `term`/`inject` to the agent that runs the node; Unavailable when it
+  // cannot be reached.
+  Status AskAgent(const ProcessIdentity& agent, const std::string& node_dir,
+                  std::optional<int64_t> terminate_grace_ms);
   // A connection to the agent to launch through (an idle one, else a new
   // one, the agent started if need be); null when there is none
   // (agent_problem_ says why). Several launches each hold one, so the agent
@@ -193,12 +239,20 @@ class LocalBackend final : public Backend {
   // With the node lock free: kill an orphaned command, write a lost tombstone.
   NodeEvent DeclareLost(const NodeKey& key, const NodePaths& paths, const std::string& why,
                         bool never_started = false);
-  // Recover one node the control plane expects to be running.
-  void RecoverExpected(const NodeKey& key, RecoverReport* report);
+  // Recover one node the control plane expects to be running. `watched`: the
+  // agent watched now.
+  void RecoverExpected(const NodeKey& key, const ProcessIdentity& watched, RecoverReport* report);
+  // Its shim.json says the node agent runs the command itself.
+  void RecoverDirect(const NodeKey& key, const NodePaths& paths, const ProcessRecord& runner,
+                     const ProcessIdentity& watched, RecoverReport* report);
   void RecoverUnknown(const NodeKey& key, const NodePaths& paths, RecoverReport* report);
   // Adopts a live supervisor (lock held by it). False if it cannot be verified.
   bool Adopt(const NodeKey& key, const NodePaths& paths);
+  // terminate.json, then SIGTERM to a supervisor (the others: the agent is
+  // asked, or SignalCommandLocked).
   void SignalNode(const Node& node, int64_t grace_ms);
+  // SIGTERM to the command's group, SIGKILL when the grace ends (kill_at_).
+  void SignalCommandLocked(const Node& node, int64_t grace_ms);
 
   const LocalBackendOptions options_;
   const CgroupSupport cgroups_;
@@ -215,6 +269,13 @@ class LocalBackend final : public Backend {
   uint64_t next_token_ = 1;                         // protected by mu_
   int64_t unwatched_ = 0;          // nodes without a pidfd, polled; protected by mu_
   std::deque<NodeEvent> pending_;  // protected by mu_
+  // kAgent nodes by folder (the agent's notices name folders); protected by mu_
+  std::unordered_map<std::string, NodeKey> by_dir_;
+  // kOrphan nodes terminated while no agent can: SIGKILL at this steady time.
+  std::map<NodeKey, int64_t> kill_at_;  // protected by mu_
+  int64_t settling_ = 0;                // nodes with settle_until_ms set; protected by mu_
+  int64_t orphans_ = 0;                 // kOrphan nodes watched by pidfd; protected by mu_
+  int64_t next_orphan_check_ms_ = 0;    // steady clock; protected by mu_
 
   // The node agent; agent_mu_ is never held while mu_ is.
   mutable std::mutex agent_mu_;
@@ -222,6 +283,9 @@ class LocalBackend final : public Backend {
   std::vector<std::unique_ptr<NodeAgentClient>> idle_agents_;  // protected by agent_mu_
   std::string agent_problem_;                                  // protected by agent_mu_
   int64_t agent_retry_at_ms_ = 0;  // steady clock; protected by agent_mu_
+  // The connection on which the agent's "end" notices arrive (its fd in the
+  // epoll set); protected by agent_mu_.
+  std::unique_ptr<NodeAgentClient> watch_;
 };
 
 }  // namespace lote::exec

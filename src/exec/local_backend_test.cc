@@ -50,7 +50,9 @@ pid_t StartStraySleep() {
   return pid;
 }
 
-class LocalBackendTest : public ::testing::Test {
+// Every test runs with both node runners: one supervisor program per node
+// (false), and the node agent that runs each command itself (true).
+class LocalBackendTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/lote-exec-test-XXXXXX";
@@ -78,6 +80,7 @@ class LocalBackendTest : public ::testing::Test {
     o.home = home_;
     o.shim_command = {LOTE_EXEC_SHIM_PATH};
     o.default_grace_ms = default_grace_ms;
+    o.use_node_agent = GetParam();
     auto b = LocalBackend::Create(o);
     EXPECT_TRUE(b.ok()) << b.status().ToString();
     return b.ok() ? std::move(*b) : nullptr;
@@ -136,7 +139,7 @@ class LocalBackendTest : public ::testing::Test {
   std::vector<NodeEvent> others_;
 };
 
-TEST_F(LocalBackendTest, ExitCodesAreRecorded) {
+TEST_P(LocalBackendTest, ExitCodesAreRecorded) {
   auto ok = backend_->LaunchNode(Spec("job-ok", {"sh", "-c", "exit 0"}));
   auto three = backend_->LaunchNode(Spec("job-three", {"sh", "-c", "exit 3"}));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
@@ -156,7 +159,7 @@ TEST_F(LocalBackendTest, ExitCodesAreRecorded) {
   EXPECT_TRUE(backend_->Running().empty());
 }
 
-TEST_F(LocalBackendTest, ChildSeesExactlyTheJobEnvironment) {
+TEST_P(LocalBackendTest, ChildSeesExactlyTheJobEnvironment) {
   ::setenv("LOTE_EXEC_TEST_LEAK", "1", 1);  // the server's environment must not leak
   NodeSpec s = Spec("arr:7", {"sh", "-c", "env > \"$AWS_BATCH_JOB_ID.env\""}, 0, 2);
   s.environment = {{"AWS_BATCH_JOB_ID", "arr:7"},      {"AWS_BATCH_JOB_ATTEMPT", "2"},
@@ -186,7 +189,7 @@ TEST_F(LocalBackendTest, ChildSeesExactlyTheJobEnvironment) {
 
 // Four nodes of one attempt: the main node listens on its own 127.0.1.x address,
 // the children bind their own addresses and connect to the main over TCP.
-TEST_F(LocalBackendTest, FourNodesTalkOverTheirPrivateAddresses) {
+TEST_P(LocalBackendTest, FourNodesTalkOverTheirPrivateAddresses) {
   const char* script = R"PY(
 import os, socket, sys, time
 idx = int(os.environ["AWS_BATCH_JOB_NODE_INDEX"])
@@ -274,7 +277,7 @@ else:
   }
 }
 
-TEST_F(LocalBackendTest, OutputIsCapturedInOrder) {
+TEST_P(LocalBackendTest, OutputIsCapturedInOrder) {
   auto r = backend_->LaunchNode(Spec(
       "out",
       {"sh", "-c", "i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"}));
@@ -287,13 +290,17 @@ TEST_F(LocalBackendTest, OutputIsCapturedInOrder) {
   EXPECT_EQ(ReadAll(r->output_path), want);
 }
 
-TEST_F(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) {
+TEST_P(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) {
   // The leader, a background child, a grandchild in a subshell, and one that
-  // left the process group (setsid).
-  auto r = backend_->LaunchNode(Spec("tree", {"sh", "-c",
-                                              "sleep 300 & echo child $!; "
-                                              "sh -c 'sleep 300 & echo grandchild $!; wait' & "
-                                              "setsid sleep 300 & echo escaped $!; wait"}));
+  // left the process group and the session (setsid). The node's variables are
+  // those every node gets (control::JobEnvironment): the node agent knows a
+  // process that left the session by them.
+  NodeSpec spec = Spec("tree", {"sh", "-c",
+                                "sleep 300 & echo child $!; "
+                                "sh -c 'sleep 300 & echo grandchild $!; wait' & "
+                                "setsid sleep 300 & echo escaped $!; wait"});
+  spec.environment = {{"AWS_BATCH_JOB_ID", "tree"}, {"AWS_BATCH_JOB_ATTEMPT", "1"}};
+  auto r = backend_->LaunchNode(spec);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string text = WaitForLines(r->output_path, 3);
   std::vector<ProcessIdentity> procs;
@@ -316,7 +323,7 @@ TEST_F(LocalBackendTest, TerminateKillsTheWholeTreeIncludingEscapedDescendants) 
   EXPECT_TRUE(backend_->Terminate(attempt, 0).IsNotFound());
 }
 
-TEST_F(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
+TEST_P(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
   auto r = backend_->LaunchNode(
       Spec("stubborn", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(r.ok());
@@ -331,7 +338,7 @@ TEST_F(LocalBackendTest, GraceThenSigkillForACommandIgnoringSigterm) {
   EXPECT_NE(ReadAll(r->node_dir + "/shim.log").find("grace period over"), std::string::npos);
 }
 
-TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
+TEST_P(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
   NodeSpec s = Spec("early", {"sleep", "300"});
   ASSERT_TRUE(backend_->LaunchNode(s).ok());
   ASSERT_TRUE(backend_->Terminate(s.node.attempt, 0).ok());
@@ -342,7 +349,7 @@ TEST_F(LocalBackendTest, TerminateRightAfterLaunchIsNotLost) {
 
 // Retention's removal of a deleted job's files: refused while a node of the
 // job runs, then every attempt's folder goes; another job's stays.
-TEST_F(LocalBackendTest, AJobsFilesAreRemovedOnlyOnceNothingOfItRuns) {
+TEST_P(LocalBackendTest, AJobsFilesAreRemovedOnlyOnceNothingOfItRuns) {
   NodeSpec running = Spec("gone", {"sleep", "300"});
   auto r = backend_->LaunchNode(running);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -368,7 +375,7 @@ TEST_F(LocalBackendTest, AJobsFilesAreRemovedOnlyOnceNothingOfItRuns) {
 // (nodes-live/: listed by the launch, unlisted once the outcome is seen), not
 // in the folder of every job the home keeps; a home from before the list has
 // all its folders read once.
-TEST_F(LocalBackendTest, RecoveryReadsTheNodesListedLiveAndAnOlderHomesFoldersOnce) {
+TEST_P(LocalBackendTest, RecoveryReadsTheNodesListedLiveAndAnOlderHomesFoldersOnce) {
   NodeSpec done = Spec("done", {"true"});
   ASSERT_TRUE(backend_->LaunchNode(done).ok());
   WaitFor(backend_.get(), done.node);
@@ -408,7 +415,7 @@ TEST_F(LocalBackendTest, RecoveryReadsTheNodesListedLiveAndAnOlderHomesFoldersOn
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
-TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
+TEST_P(LocalBackendTest, DefaultGraceComesFromOptions) {
   backend_ = MakeBackend(/*default_grace_ms=*/200);
   auto r = backend_->LaunchNode(
       Spec("dflt", {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}));
@@ -422,7 +429,7 @@ TEST_F(LocalBackendTest, DefaultGraceComesFromOptions) {
 
 // A server killed with SIGKILL: a forked process owns the first backend, launches
 // and dies; a new backend (the restarted server) adopts the node and sees its exit.
-TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
+TEST_P(LocalBackendTest, RestartedServerAdoptsARunningNode) {
   NodeKey key{AttemptKey{"adopt", 1}, 0};
   std::string go = home_ + "/go";
   pid_t server = ::fork();
@@ -460,7 +467,7 @@ TEST_F(LocalBackendTest, RestartedServerAdoptsARunningNode) {
   EXPECT_EQ(e.exit_code, 5);
 }
 
-TEST_F(LocalBackendTest, NodeThatEndedWhileNoServerWatchedIsReported) {
+TEST_P(LocalBackendTest, NodeThatEndedWhileNoServerWatchedIsReported) {
   NodeKey key{AttemptKey{"ended", 1}, 0};
   ASSERT_TRUE(backend_->LaunchNode(Spec("ended", {"sh", "-c", "exit 4"})).ok());
   auto paths = NodePathsFor(home_, key);
@@ -475,7 +482,7 @@ TEST_F(LocalBackendTest, NodeThatEndedWhileNoServerWatchedIsReported) {
   EXPECT_EQ(e.exit_code, 4);
 }
 
-TEST_F(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
+TEST_P(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
   // Node 0: its supervisor record names a pid that was recycled (our own pid,
   // with another start time), and its command record a live process, which
   // must be killed. Node 1: the supervisor's pid is dead.
@@ -529,7 +536,7 @@ TEST_F(LocalBackendTest, StaleRecordsAreReportedLostAndOrphanedCommandsKilled) {
 // whose lock is free and which holds no supervisor record. A node whose
 // supervisor record exists is lost, not "never started". A second restart
 // reads the same answer back from the tombstone.
-TEST_F(LocalBackendTest, RecoverTellsNodesThatNeverStarted) {
+TEST_P(LocalBackendTest, RecoverTellsNodesThatNeverStarted) {
   NodeKey absent{AttemptKey{"ns", 1}, 0};
   NodeKey bare{AttemptKey{"ns", 1}, 1};
   NodeKey had_shim{AttemptKey{"ns", 1}, 2};
@@ -562,20 +569,27 @@ TEST_F(LocalBackendTest, RecoverTellsNodesThatNeverStarted) {
   EXPECT_TRUE(st->never_started);
 }
 
-TEST_F(LocalBackendTest, SupervisorKilledMeansNodeLostAndCommandKilled) {
+// The runner that would record the command's outcome is killed: the
+// supervisor, or the node agent together with its keeper.
+TEST_P(LocalBackendTest, SupervisorKilledMeansNodeLostAndCommandKilled) {
   auto r = backend_->LaunchNode(Spec("victim", {"sh", "-c", "echo up; sleep 300"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
   auto shim = ReadProcessRecord(r->node_dir + "/shim.json");
   auto cmd = ReadProcessRecord(r->node_dir + "/command.json");
   ASSERT_TRUE(shim.ok() && cmd.ok());
+  ASSERT_EQ(shim->agent, GetParam());
+  if (GetParam()) {
+    ASSERT_TRUE(shim->keeper.has_value());
+    ASSERT_EQ(::kill(shim->keeper->pid, SIGKILL), 0);
+  }
   ASSERT_EQ(::kill(shim->id.pid, SIGKILL), 0);
   NodeEvent e = WaitFor(backend_.get(), NodeKey{AttemptKey{"victim", 1}, 0});
   EXPECT_EQ(e.outcome, NodeOutcome::kLost);
   EXPECT_FALSE(IdentityAlive(cmd->id));
 }
 
-TEST_F(LocalBackendTest, UnknownRunningNodesAreTerminatedAtRecovery) {
+TEST_P(LocalBackendTest, UnknownRunningNodesAreTerminatedAtRecovery) {
   auto r = backend_->LaunchNode(Spec("unknown", {"sh", "-c", "echo up; sleep 300"}));
   ASSERT_TRUE(r.ok());
   WaitForLines(r->output_path, 1);
@@ -591,7 +605,7 @@ TEST_F(LocalBackendTest, UnknownRunningNodesAreTerminatedAtRecovery) {
   EXPECT_FALSE(IdentityAlive(cmd->id));
 }
 
-TEST_F(LocalBackendTest, UlimitsAreApplied) {
+TEST_P(LocalBackendTest, UlimitsAreApplied) {
   NodeSpec s = Spec("ulimit", {"sh", "-c", "echo $(ulimit -l) $(ulimit -n) $(ulimit -Hn)"});
   s.ulimits = {Ulimit{"memlock", 4 << 20, 4 << 20}, Ulimit{"nofile", 1000, 1500}};
   auto r = backend_->LaunchNode(s);
@@ -626,7 +640,7 @@ TEST_F(LocalBackendTest, UlimitsAreApplied) {
   }
 }
 
-TEST_F(LocalBackendTest, BadUlimitsAreRejected) {
+TEST_P(LocalBackendTest, BadUlimitsAreRejected) {
   NodeSpec s = Spec("badul", {"true"});
   s.ulimits = {Ulimit{"nofiles", 1, 1}};
   auto r = backend_->LaunchNode(s);
@@ -636,7 +650,7 @@ TEST_F(LocalBackendTest, BadUlimitsAreRejected) {
   EXPECT_TRUE(backend_->LaunchNode(s).status().IsInvalidArgument());
 }
 
-TEST_F(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
+TEST_P(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
   NodeSpec s = Spec("dev", {"sh", "-c", "echo ran"});
   s.unsupported_fields = {"linuxParameters.devices"};
   auto refused = backend_->LaunchNode(s);
@@ -654,7 +668,7 @@ TEST_F(LocalBackendTest, UnsupportedFieldRefusedUnlessEmulation) {
   EXPECT_EQ(ReadAll(skipped->output_path), "ran\n");  // the notice is not in the output
 }
 
-TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
+TEST_P(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
   NodeSpec s = Spec("limits", {"sh", "-c", "cat /proc/self/cgroup"});
   s.vcpu_milli = 1500;
   s.memory_mib = 256;
@@ -675,7 +689,7 @@ TEST_F(LocalBackendTest, MemoryAndVcpuLimitsEnforcedOrWarnedOnce) {
   }
 }
 
-TEST_F(LocalBackendTest, RunsAsTheRequestedUser) {
+TEST_P(LocalBackendTest, RunsAsTheRequestedUser) {
   NodeSpec s = Spec("user", {"sh", "-c", "id -u; id -g; pwd"});
   s.user = "nobody";
   auto r = backend_->LaunchNode(s);
@@ -693,7 +707,7 @@ TEST_F(LocalBackendTest, RunsAsTheRequestedUser) {
   EXPECT_TRUE(backend_->LaunchNode(bad).status().IsInvalidArgument());
 }
 
-TEST_F(LocalBackendTest, CommandThatCannotStartIsReported) {
+TEST_P(LocalBackendTest, CommandThatCannotStartIsReported) {
   auto r = backend_->LaunchNode(Spec("missing", {"no-such-command-lote"}));
   ASSERT_TRUE(r.ok());
   NodeEvent e = WaitFor(backend_.get(), NodeKey{AttemptKey{"missing", 1}, 0});
@@ -712,7 +726,7 @@ TEST_F(LocalBackendTest, CommandThatCannotStartIsReported) {
   }
 }
 
-TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
+TEST_P(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
   NodeSpec s = Spec("twice", {"sh", "-c", "exit 0"});
   ASSERT_TRUE(backend_->LaunchNode(s).ok());
   EXPECT_TRUE(backend_->LaunchNode(s).status().IsAlreadyExists());
@@ -725,7 +739,7 @@ TEST_F(LocalBackendTest, SameNodeIsNeverLaunchedTwice) {
 
 // Many launches in a row: each node's event arrives once, none is lost or
 // doubled (one epoll set, Wait returning every ended node at once).
-TEST_F(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
+TEST_P(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
   std::set<std::string> expected;
   for (int i = 0; i < 40; ++i) {
     NodeSpec s = Spec("burst:" + std::to_string(i), {"sh", "-c", "exit " + std::to_string(i % 3)});
@@ -748,7 +762,7 @@ TEST_F(LocalBackendTest, BurstOfLaunchesGivesOneEventPerNode) {
   EXPECT_TRUE(backend_->Running().empty());
 }
 
-TEST_F(LocalBackendTest, WaitUsesRealTimeEvenWithAFakeClock) {
+TEST_P(LocalBackendTest, WaitUsesRealTimeEvenWithAFakeClock) {
   FakeClock fake;
   LocalBackendOptions o;
   o.home = home_;
@@ -764,7 +778,7 @@ TEST_F(LocalBackendTest, WaitUsesRealTimeEvenWithAFakeClock) {
 // Wake ends a Wait that would otherwise last a day, whether it comes before
 // the Wait (it is remembered) or from another thread during it. Nothing else
 // can end these Waits (no node runs), so returning at all proves the wake.
-TEST_F(LocalBackendTest, WakeInterruptsWait) {
+TEST_P(LocalBackendTest, WakeInterruptsWait) {
   constexpr int64_t kDayMs = 86'400'000;
   const int64_t start = Now();
   backend_->Wake();
@@ -792,7 +806,7 @@ namespace {
 // The cgroup plumbing against a stand-in parent folder (this host may have no
 // delegated cgroup v2): detection, the limit files and the command joining its
 // group, all through the real backend and supervisor.
-TEST_F(LocalBackendTest, CgroupLimitsAreWrittenForTheNode) {
+TEST_P(LocalBackendTest, CgroupLimitsAreWrittenForTheNode) {
   std::string parent = home_ + "/cgroup-parent";
   ASSERT_TRUE(MakeDirs(parent).ok());
   std::ofstream(parent + "/cgroup.controllers") << "cpuset cpu io memory pids\n";
@@ -826,6 +840,11 @@ TEST_F(LocalBackendTest, CgroupLimitsAreWrittenForTheNode) {
   EXPECT_FALSE((*no_memory)->cgroup_support().available);
   EXPECT_NE((*no_memory)->cgroup_support().reason.find("memory"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Runners, LocalBackendTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "NodeAgent" : "SupervisorPerNode";
+                         });
 
 }  // namespace
 }  // namespace lote::exec

@@ -1,10 +1,12 @@
 #include "exec/node_agent.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,17 +14,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "exec/cgroup.h"
 #include "exec/node_files.h"
+#include "exec/node_run.h"
 #include "exec/shim.h"
+#include "exec/slurm_placement.h"
 
 namespace lote::exec {
 namespace {
@@ -100,16 +109,127 @@ bool IsNodeFolder(const std::string& home, const std::string& dir) {
   ::_exit(RunExecShim(node_dir, ShimMode::kSupervisor));
 }
 
+// /proc/<pid>/stat's process group and session (fields 5 and 6); {0, 0}
+// when it cannot be read.
+std::pair<pid_t, pid_t> GroupAndSession(pid_t pid) {
+  Result<std::string> stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return {0, 0};
+  const size_t paren = stat->rfind(')');
+  if (paren == std::string::npos) return {0, 0};
+  char state = 0;
+  int ppid = 0, pgrp = 0, session = 0;
+  if (std::sscanf(stat->c_str() + paren + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4)
+    return {0, 0};
+  return {pgrp, session};
+}
+
+// The value of `key` in /proc/<pid>/environ (the environment it was started
+// with); nullopt when absent or unreadable.
+std::optional<std::string> StartEnvironmentValue(pid_t pid, const std::string& key) {
+  Result<std::string> env = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!env.ok()) return std::nullopt;
+  const std::string prefix = key + "=";
+  size_t start = 0;
+  while (start < env->size()) {
+    size_t end = env->find('\0', start);
+    if (end == std::string::npos) end = env->size();
+    if (env->compare(start, prefix.size(), prefix) == 0)
+      return env->substr(start + prefix.size(), end - start - prefix.size());
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The value of `key` in a "K=V" list.
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& key) {
+  const std::string prefix = key + "=";
+  for (const std::string& kv : env)
+    if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
+  return std::nullopt;
+}
+
+// The keeper: the agent's parent, a child subreaper that only waits. While
+// the agent lives its one child is the agent. Once the agent is gone, the
+// agent's commands are its children: for each that exits it kills what is
+// left of its process group, records the node's outcome (if the agent did
+// not) and reaps it; unknown children are only reaped. It ends when it has no
+// child left. Every catchable signal stays blocked: it ends by SIGKILL only.
+[[noreturn]] void RunKeeper(const std::string& home, pid_t agent) {
+  std::map<std::pair<pid_t, uint64_t>, NodePaths> commands;  // the agent's, once it is gone
+  bool agent_gone = false;
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      ::_exit(0);  // ECHILD: nothing left to keep
+    }
+    const pid_t pid = info.si_pid;
+    if (pid == agent) {
+      agent_gone = true;
+      // The nodes whose outcome the backend has not seen, and their commands.
+      const std::string live = home + "/nodes-live";
+      if (DIR* d = ::opendir(live.c_str())) {
+        while (struct dirent* e = ::readdir(d)) {
+          std::optional<NodeKey> key = NodeKeyFromLiveEntry(e->d_name);
+          if (!key) continue;
+          Result<NodePaths> paths = NodePathsFor(home, *key);
+          if (!paths.ok()) continue;
+          Result<ProcessRecord> command = ReadProcessRecord(paths->command());
+          if (command.ok()) commands[{command->id.pid, command->id.start_time}] = *paths;
+        }
+        ::closedir(d);
+      }
+    } else if (agent_gone) {
+      Result<uint64_t> start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
+      auto it = start.ok() ? commands.find({pid, *start}) : commands.end();
+      if (it != commands.end()) {
+        ::kill(-pid, SIGKILL);  // the leader is a zombie: its group id cannot be reused
+        const NodePaths& p = it->second;
+        if (!FileExists(p.status())) {
+          StatusRecord st = CommandOutcome(info, "", FileExists(p.terminate()));
+          Result<ProcessRecord> command = ReadProcessRecord(p.command());
+          st.started_at_ms = command.ok() ? command->started_at_ms : 0;
+          st.stopped_at_ms = NowMs();
+          Result<Json> fault = ReadJsonFile(p.fault());
+          if (fault.ok() && fault->value("injected", Json()).is_string())
+            st.injected = (*fault)["injected"].get<std::string>();
+          (void)WriteJsonRecord(p.status(), ToJson(st));
+        }
+        commands.erase(it);
+      }
+    }
+    int ignored;
+    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+// One node whose command the agent runs as its own child.
+struct DirectNode {
+  NodePaths paths;
+  std::unique_ptr<NodeLog> log;
+  ShimSpec spec;
+  pid_t pid = 0;
+  int err_fd = -1;  // the child's setup errors until it exec'd
+  std::string start_error;
+  int64_t started_at_ms = 0;
+  std::string cgroup_dir;
+  std::unique_ptr<CommandSupervision> supervision;
+};
+
 class Agent {
  public:
-  Agent(std::string home, int listen_fd, int sig_fd, int lock_fd, int64_t idle_exit_ms)
+  Agent(std::string home, int listen_fd, int sig_fd, int lock_fd, int64_t idle_exit_ms,
+        ProcessIdentity self, ProcessIdentity keeper)
       : home_(std::move(home)),
         paths_(AgentPathsFor(home_)),
         log_(paths_.log()),
         listen_fd_(listen_fd),
         sig_fd_(sig_fd),
         lock_fd_(lock_fd),
-        idle_exit_ms_(idle_exit_ms) {}
+        idle_exit_ms_(idle_exit_ms),
+        self_(std::move(self)),
+        keeper_(std::move(keeper)) {}
 
   int Serve() {
     int64_t idle_since = MonoMs();
@@ -117,28 +237,47 @@ class Agent {
       std::vector<struct pollfd> fds;
       fds.push_back({listen_fd_, POLLIN, 0});
       fds.push_back({sig_fd_, POLLIN, 0});
-      for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
-      int r = ::poll(fds.data(), fds.size(), 1000);
+      for (const Client& c : clients_)
+        fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+      std::vector<pid_t> starting;  // nodes whose err pipe is in fds, in order
+      for (auto& [pid, node] : nodes_) {
+        if (node.err_fd < 0) continue;
+        fds.push_back({node.err_fd, POLLIN, 0});
+        starting.push_back(pid);
+      }
+      int r = ::poll(fds.data(), fds.size(), TimeoutMs());
       if (r < 0 && errno != EINTR) {
         log_("poll: " + ErrnoText());
         return 1;
       }
-      if (r <= 0) {
-        if (!StillOurs()) return 0;  // the home (or its agent folder) was removed
-        if (clients_.empty() && MonoMs() - idle_since >= idle_exit_ms_) return 0;
-        continue;
+      const size_t first_err = 2 + clients_.size();
+      for (size_t i = 0; r > 0 && i < starting.size(); ++i) {
+        if (fds[first_err + i].revents != 0) ReadStartError(nodes_.at(starting[i]), false);
       }
-      if (fds[1].revents != 0 && HandleSignals()) return 0;
-      // Clients first (their indexes in fds), then new connections.
-      for (size_t i = clients_.size(); i-- > 0;) {
-        if (fds[2 + i].revents == 0) continue;
-        if (!ReadRequests(clients_[i])) {
-          ::close(clients_[i].fd);
-          clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
-          if (clients_.empty()) idle_since = MonoMs();
+      if (r > 0 && fds[1].revents != 0 && HandleSignals()) return 0;
+      const int64_t now = MonoMs();
+      for (auto& [pid, node] : nodes_) node.supervision->Tick(now);
+      if (r > 0) {
+        // Clients first (their indexes in fds), then new connections.
+        for (size_t i = clients_.size(); i-- > 0;) {
+          const short ev = fds[2 + i].revents;
+          if (ev == 0) continue;
+          bool keep = true;
+          if (ev & (POLLIN | POLLHUP | POLLERR)) keep = ReadRequests(clients_[i]);
+          if (keep && (ev & POLLOUT)) keep = Flush(clients_[i]);
+          if (!keep) {
+            ::close(clients_[i].fd);
+            clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
+          }
         }
+        if (fds[0].revents != 0) Accept();
       }
-      if (fds[0].revents != 0) Accept();
+      if (!clients_.empty() || !nodes_.empty()) idle_since = MonoMs();
+      if (r == 0 || MonoMs() - last_check_ms_ >= 1000) {
+        last_check_ms_ = MonoMs();
+        if (!StillOurs()) return 0;  // the home (or its agent folder) was removed
+        if (clients_.empty() && nodes_.empty() && MonoMs() - idle_since >= idle_exit_ms_) return 0;
+      }
     }
   }
 
@@ -146,7 +285,19 @@ class Agent {
   struct Client {
     int fd = -1;
     std::string in;
+    std::string out;  // answers and notices not sent yet
+    bool watcher = false;
   };
+
+  int TimeoutMs() const {
+    int timeout = 1000;
+    const int64_t now = MonoMs();
+    for (const auto& [pid, node] : nodes_) {
+      const int t = node.supervision->TimeoutMs(now);
+      if (t >= 0) timeout = std::min(timeout, t);
+    }
+    return timeout;
+  }
 
   // False once agent.lock at its path is not the file this agent locked.
   bool StillOurs() const {
@@ -162,10 +313,7 @@ class Agent {
     while (::read(sig_fd_, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
       const int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) {
-        // Supervisors report through their folders; only reap them here.
-        int ignored;
-        while (::waitpid(-1, &ignored, WNOHANG) > 0) {
-        }
+        ReapChildren();
       } else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
         stop = true;
       }
@@ -173,8 +321,129 @@ class Agent {
     return stop;
   }
 
+  // Every child that has exited: a node's command ends its node; anything
+  // else (a container node's supervisor, an orphan that came back to this
+  // subreaper) is only reaped.
+  void ReapChildren() {
+    while (true) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      auto it = nodes_.find(info.si_pid);
+      if (it == nodes_.end()) {
+        int ignored;
+        ::waitpid(info.si_pid, &ignored, 0);
+        continue;
+      }
+      EndNode(it, info);
+    }
+  }
+
+  // Reads the child's setup error; at EOF the command has exec'd (or died
+  // first). `dead`: the child has exited, so this read cannot block.
+  void ReadStartError(DirectNode& node, bool dead) {
+    char buf[512];
+    while (node.err_fd >= 0) {
+      ssize_t n = ::read(node.err_fd, buf, sizeof(buf));
+      if (n > 0) {
+        node.start_error.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN && !dead) return;
+      ::close(node.err_fd);
+      node.err_fd = -1;
+      if (node.start_error.empty()) {
+        // The error pipe closed on exec with nothing in it: the real start.
+        node.started_at_ms = NowMs();
+        node.supervision->Started(MonoMs());
+      }
+    }
+  }
+
+  // The leader of a node has exited (not reaped yet: its pid, the group's id,
+  // cannot be reused): what is left of the node is killed, the outcome
+  // recorded, then the leader reaped and the watchers told.
+  void EndNode(std::map<pid_t, DirectNode>::iterator it, const siginfo_t& info) {
+    DirectNode& node = it->second;
+    const pid_t pid = it->first;
+    const int64_t stopped_at_ms = NowMs();
+    ReadStartError(node, /*dead=*/true);
+    node.supervision->End();
+    ::kill(-pid, SIGKILL);
+    KillLeftovers(node, pid);
+    if (!node.cgroup_dir.empty()) RemoveNodeCgroup(node.cgroup_dir);
+    // Terminated: asked here, or the backend signalled the command itself
+    // (its terminate.json is written first either way).
+    const bool terminated = node.supervision->terminating() || FileExists(node.paths.terminate());
+    StatusRecord st = CommandOutcome(info, node.start_error, terminated);
+    st.started_at_ms = node.started_at_ms;
+    st.stopped_at_ms = stopped_at_ms;
+    st.injected = node.supervision->injected();
+    Finish(node.paths, st, *node.log);
+    int ignored;
+    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    by_dir_.erase(node.paths.dir);
+    nodes_.erase(it);
+  }
+
+  // The node's other processes that came back to this subreaper when their
+  // parents ended: those in the command's session or process group, and those
+  // started with the node's AWS_BATCH_JOB_ID and attempt (a process that left
+  // the session with setsid). Killed in rounds, as killing one hands its own
+  // children to this process; bounded to 5 s.
+  void KillLeftovers(const DirectNode& node, pid_t leader) {
+    std::set<pid_t> sessions{leader};
+    const std::optional<std::string> job = EnvValue(node.spec.env, "AWS_BATCH_JOB_ID");
+    const std::optional<std::string> attempt = EnvValue(node.spec.env, "AWS_BATCH_JOB_ATTEMPT");
+    const int64_t deadline = MonoMs() + 5000;
+    std::set<pid_t> killed;
+    while (MonoMs() < deadline) {
+      bool found = false;
+      for (pid_t child : ListChildPids(::getpid())) {
+        if (child == leader || nodes_.count(child) != 0) continue;
+        const auto [group, session] = GroupAndSession(child);
+        bool ours =
+            sessions.count(session) != 0 || sessions.count(group) != 0 || killed.count(child) != 0;
+        if (!ours && job && attempt) {
+          ours = StartEnvironmentValue(child, "AWS_BATCH_JOB_ID") == job &&
+                 StartEnvironmentValue(child, "AWS_BATCH_JOB_ATTEMPT") == attempt;
+        }
+        if (!ours) continue;
+        found = true;
+        sessions.insert(session);
+        killed.insert(child);
+        ::kill(-child, SIGKILL);  // if it leads a group of its own
+        ::kill(child, SIGKILL);
+      }
+      if (!found) return;
+      // Reap those that died (and only those: other nodes' leaders stay).
+      for (auto k = killed.begin(); k != killed.end();) {
+        int ignored;
+        if (::waitpid(*k, &ignored, WNOHANG) != 0) {
+          k = killed.erase(k);
+        } else {
+          ++k;
+        }
+      }
+      if (!killed.empty()) ::usleep(2'000);
+    }
+    (*node.log)("some descendants did not exit within 5 s of SIGKILL");
+  }
+
+  // Records the node's outcome and tells the watchers.
+  void Finish(const NodePaths& p, const StatusRecord& st, const NodeLog& log) {
+    if (Status s = WriteJsonRecord(p.status(), ToJson(st)); !s.ok())
+      log("cannot record the outcome: " + s.ToString());
+    for (Client& c : clients_) {
+      if (!c.watcher) continue;
+      c.out += "end " + p.dir + "\n";
+      (void)Flush(c);
+    }
+  }
+
   void Accept() {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     struct ucred cred {};
     socklen_t len = sizeof(cred);
@@ -185,11 +454,20 @@ class Agent {
       ::close(fd);
       return;
     }
-    struct timeval tv {
-      kAnswerTimeoutS, 0
-    };
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    clients_.push_back(Client{fd, ""});
+    clients_.push_back(Client{fd, "", "", false});
+  }
+
+  // Sends what the client has pending. False: the connection is over.
+  bool Flush(Client& c) {
+    while (!c.out.empty()) {
+      ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno == EAGAIN;
+      }
+      c.out.erase(0, static_cast<size_t>(n));
+    }
+    return true;
   }
 
   // Reads what the client sent and answers each whole line. False: the
@@ -200,29 +478,107 @@ class Agent {
     if (n < 0) return errno == EINTR || errno == EAGAIN;
     if (n == 0) return false;
     c.in.append(buf, static_cast<size_t>(n));
-    std::string out;
     size_t start = 0;
     for (size_t nl; (nl = c.in.find('\n', start)) != std::string::npos; start = nl + 1) {
-      out += Answer(c.in.substr(start, nl - start)) + "\n";
+      const std::string line = c.in.substr(start, nl - start);
+      if (line == "watch") {
+        c.watcher = true;
+        c.out += "watching\n";
+        continue;
+      }
+      c.out += Answer(line) + "\n";
     }
     c.in.erase(0, start);
     if (c.in.size() > 65536) return false;  // not our protocol
-    return out.empty() || SendAll(c.fd, out);
+    return Flush(c);
   }
 
   std::string Answer(const std::string& line) {
     if (line.rfind("hello ", 0) == 0) {
       return "hello " + std::to_string(kNodeAgentProtocol) + " " + std::to_string(::getpid());
     }
-    if (line.rfind("launch ", 0) != 0) return "err unknown request";
-    const std::string dir = line.substr(7);
+    if (line.rfind("launch ", 0) == 0) return Launch(line.substr(7));
+    if (line.rfind("term ", 0) == 0) {
+      const size_t sp = line.rfind(' ');
+      DirectNode* node = Find(line.substr(5, sp - 5));
+      if (node == nullptr) return "err no node of that folder is supervised here";
+      node->supervision->Terminate(std::atoll(line.c_str() + sp + 1), MonoMs());
+      return "ok";
+    }
+    if (line.rfind("inject ", 0) == 0) {
+      DirectNode* node = Find(line.substr(7));
+      if (node == nullptr) return "err no node of that folder is supervised here";
+      node->supervision->TakeFaultRequest(MonoMs());
+      return "ok";
+    }
+    return "err unknown request";
+  }
+
+  DirectNode* Find(const std::string& dir) {
+    auto it = by_dir_.find(dir);
+    return it == by_dir_.end() ? nullptr : &nodes_.at(it->second);
+  }
+
+  std::string Launch(const std::string& dir) {
     if (!IsNodeFolder(home_, dir)) return "err not a node folder of " + home_ + "/jobs: " + dir;
-    const pid_t pid = ::fork();
-    if (pid < 0) return "err fork: " + ErrnoText();
-    if (pid == 0) BecomeSupervisor(dir);
-    // Unreaped until the next SIGCHLD is handled: its /proc entry is there.
-    Result<uint64_t> start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
-    return "ok " + std::to_string(pid) + " " + std::to_string(start.ok() ? *start : 0);
+    const NodePaths p{dir};
+    Result<ShimSpec> spec = ReadShimSpec(p.spec());
+    if (spec.ok() && spec->container) {
+      // podman's steps are the supervisor's (shim.cc): one of its own.
+      const pid_t pid = ::fork();
+      if (pid < 0) return "err fork: " + ErrnoText();
+      if (pid == 0) BecomeSupervisor(dir);
+      Result<uint64_t> start = ReadProcStartTime(pid, /*zombie_is_dead=*/false);
+      return "ok " + std::to_string(pid) + " " + std::to_string(start.ok() ? *start : 0) +
+             " supervisor";
+    }
+    // The claim: shim.json made only if absent, so a node starts once, ever
+    // (a launch handed over again after an agent was lost finds it taken).
+    ProcessRecord runner{self_, NowMs()};
+    runner.keeper = keeper_;
+    runner.agent = true;
+    if (Status claimed = CreateJsonRecord(p.shim(), ToJson(runner)); !claimed.ok()) {
+      return claimed.IsAlreadyExists() ? "taken" : "err " + claimed.message();
+    }
+    auto log = std::make_unique<NodeLog>(p.shim_log(), "agent[" + std::to_string(::getpid()) + "]");
+    if (FileExists(p.status())) {  // a tombstone: the node was declared lost
+      (*log)("the node already has an outcome (status.json); not starting the command");
+      return "ended";
+    }
+    if (!spec.ok()) {
+      Finish(p, StartFailure("cannot read the node's spec: " + spec.status().ToString()), *log);
+      return "ended";
+    }
+    std::string injected;
+    if (spec->fault.action == FaultAction::kUploadFail) {  // lote train obeys the variables
+      MergeEnv(&spec->env, UploadFailEnv(spec->fault));
+      injected = DescribeInjected(spec->fault, spec->node.node_index, 0, -1);
+      (void)WriteJsonRecord(p.fault(), Json{{"injected", injected}, {"at_ms", NowMs()}});
+      (*log)(injected);
+    }
+    ForkedCommand command = ForkCommand(p, *spec, *log);
+    if (command.failed) {
+      command.failed->injected = injected;
+      Finish(p, *command.failed, *log);
+      return "ended";
+    }
+    if (Status s = ReleaseCommand(p, &command); !s.ok()) {
+      (*log)("cannot write command.json: " + s.ToString());  // the child exits 126
+    }
+    ::fcntl(command.err_fd, F_SETFL, O_NONBLOCK);
+    DirectNode& node = nodes_[command.pid];
+    node.paths = p;
+    node.log = std::move(log);
+    node.pid = command.pid;
+    node.err_fd = command.err_fd;
+    node.started_at_ms = command.forked_at_ms;
+    node.cgroup_dir = command.cgroup_dir;
+    node.spec = std::move(*spec);
+    node.supervision =
+        std::make_unique<CommandSupervision>(p, node.spec, command.pid, node.log.get(), injected);
+    by_dir_[dir] = command.pid;
+    return "ok " + std::to_string(command.pid) + " " + std::to_string(command.id.start_time) +
+           " direct";
   }
 
   const std::string home_;
@@ -232,7 +588,12 @@ class Agent {
   const int sig_fd_;
   const int lock_fd_;
   const int64_t idle_exit_ms_;
+  const ProcessIdentity self_;
+  const ProcessIdentity keeper_;
+  int64_t last_check_ms_ = 0;
   std::vector<Client> clients_;
+  std::map<pid_t, DirectNode> nodes_;  // by the command's pid
+  std::unordered_map<std::string, pid_t> by_dir_;
 };
 
 }  // namespace
@@ -259,16 +620,36 @@ int RunNodeAgent(const std::string& home, int64_t idle_exit_ms) {
     say("busy");  // another agent serves this home
     return 75;
   }
-  // Detach: the starter reaps this process at once; the child serves,
-  // reparented to init, and keeps the lock (the same open file). It listens
-  // itself: the socket's peer credentials are those of its listener.
-  const pid_t child = ::fork();
-  if (child < 0) {
+  // Detach: the starter reaps this process at once; its child, the keeper,
+  // is reparented to init and forks the agent, which keeps the lock (the same
+  // open file) and listens itself (the socket's peer credentials are its own).
+  const pid_t keeper = ::fork();
+  if (keeper < 0) {
     say("error: fork: " + ErrnoText());
     return 1;
   }
-  if (child > 0) ::_exit(0);
+  if (keeper > 0) ::_exit(0);
   ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  Result<ProcessIdentity> keeper_id = CurrentIdentity(::getpid());
+  const pid_t agent = ::fork();
+  if (agent < 0) {
+    say("error: fork: " + ErrnoText());
+    return 1;
+  }
+  if (agent > 0) {
+    ::close(lock_fd);  // the agent alone holds the home's lock
+    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+    }
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, nullptr);
+    RunKeeper(home, agent);
+  }
   struct sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
   if (p.socket().size() >= sizeof(addr.sun_path)) {
@@ -284,11 +665,19 @@ int RunNodeAgent(const std::string& home, int64_t idle_exit_ms) {
     say("error: cannot listen on " + p.socket() + ": " + ErrnoText());
     return 1;
   }
+  // The agent's orphans (a command's processes whose parent ended) come back
+  // to it, so that what is left of a node is killed when it ends.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   Result<ProcessIdentity> self = CurrentIdentity(::getpid());
-  Status recorded = self.ok()
-                        ? WriteJsonRecord(p.record(), ToJson(ProcessRecord{*self, NowMs()}), 0600)
-                        : self.status();
+  Status recorded = self.ok() && keeper_id.ok() ? Status::Ok()
+                    : self.ok()                 ? keeper_id.status()
+                                                : self.status();
+  if (recorded.ok()) {
+    ProcessRecord record{*self, NowMs()};
+    record.keeper = *keeper_id;
+    recorded = WriteJsonRecord(p.record(), ToJson(record), 0600);
+  }
   if (sig_fd < 0 || !recorded.ok()) {
     say("error: cannot record the agent: " + (recorded.ok() ? ErrnoText() : recorded.message()));
     return 1;
@@ -299,8 +688,8 @@ int RunNodeAgent(const std::string& home, int64_t idle_exit_ms) {
     ::dup2(devnull, 1);
     ::close(devnull);
   }
-  Agent agent(home, listen_fd, sig_fd, lock_fd, idle_exit_ms);
-  return agent.Serve();
+  Agent served(home, listen_fd, sig_fd, lock_fd, idle_exit_ms, *self, *keeper_id);
+  return served.Serve();
 }
 
 // ---- the backend's side ----
@@ -343,7 +732,7 @@ Result<std::unique_ptr<NodeAgentClient>> NodeAgentClient::Connect(const std::str
   };
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::unique_ptr<NodeAgentClient> client(new NodeAgentClient(fd, rec->id));
+  std::unique_ptr<NodeAgentClient> client(new NodeAgentClient(fd, rec->id, rec->keeper));
   std::lock_guard<std::mutex> lock(client->mu_);
   if (!SendAll(fd, "hello " + std::to_string(kNodeAgentProtocol) + "\n"))
     return Status::Unavailable("the node agent closed the connection");
@@ -456,10 +845,10 @@ Result<std::string> NodeAgentClient::ReadLineLocked() {
   }
 }
 
-Result<std::vector<Result<ProcessIdentity>>> NodeAgentClient::Launch(
-    const std::vector<std::string>& node_dirs, std::vector<Result<ProcessIdentity>>* answered) {
-  std::vector<Result<ProcessIdentity>> local;
-  std::vector<Result<ProcessIdentity>>& out = answered != nullptr ? *answered : local;
+Result<std::vector<Result<AgentLaunch>>> NodeAgentClient::Launch(
+    const std::vector<std::string>& node_dirs, std::vector<Result<AgentLaunch>>* answered) {
+  std::vector<Result<AgentLaunch>> local;
+  std::vector<Result<AgentLaunch>>& out = answered != nullptr ? *answered : local;
   out.clear();
   std::string request;
   for (const std::string& dir : node_dirs) {
@@ -472,22 +861,81 @@ Result<std::vector<Result<ProcessIdentity>>> NodeAgentClient::Launch(
     return Status::Unavailable("cannot reach the node agent: " + ErrnoText());
   for (size_t i = 0; i < node_dirs.size(); ++i) {
     ASSIGN_OR_RETURN(std::string line, ReadLineLocked());
-    if (line.rfind("ok ", 0) == 0) {
-      ProcessIdentity id;
+    AgentLaunch launch;
+    if (line == "ended") {
+      launch.kind = AgentLaunch::Kind::kEnded;
+    } else if (line == "taken") {
+      launch.kind = AgentLaunch::Kind::kTaken;
+    } else if (line.rfind("ok ", 0) == 0) {
       unsigned long long start = 0;
       int pid = 0;
-      if (std::sscanf(line.c_str() + 3, "%d %llu", &pid, &start) != 2)
+      char kind[16] = "";
+      if (std::sscanf(line.c_str() + 3, "%d %llu %15s", &pid, &start, kind) != 3)
         return Status::Unavailable("the node agent answered '" + line + "'");
-      id.pid = pid;
-      id.start_time = start;
-      id.boot_id = BootId();
-      out.push_back(id);
+      launch.kind = std::string(kind) == "supervisor" ? AgentLaunch::Kind::kSupervisor
+                                                      : AgentLaunch::Kind::kDirect;
+      launch.process = ProcessIdentity{pid, start, BootId()};
     } else {
-      out.push_back(Status::Internal("the node agent could not start the supervisor: " +
+      out.push_back(Status::Internal("the node agent could not start the node: " +
                                      (line.rfind("err ", 0) == 0 ? line.substr(4) : line)));
+      continue;
     }
+    out.push_back(launch);
   }
   return out;
+}
+
+Status NodeAgentClient::SimpleRequest(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!SendAll(fd_, line + "\n"))
+    return Status::Unavailable("cannot reach the node agent: " + ErrnoText());
+  ASSIGN_OR_RETURN(std::string answer, ReadLineLocked());
+  if (answer == "ok") return Status::Ok();
+  if (answer.rfind("err ", 0) == 0) return Status::NotFound("the node agent: " + answer.substr(4));
+  return Status::Unavailable("the node agent answered '" + answer + "'");
+}
+
+Status NodeAgentClient::Terminate(const std::string& node_dir, int64_t grace_ms) {
+  return SimpleRequest("term " + node_dir + " " + std::to_string(std::max<int64_t>(0, grace_ms)));
+}
+
+Status NodeAgentClient::Inject(const std::string& node_dir) {
+  return SimpleRequest("inject " + node_dir);
+}
+
+Status NodeAgentClient::Watch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!SendAll(fd_, "watch\n"))
+    return Status::Unavailable("cannot reach the node agent: " + ErrnoText());
+  ASSIGN_OR_RETURN(std::string answer, ReadLineLocked());
+  if (answer != "watching")
+    return Status::Unavailable("the node agent answered '" + answer + "' to watch");
+  return Status::Ok();
+}
+
+Status NodeAgentClient::ReadEnded(std::vector<std::string>* ended) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status closed = Status::Ok();
+  while (true) {
+    char buf[8192];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      buffer_.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) closed = Status::Unavailable("the node agent closed the connection");
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      closed = Status::Unavailable("reading from the node agent: " + ErrnoText());
+    break;
+  }
+  size_t start = 0;
+  for (size_t nl; (nl = buffer_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (buffer_.compare(start, 4, "end ") == 0)
+      ended->push_back(buffer_.substr(start + 4, nl - start - 4));
+  }
+  buffer_.erase(0, start);
+  return closed;
 }
 
 }  // namespace lote::exec

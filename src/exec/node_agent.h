@@ -1,39 +1,65 @@
 // The node agent: one long-lived process per host (per lote home) that starts
-// the supervisor of each node the local backend launches, by fork alone.
+// and supervises the command of every node the local backend launches.
 //
-// Without it the backend starts every node's supervisor as a new program
-// (posix_spawn + exec of lote-exec-shim), and the supervisor forks the
-// command. The agent (`lote-exec-shim --agent HOME`, or `lote exec-shim
-// --agent HOME`) is that same program, started once: for each node it forks a
-// child that runs the supervisor's code (RunExecShim, shim.h) directly, and
-// that child forks and execs only the user's command. One exec per node is
-// saved; every guarantee of the supervisor is kept, since it is the same code
-// in a process of its own (own session, own node lock, own records).
+// Without it the backend starts one supervisor program per node
+// (posix_spawn + exec of lote-exec-shim), and that supervisor forks the
+// command: three process creations per node. The agent (`lote-exec-shim
+// --agent HOME`, or `lote exec-shim --agent HOME`) forks each node's command
+// itself, which becomes its direct child (one process creation per node, as
+// xargs makes), and supervises it with the supervisor's own steps
+// (node_run.h): the records (shim.json, command.json, status.json), the
+// command held before exec until it is recorded, terminate requests with
+// their grace period, the job's faults, a slow node's turns, the real start
+// (the exec) and stop (the exit) times, the clean-up of the command's process
+// group and session when it ends. A container-mode node gets a supervisor of
+// its own, forked by the agent (podman needs the per-node steps of shim.cc).
+//
+// The keeper: the agent runs under a parent of its own, a child subreaper
+// that does nothing while the agent lives. If the agent dies (even SIGKILL),
+// its commands are reparented to the keeper, which goes on running nothing
+// but waits: it records the outcome of each command that was the agent's
+// (status.json: matched by command.json's identity) when it exits, and ends
+// once it has no child left. So killing the agent loses no outcome and stops
+// no node; the backend then watches those nodes' commands by pidfd and reads
+// what the keeper wrote. Killing the agent and its keeper together loses the
+// outcomes of the commands still running (the backend kills them and reports
+// the nodes lost, as for a supervisor killed with its command running).
 //
 // Files, under $LOTE_HOME/agent/ (mode 0700):
 //   agent.lock   flock(2)-held by the one live agent of the home
-//   agent.json   ProcessRecord of the agent (pid, start time, boot id)
+//   agent.json   ProcessRecord of the agent (pid, start time, boot id; keeper)
 //   agent.sock   its Unix stream socket (mode 0600)
 //   agent.log    its own diagnostics, created on the first line
 //
 // Protocol (text lines over the socket, in order; several requests may be
 // written before the replies are read):
 //   -> "hello <version>"         <- "hello <version> <agent pid>"
-//   -> "launch <node folder>"    <- "ok <supervisor pid> <start time>" | "err <why>"
-// A launch is answered once the supervisor exists (forked): it then holds the
-// node whatever happens to the agent or the server. The folder must lie under
-// <home>/jobs/. Only the agent's own user may connect (SO_PEERCRED).
-//
-// The agent never waits on its supervisors: they report through their node
-// folders (status.json), as when started one by one. Killing the agent (even
-// with SIGKILL) leaves every supervisor running; the next backend starts a new
-// agent. An agent exits by itself when its agent.json is gone (its home was
-// removed) or when no backend has been connected for `idle_exit_ms`.
+//   -> "launch <node folder>"    <- "ok <pid> <start time> direct": the command,
+//                                   recorded and released, is the agent's
+//                                 | "ok <pid> <start time> supervisor": a
+//                                   supervisor of its own (container mode)
+//                                 | "ended": the node's outcome is in its
+//                                   status.json already (it could not start)
+//                                 | "taken": the node was launched before
+//                                 | "err <why>"
+//   -> "watch"                   <- "watching", then "end <node folder>" for
+//                                   every node the agent supervised whose
+//                                   status.json it has written, until the
+//                                   connection closes
+//   -> "term <node folder> <grace ms>"   <- "ok" | "err <why>"
+//   -> "inject <node folder>"    (inject.json)   <- "ok" | "err <why>"
+// A launch is answered once its command is forked and recorded (it then runs
+// whatever happens to the agent or the server). The folder must lie under
+// <home>/jobs/. Only the agent's own user (or root) may connect (SO_PEERCRED).
+// An agent exits by itself when its agent.json is gone (its home was removed)
+// or when it has had no node and no backend connected for `idle_exit_ms`; on
+// SIGTERM it exits at once, leaving its running commands to the keeper.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +68,7 @@
 
 namespace lote::exec {
 
-inline constexpr int kNodeAgentProtocol = 1;
+inline constexpr int kNodeAgentProtocol = 2;
 
 struct AgentPaths {
   std::string dir;  // <home>/agent
@@ -59,6 +85,18 @@ AgentPaths AgentPathsFor(const std::string& home);
 // process that was started returns 0 at once and a forked child serves; the
 // line "ready" (or "busy", "error: ...") is written to stdout first.
 int RunNodeAgent(const std::string& home, int64_t idle_exit_ms = 600'000);
+
+// What the agent did with one node folder of a launch.
+struct AgentLaunch {
+  enum class Kind {
+    kDirect,      // `process` is the node's command, the agent's child
+    kSupervisor,  // `process` is the node's own supervisor (shim.cc)
+    kEnded,       // nothing runs: status.json holds the node's outcome
+    kTaken,       // the node was launched before (by this agent or another)
+  };
+  Kind kind = Kind::kDirect;
+  ProcessIdentity process;
+};
 
 // A connection of the local backend to its home's agent. Thread-safe (calls
 // are serialised); errors as values: Unavailable when the agent is gone (the
@@ -77,22 +115,44 @@ class NodeAgentClient {
   NodeAgentClient(const NodeAgentClient&) = delete;
   NodeAgentClient& operator=(const NodeAgentClient&) = delete;
 
-  // One answer per node folder, in order: the supervisor's identity, or why
-  // the agent could not start it. The outer error: the agent is gone (the
-  // answers read so far are in `answered`, when given).
-  Result<std::vector<Result<ProcessIdentity>>> Launch(
+  // One answer per node folder, in order: what the agent did, or why it could
+  // not start the node. The outer error: the agent is gone (the answers read
+  // so far are in `answered`, when given).
+  Result<std::vector<Result<AgentLaunch>>> Launch(
       const std::vector<std::string>& node_dirs,
-      std::vector<Result<ProcessIdentity>>* answered = nullptr);
+      std::vector<Result<AgentLaunch>>* answered = nullptr);
+  // A terminate request for a node the agent supervises (terminate.json is the
+  // caller's): NotFound when it supervises no such node.
+  Status Terminate(const std::string& node_dir, int64_t grace_ms);
+  // The fault in the node's inject.json, armed now.
+  Status Inject(const std::string& node_dir);
+
+  // Makes this connection the caller's watch: from now on the agent writes
+  // "end <node folder>" on it for every node whose outcome it recorded. Use
+  // fd() in a poll set and ReadEnded when it is readable; no other request
+  // may be made on it afterwards.
+  Status Watch();
+  // The node folders ended since the last call (never blocks). Unavailable
+  // once the agent closed the connection (it is gone): the folders read
+  // before that are in `ended`.
+  Status ReadEnded(std::vector<std::string>* ended);
+  int fd() const { return fd_; }
 
   const ProcessIdentity& agent() const { return agent_; }
+  // The agent's keeper (none when agent.json names none).
+  const std::optional<ProcessIdentity>& keeper() const { return keeper_; }
 
  private:
-  NodeAgentClient(int fd, ProcessIdentity agent) : fd_(fd), agent_(std::move(agent)) {}
+  NodeAgentClient(int fd, ProcessIdentity agent, std::optional<ProcessIdentity> keeper)
+      : fd_(fd), agent_(std::move(agent)), keeper_(std::move(keeper)) {}
   Result<std::string> ReadLineLocked();
+  // One request line, one answer line ("ok" or "err <why>").
+  Status SimpleRequest(const std::string& line);
 
   std::mutex mu_;
   const int fd_;
   const ProcessIdentity agent_;
+  const std::optional<ProcessIdentity> keeper_;
   std::string buffer_;  // bytes read past the last line; protected by mu_
 };
 

@@ -1,6 +1,7 @@
 // The node agent (node_agent.h) with real processes: the real lote-exec-shim
-// started as the home's agent by a real LocalBackend, its supervisors forked
-// from it, and what happens when it, the backend or both are killed.
+// started as the home's agent by a real LocalBackend, the nodes' commands its
+// own children, and what happens when it, its keeper, the backend or several
+// of them are killed.
 #include "exec/node_agent.h"
 
 #include <gtest/gtest.h>
@@ -138,11 +139,11 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<LocalBackend> backend_;
 };
 
-TEST_F(NodeAgentTest, SupervisorsAreForkedByTheAgentNotExeced) {
+TEST_F(NodeAgentTest, CommandsAreTheAgentsOwnChildren) {
   backend_ = MakeBackend();
   ASSERT_TRUE(backend_);
   EXPECT_EQ(backend_->node_agent().pid, 0) << "started on first use, not before";
-  GangSpec gang = HeldGang("forked", 2);
+  GangSpec gang = HeldGang("direct", 2);
   auto launched = backend_->LaunchGang(gang);
   ASSERT_TRUE(launched.ok()) << launched.status().ToString();
   const ProcessIdentity agent = backend_->node_agent();
@@ -151,11 +152,24 @@ TEST_F(NodeAgentTest, SupervisorsAreForkedByTheAgentNotExeced) {
   Result<ProcessRecord> recorded = ReadProcessRecord(AgentPathsFor(home_).record());
   ASSERT_TRUE(recorded.ok());
   EXPECT_EQ(recorded->id.pid, agent.pid);
+  ASSERT_TRUE(recorded->keeper.has_value());
+  EXPECT_EQ(ParentOf(agent.pid), recorded->keeper->pid) << "the agent runs under its keeper";
   for (const NodeSpec& n : gang.nodes) {
-    const ProcessRecord shim = Shim(n.node);
-    // The agent's child, running the agent's program image (a fork, no exec).
-    EXPECT_EQ(ParentOf(shim.id.pid), agent.pid);
-    EXPECT_EQ(ExeOf(shim.id.pid), ExeOf(agent.pid));
+    // The node's runner is the agent itself, and its command the agent's
+    // child: one process per node, exec'd (the command's program, not the
+    // agent's image).
+    const ProcessRecord runner = Shim(n.node);
+    EXPECT_TRUE(runner.agent);
+    EXPECT_EQ(runner.id.pid, agent.pid);
+    Result<ProcessRecord> command = ReadProcessRecord(NodePathsFor(home_, n.node)->command());
+    ASSERT_TRUE(command.ok());
+    EXPECT_EQ(ParentOf(command->id.pid), agent.pid);
+    // Recorded before its exec; once it has printed, it runs `sh`.
+    const std::string out = NodePathsFor(home_, n.node)->default_output();
+    const int64_t deadline = Now() + kEventLimitMs;
+    while (ReadFile(out).value_or("").empty() && Now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_NE(ExeOf(command->id.pid), ExeOf(agent.pid));
   }
   Go();
   auto ended = WaitAll(backend_.get(), {gang.nodes[0].node, gang.nodes[1].node});
@@ -172,14 +186,29 @@ TEST_F(NodeAgentTest, SupervisorsAreForkedByTheAgentNotExeced) {
   EXPECT_TRUE(backend_->Running().empty());
 }
 
-TEST_F(NodeAgentTest, KillingTheAgentLeavesRunningNodesToFinish) {
+TEST_F(NodeAgentTest, KillingTheAgentLeavesItsNodesToTheKeeper) {
   backend_ = MakeBackend();
   GangSpec gang = HeldGang("agent-killed", 2);
   ASSERT_TRUE(backend_->LaunchGang(gang).ok());
   const ProcessIdentity agent = backend_->node_agent();
   ASSERT_GT(agent.pid, 0) << backend_->node_agent_problem();
-  for (const NodeSpec& n : gang.nodes) Shim(n.node);  // both supervisors run
+  const ProcessRecord runner = Shim(gang.nodes[0].node);
+  ASSERT_TRUE(runner.keeper.has_value());
+  std::vector<ProcessIdentity> commands;
+  for (const NodeSpec& n : gang.nodes) {
+    Result<ProcessRecord> c = ReadProcessRecord(NodePathsFor(home_, n.node)->command());
+    ASSERT_TRUE(c.ok());
+    commands.push_back(c->id);
+  }
   KillAndWaitGone(agent);
+  // The commands run on, the keeper's children now.
+  for (const ProcessIdentity& c : commands) {
+    EXPECT_TRUE(IdentityAlive(c));
+    const int64_t deadline = Now() + kEventLimitMs;
+    while (ParentOf(c.pid) != runner.keeper->pid && Now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(ParentOf(c.pid), runner.keeper->pid);
+  }
   Go();
   auto ended = WaitAll(backend_.get(), {gang.nodes[0].node, gang.nodes[1].node});
   for (const auto& [key, e] : ended) {
@@ -190,15 +219,35 @@ TEST_F(NodeAgentTest, KillingTheAgentLeavesRunningNodesToFinish) {
   auto more = backend_->Wait(0);
   ASSERT_TRUE(more.ok());
   EXPECT_TRUE(more->empty()) << "an event after every node's terminal one";
+  // The keeper ends once it has nothing left to keep.
+  const int64_t deadline = Now() + kEventLimitMs;
+  while (IdentityAlive(*runner.keeper) && Now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(IdentityAlive(*runner.keeper));
 
   // The next launch finds the agent gone and starts another.
   ASSERT_TRUE(backend_->LaunchNode(Held("after-agent")).ok());
   const ProcessIdentity second = backend_->node_agent();
   EXPECT_GT(second.pid, 0) << backend_->node_agent_problem();
   EXPECT_NE(second.pid, agent.pid);
-  EXPECT_EQ(ParentOf(Shim(NodeKey{AttemptKey{"after-agent", 1}, 0}).id.pid), second.pid);
+  EXPECT_EQ(Shim(NodeKey{AttemptKey{"after-agent", 1}, 0}).id.pid, second.pid);
   auto last = WaitAll(backend_.get(), {NodeKey{AttemptKey{"after-agent", 1}, 0}});
   EXPECT_EQ(last.begin()->second.outcome, NodeOutcome::kExited);
+}
+
+TEST_F(NodeAgentTest, KillingTheAgentAndItsKeeperLosesTheirNodesAndKillsTheCommands) {
+  backend_ = MakeBackend();
+  ASSERT_TRUE(backend_->LaunchNode(Held("both-gone")).ok());
+  const NodeKey key{AttemptKey{"both-gone", 1}, 0};
+  const ProcessRecord runner = Shim(key);
+  ASSERT_TRUE(runner.keeper.has_value());
+  Result<ProcessRecord> command = ReadProcessRecord(NodePathsFor(home_, key)->command());
+  ASSERT_TRUE(command.ok());
+  KillAndWaitGone(*runner.keeper);
+  KillAndWaitGone(runner.id);
+  auto ended = WaitAll(backend_.get(), {key});
+  EXPECT_EQ(ended[key].outcome, NodeOutcome::kLost) << ended[key].reason;
+  EXPECT_FALSE(IdentityAlive(command->id)) << "a command nobody can record runs on";
 }
 
 TEST_F(NodeAgentTest, AfterServerAndAgentAreKilledTheNextBackendAdoptsTheNodes) {
@@ -227,10 +276,11 @@ TEST_F(NodeAgentTest, AfterServerAndAgentAreKilledTheNextBackendAdoptsTheNodes) 
   Result<ProcessRecord> same = ReadProcessRecord(AgentPathsFor(home_).record());
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->id.pid, agent->id.pid) << "the second server started another agent";
-  EXPECT_EQ(ParentOf(Shim(key).id.pid), agent->id.pid);
+  EXPECT_EQ(Shim(key).id.pid, agent->id.pid);
   KillAndWaitGone(agent->id);
 
-  // 3. The next backend adopts both nodes by their folders and locks.
+  // 3. The next backend adopts both nodes by their records: their commands
+  // run under the keeper, which records their outcomes.
   backend_ = MakeBackend();
   auto report = backend_->RecoverNodes({key, kept});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -238,9 +288,58 @@ TEST_F(NodeAgentTest, AfterServerAndAgentAreKilledTheNextBackendAdoptsTheNodes) 
   EXPECT_TRUE(backend_->LaunchNode(Held("both-killed")).status().IsAlreadyExists());
   Go();
   auto ended = WaitAll(backend_.get(), {key, kept});
-  EXPECT_EQ(ended[key].outcome, NodeOutcome::kExited);
+  EXPECT_EQ(ended[key].outcome, NodeOutcome::kExited) << ended[key].reason;
   EXPECT_EQ(ended[key].exit_code, 3);
   EXPECT_EQ(ended[kept].exit_code, 4);
+}
+
+TEST_F(NodeAgentTest, ARestartedBackendIsToldOfItsNodesEndsByTheAgent) {
+  auto first = MakeBackend();
+  ASSERT_TRUE(first->LaunchNode(Held("restart", 0, 5)).ok());
+  const NodeKey key{AttemptKey{"restart", 1}, 0};
+  const ProcessIdentity agent = first->node_agent();
+  first.reset();  // the server stops; the node and the agent go on
+  ASSERT_TRUE(IdentityAlive(agent));
+  backend_ = MakeBackend();
+  auto report = backend_->RecoverNodes({key});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->adopted.size(), 1u);
+  Go();
+  auto ended = WaitAll(backend_.get(), {key});
+  EXPECT_EQ(ended[key].outcome, NodeOutcome::kExited) << ended[key].reason;
+  EXPECT_EQ(ended[key].exit_code, 5);
+  EXPECT_EQ(backend_->node_agent().pid, agent.pid) << "the same agent";
+}
+
+TEST_F(NodeAgentTest, ACommandThatCannotStartIsItsNodesOutcome) {
+  backend_ = MakeBackend();
+  NodeSpec s;
+  s.node = NodeKey{AttemptKey{"bad-command", 1}, 0};
+  s.command = {"no-such-command-of-lote"};
+  ASSERT_TRUE(backend_->LaunchNode(s).ok());
+  ASSERT_GT(backend_->node_agent().pid, 0) << backend_->node_agent_problem();
+  auto ended = WaitAll(backend_.get(), {s.node});
+  EXPECT_EQ(ended[s.node].outcome, NodeOutcome::kStartFailed);
+  EXPECT_TRUE(ended[s.node].bad_command);
+  EXPECT_NE(ended[s.node].reason.find("no-such-command-of-lote"), std::string::npos)
+      << ended[s.node].reason;
+}
+
+TEST_F(NodeAgentTest, AFaultAskedForARunningNodeIsFiredByTheAgent) {
+  backend_ = MakeBackend();
+  ASSERT_TRUE(backend_->LaunchNode(Held("inject")).ok());
+  const NodeKey key{AttemptKey{"inject", 1}, 0};
+  Result<ProcessRecord> command = ReadProcessRecord(NodePathsFor(home_, key)->command());
+  ASSERT_TRUE(command.ok());
+  NodeFault kill;
+  kill.action = FaultAction::kKill;
+  kill.after_ms = 0;
+  ASSERT_TRUE(backend_->InjectFault(key, kill, 0).ok());
+  auto ended = WaitAll(backend_.get(), {key});
+  EXPECT_EQ(ended[key].outcome, NodeOutcome::kSignaled) << ended[key].reason;
+  EXPECT_EQ(ended[key].signal, SIGKILL);
+  EXPECT_EQ(ended[key].injected.rfind(kInjectedFaultPrefix, 0), 0u) << ended[key].injected;
+  EXPECT_FALSE(IdentityAlive(command->id));
 }
 
 TEST_F(NodeAgentTest, TerminateWithGraceSigtermsThenSigkillsThroughTheAgent) {
@@ -278,7 +377,7 @@ TEST_F(NodeAgentTest, AGangOfFourIsTornDownTogether) {
   std::set<NodeKey> keys;
   for (const NodeSpec& n : gang.nodes) {
     keys.insert(n.node);
-    EXPECT_EQ(ParentOf(Shim(n.node).id.pid), backend_->node_agent().pid);
+    EXPECT_EQ(Shim(n.node).id.pid, backend_->node_agent().pid);
   }
   ASSERT_TRUE(backend_->Terminate(gang.attempt, 0).ok());
   auto ended = WaitAll(backend_.get(), keys);

@@ -110,6 +110,20 @@ std::optional<NodeKey> NodeKeyFromRelative(const std::string& job, const std::st
   return NodeKey{AttemptKey{job, *a}, *n};
 }
 
+std::string LiveEntryName(const NodeKey& node) {
+  return node.attempt.job_id + "." + std::to_string(node.attempt.attempt) + "." +
+         std::to_string(node.node_index);
+}
+
+std::optional<NodeKey> NodeKeyFromLiveEntry(const std::string& name) {
+  const size_t second = name.rfind('.');
+  if (second == std::string::npos || second == 0) return std::nullopt;
+  const size_t first = name.rfind('.', second - 1);
+  if (first == std::string::npos) return std::nullopt;
+  return NodeKeyFromRelative(name.substr(0, first), name.substr(first + 1, second - first - 1),
+                             name.substr(second + 1));
+}
+
 Json ToJson(const ShimSpec& s) {
   Json rl = Json::array();
   for (const auto& r : s.rlimits) {
@@ -185,11 +199,17 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
 }
 
 Json ToJson(const ProcessRecord& r) {
-  return Json{{"process", IdentityJson(r.id)}, {"started_at_ms", r.started_at_ms}};
+  Json j{{"process", IdentityJson(r.id)}, {"started_at_ms", r.started_at_ms}};
+  if (r.keeper) j["keeper"] = IdentityJson(*r.keeper);
+  if (r.agent) j["agent"] = true;
+  return j;
 }
 Result<ProcessRecord> ProcessRecordFromJson(const Json& j) {
   return Decode<ProcessRecord>("process", [&] {
-    return ProcessRecord{IdentityFromJson(j.at("process")), j.value("started_at_ms", int64_t{0})};
+    ProcessRecord r{IdentityFromJson(j.at("process")), j.value("started_at_ms", int64_t{0})};
+    if (j.contains("keeper")) r.keeper = IdentityFromJson(j.at("keeper"));
+    r.agent = j.value("agent", false);
+    return r;
   });
 }
 
@@ -251,11 +271,9 @@ Result<TerminateRequest> ReadTerminateRequest(const std::string& path) {
                                       [](const Json& j) { return TerminateRequestFromJson(j); });
 }
 
-Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
-  // Atomic (write a temporary file, rename) but not fsynced: these records
-  // describe processes, which a power loss ends anyway; the control plane
-  // stores what it acknowledges in its own durable store.
-  std::string data = j.dump(2) + "\n";
+namespace {
+// Writes `data` to a new temporary file beside `path`; its name.
+Result<std::string> WriteAside(const std::string& path, const std::string& data, int mode) {
   std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++g_tmp_counter);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -273,6 +291,25 @@ Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+  return tmp;
+}
+}  // namespace
+
+Status CreateJsonRecord(const std::string& path, const Json& j, int mode) {
+  ASSIGN_OR_RETURN(std::string tmp, WriteAside(path, j.dump(2) + "\n", mode));
+  const int rc = ::link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc == 0) return Status::Ok();
+  if (err == EEXIST) return Status::AlreadyExists(path + " exists");
+  return Status::Internal("cannot create " + path + ": " + std::strerror(err));
+}
+
+Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {
+  // Atomic (write a temporary file, rename) but not fsynced: these records
+  // describe processes, which a power loss ends anyway; the control plane
+  // stores what it acknowledges in its own durable store.
+  ASSIGN_OR_RETURN(std::string tmp, WriteAside(path, j.dump(2) + "\n", mode));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Status s =
         Status::Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));

@@ -64,6 +64,10 @@ Result<NodePaths> NodePathsFor(const std::string& home, const NodeKey& node);
 // Whether a job id can name a folder: one path component of letters, digits
 // and - _ : . (not "." or ".."), at most 200 bytes.
 bool IsSafeJobId(const std::string& job_id);
+// The name of a node in <home>/nodes-live: "<job id>.<attempt>.<node index>",
+// and back (read from the right: a job id may hold dots).
+std::string LiveEntryName(const NodeKey& node);
+std::optional<NodeKey> NodeKeyFromLiveEntry(const std::string& name);
 // Inverse of NodePathsFor for a folder found by scanning `home`/jobs.
 std::optional<NodeKey> NodeKeyFromRelative(const std::string& job, const std::string& attempt,
                                            const std::string& node);
@@ -116,6 +120,12 @@ struct ShimSpec {
 struct ProcessRecord {
   ProcessIdentity id;
   int64_t started_at_ms = 0;
+  // The node agent's records (node_agent.h): its keeper (the parent that
+  // adopts the commands if the agent dies), in agent.json and in the
+  // shim.json of a node the agent supervises itself; `agent` marks such a
+  // node (its command is the agent's own child, `id` the agent).
+  std::optional<ProcessIdentity> keeper{};
+  bool agent = false;
 };
 
 struct TerminateRequest {
@@ -155,6 +165,9 @@ Result<ShimSpec> ReadShimSpec(const std::string& path);
 Result<ProcessRecord> ReadProcessRecord(const std::string& path);
 Result<StatusRecord> ReadStatusRecord(const std::string& path);
 Result<TerminateRequest> ReadTerminateRequest(const std::string& path);
+// Creates the record only if `path` does not exist yet (the whole record or
+// nothing: written aside, then linked in): AlreadyExists when it does.
+Status CreateJsonRecord(const std::string& path, const Json& j, int mode = 0644);
 // Atomic replacement of a JSON record (temporary file + rename; not fsynced:
 // a power loss ends the processes these records describe anyway).
 Status WriteJsonRecord(const std::string& path, const Json& j, int mode = 0644);

@@ -256,8 +256,9 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
 
 Status ReleaseCommand(const NodePaths& p, ForkedCommand* command) {
   Result<ProcessIdentity> id = CurrentIdentity(command->pid);
-  ProcessIdentity cid = id.ok() ? *id : ProcessIdentity{command->pid, 0, BootId()};
-  Status s = WriteJsonRecord(p.command(), ToJson(ProcessRecord{cid, command->forked_at_ms}));
+  command->id = id.ok() ? *id : ProcessIdentity{command->pid, 0, BootId()};
+  Status s =
+      WriteJsonRecord(p.command(), ToJson(ProcessRecord{command->id, command->forked_at_ms}));
   if (s.ok()) WriteAll(command->go_fd, std::string(1, '\1'));
   ::close(command->go_fd);
   command->go_fd = -1;
@@ -313,6 +314,8 @@ CommandSupervision::CommandSupervision(const NodePaths& p, const ShimSpec& spec,
 void CommandSupervision::Started(int64_t now_mono_ms) {
   started_ = true;
   faults_.emplace(fault_, now_mono_ms);
+  // A request that came before: its group exists now (setsid came before exec).
+  if (terminating_) ::kill(-group_, SIGTERM);
 }
 
 void CommandSupervision::End() {
@@ -379,7 +382,7 @@ void CommandSupervision::Tick(int64_t now_mono_ms) {
   if (throttle_ && !terminating_) {
     if (int sig = throttle_->Due(now_mono_ms); sig != 0) ::kill(-group_, sig);
   }
-  if (kill_deadline_ && now_mono_ms >= *kill_deadline_) {
+  if (kill_deadline_ && started_ && now_mono_ms >= *kill_deadline_) {
     (*log_)("grace period over: SIGKILL to process group " + std::to_string(group_));
     ::kill(-group_, SIGKILL);
     kill_deadline_.reset();
@@ -390,7 +393,7 @@ int CommandSupervision::TimeoutMs(int64_t now_mono_ms) const {
   int timeout = faults_ ? faults_->PollTimeoutMs(now_mono_ms) : -1;
   auto at_most = [&timeout](int ms) { timeout = timeout < 0 ? ms : std::min(timeout, ms); };
   if (throttle_) at_most(throttle_->PollTimeoutMs(now_mono_ms));
-  if (kill_deadline_)
+  if (kill_deadline_ && started_)
     at_most(static_cast<int>(std::max<int64_t>(0, *kill_deadline_ - now_mono_ms)));
   return timeout;
 }

@@ -64,6 +64,7 @@ struct ForkedCommand {
   int go_fd = -1;   // write end: one byte lets the child exec (ReleaseCommand)
   int err_fd = -1;  // read end: the child's setup error; EOF and nothing read: it exec'd
   int64_t forked_at_ms = 0;
+  ProcessIdentity id;      // the child's, once ReleaseCommand recorded it
   off_t output_start = 0;  // the output file's size before the command
   std::string cgroup_dir;  // the node's cgroup when it was set up ("" none)
   std::optional<StatusRecord> failed;
@@ -81,7 +82,7 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
 
 // Records the child's identity in command.json, then lets it exec. On a
 // failure the child sees EOF instead and exits 126 without running anything.
-// Closes go_fd either way; returns the record's start time (the fork's).
+// Closes go_fd either way; fills command->id.
 Status ReleaseCommand(const NodePaths& p, ForkedCommand* command);
 
 // Reads the child's setup error until EOF (blocking; "" when it exec'd).
@@ -105,7 +106,8 @@ class CommandSupervision {
   void Started(int64_t now_mono_ms);
   // SIGTERM to the group (the first time), SIGKILL once `grace_ms` has passed;
   // a later request can only shorten the wait. A slow node is continued first
-  // (a stopped process does not act on SIGTERM).
+  // (a stopped process does not act on SIGTERM). Before the command has
+  // exec'd (Started) the signals wait: its group may not exist yet.
   void Terminate(int64_t grace_ms, int64_t now_mono_ms);
   // A fault asked for while the node runs (inject.json), replacing the armed one.
   void TakeFaultRequest(int64_t now_mono_ms);
