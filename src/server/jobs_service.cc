@@ -91,7 +91,9 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   exec::LocalBackendOptions local;
   local.home = context.home;
   local.shim_command = options.shim_command;
-  local.use_node_agent = options.node_agent;
+  local.use_node_agent = context.node_agent;
+  if (const char* agent = std::getenv("LOTE_NODE_AGENT"); agent != nullptr && *agent != '\0')
+    local.use_node_agent = agent[0] != '0';
   // One clock for the loop and the backend's timestamps.
   local.clock = context.clock;
   if (context.registry) {  // started by registry_wiring.cc
@@ -283,8 +285,6 @@ ServerExtension JobsExtension(JobsServiceOptions options) {
         options.shim_command.empty() && shim != nullptr && *shim != '\0') {
       options.shim_command = {shim};
     }
-    if (const char* agent = std::getenv("LOTE_NODE_AGENT"); agent != nullptr && *agent != '\0')
-      options.node_agent = agent[0] != '0';
     ASSIGN_OR_RETURN(std::unique_ptr<JobsService> service, JobsService::Start(context, options));
     return std::shared_ptr<void>(std::move(service));
   };

@@ -37,10 +37,6 @@ struct JobsServiceOptions {
   // How to start the node supervisor (exec::LocalBackendOptions::shim_command);
   // empty: this executable's `exec-shim` subcommand.
   std::vector<std::string> shim_command;
-  // exec::LocalBackendOptions::use_node_agent: off by default (it was not
-  // faster than one supervisor program per node, docs/benchmarks.md);
-  // $LOTE_NODE_AGENT=1 turns it on, 0 off.
-  bool node_agent = false;
 };
 
 class JobsService {

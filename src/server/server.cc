@@ -94,6 +94,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           &s->on_serving_,  options.runtime,
                           options.registry};
     context.metrics = &s->metrics_;
+    context.node_agent = options.node_agent;
     context.quarantine_failures = options.quarantine_failures;
     context.quarantine_window_seconds = options.quarantine_window_seconds;
     context.quarantine_cooldown_seconds = options.quarantine_cooldown_seconds;

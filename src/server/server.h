@@ -60,6 +60,8 @@ struct ServerContext {
   std::string default_runtime = "process";
   // ServerOptions::registry.
   bool registry = false;
+  // ServerOptions::node_agent.
+  bool node_agent = true;
   // ServerOptions::quarantine_*.
   int32_t quarantine_failures = 3;
   int64_t quarantine_window_seconds = 3600;
@@ -117,6 +119,10 @@ struct ServerOptions {
   std::string runtime = "process";
   // Run the local image registry and answer the ECR API (docs/containers.md).
   bool registry = false;
+  // The local executor runs nodes through the home's node agent (one process
+  // per host that runs every node's command; docs/executor.md), else one
+  // supervisor program per node. $LOTE_NODE_AGENT=0 or 1 overrides it.
+  bool node_agent = true;
   // Bad-node quarantine (docs/quarantine.md): attempts of this many different
   // jobs ending NODE_LOST or HANG on one node within the window quarantine it
   // for the cool-down (0 failures: never).

@@ -111,6 +111,7 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
     ServerOptions options;
     std::string listen = "127.0.0.1:7480";
     std::string registry = "auto";
+    std::string node_agent = "on";
     std::string config;
   };
   auto args = std::make_shared<Args>();
@@ -173,6 +174,12 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "ended; fractions allowed (0.5 = 12 hours); 0: kept for ever")
       ->check(CLI::Range(0.0, 36500.0))
       ->capture_default_str();
+  sub->add_option("--node-agent", args->node_agent,
+                  "Run every local node's command from one long-lived node agent per host (on), "
+                  "or start one supervisor program per node (off); $LOTE_NODE_AGENT=1/0 "
+                  "overrides it")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->add_option("--registry", args->registry,
                   "The local image registry and the ECR API: on, off, or auto (on when "
                   "/usr/bin/docker-registry is installed)")
@@ -187,6 +194,7 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
       }
     }
     ServerOptions options = args->options;
+    options.node_agent = args->node_agent == "on";
     options.registry = args->registry == "on" || (args->registry == "auto" &&
                                                   ::access("/usr/bin/docker-registry", X_OK) == 0);
     if (options.home.empty()) options.home = DefaultHome();

@@ -26,7 +26,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer, describe_job_raw, quarantined_nodes  # noqa: E402
+from lote_server import (LoteServer, describe_job_raw, kill_node_runner,  # noqa: E402
+                         quarantined_nodes)
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,7 +64,11 @@ class ConsoleTest(unittest.TestCase):
                        check=True, capture_output=True)
         # One lost node quarantines it (docs/quarantine.md), so the overview has a
         # quarantined node to show and release.
-        cls.server = LoteServer(ARGS.lote, extra_args=["--quarantine-failures", "1"]).start()
+        # One supervisor program per node: quarantine_a_node loses one job's node
+        # by killing its runner, where the node agent runs every node of the host
+        # (killing it and its keeper would lose the training job's nodes too).
+        cls.server = LoteServer(ARGS.lote, extra_args=[
+            "--quarantine-failures", "1", "--node-agent", "off"]).start()
         cls.batch = cls.server.client()
         with open(os.path.join(cls.server.home, "console.json")) as f:
             cls.url = json.load(f)["url"]
@@ -118,8 +123,7 @@ class ConsoleTest(unittest.TestCase):
                               containerOverrides={"command": [
                                   "sh", "-c", "touch %s; exec sleep 300" % ready]})["jobId"]
         self.wait(lambda: os.path.exists(ready), 60, "the job on bad-ce to run")
-        with open(os.path.join(self.server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
-            os.kill(json.load(f)["process"]["pid"], 9)
+        kill_node_runner(self.server.home, job_id)
         job = self.wait(lambda: (lambda j: j if j["status"] in ("SUCCEEDED", "FAILED") else None)(
             b.describe_jobs(jobs=[job_id])["jobs"][0]), 60, "the lost job to end")
         self.assertIn("NODE_LOST", json.dumps(job["attempts"][0]))

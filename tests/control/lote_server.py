@@ -57,6 +57,17 @@ def quarantined_nodes(batch, environments=()):
     return [q for ce in body["computeEnvironments"] for q in ce.get("loteQuarantinedNodes", [])]
 
 
+def kill_node_runner(home, job_id, attempt=1, node=0):
+    """kill -9 of what would record the node's outcome: its supervisor, or the
+    node agent that runs its command together with the agent's keeper (killing
+    the agent alone loses nothing: its keeper records the outcome)."""
+    with open(os.path.join(home, "jobs", job_id, str(attempt), str(node), "shim.json")) as f:
+        runner = json.load(f)
+    if "keeper" in runner:
+        os.kill(runner["keeper"]["pid"], signal.SIGKILL)
+    os.kill(runner["process"]["pid"], signal.SIGKILL)
+
+
 class LoteServer:
     """A `lote server` process on 127.0.0.1:<free port> with its own home.
 

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
-from lote_server import LoteServer, create_emulated_environment  # noqa: E402
+from lote_server import LoteServer, create_emulated_environment, kill_node_runner  # noqa: E402
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -589,8 +589,10 @@ class RestartTest(JobHelpers, unittest.TestCase):
             shutil.rmtree(out, ignore_errors=True)
 
     def test_node_lost_while_server_down_is_retried(self):
-        # The node's supervisor dies while no server runs: the restarted server finds
-        # no outcome, kills the orphaned command and reports NODE_LOST; the retry runs.
+        # The node's runner dies while no server runs (its supervisor, or the node
+        # agent together with its keeper, which would have recorded the outcome):
+        # the restarted server finds no outcome, kills the orphaned command and
+        # reports NODE_LOST; the retry runs.
         server = self.server = LoteServer(LOTE).start()
         out = self.out = tempfile.mkdtemp(prefix="lote_jobs_lost_")
         try:
@@ -610,9 +612,7 @@ class RestartTest(JobHelpers, unittest.TestCase):
             with open(pid_file) as f:
                 command_pid = int(f.read())
             server.kill()
-            with open(os.path.join(server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
-                shim_pid = json.load(f)["process"]["pid"]
-            os.kill(shim_pid, 9)
+            kill_node_runner(server.home, job_id)
             server.start()
             self.batch = server.client()
             job = self.wait_status(job_id)

@@ -17,7 +17,7 @@ import botocore.exceptions
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
 from lote_server import (LoteServer, create_emulated_environment,  # noqa: E402
-                         quarantined_nodes)
+                         kill_node_runner, quarantined_nodes)
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -115,7 +115,7 @@ class QuarantineTest(Helpers, unittest.TestCase):
         self.server.cleanup()
 
     def lose_node(self, name):
-        """A job whose node's supervisor is killed (kill -9) while it runs: NODE_LOST."""
+        """A job whose node's runner is killed (kill -9) while it runs: NODE_LOST."""
         ready = os.path.join(self.out, name)
         job_id = self.submit(name, "touch %s; exec sleep 300" % ready)
         self.wait_status(job_id, ("RUNNING",))
@@ -123,8 +123,7 @@ class QuarantineTest(Helpers, unittest.TestCase):
         while not os.path.exists(ready):
             self.assertLess(time.time(), deadline)
             time.sleep(0.05)
-        with open(os.path.join(self.server.home, "jobs", job_id, "1", "0", "shim.json")) as f:
-            os.kill(json.load(f)["process"]["pid"], 9)
+        kill_node_runner(self.server.home, job_id)
         job = self.wait_status(job_id)
         self.assertEqual(job["status"], "FAILED")
         self.assertIn("NODE_LOST", json.dumps(job["attempts"][0]))
