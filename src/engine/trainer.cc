@@ -266,10 +266,11 @@ Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
   }
   fmt::print(out_,
              "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
-             "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank\n",
+             "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank, "
+             "OpenBLAS {} kernels\n",
              HumanCount(static_cast<double>(config_.NumParameters())), config_.num_hidden_layers,
              config_.hidden_size, config_.num_attention_heads, config_.num_key_value_heads,
-             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_);
+             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_, BlasCoreName());
 }
 
 Status Trainer::PrintPlanOnly() {
@@ -787,6 +788,7 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"step_times_s", step_times_},
               {"step_cpu_s", step_cpu_},
               {"threads", threads_},
+              {"blas_core", BlasCoreName()},
               {"world_size", dims_.world()},
               {"tensor_parallel", dims_.tp()},
               {"data_parallel", dims_.dp()},
