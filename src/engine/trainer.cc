@@ -539,9 +539,11 @@ Result<StepResult> Trainer::Step(int64_t step) {
 }
 
 // This rank's embedding rows (of its vocabulary slice) that some DP rank's micro batch
-// of this step reads: the only rows of the embedding's gradient that are not zero on
-// any rank, so the reduce-scatter sends only them (ZeroComm::SetSparseRows). Read from
-// a copy of the sampler, which every rank advances through the whole global batch.
+// of the step the sampler is at reads: the only rows of the embedding's gradient that
+// are not zero on any rank, so the reduce-scatter sends only them
+// (ZeroComm::SetSparseRows), and the only rows the step's forward reads before its LM
+// head, so the parameter gather sends them first (ZeroComm::StartGather). Read from a
+// copy of the sampler, which every rank advances through the whole global batch.
 std::vector<int64_t> Trainer::StepEmbeddingRows() const {
   BatchSampler peek = *sampler_;
   const int64_t v0 = model_->layout().vocab_begin(), Vl = model_->shard_config().vocab_size;
@@ -586,9 +588,13 @@ Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
   adamw_->Step(params, grads, static_cast<float>(r->lr),
                coef < 1.0 ? static_cast<float>(coef) : 1.0f);
   // The other shards arrive during the next forward (or before anything else reads
-  // the parameters: ParamsGathered).
+  // the parameters: ParamsGathered), the embedding rows of the next step's tokens
+  // first (the sampler is at the next step now; the embedding is the buffer's first
+  // tensor), the rest of the embedding last.
   if (zero_ != nullptr) {
-    zero_->StartGather(params);
+    const int64_t embed_end =
+        model_->layout().embed() == 0 ? model_->shard_config().vocab_size * config_.hidden_size : 0;
+    zero_->StartGather(params, embed_end, config_.hidden_size, StepEmbeddingRows());
     return Status::Ok();
   }
   return dp_->AllGather(params, dp_counts_);
