@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "engine/cpu_kernels.h"
 #include "objstore/objstore.h"
 
 namespace lote::engine {
@@ -64,9 +65,9 @@ Result<CompilePlan> CompilePlan::FromJson(const Json& j) {
 
 Json CompileShape(const LlamaConfig& config, int tp, int dp, int64_t micro_batch, int64_t seq_len,
                   int threads) {
-  return Json{{"model", config.ToJson()},   {"tensor_parallel", tp}, {"data_parallel", dp},
-              {"micro_batch", micro_batch}, {"seq_len", seq_len},    {"threads", threads},
-              {"cpu", CpuModel()}};
+  return Json{{"model", config.ToJson()},   {"tensor_parallel", tp},      {"data_parallel", dp},
+              {"micro_batch", micro_batch}, {"seq_len", seq_len},         {"threads", threads},
+              {"cpu", CpuModel()},          {"blas_core", BlasCoreName()}};
 }
 
 Json MemoryPlanJson(const MemoryPlan& plan) {

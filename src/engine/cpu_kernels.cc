@@ -36,6 +36,11 @@ void InitCpuBackend(int threads) {
 
 int CpuThreads() { return omp_get_max_threads(); }
 
+std::string BlasCoreName() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "";
+}
+
 void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 namespace lote::engine {
 
@@ -19,6 +20,10 @@ namespace lote::engine {
 // itself) and OpenMP to `threads` (0 = leave the default). Idempotent.
 void InitCpuBackend(int threads);
 int CpuThreads();
+
+// The kernels OpenBLAS loaded (openblas_get_corename), e.g. "Cooperlake", "Haswell": its
+// own choice for this CPU, or the core $OPENBLAS_CORETYPE names.
+std::string BlasCoreName();
 
 // Row-major GEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. Splits the
 // larger output dimension across OpenMP threads unless already inside a parallel region.

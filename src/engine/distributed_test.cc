@@ -217,6 +217,43 @@ TEST(ZeroCommTest, GatherInBucketsEqualsOneWholeAllGather) {
   });
 }
 
+// The gather with first rows: the listed rows of the prefix (here 30 rows of 10 floats,
+// crossing the first shard boundary at 334) arrive with the first wait, the buffer after
+// the prefix in bucket order, and WaitParams(total) leaves the whole buffer as one
+// all-gather would, the rest of the prefix included.
+TEST(ZeroCommTest, GatherFirstRowsThenTheRest) {
+  const int n = 3;
+  const int64_t total = 1001, rows_end = 300 + 80, row_floats = 10;
+  const std::vector<int64_t> counts = EvenCounts(total, n);
+  const std::vector<int64_t> rows = {0, 3, 4, 17, 33, 37};  // row 33 holds [330, 340)
+  auto value = [](int step, int64_t i) { return static_cast<float>(step * 10000 + i) * 0.5f; };
+  OnGroup(n, [&](int r, Communicator* comm) {
+    const Range mine = EvenSplit(total, n, r);
+    ZeroComm zero(comm, counts, 100);
+    std::vector<float> params(total);
+    for (int step = 0; step < 2; ++step) {
+      for (int64_t i = 0; i < total; ++i) {
+        params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
+      }
+      zero.StartGather(params.data(), rows_end, row_floats, rows);
+      auto listed = [&](int64_t i) {
+        return i >= rows_end || std::find(rows.begin(), rows.end(), i / row_floats) != rows.end();
+      };
+      for (int64_t end : {1, 200, 380, 381, 700, 1000}) {
+        ASSERT_TRUE(zero.WaitParams(end).ok());
+        for (int64_t i = 0; i < end; ++i) {
+          if (!listed(i)) continue;
+          ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+        }
+      }
+      ASSERT_TRUE(zero.WaitParams(total).ok());
+      for (int64_t i = 0; i < total; ++i) {
+        ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+      }
+    }
+  });
+}
+
 TEST(GlooCommunicatorTest, CollectivesMatchSumsComputedHere) {
   const int n = 3;
   const std::vector<int64_t> counts = {5, 0, 7};  // uneven, one empty chunk

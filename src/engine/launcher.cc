@@ -184,6 +184,10 @@ class Launcher {
 
  private:
   Status Rendezvous();
+  Status ServeStore();
+  Status JoinStore(SteadyClock::time_point deadline);
+  Status WaitForNode(int n, SteadyClock::time_point deadline);
+  std::string StoreAddress() const;
   Status StartRanks();
   int Monitor();
   void StopRanks();
@@ -224,39 +228,55 @@ void Launcher::Heartbeat() {
   }
 }
 
+// The rendezvous: the main node serves the store, every node says hello to it (and
+// then beats), announces its ranks and waits until every other node has announced.
 Status Launcher::Rendezvous() {
-  const milliseconds timeout = seconds(o_.rdzv_timeout_s);
-  const auto deadline = SteadyClock::now() + timeout;
-  const bool is_main = o_.node_rank == o_.main_node;
-  std::string where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
-  if (is_main) {
-    StoreServer::Options so;
-    so.host = o_.master_addr;
-    so.port = o_.master_port;
-    so.job_id = o_.job_id;
-    so.num_nodes = o_.nnodes;
-    // A previous attempt's main node may still hold the port for a moment.
-    const auto bind_deadline = SteadyClock::now() + seconds(30);
-    while (true) {
-      Result<std::unique_ptr<StoreServer>> started = StoreServer::Start(so);
-      if (started.ok()) {
-        server_ = std::move(*started);
-        break;
-      }
-      if (started.status().message().find("Address already in use") == std::string::npos ||
-          SteadyClock::now() > bind_deadline) {
-        return started.status();
-      }
-      Say(fmt::format("node {}: {}; retrying", o_.node_rank, started.status().message()));
-      std::this_thread::sleep_for(seconds(1));
-    }
-    if (o_.master_port == 0) {
-      o_.master_port = server_->port();
-      where = fmt::format("{}:{}", o_.master_addr, o_.master_port);
-    }
-    Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
-                    where));
+  const auto deadline = SteadyClock::now() + seconds(o_.rdzv_timeout_s);
+  if (o_.node_rank == o_.main_node) RETURN_IF_ERROR(ServeStore());
+  RETURN_IF_ERROR(JoinStore(deadline));
+  RETURN_IF_ERROR(work_->Set(fmt::format("node/{}", o_.node_rank),
+                             fmt::format("{} {}", o_.nproc_per_node, o_.node_addr)));
+  for (int n = 0; n < o_.nnodes; ++n) {
+    if (n != o_.node_rank) RETURN_IF_ERROR(WaitForNode(n, deadline));
   }
+  return Status::Ok();
+}
+
+std::string Launcher::StoreAddress() const {
+  return fmt::format("{}:{}", o_.master_addr, o_.master_port);
+}
+
+// The main node's store; port 0 takes a free one.
+Status Launcher::ServeStore() {
+  StoreServer::Options so;
+  so.host = o_.master_addr;
+  so.port = o_.master_port;
+  so.job_id = o_.job_id;
+  so.num_nodes = o_.nnodes;
+  // A previous attempt's main node may still hold the port for a moment.
+  const auto bind_deadline = SteadyClock::now() + seconds(30);
+  while (true) {
+    Result<std::unique_ptr<StoreServer>> started = StoreServer::Start(so);
+    if (started.ok()) {
+      server_ = std::move(*started);
+      break;
+    }
+    if (started.status().message().find("Address already in use") == std::string::npos ||
+        SteadyClock::now() > bind_deadline) {
+      return started.status();
+    }
+    Say(fmt::format("node {}: {}; retrying", o_.node_rank, started.status().message()));
+    std::this_thread::sleep_for(seconds(1));
+  }
+  if (o_.master_port == 0) o_.master_port = server_->port();
+  Say(fmt::format("node {} of {} serves the rendezvous store at {}", o_.node_rank, o_.nnodes,
+                  StoreAddress()));
+  return Status::Ok();
+}
+
+// The control connection (hello, then the heartbeat thread) and the work connection.
+Status Launcher::JoinStore(SteadyClock::time_point deadline) {
+  const milliseconds timeout = seconds(o_.rdzv_timeout_s);
   auto waiting = [&](const std::string& line) {
     Say(fmt::format("node {}: {}", o_.node_rank, line));
   };
@@ -278,44 +298,44 @@ Status Launcher::Rendezvous() {
   }
   heartbeat_ = std::thread([this] { Heartbeat(); });
   ASSIGN_OR_RETURN(work_, StoreClient::Connect(o_.master_addr, o_.master_port, timeout, waiting));
-  RETURN_IF_ERROR(work_->Set(fmt::format("node/{}", o_.node_rank),
-                             fmt::format("{} {}", o_.nproc_per_node, o_.node_addr)));
-  for (int n = 0; n < o_.nnodes; ++n) {
-    if (n == o_.node_rank) continue;
-    bool announced = false;
-    while (true) {
-      if (auto p = Problem()) return Status::Cancelled(*p);
-      const auto now = SteadyClock::now();
-      if (now >= deadline) {
-        return Status::DeadlineExceeded(fmt::format(
-            "timed out after {} s waiting for node {} of {} to join at {} (--rdzv-timeout); is "
-            "every node of the job running `lote train` with the same --master-addr/--master-port?",
-            o_.rdzv_timeout_s, n, o_.nnodes, where));
-      }
-      const auto slice = std::min<milliseconds>(
-          seconds(announced ? 10 : 1),
-          std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1));
-      Result<std::string> v = work_->Get(fmt::format("node/{}", n), slice);
-      if (v.ok()) {
-        const int nproc = std::atoi(v->c_str());
-        if (nproc != o_.nproc_per_node) {
-          return Status::InvalidArgument(fmt::format(
-              "node {} runs --nproc-per-node {} but this node (node {}) runs {}; every node "
-              "must start the same number of ranks",
-              n, nproc, o_.node_rank, o_.nproc_per_node));
-        }
-        break;
-      }
-      if (!v.status().IsNotFound()) return v.status();
-      Say(fmt::format(
-          "node {}: waiting for node {} of {} at {} ({} s of {} s)", o_.node_rank, n, o_.nnodes,
-          where,
-          std::chrono::duration_cast<seconds>(SteadyClock::now() - deadline + timeout).count(),
-          o_.rdzv_timeout_s));
-      announced = true;
-    }
-  }
   return Status::Ok();
+}
+
+// Until node n has announced its ranks (the same number as this node's).
+Status Launcher::WaitForNode(int n, SteadyClock::time_point deadline) {
+  const milliseconds timeout = seconds(o_.rdzv_timeout_s);
+  bool announced = false;
+  while (true) {
+    if (auto p = Problem()) return Status::Cancelled(*p);
+    const auto now = SteadyClock::now();
+    if (now >= deadline) {
+      return Status::DeadlineExceeded(fmt::format(
+          "timed out after {} s waiting for node {} of {} to join at {} (--rdzv-timeout); is "
+          "every node of the job running `lote train` with the same --master-addr/--master-port?",
+          o_.rdzv_timeout_s, n, o_.nnodes, StoreAddress()));
+    }
+    const auto slice = std::min<milliseconds>(
+        seconds(announced ? 10 : 1),
+        std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1));
+    Result<std::string> v = work_->Get(fmt::format("node/{}", n), slice);
+    if (v.ok()) {
+      const int nproc = std::atoi(v->c_str());
+      if (nproc != o_.nproc_per_node) {
+        return Status::InvalidArgument(fmt::format(
+            "node {} runs --nproc-per-node {} but this node (node {}) runs {}; every node "
+            "must start the same number of ranks",
+            n, nproc, o_.node_rank, o_.nproc_per_node));
+      }
+      return Status::Ok();
+    }
+    if (!v.status().IsNotFound()) return v.status();
+    Say(fmt::format(
+        "node {}: waiting for node {} of {} at {} ({} s of {} s)", o_.node_rank, n, o_.nnodes,
+        StoreAddress(),
+        std::chrono::duration_cast<seconds>(SteadyClock::now() - deadline + timeout).count(),
+        o_.rdzv_timeout_s));
+    announced = true;
+  }
 }
 
 Status Launcher::StartRanks() {

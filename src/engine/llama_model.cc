@@ -184,17 +184,25 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     const LayerOffsets& w = layout_.layer(l);
     float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
                                                   : A + acts_.res_final;
-    NeedParams(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
+    // Each kernel waits only for the tensor it reads (the layer's tensors are in this
+    // order in the flat buffer), so a gather that is behind holds up one GEMM, not the
+    // whole layer.
+    NeedParams(w.wqkv);
     RmsNormForward(A + acts_.ln, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
+    NeedParams(w.wo);
     MatmulForward(A + la.qkv, A + acts_.ln, W + w.wqkv, N, C, D);
     RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
     AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
+    NeedParams(w.post_norm);
     MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
     TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
+    NeedParams(w.wgate_up);
     AddRmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, N, C,
                       eps);  // res_mid += res, then ln2
+    NeedParams(w.wdown);
     MatmulForward(A + la.gate_up, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
     SwiGluForward(A + la.act, A + la.gate_up, N, I);
+    NeedParams(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
     MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
     TpAllReduce(res_next, N * C, ReduceOp::kSum);  // row-parallel down_proj
     AddInPlace(res_next, A + la.res_mid, N * C);
@@ -271,15 +279,20 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
     const LayerOffsets& w = layout_.layer(l);
     // MLP: res_next = res_mid + down(silu(gate) * up)
     // dinp overwritten (not +=) where nothing else adds into it: no zeroing pass.
+    // Each weight's gradient is reported as soon as it is complete (a suffix of the flat
+    // buffer: the layer's tensors from the last), so its reduce-scatter can start.
     MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C, true);
+    GradsReady(w.wdown);
     SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
     RmsNormApply(A + acts_.ln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N, C);  // ln2
     MatmulBackward(dln, G + w.wgate_up, dgu, A + acts_.ln, W + w.wgate_up, N, C, 2 * I, true);
+    GradsReady(w.wgate_up);
     TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel gate/up
     RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
                     C);
     // Attention: res_mid = res + o_proj(attention(rope(qkv(norm(res)))))
     MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C, true);
+    GradsReady(w.wo);  // and post_norm's
     Zero(dqkv, N * D);
     AttentionBackward(dqkv, S + acts_.attn_grad_scratch, datt, A + la.qkv, A + la.att, A + la.lse,
                       B, T, nh, nkv, hd);

@@ -266,10 +266,11 @@ Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
   }
   fmt::print(out_,
              "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
-             "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank\n",
+             "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank, "
+             "OpenBLAS {} kernels\n",
              HumanCount(static_cast<double>(config_.NumParameters())), config_.num_hidden_layers,
              config_.hidden_size, config_.num_attention_heads, config_.num_key_value_heads,
-             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_);
+             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_, BlasCoreName());
 }
 
 Status Trainer::PrintPlanOnly() {
@@ -538,9 +539,11 @@ Result<StepResult> Trainer::Step(int64_t step) {
 }
 
 // This rank's embedding rows (of its vocabulary slice) that some DP rank's micro batch
-// of this step reads: the only rows of the embedding's gradient that are not zero on
-// any rank, so the reduce-scatter sends only them (ZeroComm::SetSparseRows). Read from
-// a copy of the sampler, which every rank advances through the whole global batch.
+// of the step the sampler is at reads: the only rows of the embedding's gradient that
+// are not zero on any rank, so the reduce-scatter sends only them
+// (ZeroComm::SetSparseRows), and the only rows the step's forward reads before its LM
+// head, so the parameter gather sends them first (ZeroComm::StartGather). Read from a
+// copy of the sampler, which every rank advances through the whole global batch.
 std::vector<int64_t> Trainer::StepEmbeddingRows() const {
   BatchSampler peek = *sampler_;
   const int64_t v0 = model_->layout().vocab_begin(), Vl = model_->shard_config().vocab_size;
@@ -585,9 +588,13 @@ Status Trainer::UpdateWeights(int64_t step, StepResult* r) {
   adamw_->Step(params, grads, static_cast<float>(r->lr),
                coef < 1.0 ? static_cast<float>(coef) : 1.0f);
   // The other shards arrive during the next forward (or before anything else reads
-  // the parameters: ParamsGathered).
+  // the parameters: ParamsGathered), the embedding rows of the next step's tokens
+  // first (the sampler is at the next step now; the embedding is the buffer's first
+  // tensor), the rest of the embedding last.
   if (zero_ != nullptr) {
-    zero_->StartGather(params);
+    const int64_t embed_end =
+        model_->layout().embed() == 0 ? model_->shard_config().vocab_size * config_.hidden_size : 0;
+    zero_->StartGather(params, embed_end, config_.hidden_size, StepEmbeddingRows());
     return Status::Ok();
   }
   return dp_->AllGather(params, dp_counts_);
@@ -787,6 +794,7 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"step_times_s", step_times_},
               {"step_cpu_s", step_cpu_},
               {"threads", threads_},
+              {"blas_core", BlasCoreName()},
               {"world_size", dims_.world()},
               {"tensor_parallel", dims_.tp()},
               {"data_parallel", dims_.dp()},

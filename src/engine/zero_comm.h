@@ -14,6 +14,10 @@
 //               next forward reads it (embedding, layers, final norm, LM head) — and
 //               returns; WaitParams(end) blocks until [0, end) is gathered
 //               (LlamaModel's ParamsNeeded), so the gather overlaps the next forward.
+//               With first rows named (the embedding rows the next step's tokens
+//               read), those rows go first, packed, and the rest of their prefix
+//               last, so the first forward waits for a few rows instead of the
+//               whole embedding.
 //
 // Every bucket [b, e) is cut at the DP ranks' shard boundaries and sent with those
 // counts, so each element is summed by the same ring in the same order as one
@@ -66,8 +70,14 @@ class ZeroComm {
   Status FinishReduce();
 
   // This rank's shard of params is up to date; the rest is gathered in the background.
-  void StartGather(float* params);
-  // Waits until params[0, end) hold every rank's values (at once when no gather runs).
+  // first_rows: rows of row_floats floats of the prefix [0, rows_end) (ascending,
+  // unique) that are sent before everything else; the rest of the prefix is sent
+  // last. Without them the buffer is sent from offset 0.
+  void StartGather(float* params, int64_t rows_end = 0, int64_t row_floats = 1,
+                   std::vector<int64_t> first_rows = {});
+  // Waits until params[0, end) hold every rank's values (at once when no gather runs),
+  // except that for end < total() only the first rows of the prefix are waited for
+  // (the caller reads no other row of it before it asks for total()).
   Status WaitParams(int64_t end);
   int64_t total() const { return offsets_.back(); }
 
@@ -77,15 +87,29 @@ class ZeroComm {
   double comm_seconds() const;
 
  private:
+  enum class Kind { kReduce, kGather, kGatherRows };
   struct Job {
-    bool gather;
+    Kind kind;
     int64_t begin, end;
   };
+  // Listed rows clipped to [begin, end) and cut at the shard boundaries, in offset
+  // order (so each rank's part of a pack is contiguous), and each rank's count.
+  struct Segment {
+    int64_t at, n;
+    size_t owner;
+  };
+  struct Rows {
+    int64_t begin = 0, end = 0, row_floats = 1;
+    std::vector<int64_t> rows;
+  };
+  std::vector<Segment> Segments(const Rows& rows, int64_t begin, int64_t end,
+                                std::vector<int64_t>* counts) const;
   void Enqueue(Job job);  // with mu_ held
   void Loop();
   std::vector<int64_t> Counts(int64_t begin, int64_t end) const;
   Status Reduce(int64_t begin, int64_t end);        // on the thread
   Status ReduceSparse(int64_t begin, int64_t end);  // [begin, end) inside the sparse rows
+  Status GatherRows();                              // the first rows of the gather
 
   Communicator* dp_;
   std::vector<int64_t> offsets_;  // shard boundaries: rank r owns [offsets_[r], offsets_[r+1])
@@ -93,16 +117,19 @@ class ZeroComm {
   float* grads_ = nullptr;
   float* params_ = nullptr;
   int64_t sent_ = 0;  // [sent_, total) of the gradients is queued or reduced
-  // The step's sparse rows (SetSparseRows); read by the thread only while a job runs.
-  int64_t sparse_begin_ = 0, sparse_end_ = 0, row_floats_ = 1;
-  std::vector<int64_t> sparse_rows_;
+  // The step's sparse rows (SetSparseRows) and the gather's first rows (StartGather);
+  // read by the thread only while a job of theirs runs.
+  Rows sparse_, first_;
   std::vector<float> pack_;  // the thread's: the sparse rows packed
   double wait_s_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
-  int64_t gathered_ = 0;  // params[0, gathered_) are complete
+  // params[0, gathered_) are complete, but for the rest of the first rows' prefix
+  // while gathers_ > 0 (gather jobs queued or running).
+  int64_t gathered_ = 0;
+  int gathers_ = 0;
   bool busy_ = false, stop_ = false;
   Status error_;
   double comm_s_ = 0;
