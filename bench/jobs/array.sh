@@ -18,8 +18,8 @@ PEER="${3:-}"
 CLIENTS="${CLIENTS:-8}"
 WAIT_S="${WAIT_S:-900}"
 AGENT_PEER="${AGENT_PEER:-0}"
-# The array runs with the node agent on (off by default in lote server);
-# LOTE_NODE_AGENT=0 in the environment measures the default instead.
+# The array runs with the node agent on (lote server's default);
+# LOTE_NODE_AGENT=0 in the environment measures one supervisor per node instead.
 export LOTE_NODE_AGENT="${LOTE_NODE_AGENT:-1}"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null

@@ -22,8 +22,8 @@ N="${2:-2000}"
 CLIENTS="${CLIENTS:-8}"
 RUNS="${RUNS:-1}"
 AGENT_PEER="${AGENT_PEER:-1}"
-# The main measurement runs with the node agent on (off by default in lote
-# server); LOTE_NODE_AGENT=0 in the environment measures the default instead.
+# The main measurement runs with the node agent on (lote server's default);
+# LOTE_NODE_AGENT=0 in the environment measures one supervisor per node instead.
 export LOTE_NODE_AGENT="${LOTE_NODE_AGENT:-1}"
 LOTE="$BUILD/lote"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
@@ -101,8 +101,8 @@ for run in $(seq "$RUNS"); do
   RES_pernode='{}'; CPU_pernode=0
   if [ "$AGENT_PEER" = 1 ]; then LOTE_NODE_AGENT=0 measure_lote pernode; fi
   # Host reference, same run: N bare `true` processes started by xargs, CLIENTS
-  # at a time (one process start per job; lote makes three: the supervisor,
-  # its fork, the command).
+  # at a time (one process start per job, as lote's node agent makes; one
+  # supervisor per node makes three: the supervisor, its fork, the command).
   T0=$(date +%s.%N)
   seq "$N" | xargs -P "$CLIENTS" -n 1 true
   BARE_S=$(python3 -c "import time; print(time.time() - $T0)")
