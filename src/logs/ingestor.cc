@@ -27,7 +27,8 @@ Result<std::unique_ptr<LogIngestor>> LogIngestor::Create(LogStore* store, Ingest
     return Status::InvalidArgument("ingestor: log group and stream names are required");
   }
   if (options.read_bytes < 4096) options.read_bytes = 4096;
-  RETURN_IF_ERROR(store->EnsureStream(options.group, options.stream));
+  // A stream whose appends are not synced is made without a sync either.
+  RETURN_IF_ERROR(store->EnsureStream(options.group, options.stream, options.sync));
   ASSIGN_OR_RETURN(int64_t offset, store->SourceOffset(options.group, options.stream));
   std::unique_ptr<LogIngestor> ing(new LogIngestor(store, std::move(options)));
   ing->consumed_ = ing->read_offset_ = offset < 0 ? 0 : offset;

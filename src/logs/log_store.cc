@@ -1,6 +1,7 @@
 #include "logs/log_store.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,25 @@ Status PWriteAll(int fd, std::string_view data, uint64_t offset, const std::stri
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+// Writes `data` to a new file at `path` (no sync: the caller renames the
+// folder that holds it into place).
+Status WriteNewFile(const std::string& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path);
+  Status s = PWriteAll(fd, data, 0, path);
+  ::close(fd);
+  return s;
+}
+
+// Whether the stream folder `dir` holds a segment file.
+bool HoldsSegments(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".seg") return true;
+  }
+  return false;
 }
 
 // Reads records of one stream's segments, keeping the last file open.
@@ -473,6 +493,17 @@ Result<std::shared_ptr<LogStore::Stream>> LogStore::LoadStream(const std::shared
   s->dir = dir;
   s->group = g->name;
   Result<Json> meta = ReadJsonFile(dir + "/stream.json");
+  if (!meta.ok() && !HoldsSegments(dir)) {
+    // A creation without fsync that a machine crash cut short (the folder
+    // reached the disk, its stream.json did not): it never held an event.
+    spdlog::warn(
+        "log store: removing {}: a log stream folder without its stream.json and "
+        "without events (a creation a machine crash interrupted)",
+        dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return std::shared_ptr<Stream>();
+  }
   if (meta.ok()) {
     s->name = meta->value("name", "");
     s->creation_ms = meta->value("creationTime", int64_t{0});
@@ -647,42 +678,52 @@ size_t LogStore::GroupCount() const {
   return groups_.size();
 }
 
-Status LogStore::CreateStreamLocked(Group* g, const std::string& name) {
+Status LogStore::CreateStreamLocked(Group* g, const std::string& name, bool durable) {
   auto s = std::make_shared<Stream>();
   s->group = g->name;
   s->name = name;
   s->creation_ms = options_.clock->NowMillis();
   s->dir = g->dir + "/streams/" + DirNameFor(name);
+  // Made under a temporary name and renamed into place whole: readers never
+  // see a stream folder without its stream.json (but after a machine crash,
+  // for a stream made without `durable`).
   std::string tmp = g->dir + "/streams/.tmp-" + HexEncode(RandomBytes(8));
-  RETURN_IF_ERROR(MakeDirs(tmp));
+  if (::mkdir(tmp.c_str(), 0755) != 0) return Errno("cannot create", tmp);
   Json meta = {{"name", name}, {"creationTime", s->creation_ms}};
-  RETURN_IF_ERROR(WriteFileAtomic(tmp + "/stream.json", meta.dump() + "\n"));
+  if (durable) {
+    RETURN_IF_ERROR(WriteFileAtomic(tmp + "/stream.json", meta.dump() + "\n"));
+  } else {
+    RETURN_IF_ERROR(WriteNewFile(tmp + "/stream.json", meta.dump() + "\n"));
+  }
   if (::rename(tmp.c_str(), s->dir.c_str()) != 0)
     return Errno("cannot create log stream directory", s->dir);
-  RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
+  if (durable) RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
   s->group_bytes = g->stored_bytes;
   g->streams.emplace(name, std::move(s));
   return Status::Ok();
 }
 
-Status LogStore::CreateStream(const std::string& group, const std::string& name) {
+Status LogStore::CreateStream(const std::string& group, const std::string& name, bool durable) {
   if (name.empty()) return Status::InvalidArgument("log stream name is empty");
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<Group> g, GroupLocked(group));
   bool exists = g->streams.count(name) > 0;
   if (!exists && !g->all_loaded) {
-    // On disk but not read yet (streams are created and deleted under mu_).
+    // On disk but not read yet (streams are created and deleted under mu_);
+    // a folder an interrupted creation left (no stream.json, no events) does
+    // not count: the creation's rename replaces it.
+    const std::string dir = g->dir + "/streams/" + DirNameFor(name);
     struct stat st;
-    exists = ::stat((g->dir + "/streams/" + DirNameFor(name)).c_str(), &st) == 0;
+    exists = ::stat((dir + "/stream.json").c_str(), &st) == 0 || HoldsSegments(dir);
   }
   if (exists) return Status::AlreadyExists("The specified log stream already exists: " + name);
-  return CreateStreamLocked(g.get(), name);
+  return CreateStreamLocked(g.get(), name, durable);
 }
 
-Status LogStore::EnsureStream(const std::string& group, const std::string& name) {
+Status LogStore::EnsureStream(const std::string& group, const std::string& name, bool durable) {
   Status s = CreateGroup(group);
   if (!s.ok() && !s.IsAlreadyExists()) return s;
-  s = CreateStream(group, name);
+  s = CreateStream(group, name, durable);
   if (!s.ok() && !s.IsAlreadyExists()) return s;
   return Status::Ok();
 }

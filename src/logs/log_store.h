@@ -157,9 +157,15 @@ class LogStore {
   size_t GroupCount() const;
 
   // Streams. CreateStream: NotFound if no group, AlreadyExists if present.
-  Status CreateStream(const std::string& group, const std::string& name);
+  // `durable`: the stream's folder is fsynced before the answer, so it
+  // survives a machine crash (as CreateLogStream promises). A stream whose
+  // appends are not synced either (the job output's, LogIngestor without
+  // `sync`) is made without: after a machine crash its folder may be gone, or
+  // left without its stream.json, which the next open removes (it holds no
+  // segment) as an interrupted creation.
+  Status CreateStream(const std::string& group, const std::string& name, bool durable = true);
   // Creates the group and/or stream if missing (for the executor).
-  Status EnsureStream(const std::string& group, const std::string& name);
+  Status EnsureStream(const std::string& group, const std::string& name, bool durable = true);
   Status DeleteStream(const std::string& group, const std::string& name);
   Result<StreamInfo> GetStream(const std::string& group, const std::string& name) const;
   Result<std::vector<StreamInfo>> ListStreams(const std::string& group) const;  // by name
@@ -226,7 +232,7 @@ class LogStore {
   Result<std::shared_ptr<Group>> LoadedGroup(const std::string& name) const;
   Result<std::shared_ptr<Stream>> FindStream(const std::string& group,
                                              const std::string& name) const;
-  Status CreateStreamLocked(Group* group, const std::string& name);
+  Status CreateStreamLocked(Group* group, const std::string& name, bool durable);
 
   LogStoreOptions options_;
   mutable std::mutex mu_;

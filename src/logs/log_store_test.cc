@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "logs/test_util.h"
@@ -295,7 +296,9 @@ TEST(LogStore, AnUnreadableStreamFolderFailsOnlyWhatNeedsIt) {
   std::string streams;
   for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/groups"))
     streams = e.path().string() + "/streams";
-  ASSERT_TRUE(std::filesystem::create_directory(streams + "/broken.0123"));  // no stream.json
+  // No stream.json, but a segment: events nobody can name.
+  ASSERT_TRUE(std::filesystem::create_directory(streams + "/broken.0123"));
+  std::ofstream(streams + "/broken.0123/00000000000000000000.seg") << "events";
   auto store = OpenStore(dir.path(), nullptr, 64ull << 20, /*load_in_background=*/false);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(ReadAll(*store, "g", "good").size(), 3u);
@@ -304,6 +307,49 @@ TEST(LogStore, AnUnreadableStreamFolderFailsOnlyWhatNeedsIt) {
   EXPECT_NE(listed.status().ToString().find("broken.0123"), std::string::npos)
       << listed.status().ToString();
   EXPECT_FALSE(store->AllStreamsLoaded());
+}
+
+// A stream made without a sync (the job output's) is read back like any
+// other; one whose stream.json a machine crash lost before any event (its
+// folder and nothing in it) is removed when the store opens, and the others
+// list and work.
+TEST(LogStore, AStreamMadeWithoutSyncAndAnInterruptedOne) {
+  TempDir dir;
+  std::string streams;
+  {
+    auto store = OpenStore(dir.path());
+    ASSERT_TRUE(store->EnsureStream("g", "unsynced", /*durable=*/false).ok());
+    AppendLines(store.get(), "g", "unsynced", 0, 2);
+    ASSERT_TRUE(store->EnsureStream("g", "cut", /*durable=*/false).ok());
+    for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/groups"))
+      streams = e.path().string() + "/streams";
+  }
+  // The crash: "cut"'s folder is there, its stream.json is not.
+  std::string cut;
+  for (const auto& e : std::filesystem::directory_iterator(streams))
+    if (e.path().filename().string().rfind("cut.", 0) == 0) cut = e.path().string();
+  ASSERT_FALSE(cut.empty());
+  ASSERT_TRUE(std::filesystem::remove(cut + "/stream.json"));
+  {
+    // Named before the folder was read (a re-ingested job's output): made again.
+    auto store = OpenStore(dir.path(), nullptr, 64ull << 20, /*load_in_background=*/false);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->EnsureStream("g", "cut", /*durable=*/false).ok());
+    AppendLines(store.get(), "g", "cut", 0, 1);
+    EXPECT_EQ(ReadAll(*store, "g", "cut").size(), 1u);
+    ASSERT_TRUE(store->DeleteStream("g", "cut").ok());
+  }
+  ASSERT_TRUE(std::filesystem::create_directory(cut));  // cut short again
+  auto store = OpenStore(dir.path(), nullptr, 64ull << 20, /*load_in_background=*/false);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(ReadAll(*store, "g", "unsynced").size(), 2u);
+  auto listed = store->ListStreams("g");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "unsynced");
+  EXPECT_FALSE(std::filesystem::exists(cut));
+  // The name is free again.
+  EXPECT_TRUE(store->CreateStream("g", "cut").ok());
 }
 
 // A child process appends lines and reports each acknowledged one through a
