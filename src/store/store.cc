@@ -365,11 +365,17 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
     } else if (auto* da = std::get_if<WriteBatch::DeleteAllTagsOp>(&op)) {
       st = run("DELETE FROM tags WHERE resource_arn = ?1", da->resource_arn);
     } else if (auto* j = std::get_if<JobRow>(&op)) {
+      // An upsert, not INSERT OR REPLACE: a job written again (each change of
+      // its state) keeps its row, and only the indexes over the columns that
+      // can change are touched (REPLACE deletes and inserts the row: every
+      // index). The other columns are the job's from its submission on.
       st = run(
-          "INSERT OR REPLACE INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, "
-          "doc, parent_id, array_index, stopped_ms, node_failed_ms, definition_name, "
-          "definition_arn, share_identifier) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-          "?11, ?12, ?13, ?14)",
+          "INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc, "
+          "parent_id, array_index, stopped_ms, node_failed_ms, definition_name, definition_arn, "
+          "share_identifier) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+          "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, updated_ms = "
+          "excluded.updated_ms, doc = excluded.doc, stopped_ms = excluded.stopped_ms, "
+          "node_failed_ms = excluded.node_failed_ms",
           j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc,
           j->parent_id, static_cast<int64_t>(j->array_index), j->stopped_ms, j->node_failed_ms,
           j->definition_name, j->definition_arn, j->share_identifier);
