@@ -6,10 +6,12 @@
 //      waits for them to be VALID;
 //   2. submits --jobs SubmitJob requests from --clients concurrent keep-alive
 //      SigV4 connections (the same code measures lote and moto_server);
-//   3. with --wait-seconds > 0, polls ListJobs until every job is SUCCEEDED
-//      (stops at the first FAILED one; once a second by default: each poll
-//      lists every job that succeeded so far, work of the server's that the
-//      measure does not need, since it uses the server's own times), then
+//   3. with --wait-seconds > 0, waits until every job is SUCCEEDED (stops at
+//      the first FAILED one): it polls the server's job counts (GET /metrics,
+//      lote_jobs{queue,status}: a few lines, whatever the number of jobs) and
+//      lists the jobs once they add up; without /metrics it polls ListJobs,
+//      each poll listing every job that succeeded so far (server work the
+//      measure, which uses the server's own times, does not need). Then it
 //      reads each job's createdAt,
 //      startedAt and stoppedAt (server clock) for completed jobs/s and the
 //      submit -> RUNNING / SUCCEEDED latencies under that burst; then it
@@ -22,6 +24,8 @@
 //   A..B (their completion order), e.g. the first 2,000 against 8,000-10,000:
 //   how the submit path's cost follows the number of jobs waiting.
 // Prints one JSON line.
+#include <httplib.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -70,7 +74,7 @@ struct Options {
   std::string instance_role;
   double wait_seconds = 300;
   double sample_after = 3;
-  int poll_ms = 1000;
+  int poll_ms = 250;
   int warmup = 10;
   int paced_jobs = 100;
   int paced_ms = 50;
@@ -159,15 +163,64 @@ Result<std::vector<Json>> ListAll(BatchClient& c, const std::string& queue,
   return c.ListJobs({{"jobQueue", queue}, {"jobStatus", status}, {"maxResults", 1000}});
 }
 
-// Polls ListJobs until every job of `ids` is SUCCEEDED (their summaries);
-// fails at the first FAILED job of the queue (its summary put in `out`).
+// The queue's SUCCEEDED and FAILED job counts from GET /metrics (lote's
+// lote_jobs gauge); nullopt when the server has no such endpoint (moto).
+struct QueueCounts {
+  int64_t succeeded = 0, failed = 0, in_flight = 0;  // in flight: every other status
+};
+std::optional<QueueCounts> ScrapeQueueCounts(httplib::Client& http, const std::string& queue) {
+  httplib::Result r = http.Get("/metrics");
+  if (!r || r->status != 200) return std::nullopt;
+  QueueCounts counts;
+  bool seen = false;
+  const std::string prefix = "lote_jobs{queue=\"" + queue + "\",status=\"";
+  size_t start = 0;
+  while (start < r->body.size()) {
+    size_t end = r->body.find('\n', start);
+    if (end == std::string::npos) end = r->body.size();
+    const std::string line = r->body.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind(prefix, 0) != 0) continue;
+    seen = true;
+    const size_t quote = line.find('"', prefix.size());
+    const std::string status = line.substr(prefix.size(), quote - prefix.size());
+    const int64_t value = std::atoll(line.c_str() + line.rfind(' ') + 1);
+    if (status == "SUCCEEDED") {
+      counts.succeeded = value;
+    } else if (status == "FAILED") {
+      counts.failed = value;
+    } else {
+      counts.in_flight += value;
+    }
+  }
+  if (!seen) return std::nullopt;
+  return counts;
+}
+
+// Waits until every job of `ids` is SUCCEEDED (their summaries); fails at the
+// first FAILED job of the queue (its summary put in `out`). The server's job
+// counts are polled while they fall short (cheap), ListJobs once they add up.
 Result<std::vector<Json>> WaitAllSucceeded(const Options& o, BatchClient& c,
                                            const std::vector<std::string>& ids, Json* out) {
   const std::string queue = o.prefix + "-q";
   std::set<std::string> wanted(ids.begin(), ids.end());
   wanted.erase("");  // submissions that failed
   const auto start = std::chrono::steady_clock::now();
+  httplib::Client http(o.target.endpoint);
+  // The count also holds jobs that succeeded before these (the warm-up):
+  // listing starts once it covers them all, or nothing is in flight any more.
+  const std::optional<QueueCounts> before = ScrapeQueueCounts(http, queue);
   while (true) {
+    if (before) {
+      std::optional<QueueCounts> now = ScrapeQueueCounts(http, queue);
+      const bool may_be_done =
+          !now || now->failed > 0 || now->in_flight == 0 ||
+          now->succeeded >= before->succeeded + static_cast<int64_t>(wanted.size());
+      if (!may_be_done && Since(start) <= o.wait_seconds * 1000) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+        continue;
+      }
+    }
     ASSIGN_OR_RETURN(std::vector<Json> failed, ListAll(c, queue, "FAILED"));
     if (!failed.empty()) {
       (*out)["failed"] = failed.size();
