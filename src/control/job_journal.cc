@@ -50,8 +50,7 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   batch_.AppendJobEvent(store::JobEvent{after.id, seq, event.at_ms,
                                         std::string(JobEventTypeName(event.type)),
                                         EventToJson(event).dump()});
-  batch_jobs_.insert(after.id);
-  batch_.PutJob(RowOf(after, event.at_ms));
+  batch_jobs_[after.id] = event.at_ms;  // its row: at the flush
   if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
   if (it == jobs_.end()) {
     submit_order_[after.id] = next_submit_order_++;
@@ -90,10 +89,16 @@ void JobLoop::CountJobsLocked(const std::string& queue_arn, JobStatus status) {
 
 Result<uint64_t> JobLoop::FlushLocked() {
   if (batch_.empty()) return uint64_t{0};
+  std::vector<std::string> ids;
+  ids.reserve(batch_jobs_.size());
+  for (const auto& [id, updated_ms] : batch_jobs_) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) batch_.PutJob(RowOf(it->second, updated_ms));
+    ids.push_back(id);
+  }
+  batch_jobs_.clear();
   store::WriteBatch batch = std::move(batch_);
   batch_ = store::WriteBatch();
-  std::vector<std::string> ids(batch_jobs_.begin(), batch_jobs_.end());
-  batch_jobs_.clear();
   store::Store::Ticket committed = 0;
   Result<uint64_t> ticket =
       store_->EnqueueUnlessFailed(std::move(batch), failures_seen_, &committed);
@@ -130,7 +135,8 @@ void JobLoop::ReconcileLocked() {
   // store's contract) and none of ours was queued since (EnqueueUnlessFailed):
   // reading the jobs those batches touched gives what is committed.
   failures_seen_ = store_->failure_count();
-  std::set<std::string> ids(batch_jobs_.begin(), batch_jobs_.end());
+  std::set<std::string> ids;
+  for (const auto& [id, updated_ms] : batch_jobs_) ids.insert(id);
   for (const auto& [ticket, touched] : unstored_) ids.insert(touched.begin(), touched.end());
   unstored_.clear();
   batch_jobs_.clear();

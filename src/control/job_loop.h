@@ -379,8 +379,11 @@ class JobLoop {
   std::map<std::string, std::vector<std::string>> queue_order_;
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
-  store::WriteBatch batch_;           // pending rows (under mu_)
-  std::set<std::string> batch_jobs_;  // the jobs batch_ writes
+  store::WriteBatch batch_;  // pending rows (under mu_)
+  // The jobs batch_ writes, each with the time of its last change: their rows
+  // are made once, at the flush, from their state then (a job that changed
+  // twice before a flush, e.g. Launched and NodeStarted, is one row written).
+  std::map<std::string, int64_t> batch_jobs_;
   // The jobs of each batch handed to the store and not known committed.
   std::deque<std::pair<store::Store::Ticket, std::vector<std::string>>> unstored_;
   uint64_t failures_seen_ = 0;        // store failure_count() when memory matched it
