@@ -342,6 +342,49 @@ TEST_F(NodeAgentTest, AFaultAskedForARunningNodeIsFiredByTheAgent) {
   EXPECT_FALSE(IdentityAlive(command->id));
 }
 
+// What a node leaves behind when its command ends by itself: a process that
+// left its session (setsid) is known by the node's AWS_BATCH_JOB_ID and
+// attempt and killed; another node's, still running, is not touched.
+TEST_F(NodeAgentTest, ANodesEscapedProcessIsKilledWhenItEndsAndNoOtherNodes) {
+  backend_ = MakeBackend();
+  auto escaping = [&](const std::string& job, const std::string& then) {
+    NodeSpec s;
+    s.node = NodeKey{AttemptKey{job, 1}, 0};
+    // The inner shell ends at once: the escaped process is the agent's child
+    // (its orphan) from then on, for both nodes.
+    s.command = {"sh", "-c", "sh -c 'setsid sleep 300 & echo $!'; " + then};
+    s.environment = {{"AWS_BATCH_JOB_ID", job}, {"AWS_BATCH_JOB_ATTEMPT", "1"}};
+    return s;
+  };
+  NodeSpec stays = escaping("stays", "while [ ! -e " + go_ + " ]; do sleep 0.02; done");
+  NodeSpec ends = escaping("ends", "sleep 0.2; exit 0");
+  auto escaped = [&](const NodeSpec& s) {
+    const std::string out = NodePathsFor(home_, s.node)->default_output();
+    const int64_t deadline = Now() + kEventLimitMs;
+    std::string text;
+    while ((text = ReadFile(out).value_or("")).find('\n') == std::string::npos && Now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    Result<ProcessIdentity> id = CurrentIdentity(std::atoi(text.c_str()));
+    EXPECT_TRUE(id.ok()) << "no escaped process in '" << text << "'";
+    return id.ok() ? *id : ProcessIdentity{};
+  };
+  ASSERT_TRUE(backend_->LaunchNode(stays).ok());
+  ASSERT_TRUE(backend_->LaunchNode(ends).ok());
+  const ProcessIdentity other = escaped(stays);
+  const ProcessIdentity mine = escaped(ends);
+  const int64_t deadline = Now() + kEventLimitMs;  // the inner shell's end hands it over
+  while (ParentOf(other.pid) != backend_->node_agent().pid && Now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(ParentOf(other.pid), backend_->node_agent().pid);
+  auto ended = WaitAll(backend_.get(), {ends.node});
+  EXPECT_EQ(ended[ends.node].exit_code, 0) << ended[ends.node].reason;
+  EXPECT_FALSE(IdentityAlive(mine)) << "the ended node's escaped process runs on";
+  EXPECT_TRUE(IdentityAlive(other)) << "another node's process was killed";
+  Go();
+  WaitAll(backend_.get(), {stays.node});
+  EXPECT_FALSE(IdentityAlive(other));
+}
+
 TEST_F(NodeAgentTest, TerminateWithGraceSigtermsThenSigkillsThroughTheAgent) {
   backend_ = MakeBackend(/*agent=*/true, /*grace_ms=*/30'000);
   const std::string ready = home_ + "/ready";
