@@ -210,8 +210,7 @@ struct DirectNode {
   std::unique_ptr<NodeLog> log;
   ShimSpec spec;
   pid_t pid = 0;
-  int err_fd = -1;  // the child's setup errors until it exec'd
-  std::string start_error;
+  std::string start_error;  // why it failed before its exec ("" it exec'd)
   int64_t started_at_ms = 0;
   std::string cgroup_dir;
   std::unique_ptr<CommandSupervision> supervision;
@@ -239,20 +238,10 @@ class Agent {
       fds.push_back({sig_fd_, POLLIN, 0});
       for (const Client& c : clients_)
         fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
-      std::vector<pid_t> starting;  // nodes whose err pipe is in fds, in order
-      for (auto& [pid, node] : nodes_) {
-        if (node.err_fd < 0) continue;
-        fds.push_back({node.err_fd, POLLIN, 0});
-        starting.push_back(pid);
-      }
       int r = ::poll(fds.data(), fds.size(), TimeoutMs());
       if (r < 0 && errno != EINTR) {
         log_("poll: " + ErrnoText());
         return 1;
-      }
-      const size_t first_err = 2 + clients_.size();
-      for (size_t i = 0; r > 0 && i < starting.size(); ++i) {
-        if (fds[first_err + i].revents != 0) ReadStartError(nodes_.at(starting[i]), false);
       }
       if (r > 0 && fds[1].revents != 0 && HandleSignals()) return 0;
       const int64_t now = MonoMs();
@@ -338,28 +327,6 @@ class Agent {
     }
   }
 
-  // Reads the child's setup error; at EOF the command has exec'd (or died
-  // first). `dead`: the child has exited, so this read cannot block.
-  void ReadStartError(DirectNode& node, bool dead) {
-    char buf[512];
-    while (node.err_fd >= 0) {
-      ssize_t n = ::read(node.err_fd, buf, sizeof(buf));
-      if (n > 0) {
-        node.start_error.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN && !dead) return;
-      ::close(node.err_fd);
-      node.err_fd = -1;
-      if (node.start_error.empty()) {
-        // The error pipe closed on exec with nothing in it: the real start.
-        node.started_at_ms = NowMs();
-        node.supervision->Started(MonoMs());
-      }
-    }
-  }
-
   // The leader of a node has exited (not reaped yet: its pid, the group's id,
   // cannot be reused): what is left of the node is killed, the outcome
   // recorded, then the leader reaped and the watchers told.
@@ -367,7 +334,6 @@ class Agent {
     DirectNode& node = it->second;
     const pid_t pid = it->first;
     const int64_t stopped_at_ms = NowMs();
-    ReadStartError(node, /*dead=*/true);
     node.supervision->End();
     ::kill(-pid, SIGKILL);
     KillLeftovers(node, pid);
@@ -562,20 +528,19 @@ class Agent {
       Finish(p, *command.failed, *log);
       return "ended";
     }
-    if (Status s = ReleaseCommand(p, &command); !s.ok()) {
-      (*log)("cannot write command.json: " + s.ToString());  // the child exits 126
-    }
-    ::fcntl(command.err_fd, F_SETFL, O_NONBLOCK);
     DirectNode& node = nodes_[command.pid];
     node.paths = p;
     node.log = std::move(log);
     node.pid = command.pid;
-    node.err_fd = command.err_fd;
-    node.started_at_ms = command.forked_at_ms;
+    node.start_error = command.start_error;
+    // It exec'd (the command runs from then: the real start), or failed
+    // first; either way its end comes as SIGCHLD.
+    node.started_at_ms = command.start_error.empty() ? command.started_at_ms : command.forked_at_ms;
     node.cgroup_dir = command.cgroup_dir;
     node.spec = std::move(*spec);
     node.supervision =
         std::make_unique<CommandSupervision>(p, node.spec, command.pid, node.log.get(), injected);
+    if (command.start_error.empty()) node.supervision->Started(MonoMs());
     by_dir_[dir] = command.pid;
     return "ok " + std::to_string(command.pid) + " " + std::to_string(command.id.start_time) +
            " direct";

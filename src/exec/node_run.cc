@@ -79,26 +79,74 @@ std::optional<std::string> ResolveExecutable(const std::string& arg0,
   return std::nullopt;
 }
 
-// In the forked child: report a setup failure to the parent (it becomes the
-// node's reason; the job's output holds only what the command writes), exit.
+// In the child: report a setup failure to the parent (it becomes the node's
+// reason; the job's output holds only what the command writes), exit. Plain
+// writes of prepared text: the child of vfork allocates nothing.
 [[noreturn]] void ChildFail(int err_fd, const std::string& what) {
-  std::string msg = what + ": " + std::strerror(errno);
-  WriteAll(err_fd, msg);
+  const char* why = std::strerror(errno);
+  (void)!::write(err_fd, what.data(), what.size());
+  (void)!::write(err_fd, ": ", 2);
+  (void)!::write(err_fd, why, std::strlen(why));
   ::_exit(127);
 }
 
-// Everything the child needs, made before the fork (the child only makes
-// system calls).
+// Everything the child needs, made before the vfork: the child shares the
+// runner's memory until it execs, so it only reads this and makes system
+// calls (no allocation, no locks).
 struct ChildPlan {
   std::string exe;
   std::vector<char*> argv, envp;
   std::vector<gid_t> groups;
-  std::string cgroup_procs;
-  int devnull = -1, out_fd = -1, go_read = -1, err_write = -1;
+  std::string cgroup_procs;  // "" no cgroup
+  // What each step is called in a failure's reason.
+  std::string cgroup_step, setgid_step, setuid_step, chdir_step, exec_step;
+  std::vector<std::string> rlimit_steps;  // one per spec.rlimits entry
+  // command.json, written by the child itself (aside, then renamed in): its
+  // pid and start time between `record_head` and `record_tail`.
+  std::string record_path, record_aside, record_head, record_tail, record_step;
+  int devnull = -1, out_fd = -1, err_write = -1;
 };
 
+// Field 22 of /proc/self/stat (the start time in clock ticks), read into a
+// stack buffer; 0 if unreadable.
+unsigned long long OwnStartTime() {
+  char buf[1024];
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // after the command name
+  if (p == nullptr) return 0;
+  int field = 2;  // ')' ends field 2
+  for (++p; *p != '\0' && field < 22; ++p)
+    if (*p == ' ') ++field;
+  unsigned long long v = 0;
+  for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + static_cast<unsigned long long>(*p - '0');
+  return v;
+}
+
+// The child's own record (command.json), before it runs anything: a command
+// never runs unrecorded, whatever happens to the runner meanwhile.
+bool RecordSelf(const ChildPlan& c) {
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof(buf), "%d, \"start_time\": %llu",
+                              static_cast<int>(::getpid()), OwnStartTime());
+  if (n <= 0) return false;
+  int fd = ::open(c.record_aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool written = ::write(fd, c.record_head.data(), c.record_head.size()) ==
+                           static_cast<ssize_t>(c.record_head.size()) &&
+                       ::write(fd, buf, static_cast<size_t>(n)) == n &&
+                       ::write(fd, c.record_tail.data(), c.record_tail.size()) ==
+                           static_cast<ssize_t>(c.record_tail.size());
+  ::close(fd);
+  return written && ::rename(c.record_aside.c_str(), c.record_path.c_str()) == 0;
+}
+
 [[noreturn]] void RunChild(const ShimSpec& spec, const ChildPlan& c) {
-  // A single-threaded parent, so plain calls are safe here.
+  // A single-threaded parent, suspended until this child execs or exits.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -111,32 +159,27 @@ struct ChildPlan {
   }
   if (!c.cgroup_procs.empty()) {
     int fd = ::open(c.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::write(fd, "0", 1) != 1)
-      ChildFail(c.err_write, "joining cgroup " + spec.cgroup_dir);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFail(c.err_write, c.cgroup_step);
     ::close(fd);
   }
-  for (const auto& r : spec.rlimits) {
+  // As the runner's user (the node folder is its own), and before the job's
+  // limits (a small fsize or nofile could refuse the write).
+  if (!RecordSelf(c)) ChildFail(c.err_write, c.record_step);
+  for (size_t i = 0; i < spec.rlimits.size(); ++i) {
+    const ShimRlimit& r = spec.rlimits[i];
     struct rlimit rl;
     rl.rlim_cur = r.soft < 0 ? RLIM_INFINITY : static_cast<rlim_t>(r.soft);
     rl.rlim_max = r.hard < 0 ? RLIM_INFINITY : static_cast<rlim_t>(r.hard);
-    if (::setrlimit(r.resource, &rl) != 0) ChildFail(c.err_write, "ulimits " + r.name);
+    if (::setrlimit(r.resource, &rl) != 0) ChildFail(c.err_write, c.rlimit_steps[i]);
   }
   if (spec.uid) {
     if (::setgroups(c.groups.size(), c.groups.data()) != 0) ChildFail(c.err_write, "setgroups");
-    if (::setgid(spec.gid) != 0) ChildFail(c.err_write, "setgid " + std::to_string(spec.gid));
-    if (::setuid(*spec.uid) != 0) ChildFail(c.err_write, "setuid " + std::to_string(*spec.uid));
+    if (::setgid(spec.gid) != 0) ChildFail(c.err_write, c.setgid_step);
+    if (::setuid(*spec.uid) != 0) ChildFail(c.err_write, c.setuid_step);
   }
-  if (::chdir(spec.working_dir.c_str()) != 0) {
-    ChildFail(c.err_write, "working directory " + spec.working_dir);
-  }
-  char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(c.go_read, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) ::_exit(126);  // the runner died before recording us
+  if (::chdir(spec.working_dir.c_str()) != 0) ChildFail(c.err_write, c.chdir_step);
   ::execve(c.exe.c_str(), c.argv.data(), c.envp.data());
-  ChildFail(c.err_write, "exec " + c.exe);
+  ChildFail(c.err_write, c.exec_step);
 }
 
 }  // namespace
@@ -217,66 +260,59 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
   plan.envp.push_back(nullptr);
   plan.groups.assign(spec.groups.begin(), spec.groups.end());
   if (!out.cgroup_dir.empty()) plan.cgroup_procs = out.cgroup_dir + "/cgroup.procs";
+  plan.cgroup_step = "joining cgroup " + out.cgroup_dir;
+  for (const ShimRlimit& r : spec.rlimits) plan.rlimit_steps.push_back("ulimits " + r.name);
+  plan.setgid_step = "setgid " + std::to_string(spec.gid);
+  plan.setuid_step = spec.uid ? "setuid " + std::to_string(*spec.uid) : "";
+  plan.chdir_step = "working directory " + spec.working_dir;
+  plan.exec_step = "exec " + plan.exe;
+  plan.record_path = p.command();
+  plan.record_aside = p.command() + ".child";
+  plan.record_step = "recording the command in " + plan.record_path;
+  out.forked_at_ms = NowMs();
+  plan.record_head = "{\"process\": {\"pid\": ";
+  plan.record_tail = ", \"boot_id\": " + Json(BootId()).dump() +
+                     "}, \"started_at_ms\": " + std::to_string(out.forked_at_ms) + "}\n";
 
-  int go_pipe[2];
   int err_pipe[2];
-  if (::pipe2(go_pipe, O_CLOEXEC) != 0) {
-    out.failed = StartFailure(std::string("pipe: ") + std::strerror(errno));
-    return out;
-  }
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     out.failed = StartFailure(std::string("pipe: ") + std::strerror(errno));
-    ::close(go_pipe[0]);
-    ::close(go_pipe[1]);
     return out;
   }
   plan.devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   plan.out_fd = out_fd;
-  plan.go_read = go_pipe[0];
   plan.err_write = err_pipe[1];
   out.output_start = ::lseek(out_fd, 0, SEEK_END);
-  const pid_t child = ::fork();
+  // vfork: no copy of the runner's address space, no copy-on-write faults,
+  // nothing to unmap at the exec; the runner waits until the child has
+  // exec'd (or failed), by which time the child has recorded itself.
+  const pid_t child = ::vfork();
   if (child == 0) RunChild(spec, plan);
   const int fork_errno = errno;
-  ::close(go_pipe[0]);
   ::close(err_pipe[1]);
   if (plan.devnull >= 0) ::close(plan.devnull);
   if (child < 0) {
-    ::close(go_pipe[1]);
     ::close(err_pipe[0]);
     out.failed = StartFailure(std::string("fork failed: ") + std::strerror(fork_errno));
     return out;
   }
   out.pid = child;
-  out.go_fd = go_pipe[1];
-  out.err_fd = err_pipe[0];
-  out.forked_at_ms = NowMs();
-  return out;
-}
-
-Status ReleaseCommand(const NodePaths& p, ForkedCommand* command) {
-  Result<ProcessIdentity> id = CurrentIdentity(command->pid);
-  command->id = id.ok() ? *id : ProcessIdentity{command->pid, 0, BootId()};
-  Status s =
-      WriteJsonRecord(p.command(), ToJson(ProcessRecord{command->id, command->forked_at_ms}));
-  if (s.ok()) WriteAll(command->go_fd, std::string(1, '\1'));
-  ::close(command->go_fd);
-  command->go_fd = -1;
-  return s;
-}
-
-std::string ReadStartError(int err_fd) {
-  std::string error;
+  // The pipe closed on exec (O_CLOEXEC) with nothing in it, or holds why not.
   char buf[512];
   while (true) {
-    ssize_t n = ::read(err_fd, buf, sizeof(buf));
+    ssize_t n = ::read(err_pipe[0], buf, sizeof(buf));
     if (n > 0) {
-      error.append(buf, static_cast<size_t>(n));
+      out.start_error.append(buf, static_cast<size_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    return error;
+    break;
   }
+  ::close(err_pipe[0]);
+  out.started_at_ms = NowMs();
+  Result<uint64_t> start = ReadProcStartTime(child, /*zombie_is_dead=*/false);
+  out.id = ProcessIdentity{child, start.ok() ? *start : 0, BootId()};
+  return out;
 }
 
 StatusRecord CommandOutcome(const siginfo_t& leader, const std::string& start_error,

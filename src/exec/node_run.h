@@ -9,10 +9,10 @@
 //     direct child.
 //
 // Starting: ForkCommand makes what the command needs (output file, cgroup,
-// working directory), finds its executable and forks it in a session of its
-// own; the child stops before exec until ReleaseCommand has recorded its
-// identity (command.json), so no command ever runs unrecorded. The child's
-// setup errors arrive on `err_fd` (EOF with nothing read: it exec'd).
+// working directory), finds its executable and starts it (vfork) in a session
+// of its own; the child records its identity (command.json) before it execs,
+// so no command ever runs unrecorded, and its setup errors come back to the
+// runner before ForkCommand returns.
 // Supervising: CommandSupervision holds what the runner does to a running
 // command: a terminate request (SIGTERM to its group, SIGKILL when the grace
 // period ends), the fault the job asked for (node_fault.h), a slow node's
@@ -57,16 +57,18 @@ class NodeLog {
 // A node's outcome when its command could not be started.
 StatusRecord StartFailure(std::string reason, bool bad_command = false);
 
-// A command forked and held before exec (pid > 0), or why it could not be
-// (`failed`: the node's outcome; nothing was forked).
+// A command started (pid > 0: it has exec'd, or failed before and exited
+// with `start_error` saying why; it recorded itself in command.json before
+// either), or why it could not be (`failed`: the node's outcome; nothing was
+// started).
 struct ForkedCommand {
   pid_t pid = -1;
-  int go_fd = -1;   // write end: one byte lets the child exec (ReleaseCommand)
-  int err_fd = -1;  // read end: the child's setup error; EOF and nothing read: it exec'd
+  ProcessIdentity id;
   int64_t forked_at_ms = 0;
-  ProcessIdentity id;      // the child's, once ReleaseCommand recorded it
-  off_t output_start = 0;  // the output file's size before the command
-  std::string cgroup_dir;  // the node's cgroup when it was set up ("" none)
+  int64_t started_at_ms = 0;  // when the exec was seen (the command's start)
+  std::string start_error;    // the child's setup error ("" it exec'd)
+  off_t output_start = 0;     // the output file's size before the command
+  std::string cgroup_dir;     // the node's cgroup when it was set up ("" none)
   std::optional<StatusRecord> failed;
 };
 
@@ -74,19 +76,14 @@ struct ForkedCommand {
 // the file (0600, appended), the spec's notices (to `log`, never into the
 // output), the cgroup (a failure is a notice: the limits are not enforced),
 // the working directory (0700, the job user's), the executable (`podman` for a
-// container spec, else argv[0] in the job's PATH), then the fork. The child:
-// own session and process group, signals unblocked and default, the cgroup
-// joined, stdin /dev/null and stdout+stderr to the output, rlimits, groups,
-// gid, uid, working directory; it then waits for the go byte and execs.
+// container spec, else argv[0] in the job's PATH), then vfork. The child: own
+// session and process group, signals unblocked and default, stdin /dev/null
+// and stdout+stderr to the output, the cgroup joined; it records its own
+// identity in command.json (as the runner's user, before anything of the
+// job's), then sets the rlimits, groups, gid, uid and working directory and
+// execs. The runner waits meanwhile (vfork): when this returns the command has
+// exec'd or failed.
 ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLog& log);
-
-// Records the child's identity in command.json, then lets it exec. On a
-// failure the child sees EOF instead and exits 126 without running anything.
-// Closes go_fd either way; fills command->id.
-Status ReleaseCommand(const NodePaths& p, ForkedCommand* command);
-
-// Reads the child's setup error until EOF (blocking; "" when it exec'd).
-std::string ReadStartError(int err_fd);
 
 // The node's outcome from its leader's exit (waitid's siginfo), the setup
 // error it reported ("" none) and whether a terminate request was carried

@@ -328,19 +328,11 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     return Finish(p, *command.failed, log, mode);
   }
   const pid_t child = command.pid;
-  if (Status s = ReleaseCommand(p, &command); !s.ok()) {
-    log("cannot write command.json: " + s.ToString());  // the child sees EOF and exits 126
-  }
-  int64_t started_at_ms = command.forked_at_ms;
-  const std::string start_error = ReadStartError(command.err_fd);
-  ::close(command.err_fd);
-  // The error pipe closes on exec (O_CLOEXEC) with nothing in it: the
-  // command runs from now, the real start.
+  const std::string& start_error = command.start_error;
+  // It exec'd (the command runs from then: the real start), or failed first.
+  const int64_t started_at_ms = start_error.empty() ? command.started_at_ms : command.forked_at_ms;
   CommandSupervision supervision(p, spec, child, &log, injected);
-  if (start_error.empty()) {
-    started_at_ms = NowMs();
-    supervision.Started(MonoMs());
-  }
+  if (start_error.empty()) supervision.Started(MonoMs());
 
   // Supervise until the command (the group leader) exits.
   // On a node the server cannot signal (Slurm), requests are files it looks for.
