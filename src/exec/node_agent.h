@@ -8,7 +8,7 @@
 // itself, which becomes its direct child (one process creation per node, as
 // xargs makes), and supervises it with the supervisor's own steps
 // (node_run.h): the records (shim.json, command.json, status.json), the
-// command held before exec until it is recorded, terminate requests with
+// command recording itself before its exec, terminate requests with
 // their grace period, the job's faults, a slow node's turns, the real start
 // (the exec) and stop (the exit) times, the clean-up of the command's process
 // group and session when it ends. A container-mode node gets a supervisor of

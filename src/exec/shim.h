@@ -9,7 +9,7 @@
 //   3. starts the command in a new session/process group (setsid), stdout and
 //      stderr appended to the output file, stdin /dev/null, with the spec's
 //      environment, working directory, rlimits, user and cgroup; the command
-//      is held before exec until command.json (its identity) is durable;
+//      records its identity (command.json) itself before its exec (node_run.h);
 //   4. on SIGTERM reads terminate.json {grace_ms}, sends SIGTERM to the
 //      command's process group, and SIGKILL once the grace period ends;
 //   5. when the command ends, SIGKILLs what is left of its process group and
