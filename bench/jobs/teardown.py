@@ -27,16 +27,6 @@ NODES = 4
 FAILING = 2
 
 
-def wait_until(what, predicate, limit_s=120):
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for " + what)
-
-
 def stopped_at(status_path):
     try:
         with open(status_path) as f:
@@ -52,8 +42,8 @@ def measure(binary, agent, rounds):
         create_emulated_environment(batch, max_vcpus=64)
         batch.create_job_queue(jobQueueName="q", priority=1,
                                computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
-        wait_until("the queue", lambda: batch.describe_job_queues(jobQueues=["q"])
-                   ["jobQueues"][0]["status"] == "VALID")
+        server.wait_for(lambda: batch.describe_job_queues(jobQueues=["q"])
+                        ["jobQueues"][0]["status"] == "VALID", 120, "the queue")
         script = ('if [ "$AWS_BATCH_JOB_NODE_INDEX" = %d ]; then sleep 0.5; exit 1; fi; '
                   'exec sleep 300' % FAILING)
         node = {"image": "img", "vcpus": 1, "memory": 64, "command": ["sh", "-c", script]}
@@ -64,11 +54,11 @@ def measure(binary, agent, rounds):
         teardown = []
         for r in range(rounds):
             job = batch.submit_job(jobName="g%d" % r, jobQueue="q", jobDefinition="gang")["jobId"]
-            wait_until("job %s FAILED" % job, lambda: batch.describe_jobs(jobs=[job])
-                       ["jobs"][0]["status"] == "FAILED")
-            stopped = {n: wait_until("node %d's outcome" % n, lambda n=n: stopped_at(
-                os.path.join(server.home, "jobs", job, "1", str(n), "status.json")))
-                for n in range(NODES)}
+            server.wait_for(lambda: batch.describe_jobs(jobs=[job])["jobs"][0]["status"]
+                            == "FAILED", 120, "job %s FAILED" % job)
+            stopped = {n: server.wait_for(lambda n=n: stopped_at(
+                os.path.join(server.home, "jobs", job, "1", str(n), "status.json")), 120,
+                "node %d's outcome" % n) for n in range(NODES)}
             others = [stopped[n] for n in range(NODES) if n != FAILING]
             teardown.append(max(others) - stopped[FAILING])
         return teardown
