@@ -1,5 +1,6 @@
 // The pieces of distributed training, in one process: the rendezvous store (waits,
-// first abort wins, a launcher that disappears), the Gloo communicator over threads
+// first abort wins, a launcher that disappears), ZeroComm over Gloo and over shared
+// memory, the Gloo communicator over threads
 // (all-reduce, uneven reduce-scatter and all-gather against sums computed here),
 // tensor-parallel layouts (shards reassemble the whole tensor; initial weights are the
 // single-process ones), the vocabulary-parallel cross-entropy against the fused
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/adamw.h"
+#include "engine/comm_test_group.h"
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
 #include "engine/gloo_communicator.h"
@@ -30,25 +32,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::unique_ptr<StoreServer> StartStore(int nodes = 2) {
-  StoreServer::Options o;
-  o.port = 0;
-  o.num_nodes = nodes;
-  o.job_id = "job-1";
-  auto s = StoreServer::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return std::move(*s);
-}
-
-std::unique_ptr<StoreClient> Connect(const StoreServer& s) {
-  auto c = StoreClient::Connect("127.0.0.1", s.port(), milliseconds(5000), nullptr);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return std::move(*c);
-}
+using comm_test::Connect;
+using comm_test::OnGroup;
+using comm_test::StartStore;
+using comm_test::Transport;
 
 TEST(RendezvousStoreTest, GetWaitsForSetAndTimesOut) {
   auto server = StartStore();
-  auto a = Connect(*server), b = Connect(*server);
+  auto a = Connect(server->port()), b = Connect(server->port());
   std::thread setter([&] { ASSERT_TRUE(b->Set("k", "v1").ok()); });
   auto v = a->Get("k", milliseconds(10000));  // returns as soon as the key is set
   setter.join();
@@ -64,7 +55,7 @@ TEST(RendezvousStoreTest, GetWaitsForSetAndTimesOut) {
 
 TEST(RendezvousStoreTest, FirstAbortReasonWins) {
   auto server = StartStore();
-  auto a = Connect(*server);
+  auto a = Connect(server->port());
   ASSERT_TRUE(a->Set(kAbortKey, "rank 2 died").ok());
   ASSERT_TRUE(a->Set(kAbortKey, "rank 0 lost a peer").ok());
   EXPECT_EQ(*a->Get(kAbortKey, milliseconds(10)), "rank 2 died");
@@ -72,16 +63,16 @@ TEST(RendezvousStoreTest, FirstAbortReasonWins) {
 
 TEST(RendezvousStoreTest, LauncherThatDisappearsAbortsTheJob) {
   auto server = StartStore();
-  auto watcher = Connect(*server);
+  auto watcher = Connect(server->port());
   {
-    auto node1 = Connect(*server);
+    auto node1 = Connect(server->port());
     ASSERT_TRUE(node1->Hello(1, "job-1").ok());
   }  // its connection closes without Done
   auto reason = watcher->Get(kAbortKey, milliseconds(10000));
   ASSERT_TRUE(reason.ok()) << reason.status().ToString();
   EXPECT_NE(reason->find("node 1's launcher closed its connection"), std::string::npos) << *reason;
 
-  auto done = Connect(*server);
+  auto done = Connect(server->port());
   ASSERT_TRUE(done->Hello(0, "job-1").ok());
   ASSERT_TRUE(done->Done().ok());
   EXPECT_EQ(server->nodes_done(), 1);
@@ -89,7 +80,7 @@ TEST(RendezvousStoreTest, LauncherThatDisappearsAbortsTheJob) {
 
 TEST(RendezvousStoreTest, RefusesAnotherJobAndDuplicateNodes) {
   auto server = StartStore();
-  auto a = Connect(*server), b = Connect(*server), c = Connect(*server);
+  auto a = Connect(server->port()), b = Connect(server->port()), c = Connect(server->port());
   Status other = a->Hello(0, "job-2");
   EXPECT_NE(other.message().find("serves job job-1, not job-2"), std::string::npos)
       << other.ToString();
@@ -103,61 +94,49 @@ TEST(RendezvousStoreTest, ConnectTimesOutNamingTheAddress) {
   EXPECT_NE(c.status().message().find("127.0.0.1:1"), std::string::npos) << c.status().ToString();
 }
 
-// Runs fn(rank, comm) on `n` threads, each with its own Gloo group over one store.
-template <typename Fn>
-void OnGroup(int n, Fn fn) {
-  auto server = StartStore(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto client = Connect(*server);
-      GlooGroupOptions o;
-      o.prefix = "g";
-      o.rank = r;
-      o.size = n;
-      o.bind_address = "127.0.0.1";
-      o.rendezvous_timeout = std::chrono::seconds(30);
-      auto comm = MakeGlooCommunicator(client.get(), o);
-      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
-      fn(r, comm->get());
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+// ZeroComm over each transport (the launcher uses shared memory on one host, Gloo
+// across hosts).
+class ZeroCommTest : public ::testing::TestWithParam<Transport> {};
+INSTANTIATE_TEST_SUITE_P(Transports, ZeroCommTest,
+                         ::testing::Values(Transport::kGloo, Transport::kShm),
+                         [](const auto& info) { return std::string(comm_test::Name(info.param)); });
 
 // The bucketed reduce-scatter, fed suffixes as backward would, leaves every rank's
 // shard bit-identical to one reduce-scatter of the whole buffer (3 ranks, so the ring
 // order matters; values whose float sums depend on the order).
-TEST(ZeroCommTest, BucketsEqualOneWholeReduceScatter) {
+TEST_P(ZeroCommTest, BucketsEqualOneWholeReduceScatter) {
   const int n = 3;
   const int64_t total = 1000;
   const std::vector<int64_t> counts = EvenCounts(total, n);
   auto value = [](int rank, int64_t i) {
     return 1.0f / static_cast<float>(1 + i) + 1e-3f * static_cast<float>(rank * 7 + i % 13);
   };
-  OnGroup(n, [&](int r, Communicator* comm) {
-    std::vector<float> whole(total), bucketed(total);
-    for (int64_t i = 0; i < total; ++i) whole[i] = bucketed[i] = value(r, i);
-    ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
-    ZeroComm reducer(comm, counts, 64);
-    for (int step = 0; step < 2; ++step) {  // one object serves every step
-      for (int64_t i = 0; i < total; ++i) bucketed[i] = value(r, i);
-      reducer.BeginReduce(bucketed.data());
-      for (int64_t begin : {990, 950, 900, 700, 333, 300, 10}) reducer.GradsReady(begin);
-      ASSERT_TRUE(reducer.FinishReduce().ok());
-      const Range mine = EvenSplit(total, n, r);
-      for (int64_t i = mine.begin; i < mine.end; ++i) {
-        ASSERT_EQ(bucketed[i], whole[i]) << "rank " << r << " element " << i;
-      }
-    }
-    EXPECT_GT(reducer.comm_seconds(), 0.0);
-  });
+  OnGroup(
+      n,
+      [&](int r, Communicator* comm) {
+        std::vector<float> whole(total), bucketed(total);
+        for (int64_t i = 0; i < total; ++i) whole[i] = bucketed[i] = value(r, i);
+        ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
+        ZeroComm reducer(comm, counts, 64);
+        for (int step = 0; step < 2; ++step) {  // one object serves every step
+          for (int64_t i = 0; i < total; ++i) bucketed[i] = value(r, i);
+          reducer.BeginReduce(bucketed.data());
+          for (int64_t begin : {990, 950, 900, 700, 333, 300, 10}) reducer.GradsReady(begin);
+          ASSERT_TRUE(reducer.FinishReduce().ok());
+          const Range mine = EvenSplit(total, n, r);
+          for (int64_t i = mine.begin; i < mine.end; ++i) {
+            ASSERT_EQ(bucketed[i], whole[i]) << "rank " << r << " element " << i;
+          }
+        }
+        EXPECT_GT(reducer.comm_seconds(), 0.0);
+      },
+      GetParam());
 }
 
 // The embedding's rows that no rank touched are zero everywhere: sending only the listed
 // rows (packed, cut at the same shard boundaries) leaves every shard bit-identical to
 // one whole reduce-scatter, with the sparse range inside buckets and across shards.
-TEST(ZeroCommTest, SparseRowsEqualOneWholeReduceScatter) {
+TEST_P(ZeroCommTest, SparseRowsEqualOneWholeReduceScatter) {
   const int n = 3;
   const int64_t total = 1000, begin = 100, row = 12, nrows = 50;
   const std::vector<int64_t> counts = EvenCounts(total, n);
@@ -169,89 +148,99 @@ TEST(ZeroCommTest, SparseRowsEqualOneWholeReduceScatter) {
     }
     return 1.0f / static_cast<float>(1 + i) + 1e-3f * static_cast<float>(rank * 7 + i % 13);
   };
-  OnGroup(n, [&](int r, Communicator* comm) {
-    std::vector<float> whole(total), sparse(total);
-    for (int64_t i = 0; i < total; ++i) whole[i] = value(r, i);
-    ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
-    ZeroComm reducer(comm, counts, 64);
-    for (int step = 0; step < 2; ++step) {
-      for (int64_t i = 0; i < total; ++i) sparse[i] = value(r, i);
-      reducer.BeginReduce(sparse.data());
-      reducer.SetSparseRows(begin, begin + nrows * row, row, rows);
-      for (int64_t b : {990, 900, 650, 300, 50}) reducer.GradsReady(b);
-      ASSERT_TRUE(reducer.FinishReduce().ok());
-      const Range mine = EvenSplit(total, n, r);
-      for (int64_t i = mine.begin; i < mine.end; ++i) {
-        ASSERT_EQ(sparse[i], whole[i]) << "rank " << r << " element " << i;
-      }
-    }
-  });
+  OnGroup(
+      n,
+      [&](int r, Communicator* comm) {
+        std::vector<float> whole(total), sparse(total);
+        for (int64_t i = 0; i < total; ++i) whole[i] = value(r, i);
+        ASSERT_TRUE(comm->ReduceScatter(whole.data(), counts).ok());
+        ZeroComm reducer(comm, counts, 64);
+        for (int step = 0; step < 2; ++step) {
+          for (int64_t i = 0; i < total; ++i) sparse[i] = value(r, i);
+          reducer.BeginReduce(sparse.data());
+          reducer.SetSparseRows(begin, begin + nrows * row, row, rows);
+          for (int64_t b : {990, 900, 650, 300, 50}) reducer.GradsReady(b);
+          ASSERT_TRUE(reducer.FinishReduce().ok());
+          const Range mine = EvenSplit(total, n, r);
+          for (int64_t i = mine.begin; i < mine.end; ++i) {
+            ASSERT_EQ(sparse[i], whole[i]) << "rank " << r << " element " << i;
+          }
+        }
+      },
+      GetParam());
 }
 
 // The bucketed all-gather of the parameters: each WaitParams(end) returns with [0, end)
 // holding every rank's values, and the whole buffer ends as one all-gather leaves it,
 // step after step (3 uneven shards, buckets crossing the shard boundaries).
-TEST(ZeroCommTest, GatherInBucketsEqualsOneWholeAllGather) {
+TEST_P(ZeroCommTest, GatherInBucketsEqualsOneWholeAllGather) {
   const int n = 3;
   const int64_t total = 1001;
   const std::vector<int64_t> counts = EvenCounts(total, n);
   auto value = [](int step, int64_t i) { return static_cast<float>(step * 10000 + i) * 0.5f; };
-  OnGroup(n, [&](int r, Communicator* comm) {
-    const Range mine = EvenSplit(total, n, r);
-    ZeroComm zero(comm, counts, 100);
-    std::vector<float> params(total);
-    ASSERT_TRUE(zero.WaitParams(total).ok());  // nothing under way: at once
-    for (int step = 0; step < 2; ++step) {
-      for (int64_t i = 0; i < total; ++i) {
-        params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
-      }
-      zero.StartGather(params.data());
-      for (int64_t end : {1, 150, 333, 334, 700, 1001}) {
-        ASSERT_TRUE(zero.WaitParams(end).ok());
-        for (int64_t i = 0; i < end; ++i) {
-          ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+  OnGroup(
+      n,
+      [&](int r, Communicator* comm) {
+        const Range mine = EvenSplit(total, n, r);
+        ZeroComm zero(comm, counts, 100);
+        std::vector<float> params(total);
+        ASSERT_TRUE(zero.WaitParams(total).ok());  // nothing under way: at once
+        for (int step = 0; step < 2; ++step) {
+          for (int64_t i = 0; i < total; ++i) {
+            params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
+          }
+          zero.StartGather(params.data());
+          for (int64_t end : {1, 150, 333, 334, 700, 1001}) {
+            ASSERT_TRUE(zero.WaitParams(end).ok());
+            for (int64_t i = 0; i < end; ++i) {
+              ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+            }
+          }
         }
-      }
-    }
-    EXPECT_GT(zero.comm_seconds(), 0.0);
-  });
+        EXPECT_GT(zero.comm_seconds(), 0.0);
+      },
+      GetParam());
 }
 
 // The gather with first rows: the listed rows of the prefix (here 30 rows of 10 floats,
 // crossing the first shard boundary at 334) arrive with the first wait, the buffer after
 // the prefix in bucket order, and WaitParams(total) leaves the whole buffer as one
 // all-gather would, the rest of the prefix included.
-TEST(ZeroCommTest, GatherFirstRowsThenTheRest) {
+TEST_P(ZeroCommTest, GatherFirstRowsThenTheRest) {
   const int n = 3;
   const int64_t total = 1001, rows_end = 300 + 80, row_floats = 10;
   const std::vector<int64_t> counts = EvenCounts(total, n);
   const std::vector<int64_t> rows = {0, 3, 4, 17, 33, 37};  // row 33 holds [330, 340)
   auto value = [](int step, int64_t i) { return static_cast<float>(step * 10000 + i) * 0.5f; };
-  OnGroup(n, [&](int r, Communicator* comm) {
-    const Range mine = EvenSplit(total, n, r);
-    ZeroComm zero(comm, counts, 100);
-    std::vector<float> params(total);
-    for (int step = 0; step < 2; ++step) {
-      for (int64_t i = 0; i < total; ++i) {
-        params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
-      }
-      zero.StartGather(params.data(), rows_end, row_floats, rows);
-      auto listed = [&](int64_t i) {
-        return i >= rows_end || std::find(rows.begin(), rows.end(), i / row_floats) != rows.end();
-      };
-      for (int64_t end : {1, 200, 380, 381, 700, 1000}) {
-        ASSERT_TRUE(zero.WaitParams(end).ok());
-        for (int64_t i = 0; i < end; ++i) {
-          if (!listed(i)) continue;
-          ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+  OnGroup(
+      n,
+      [&](int r, Communicator* comm) {
+        const Range mine = EvenSplit(total, n, r);
+        ZeroComm zero(comm, counts, 100);
+        std::vector<float> params(total);
+        for (int step = 0; step < 2; ++step) {
+          for (int64_t i = 0; i < total; ++i) {
+            params[i] = i >= mine.begin && i < mine.end ? value(step, i) : -1.0f;  // stale
+          }
+          zero.StartGather(params.data(), rows_end, row_floats, rows);
+          auto listed = [&](int64_t i) {
+            return i >= rows_end ||
+                   std::find(rows.begin(), rows.end(), i / row_floats) != rows.end();
+          };
+          for (int64_t end : {1, 200, 380, 381, 700, 1000}) {
+            ASSERT_TRUE(zero.WaitParams(end).ok());
+            for (int64_t i = 0; i < end; ++i) {
+              if (!listed(i)) continue;
+              ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+            }
+          }
+          ASSERT_TRUE(zero.WaitParams(total).ok());
+          for (int64_t i = 0; i < total; ++i) {
+            ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
+          }
         }
-      }
-      ASSERT_TRUE(zero.WaitParams(total).ok());
-      for (int64_t i = 0; i < total; ++i) {
-        ASSERT_EQ(params[i], value(step, i)) << "rank " << r << " element " << i;
-      }
-    }
-  });
+      },
+      GetParam());
 }
 
 TEST(GlooCommunicatorTest, CollectivesMatchSumsComputedHere) {

@@ -254,6 +254,12 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--rdzv-timeout", launch->rdzv_timeout_s,
                   "seconds to wait for every node and rank to join")
       ->capture_default_str();
+  sub->add_option("--comm", launch->comm,
+                  "collectives between ranks: auto (shared memory for a group whose ranks are "
+                  "all on one host, else Gloo over TCP), shm (the same, but a group that "
+                  "cannot use shared memory fails), gloo (always TCP)")
+      ->check(CLI::IsMember({"auto", "shm", "gloo"}))
+      ->capture_default_str();
   sub->add_option("--init-weights", opts->init_weights,
                   "start from a safetensors file (lote or Hugging Face names)");
   sub->add_option("--output", opts->output_dir,

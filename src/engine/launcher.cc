@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include "engine/llama_config.h"
 #include "engine/param_layout.h"
 #include "engine/rendezvous_store.h"
+#include "engine/shm_communicator.h"
 
 namespace lote::engine {
 namespace {
@@ -137,9 +139,32 @@ int RunRank(TrainOptions train) {
   Result<RunPlan> plan = PlanRun(train, world, rank);
   if (!plan.ok()) return fail(who, plan.status());
   const ParallelDims& dims = plan->dims;
+  const std::string comm = Env("LOTE_TRAIN_COMM").empty() ? "auto" : Env("LOTE_TRAIN_COMM");
+  std::vector<std::string> transports;  // rank 0 prints each group's
   auto group = [&](const std::string& prefix, int r,
                    int n) -> Result<std::unique_ptr<Communicator>> {
     if (n == 1) return MakeSingleProcessCommunicator();
+    if (comm != "gloo") {
+      ShmGroupOptions o;
+      o.prefix = prefix;
+      o.rank = r;
+      o.size = n;
+      o.rendezvous_timeout = timeout;
+      std::string why_not;
+      ASSIGN_OR_RETURN(std::unique_ptr<Communicator> shm,
+                       MakeShmCommunicator(client->get(), o, &why_not));
+      if (shm != nullptr) {
+        transports.push_back(fmt::format("{} shared memory", prefix));
+        return shm;
+      }
+      if (comm == "shm") {
+        return Status::FailedPrecondition(
+            fmt::format("--comm shm: the {} group cannot use shared memory: {}", prefix, why_not));
+      }
+      transports.push_back(fmt::format("{} Gloo ({})", prefix, why_not));
+    } else {
+      transports.push_back(fmt::format("{} Gloo", prefix));
+    }
     GlooGroupOptions g;
     g.prefix = prefix;
     g.rank = r;
@@ -154,6 +179,9 @@ int RunRank(TrainOptions train) {
   if (!tp_comm.ok()) return fail(who, tp_comm.status());
   auto dp_comm = group(dims.dp_group(), dims.dp_rank(), dims.dp());
   if (!dp_comm.ok()) return fail(who, dp_comm.status());
+  if (rank == 0 && !transports.empty()) {
+    fmt::print(stderr, "lote train: rank 0's groups: {}\n", fmt::join(transports, ", "));
+  }
   RunGroups groups{world_comm->get(), tp_comm->get(), dp_comm->get()};
   Status s = RunTraining(*plan, stdout, groups);
   if (!s.ok()) {
@@ -363,6 +391,7 @@ Status Launcher::StartRanks() {
       ::setenv("LOTE_TRAIN_STORE", fmt::format("{}:{}", o_.master_addr, o_.master_port).c_str(), 1);
       ::setenv("LOTE_TRAIN_NODE_ADDR", o_.node_addr.c_str(), 1);
       ::setenv("LOTE_TRAIN_TIMEOUT_S", std::to_string(o_.rdzv_timeout_s).c_str(), 1);
+      ::setenv("LOTE_TRAIN_COMM", o_.comm.c_str(), 1);
       ::setenv("LOTE_TRAIN_THREADS", std::to_string(threads).c_str(), 1);
       ::setenv("LOTE_TRAIN_DATA_DIR", train_.data_dir.c_str(), 1);
       ::execv("/proc/self/exe", args.data());

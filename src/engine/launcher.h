@@ -33,6 +33,9 @@ struct LaunchOptions {
   int master_port = 0;
   std::string node_addr;  // "": LOTE_PRIVATE_IPV4_ADDRESS, else the route to the main node
   int rdzv_timeout_s = 900;
+  // The ranks' collectives: "auto" (shared memory for a group on one host, else Gloo),
+  // "shm" (shared memory or fail), "gloo".
+  std::string comm = "auto";
   std::string
       job_id;  // rendezvous identity; "": AWS_BATCH_JOB_ID without "#node", plus the attempt
 };
