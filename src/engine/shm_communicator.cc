@@ -499,6 +499,43 @@ Result<std::vector<std::string>> GetAll(StoreClient* store, const std::string& p
   return out;
 }
 
+// A descriptor closed when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Rank 0's decision, to publish as <prefix>/shm/segment: "memfd <pid> <fd> <bytes>"
+// with *seg the new segment and *memfd its descriptor, or "none: <why>" when the ranks
+// are not on one host or the segment cannot be made.
+Result<std::string> OfferSegment(StoreClient* store, const ShmGroupOptions& o,
+                                 std::unique_ptr<Segment>* seg, Fd* memfd) {
+  ASSIGN_OR_RETURN(std::vector<std::string> hosts,
+                   GetAll(store, o.prefix + "/shm/host", o.size, o.rendezvous_timeout));
+  if (std::count(hosts.begin(), hosts.end(), hosts[0]) != o.size) {
+    return std::string("none: the ranks are not all on one host");
+  }
+  const int64_t slot = SlotBytesFor(o.slot_bytes, o.size);
+  Result<std::unique_ptr<Segment>> made = Segment::Create(o.prefix, o.size, slot, &memfd->fd);
+  if (!made.ok()) return "none: rank 0 cannot make a segment: " + made.status().message();
+  *seg = std::move(*made);
+  (*seg)->line(0).pid.store(::getpid(), std::memory_order_release);
+  return fmt::format("memfd {} {} {}", ::getpid(), memfd->fd, (*seg)->header()->segment_bytes);
+}
+
+// Rank `rank`'s mapping of the segment rank 0 offered.
+Result<std::unique_ptr<Segment>> AttachOffer(const std::string& offer, int rank, int ranks) {
+  int pid = 0, fd = -1;
+  int64_t bytes = 0;
+  std::istringstream in(offer.substr(offer.find(' ') + 1));
+  if (!(in >> pid >> fd >> bytes)) return Status::Internal("cannot read the offer " + offer);
+  ASSIGN_OR_RETURN(std::unique_ptr<Segment> seg, Segment::Attach(pid, fd, bytes, ranks));
+  seg->line(rank).pid.store(::getpid(), std::memory_order_release);
+  return seg;
+}
+
 }  // namespace
 
 std::string ShmHostIdentity() {
@@ -538,50 +575,22 @@ Result<std::unique_ptr<Communicator>> MakeShmCommunicator(StoreClient* store,
   const auto timeout = o.rendezvous_timeout;
   RETURN_IF_ERROR(store->Set(fmt::format("{}/host/{}", base, o.rank),
                              o.host.empty() ? ShmHostIdentity() : o.host));
-  // Rank 0 decides and creates; the others learn the outcome.
   std::unique_ptr<Segment> seg;
-  int fd = -1;  // rank 0's memfd, open until every rank has mapped it or given up
-  struct CloseFd {
-    int* fd;
-    ~CloseFd() {
-      if (*fd >= 0) ::close(*fd);
-    }
-  } close_fd{&fd};
+  Fd memfd;  // rank 0's, open until every rank has mapped the segment or given up
   if (o.rank == 0) {
-    ASSIGN_OR_RETURN(std::vector<std::string> hosts,
-                     GetAll(store, base + "/host", o.size, timeout));
-    std::string offer;
-    if (std::count(hosts.begin(), hosts.end(), hosts[0]) != o.size) {
-      offer = "none: the ranks are not all on one host";
-    } else {
-      const int64_t slot = SlotBytesFor(o.slot_bytes, o.size);
-      Result<std::unique_ptr<Segment>> made = Segment::Create(o.prefix, o.size, slot, &fd);
-      if (made.ok()) {
-        seg = std::move(*made);
-        seg->line(0).pid.store(::getpid(), std::memory_order_release);
-        offer = fmt::format("memfd {} {} {}", ::getpid(), fd, seg->header()->segment_bytes);
-      } else {
-        offer = "none: rank 0 cannot make a segment: " + made.status().message();
-      }
-    }
+    ASSIGN_OR_RETURN(std::string offer, OfferSegment(store, o, &seg, &memfd));
     RETURN_IF_ERROR(store->Set(base + "/segment", offer));
   }
-  Result<std::string> offer = GetKey(store, base + "/segment", timeout);
-  if (!offer.ok()) return offer.status();
-  if (offer->rfind("none: ", 0) == 0) {
-    *why_not = offer->substr(6);
+  ASSIGN_OR_RETURN(std::string offer, GetKey(store, base + "/segment", timeout));
+  if (offer.rfind("none: ", 0) == 0) {
+    *why_not = offer.substr(6);
     return std::unique_ptr<Communicator>();
   }
   std::string attached = "ok";
   if (o.rank != 0) {
-    int pid = 0, their_fd = -1;
-    int64_t bytes = 0;
-    std::istringstream in(offer->substr(6));
-    in >> pid >> their_fd >> bytes;
-    Result<std::unique_ptr<Segment>> got = Segment::Attach(pid, their_fd, bytes, o.size);
+    Result<std::unique_ptr<Segment>> got = AttachOffer(offer, o.rank, o.size);
     if (got.ok()) {
       seg = std::move(*got);
-      seg->line(o.rank).pid.store(::getpid(), std::memory_order_release);
     } else {
       attached = got.status().message();
     }
