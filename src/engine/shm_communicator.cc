@@ -499,12 +499,15 @@ Result<std::vector<std::string>> GetAll(StoreClient* store, const std::string& p
   return out;
 }
 
-// A descriptor closed when it goes out of scope.
+// A descriptor closed when it goes out of scope (one owner: not copyable).
 struct Fd {
-  int fd = -1;
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
+  int fd = -1;
 };
 
 // Rank 0's decision, to publish as <prefix>/shm/segment: "memfd <pid> <fd> <bytes>"

@@ -1,5 +1,5 @@
 // The shared-memory communicator against sums computed here in the fixed order it
-// promises and against Gloo on the same inputs (2 and 4 ranks on threads, slots small
+// promises and against Gloo on the same inputs (2, 3 and 4 ranks on threads, slots small
 // enough that every call runs in many rounds, uneven and empty counts, n = 0), across
 // forked processes, and with a rank that leaves, dies or stays silent.
 #include "engine/shm_communicator.h"
@@ -141,8 +141,8 @@ struct Layout {
 
 class ShmCommunicatorTest : public ::testing::TestWithParam<Layout> {};
 INSTANTIATE_TEST_SUITE_P(Layouts, ShmCommunicatorTest,
-                         ::testing::Values(Layout{2, 4096}, Layout{2, 4 << 20}, Layout{4, 4096},
-                                           Layout{4, 4 << 20}),
+                         ::testing::Values(Layout{2, 4096}, Layout{2, 4 << 20}, Layout{3, 4096},
+                                           Layout{4, 4096}, Layout{4, 4 << 20}),
                          [](const auto& info) {
                            return std::to_string(info.param.ranks) + "ranks_slot" +
                                   std::to_string(info.param.slot_bytes);
