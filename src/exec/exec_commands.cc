@@ -1,13 +1,60 @@
 // `lote exec-shim --node-dir DIR`: the supervisor of one node, started by every
 // executor (see exec/shim.h). Not meant to be run by hand.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "exec/node_agent.h"
 #include "exec/shim.h"
 #include "lote/registry.h"
 
 namespace {
+
+// The threads of this process (the entries of /proc/self/task).
+int ThreadCount() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// The runners (supervisor, node agent, Slurm task) take their signals from a
+// signalfd, blocked in their one thread; a thread that does not block them
+// would be handed SIGCHLD (lost), SIGTERM or SIGUSR1 (the process killed).
+// OpenBLAS starts its worker threads as the `lote` binary loads, before main,
+// so a runner started as `lote exec-shim` runs itself again with OpenBLAS told
+// to start none (nothing it runs inherits that: a command's environment is its
+// spec's). `lote-exec-shim` links no BLAS and is never re-run.
+void RunAsTheOnlyThread() {
+  if (ThreadCount() <= 1 || std::getenv("LOTE_RUNNER_REEXEC") != nullptr) {
+    ::unsetenv("LOTE_RUNNER_REEXEC");
+    return;
+  }
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t at = 0; at < cmdline.size();) {
+    const size_t end = cmdline.find('\0', at);
+    args.push_back(cmdline.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    at = end == std::string::npos ? cmdline.size() : end + 1;
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::setenv("LOTE_RUNNER_REEXEC", "1", 1);
+  ::execv("/proc/self/exe", argv.data());
+  ::unsetenv("LOTE_RUNNER_REEXEC");  // cannot: run as is (the runners poll pidfds too)
+}
 
 lote::CommandRegistrar reg([](CLI::App& app) {
   auto node_dir = std::make_shared<std::string>();
@@ -28,6 +75,7 @@ lote::CommandRegistrar reg([](CLI::App& app) {
   as_agent->excludes(by_attempt);
   sub->require_option(1);
   sub->callback([node_dir, attempt_dir, agent_home] {
+    RunAsTheOnlyThread();
     if (!agent_home->empty()) {
       lote::SetExitCode(lote::exec::RunNodeAgent(*agent_home));
       return;

@@ -338,6 +338,10 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
   // On a node the server cannot signal (Slurm), requests are files it looks for.
   const bool poll_requests = spec.placement == "slurm";
   const std::string output_path = spec.output_path.empty() ? p.default_output() : spec.output_path;
+  // The command's end wakes the poll through its pidfd, not only through
+  // SIGCHLD: a thread this process did not start (a library's, before main)
+  // does not block SIGCHLD, and the kernel may hand the signal to it.
+  const int child_fd = PidfdOpen(child);
   while (true) {
     siginfo_t info{};
     if (::waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child) {
@@ -345,10 +349,8 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     }
     int timeout = supervision.TimeoutMs(MonoMs());
     if (poll_requests) timeout = timeout < 0 ? kRequestPollMs : std::min(timeout, kRequestPollMs);
-    struct pollfd pfd {
-      sig_fd, POLLIN, 0
-    };
-    int r = ::poll(&pfd, 1, timeout);
+    struct pollfd pfds[2] = {{sig_fd, POLLIN, 0}, {child_fd, POLLIN, 0}};
+    int r = ::poll(pfds, child_fd >= 0 ? 2 : 1, timeout);
     if (r < 0 && errno != EINTR) {
       log(std::string("poll: ") + std::strerror(errno));
       ::usleep(100'000);
@@ -379,6 +381,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
     }
   }
 
+  if (child_fd >= 0) ::close(child_fd);
   supervision.End();  // the group's leftovers, if any, must not stay stopped
   siginfo_t leader_info{};
   ::waitid(P_PID, child, &leader_info, WEXITED | WNOWAIT);
