@@ -264,7 +264,10 @@ class Agent {
       if (!clients_.empty() || !nodes_.empty()) idle_since = MonoMs();
       if (r == 0 || MonoMs() - last_check_ms_ >= 1000) {
         last_check_ms_ = MonoMs();
-        if (!StillOurs()) return 0;  // the home (or its agent folder) was removed
+        if (!StillOurs()) {  // the home (or its agent folder) was removed
+          KillEveryNode();
+          return 0;
+        }
         if (clients_.empty() && nodes_.empty() && MonoMs() - idle_since >= idle_exit_ms_) return 0;
       }
     }
@@ -293,6 +296,18 @@ class Agent {
     struct stat held, now;
     if (::fstat(lock_fd_, &held) != 0 || ::stat(paths_.lock().c_str(), &now) != 0) return false;
     return held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+  }
+
+  // The home is gone: no outcome can be recorded nor read again, and no
+  // runner will take the nodes over (the keeper finds no nodes-live). Every
+  // node's group is killed, a stopped one too (its termination may still be
+  // in its grace period); the keeper reaps the leaders once the agent exits.
+  void KillEveryNode() {
+    for (auto& [pid, node] : nodes_) {
+      (*node.log)("the lote home was removed: killing the node's processes");
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
   }
 
   // True when the agent must stop.
