@@ -11,6 +11,7 @@
 // Not thread-safe: one caller at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +22,16 @@
 namespace lote::engine {
 
 enum class ReduceOp { kSum, kMax };
+
+// What every transport's group needs: the group's name, this member's place in it and
+// how long to wait. Each transport's options extend it with its own.
+struct GroupOptions {
+  std::string prefix;  // unique per group, the same on all its members
+  int rank = 0;        // within the group
+  int size = 1;
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(15);
+  std::chrono::milliseconds op_timeout = std::chrono::minutes(30);
+};
 
 class Communicator {
  public:

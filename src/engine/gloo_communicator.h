@@ -16,13 +16,8 @@
 
 namespace lote::engine {
 
-struct GlooGroupOptions {
-  std::string prefix;  // unique per group, the same on all its members
-  int rank = 0;        // within the group
-  int size = 1;
+struct GlooGroupOptions : GroupOptions {
   std::string bind_address;  // this process's address that the peers can reach
-  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(15);
-  std::chrono::milliseconds op_timeout = std::chrono::minutes(30);
 };
 
 Result<std::unique_ptr<Communicator>> MakeGlooCommunicator(StoreClient* store,

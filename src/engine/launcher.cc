@@ -144,12 +144,14 @@ int RunRank(TrainOptions train) {
   auto group = [&](const std::string& prefix, int r,
                    int n) -> Result<std::unique_ptr<Communicator>> {
     if (n == 1) return MakeSingleProcessCommunicator();
+    GroupOptions common;
+    common.prefix = prefix;
+    common.rank = r;
+    common.size = n;
+    common.rendezvous_timeout = timeout;
     if (comm != "gloo") {
       ShmGroupOptions o;
-      o.prefix = prefix;
-      o.rank = r;
-      o.size = n;
-      o.rendezvous_timeout = timeout;
+      static_cast<GroupOptions&>(o) = common;
       std::string why_not;
       ASSIGN_OR_RETURN(std::unique_ptr<Communicator> shm,
                        MakeShmCommunicator(client->get(), o, &why_not));
@@ -166,11 +168,8 @@ int RunRank(TrainOptions train) {
       transports.push_back(fmt::format("{} Gloo", prefix));
     }
     GlooGroupOptions g;
-    g.prefix = prefix;
-    g.rank = r;
-    g.size = n;
+    static_cast<GroupOptions&>(g) = common;
     g.bind_address = Env("LOTE_TRAIN_NODE_ADDR");
-    g.rendezvous_timeout = timeout;
     return MakeGlooCommunicator(client->get(), g);
   };
   auto world_comm = group("world", rank, world);

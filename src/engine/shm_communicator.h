@@ -41,12 +41,7 @@
 
 namespace lote::engine {
 
-struct ShmGroupOptions {
-  std::string prefix;  // unique per group, the same on all its members
-  int rank = 0;        // within the group
-  int size = 1;
-  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(15);
-  std::chrono::milliseconds op_timeout = std::chrono::minutes(30);
+struct ShmGroupOptions : GroupOptions {
   // Bytes of one rank's slot in each of the two buffers (the segment is about
   // 2 * size * slot_bytes); calls larger than a slot run in rounds. Capped so the
   // segment stays within 64 MiB.

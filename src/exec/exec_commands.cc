@@ -4,12 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "exec/node_agent.h"
 #include "exec/shim.h"
 #include "lote/registry.h"
@@ -39,8 +38,9 @@ void RunAsTheOnlyThread() {
     ::unsetenv("LOTE_RUNNER_REEXEC");
     return;
   }
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const lote::Result<std::string> read = lote::ReadFile("/proc/self/cmdline");
+  if (!read.ok()) return;  // run as is (the runners poll pidfds too)
+  const std::string& cmdline = *read;
   std::vector<std::string> args;
   for (size_t at = 0; at < cmdline.size();) {
     const size_t end = cmdline.find('\0', at);

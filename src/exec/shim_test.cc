@@ -5,10 +5,14 @@
 #include "exec/shim.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/files.h"
 #include "exec/command.h"
@@ -106,6 +110,54 @@ TEST_F(RunnerTaskTest, WithoutSlurmNodeIdItIsAUsageError) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 2);
   EXPECT_NE(r->err.find("SLURM_NODEID"), std::string::npos) << r->err;
+}
+
+// A thread the runner did not start (OpenBLAS starts one as the lote binary
+// loads) blocks no signal, so the kernel hands it the SIGCHLD of the command's
+// exit and the runner's signalfd never sees it: the runner must still notice
+// the end (it also polls the command's pidfd). Run in a child process that has
+// such a thread; a runner that missed the end would never exit.
+TEST_F(RunnerTaskTest, AnotherThreadThatTakesSigchldDoesNotHideTheCommandsEnd) {
+  NodePaths p{dir_ + "/node-0"};
+  ASSERT_TRUE(MakeDirs(p.dir).ok());
+  ShimSpec s;
+  s.node = NodeKey{AttemptKey{"thread-job", 1}, 0};
+  s.argv = {"sh", "-c", "exit 7"};
+  s.env = {"PATH=/usr/bin:/bin"};
+  s.working_dir = dir_;
+  s.output_path = dir_ + "/node-0.out";
+  ASSERT_TRUE(WriteJsonRecord(p.spec(), ToJson(s), 0600).ok());
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::thread([] {
+      while (true) ::pause();
+    }).detach();
+    ::_exit(RunExecShim(p.dir, ShimMode::kTask));
+  }
+  // Wait for the runner; a hung one is killed after a minute (the command
+  // itself ends at once).
+  int status = 0;
+  pid_t done = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while ((done = ::waitpid(runner, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (done == 0) {
+    ::kill(runner, SIGKILL);
+    ::waitpid(runner, &status, 0);
+    FAIL() << "the runner missed its command's end: still supervising after a minute";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  auto st = ReadStatusRecord(p.dir + "/status.json");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->outcome, NodeOutcome::kExited);
+  EXPECT_EQ(st->exit_code, 7);
 }
 
 TEST(SlurmPlacementTest, MainNodeHasNoMainAddressAndMissingAddressesAreLeftOut) {

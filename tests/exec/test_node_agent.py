@@ -4,12 +4,15 @@ Jobs wait for a file before they exit, so each kill happens while they run:
 - kill -9 of the agent: a single-node and a 2-node job still end SUCCEEDED,
   with one attempt and every node ended once; the next job gets a new agent;
 - kill -9 of the server and of the agent together: the next server adopts the
-  running nodes, the job ends SUCCEEDED, and new jobs run through a new agent.
+  running nodes, the job ends SUCCEEDED, and new jobs run through a new agent;
+- the home removed under a running agent (the server killed first): the agent
+  kills every node's processes and exits, and its keeper exits after it.
 Run: python3 test_node_agent.py --lote build/lote
 """
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -71,7 +74,8 @@ class NodeAgentThroughTheServer(unittest.TestCase):
                             "nodeRangeProperties": [{"targetNodes": "0:", "container": held}]})
 
     def tearDown(self):
-        open(self.go, "w").close()  # nothing left waiting
+        if os.path.isdir(self.server.home):
+            open(self.go, "w").close()  # nothing left waiting
         self.batch.close()
         self.server.cleanup()
 
@@ -153,6 +157,32 @@ class NodeAgentThroughTheServer(unittest.TestCase):
         self.assert_succeeded_once(fresh, 1)
         self.assertNotEqual(self.agent_pid(), agent)
         self.assertTrue(alive(self.agent_pid()))
+
+    def test_the_home_removed_under_a_running_agent(self):
+        jobs = [self.submit_running("held"), self.submit_running("held2")]
+        agent = self.agent_pid()
+        self.assertIsNotNone(agent)
+        commands, keepers = [], set()
+        for job, nodes in zip(jobs, (1, 2)):
+            for n in range(nodes):
+                folder = os.path.join(self.server.home, "jobs", job, "1", str(n))
+                with open(os.path.join(folder, "command.json")) as f:
+                    commands.append(json.load(f)["process"]["pid"])
+                with open(os.path.join(folder, "shim.json")) as f:
+                    keepers.add(json.load(f)["keeper"]["pid"])
+        self.assertEqual(len(keepers), 1, keepers)
+        for pid in commands + [agent] + list(keepers):
+            self.assertTrue(alive(pid), pid)
+        self.batch.close()
+        self.server.kill()  # nobody else would end the nodes
+        shutil.rmtree(self.server.home)
+        # The commands wait for a file that can no longer appear: only the
+        # agent can end them.
+        for pid in commands:
+            wait_until("command %d killed" % pid, lambda: not alive(pid))
+        wait_until("the agent gone", lambda: not alive(agent))
+        for pid in keepers:
+            wait_until("the keeper gone", lambda: not alive(pid))
 
 
 if __name__ == "__main__":
