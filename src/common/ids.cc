@@ -15,6 +15,17 @@ std::string NewUuid() {
          hex.substr(16, 4) + "-" + hex.substr(20, 12);
 }
 
+std::string NewTimeOrderedUuid(int64_t unix_ms) {
+  std::string b = RandomBytes(16);
+  const uint64_t ms = static_cast<uint64_t>(unix_ms < 0 ? 0 : unix_ms);
+  for (int i = 0; i < 6; ++i) b[i] = static_cast<char>((ms >> (8 * (5 - i))) & 0xff);
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x70);
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
+  std::string hex = HexEncode(b);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+}
+
 std::string RandomUpperAlnum(size_t n) {
   static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
   std::string b = RandomBytes(n), out(n, 'A');

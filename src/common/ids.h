@@ -1,6 +1,7 @@
 // Identifiers and ARNs in AWS form.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,11 @@ namespace lote {
 
 // A random UUID v4, lowercase, e.g. "3f2b...-..."; AWS Batch job ids look like this.
 std::string NewUuid();
+// A UUID v7 (RFC 9562): the first 48 bits are `unix_ms`, the rest random, so ids
+// made later sort later. Job ids are these: the store's indexes keyed by a job's
+// id then grow at their end, and a commit of new jobs rewrites a few pages of
+// each instead of one page per job (a v4 id lands on a random page).
+std::string NewTimeOrderedUuid(int64_t unix_ms);
 // A random string of n characters from [A-Z0-9] (access key ids) or base64-ish (secrets).
 std::string RandomUpperAlnum(size_t n);
 std::string RandomSecret(size_t n);

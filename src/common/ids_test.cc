@@ -12,6 +12,19 @@ TEST(IdsTest, UuidShape) {
   EXPECT_NE(NewUuid(), id);
 }
 
+TEST(IdsTest, TimeOrderedUuidShapeAndOrder) {
+  // 2026-12-04 00:00:00.000 UTC = 0x01a23e59c400 ms (48 bits).
+  const std::string id = NewTimeOrderedUuid(1796342400000);
+  ASSERT_EQ(id.size(), 36u);
+  EXPECT_EQ(id.substr(0, 13), "01a23e59-c400");
+  EXPECT_EQ(id[14], '7');
+  EXPECT_NE(std::string("89ab").find(id[19]), std::string::npos) << id;
+  EXPECT_NE(NewTimeOrderedUuid(1796342400000), id);
+  // Later milliseconds sort later, whatever the random bits.
+  for (int i = 0; i < 100; ++i)
+    EXPECT_LT(NewTimeOrderedUuid(1796342400000 + i), NewTimeOrderedUuid(1796342400001 + i));
+}
+
 TEST(IdsTest, ArnRoundTrip) {
   auto arn = Arn::Parse("arn:aws:batch:us-east-1:123456789012:job-definition/train:3");
   ASSERT_TRUE(arn.ok()) << arn.status().ToString();

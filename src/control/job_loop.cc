@@ -213,7 +213,8 @@ JobEvent JobLoop::NodeStartedLocked(const Job& job, const exec::NodeEvent& ev,
       number == static_cast<int32_t>(job.attempts.size()) && job.CurrentAttempt() != nullptr;
   if (output_ != nullptr && current) {
     exec::Backend* backend = BackendOf(*job.CurrentAttempt());
-    Result<std::string> path = backend == nullptr
+    Result<std::string> path = !ev.output_path.empty() ? Result<std::string>(ev.output_path)
+                               : backend == nullptr
                                    ? Result<std::string>(Status::NotFound("no backend"))
                                    : backend->OutputPath(ev.node);
     if (path.ok()) {

@@ -55,11 +55,11 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     std::lock_guard<std::mutex> lock(mu_);
     SyncWithStoreLocked();
     SubmitContext ctx;
-    ctx.job_id = NewUuid();
+    ctx.now_ms = clock_->NowMillis();
+    ctx.job_id = NewTimeOrderedUuid(ctx.now_ms);
     ctx.queue_arn = queue.arn;
     ctx.queue_has_fair_share = !queue.scheduling_policy_arn.empty();
     ctx.job_definition = definition;
-    ctx.now_ms = clock_->NowMillis();
     ctx.find_job = [this](const std::string& id) -> std::optional<Job> {
       std::string key = id;
       if (auto node = ParseNodeJobId(id)) key = node->first;

@@ -210,6 +210,9 @@ struct NodeEvent {
   // kEnded: the node's runner injected a fault the job asked for, e.g.
   // "Injected fault: node 1 killed (SIGKILL) at step 8" (the attempt's reason).
   std::string injected;
+  // kRunning, when the backend knows it without a look: the file the node's
+  // output goes to ("": ask OutputPath).
+  std::string output_path;
 };
 
 // What LaunchGang did.

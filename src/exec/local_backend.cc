@@ -722,6 +722,7 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
     running.kind = NodeEventKind::kRunning;
     running.at_ms = now;
     running.started_at_ms = now;
+    running.output_path = p.result.output_path;
     out.events.push_back(std::move(running));
   }
   return out;

@@ -148,20 +148,65 @@ std::optional<std::string> EnvValue(const std::vector<std::string>& env, const s
   return std::nullopt;
 }
 
+// The keeper's part in a termination once the agent is gone: each command
+// whose node has a terminate.json past its grace period has its process group
+// killed (SIGKILL: the request's SIGTERM was the agent's or the backend's to
+// send). Returns how long to wait before looking again (at most a second: a
+// request may be written later).
+int64_t KillOverdueCommands(const std::map<std::pair<pid_t, uint64_t>, NodePaths>& commands) {
+  const int64_t now = NowMs();
+  int64_t wait_ms = 1000;
+  for (const auto& [command, paths] : commands) {
+    Result<TerminateRequest> req = ReadTerminateRequest(paths.terminate());
+    if (!req.ok()) continue;
+    const int64_t deadline = (req->requested_at_ms > 0 ? req->requested_at_ms : now) +
+                             std::max<int64_t>(0, req->grace_ms);
+    if (deadline <= now) {
+      // Only while it is the command recorded (one the agent ended and reaped
+      // before it died may have left its pid to another process); then it is
+      // our child, not reaped: its group id is not reused either.
+      Result<uint64_t> start = ReadProcStartTime(command.first, /*zombie_is_dead=*/false);
+      if (!start.ok() || *start != command.second) continue;
+      ::kill(-command.first, SIGKILL);
+      ::kill(command.first, SIGKILL);
+    } else {
+      wait_ms = std::min(wait_ms, deadline - now);
+    }
+  }
+  return std::max<int64_t>(wait_ms, 1);
+}
+
 // The keeper: the agent's parent, a child subreaper that only waits. While
 // the agent lives its one child is the agent. Once the agent is gone, the
 // agent's commands are its children: for each that exits it kills what is
 // left of its process group, records the node's outcome (if the agent did
-// not) and reaps it; unknown children are only reaped. It ends when it has no
-// child left. Every catchable signal stays blocked: it ends by SIGKILL only.
+// not) and reaps it; unknown children are only reaped. A command whose
+// termination was asked (terminate.json, by the backend, before or after the
+// agent died) has its process group killed once the request's grace period
+// is over: the agent that would have done it is gone, and so may be the
+// server. It ends when it has no child left. Every catchable signal stays
+// blocked: it ends by SIGKILL only.
 [[noreturn]] void RunKeeper(const std::string& home, pid_t agent) {
   std::map<std::pair<pid_t, uint64_t>, NodePaths> commands;  // the agent's, once it is gone
   bool agent_gone = false;
   while (true) {
     siginfo_t info{};
-    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+    // Once the agent is gone and commands remain, a wait that times out: their
+    // terminations' deadlines are looked at every second and on every exit.
+    const bool timed = agent_gone && !commands.empty();
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT | (timed ? WNOHANG : 0)) != 0) {
       if (errno == EINTR) continue;
       ::_exit(0);  // ECHILD: nothing left to keep
+    }
+    if (info.si_pid == 0) {  // timed, and no child has exited
+      const int64_t wait_ms = KillOverdueCommands(commands);
+      sigset_t chld;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);  // blocked: pending until taken here
+      const struct timespec ts = {static_cast<time_t>(wait_ms / 1000),
+                                  static_cast<long>(wait_ms % 1000) * 1'000'000};
+      (void)::sigtimedwait(&chld, nullptr, &ts);
+      continue;
     }
     const pid_t pid = info.si_pid;
     if (pid == agent) {

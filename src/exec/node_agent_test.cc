@@ -413,6 +413,45 @@ TEST_F(NodeAgentTest, TerminateWithGraceSigtermsThenSigkillsThroughTheAgent) {
   EXPECT_NE(log->find("grace period over"), std::string::npos) << *log;
 }
 
+// The agent dies during a termination's grace period, and so does the
+// server: the keeper, which holds the command now, kills it when the grace
+// period is over and records the outcome.
+TEST_F(NodeAgentTest, TheKeeperEndsATerminationTheAgentDiedDuring) {
+  backend_ = MakeBackend(/*agent=*/true, /*grace_ms=*/30'000);
+  const std::string ready = home_ + "/ready";
+  NodeSpec s;
+  s.node = NodeKey{AttemptKey{"orphaned-term", 1}, 0};
+  s.command = {"sh", "-c",
+               "trap 'echo got TERM' TERM; touch " + ready + "; while :; do sleep 0.02; done"};
+  auto r = backend_->LaunchNode(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ProcessIdentity agent = backend_->node_agent();
+  ASSERT_GT(agent.pid, 0) << backend_->node_agent_problem();
+  const ProcessRecord runner = Shim(s.node);
+  ASSERT_TRUE(runner.keeper.has_value());
+  const int64_t deadline = Now() + kEventLimitMs;
+  while (!FileExists(ready) && Now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Result<ProcessRecord> command = ReadProcessRecord(r->node_dir + "/command.json");
+  ASSERT_TRUE(command.ok());
+  // A grace period long enough that the agent is surely killed inside it.
+  ASSERT_TRUE(backend_->Terminate(s.node.attempt, 5'000).ok());
+  backend_.reset();  // the server is gone too: nobody else ends the command
+  KillAndWaitGone(agent);
+  ASSERT_TRUE(IdentityAlive(command->id)) << "the command ended before its grace period did";
+  const NodePaths paths{r->node_dir};
+  Result<StatusRecord> st = Status::NotFound("");
+  const int64_t limit = Now() + kEventLimitMs;
+  while (!(st = ReadStatusRecord(paths.status())).ok() && Now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(st.ok()) << "the command outlived its termination's grace period: "
+                       << st.status().ToString();
+  EXPECT_FALSE(IdentityAlive(command->id));
+  EXPECT_EQ(st->outcome, NodeOutcome::kSignaled) << st->reason;
+  EXPECT_EQ(st->signal, SIGKILL);
+  EXPECT_TRUE(st->terminated);
+}
+
 TEST_F(NodeAgentTest, AGangOfFourIsTornDownTogether) {
   backend_ = MakeBackend();
   GangSpec gang = HeldGang("gang4", 4);
