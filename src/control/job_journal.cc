@@ -13,11 +13,38 @@
 namespace lote::control {
 namespace {
 
+// Events after which the row of a job that is STARTING or RUNNING may lag
+// (the job as stored is its row with the later events applied): the steps of
+// placing, launching and starting it, and its progress. A job's row is
+// rewritten for any other event, and whenever it is in another state: a new,
+// waiting or finished job's row is its state (the reads of finished jobs and
+// the start-up's read of waiting ones replay nothing).
+bool RowMayLag(JobEventType type) {
+  switch (type) {
+    case JobEventType::kDependenciesResolved:
+    case JobEventType::kScheduled:
+    case JobEventType::kLaunched:
+    case JobEventType::kNodeStarted:
+    case JobEventType::kNodePulled:
+    case JobEventType::kProgress:
+    case JobEventType::kBackendPending:
+    case JobEventType::kStatusReason:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// At most this many events after its row, so that a long job's replay at
+// start-up stays short.
+constexpr int64_t kMaxRowLag = 64;
+
 // The store's row of a job, with the columns its reads filter on.
-store::JobRow RowOf(const Job& job, int64_t updated_ms) {
+store::JobRow RowOf(const Job& job, int64_t updated_ms, int64_t row_seq) {
   store::JobRow row{
       job.id,         job.name,   job.queue_arn,        std::string(JobStatusName(job.status)),
       job.created_at, updated_ms, JobToJson(job).dump()};
+  row.row_seq = row_seq;
   if (job.IsArrayChild()) {
     row.parent_id = job.array_parent_id;
     row.array_index = job.array->index;
@@ -51,6 +78,7 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
                                         std::string(JobEventTypeName(event.type)),
                                         EventToJson(event).dump()});
   batch_jobs_[after.id] = event.at_ms;  // its row: at the flush
+  if (!RowMayLag(event.type)) batch_rows_due_.insert(after.id);
   if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
   if (it == jobs_.end()) {
     submit_order_[after.id] = next_submit_order_++;
@@ -92,11 +120,26 @@ Result<uint64_t> JobLoop::FlushLocked() {
   std::vector<std::string> ids;
   ids.reserve(batch_jobs_.size());
   for (const auto& [id, updated_ms] : batch_jobs_) {
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) batch_.PutJob(RowOf(it->second, updated_ms));
     ids.push_back(id);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    const Job& job = it->second;
+    const int64_t seq = last_seq_[id];
+    const bool in_flight = job.status == JobStatus::kStarting || job.status == JobStatus::kRunning;
+    auto stored = row_seq_.find(id);
+    if (in_flight && !batch_rows_due_.count(id) && stored != row_seq_.end() &&
+        seq - stored->second < kMaxRowLag) {
+      continue;  // the row lags: the events of this batch carry the change
+    }
+    batch_.PutJob(RowOf(job, updated_ms, seq));
+    if (IsFinal(job.status)) {
+      row_seq_.erase(id);
+    } else {
+      row_seq_[id] = seq;
+    }
   }
   batch_jobs_.clear();
+  batch_rows_due_.clear();
   store::WriteBatch batch = std::move(batch_);
   batch_ = store::WriteBatch();
   store::Store::Ticket committed = 0;
@@ -140,6 +183,7 @@ void JobLoop::ReconcileLocked() {
   for (const auto& [ticket, touched] : unstored_) ids.insert(touched.begin(), touched.end());
   unstored_.clear();
   batch_jobs_.clear();
+  batch_rows_due_.clear();
   batch_ = store::WriteBatch();
   for (const std::string& id : ids) {
     Status st = ReloadJobLocked(id);
@@ -165,14 +209,19 @@ Status JobLoop::ReloadJobLocked(const std::string& id) {
       jobs_.erase(it);
     }
     last_seq_.erase(id);
+    row_seq_.erase(id);
     submit_order_.erase(id);
     finishing_.erase(id);
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(Json doc, ParseJson(row->doc));
-  ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
   ASSIGN_OR_RETURN(int64_t seq, store_->LastJobEventSeq(id));
+  ASSIGN_OR_RETURN(Job job, JobFromRow(*row, seq));
   const bool final = IsFinal(job.status);
+  if (final) {
+    row_seq_.erase(id);
+  } else {
+    row_seq_[id] = row->row_seq > 0 ? row->row_seq : seq;
+  }
   if (it == jobs_.end()) {
     if (final) return Status::Ok();  // left memory once committed: counted already
     submit_order_[id] = next_submit_order_++;
@@ -191,11 +240,26 @@ Status JobLoop::ReloadJobLocked(const std::string& id) {
   return Status::Ok();
 }
 
+Result<Job> JobLoop::JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq) {
+  ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
+  ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
+  // A finished job's row is current (written with its last change).
+  if (row.row_seq <= 0 || IsFinal(job.status)) return job;
+  if (last_seq && *last_seq <= row.row_seq) return job;
+  ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, store_->JobEvents(row.job_id));
+  for (const store::JobEvent& e : events) {
+    if (e.seq <= row.row_seq) continue;
+    ASSIGN_OR_RETURN(Json payload, ParseJson(e.payload));
+    ASSIGN_OR_RETURN(JobEvent event, EventFromJson(payload));
+    ASSIGN_OR_RETURN(job, Apply(job, event));
+  }
+  return job;
+}
+
 Result<std::optional<Job>> JobLoop::StoredJob(const std::string& id) {
   ASSIGN_OR_RETURN(std::optional<store::JobRow> row, store_->FindJob(id));
   if (!row) return std::optional<Job>();
-  ASSIGN_OR_RETURN(Json doc, ParseJson(row->doc));
-  ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
+  ASSIGN_OR_RETURN(Job job, JobFromRow(*row, std::nullopt));
   return std::optional<Job>(std::move(job));
 }
 
@@ -245,6 +309,7 @@ void JobLoop::EvictFinishedLocked() {
     index_.Evict(it->second);
     jobs_.erase(it);
     last_seq_.erase(id);
+    row_seq_.erase(id);
     submit_order_.erase(id);
     shortage_served_.erase(id);
     queue_positions_.erase(id);

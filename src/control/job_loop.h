@@ -295,6 +295,10 @@ class JobLoop {
   Json DescribedLocked(const Job& job);
   // A job as the store holds it (nullopt: no row, or being deleted by retention).
   Result<std::optional<Job>> StoredJob(const std::string& id);
+  // The job a stored row stands for: its document, with the events after the
+  // row's row_seq applied when the row lags (last_seq, when known, the job's
+  // last stored event: none to apply when the row holds it).
+  Result<Job> JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq);
   // The job in memory, else the store's (what a read of a finished job sees).
   Result<std::optional<Job>> FindJobLocked(const std::string& id);
   // A finished job the store holds read back into memory for a change
@@ -384,6 +388,13 @@ class JobLoop {
   // are made once, at the flush, from their state then (a job that changed
   // twice before a flush, e.g. Launched and NodeStarted, is one row written).
   std::map<std::string, int64_t> batch_jobs_;
+  // Of batch_jobs_, those whose row this flush must write whatever their
+  // state: an event that is not one a STARTING or RUNNING job's row may lag
+  // behind (RowMayLag) changed them.
+  std::set<std::string> batch_rows_due_;
+  // Per unfinished job: the seq of the last event its stored row holds (the
+  // row of a STARTING or RUNNING job is written now and then: FlushLocked).
+  std::map<std::string, int64_t> row_seq_;
   // The jobs of each batch handed to the store and not known committed.
   std::deque<std::pair<store::Store::Ticket, std::vector<std::string>>> unstored_;
   uint64_t failures_seen_ = 0;        // store failure_count() when memory matched it

@@ -25,9 +25,10 @@ Status JobLoop::Load() {
   // The jobs not finished, in submission order (the scheduler's FIFO).
   ASSIGN_OR_RETURN(std::vector<store::UnfinishedJob> rows, store_->LoadUnfinishedJobs());
   for (const store::UnfinishedJob& row : rows) {
-    ASSIGN_OR_RETURN(Json doc, ParseJson(row.row.doc));
-    ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
+    // A STARTING or RUNNING job's row may lag behind its events: replayed.
+    ASSIGN_OR_RETURN(Job job, JobFromRow(row.row, row.last_seq));
     last_seq_[row.row.job_id] = row.last_seq;
+    row_seq_[row.row.job_id] = row.row.row_seq > 0 ? row.row.row_seq : row.last_seq;
     submit_order_[row.row.job_id] = next_submit_order_++;
     jobs_[row.row.job_id] = std::move(job);
   }

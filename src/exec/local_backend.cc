@@ -705,7 +705,10 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
     if (!p.ok()) return abandon(p.status());
     prepared.push_back(std::move(*p));
   }
-  // 2. Their supervisors, all at once (one round trip to the agent).
+  // 2. Their supervisors, all at once (one round trip to the agent). The
+  // start is stamped before it is asked for: a command may end before the
+  // answer arrives, and its stop (the runner's stamp) must not come first.
+  const int64_t now = options_.clock->NowMillis();
   std::vector<Status> started = StartNodes(prepared);
   for (const Status& s : started) {
     if (!s.ok()) {
@@ -714,7 +717,6 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
       return s;
     }
   }
-  const int64_t now = options_.clock->NowMillis();
   for (PreparedNode& p : prepared) {
     if (!p.result.warnings.empty()) out.warnings[p.key.node_index] = std::move(p.result.warnings);
     NodeEvent running;

@@ -510,6 +510,40 @@ TEST_F(JobsServiceTest, AnAttemptThatNeverStartedIsRunAgainWithoutCountingIt) {
   EXPECT_NE(std::find(lines.begin(), lines.end(), "ran attempt 2"), lines.end());
 }
 
+// A RUNNING job's stored row lags behind its events (its scheduling, launch
+// and start are events only); a restarted server applies them to the row and
+// serves the same job, which then ends as it would have, its row current.
+TEST_F(JobsServiceTest, ARunningJobsRowLagsAndARestartAppliesItsEvents) {
+  RegisterDefinition();
+  const std::string go = home_ + "/go";
+  const std::string id = Submit("while [ ! -e " + go + " ]; do sleep 0.02; done");
+  const Json running = WaitFor(id, {"RUNNING"});
+  auto row = store_->FindJob(id);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  auto last_seq = store_->LastJobEventSeq(id);
+  ASSERT_TRUE(last_seq.ok());
+  EXPECT_NE((*row)->status, "RUNNING");
+  EXPECT_GT((*row)->row_seq, 0);
+  EXPECT_LT((*row)->row_seq, *last_seq);
+
+  StartService();
+  const Json again = Describe(id);
+  EXPECT_EQ(again["status"], "RUNNING") << again;
+  EXPECT_EQ(again["startedAt"], running["startedAt"]);
+  EXPECT_EQ(again["attempts"], running["attempts"]);
+  EXPECT_EQ(again["container"]["logStreamName"], running["container"]["logStreamName"]);
+  EXPECT_EQ(again["container"]["taskArn"], running["container"]["taskArn"]);
+
+  std::ofstream(go) << "go";
+  const Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(done["status"], "SUCCEEDED") << done;
+  row = store_->FindJob(id);
+  last_seq = store_->LastJobEventSeq(id);
+  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
+  EXPECT_EQ((*row)->status, "SUCCEEDED");
+  EXPECT_EQ((*row)->row_seq, *last_seq);
+}
+
 // Thousands of random resource values, through the job definition,
 // containerOverrides and nodePropertyOverrides: each is refused at submit
 // (InvalidArgument, the API's ClientException) or accepted and then fails its

@@ -201,11 +201,20 @@ CREATE INDEX jobs_finished_by_definition ON jobs (queue_arn, status, definition_
   WHERE parent_id = '' AND status IN ('SUCCEEDED', 'FAILED');
 )sql";
 
+// Version 8 (issue 22): the seq of the last event a job's row holds. The
+// job loop rewrites the row of a STARTING or RUNNING job only now and then
+// (its scheduling, launch, start and progress events are stored as they come):
+// the rows written per job fall from one per change to its submission, its
+// waits and its end.
+constexpr std::string_view kV8 = R"sql(
+ALTER TABLE jobs ADD COLUMN row_seq INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6}, {7, kV7},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
   };
   return kMigrations;
 }

@@ -372,13 +372,14 @@ Status Store::ApplyBatch(const WriteBatch& batch) {
       st = run(
           "INSERT INTO jobs (job_id, name, queue_arn, status, created_ms, updated_ms, doc, "
           "parent_id, array_index, stopped_ms, node_failed_ms, definition_name, definition_arn, "
-          "share_identifier) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+          "share_identifier, row_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+          "?13, ?14, ?15) "
           "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, updated_ms = "
           "excluded.updated_ms, doc = excluded.doc, stopped_ms = excluded.stopped_ms, "
-          "node_failed_ms = excluded.node_failed_ms",
+          "node_failed_ms = excluded.node_failed_ms, row_seq = excluded.row_seq",
           j->job_id, j->name, j->queue_arn, j->status, j->created_ms, j->updated_ms, j->doc,
           j->parent_id, static_cast<int64_t>(j->array_index), j->stopped_ms, j->node_failed_ms,
-          j->definition_name, j->definition_arn, j->share_identifier);
+          j->definition_name, j->definition_arn, j->share_identifier, j->row_seq);
     } else if (auto* dj = std::get_if<WriteBatch::DeleteJobOp>(&op)) {
       // Children are "<id>:<index>": the range [id + ':', id + ';') of the keys.
       st = run("DELETE FROM jobs WHERE job_id = ?1", dj->job_id);
@@ -506,15 +507,15 @@ namespace {
 // The columns of a JobRow, in its order (RowAt reads them from `first`).
 constexpr const char* kJobColumns =
     "job_id, name, queue_arn, status, created_ms, updated_ms, doc, parent_id, array_index, "
-    "stopped_ms, node_failed_ms, definition_name, definition_arn, share_identifier";
-constexpr int kJobColumnCount = 14;
+    "stopped_ms, node_failed_ms, definition_name, definition_arn, share_identifier, row_seq";
+constexpr int kJobColumnCount = 15;
 
 JobRow RowAt(const Stmt& q, int first = 0) {
-  return JobRow{q.Text(first),      q.Text(first + 1), q.Text(first + 2),
-                q.Text(first + 3),  q.Int(first + 4),  q.Int(first + 5),
-                q.Text(first + 6),  q.Text(first + 7), static_cast<int32_t>(q.Int(first + 8)),
-                q.Int(first + 9),   q.Int(first + 10), q.Text(first + 11),
-                q.Text(first + 12), q.Text(first + 13)};
+  return JobRow{q.Text(first),      q.Text(first + 1),  q.Text(first + 2),
+                q.Text(first + 3),  q.Int(first + 4),   q.Int(first + 5),
+                q.Text(first + 6),  q.Text(first + 7),  static_cast<int32_t>(q.Int(first + 8)),
+                q.Int(first + 9),   q.Int(first + 10),  q.Text(first + 11),
+                q.Text(first + 12), q.Text(first + 13), q.Int(first + 14)};
 }
 
 // The smallest text above every text that begins with `prefix` (byte order,

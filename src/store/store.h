@@ -70,9 +70,11 @@ struct TagRow {
   std::string value;
 };
 
-// A job: its current materialized document plus the columns its reads
-// filter on (schema version 5 added the last four). The document can always
-// be rebuilt from job_events.
+// A job: its materialized document plus the columns its reads filter on
+// (schema version 5 added the last four). The document can always be rebuilt
+// from job_events. A finished, waiting or new job's row is its current state;
+// a STARTING or RUNNING job's may lag behind its events (row_seq): the job is
+// that document with the later events applied.
 struct JobRow {
   std::string job_id;
   std::string name;
@@ -90,6 +92,9 @@ struct JobRow {
   std::string definition_name = {};
   std::string definition_arn = {};
   std::string share_identifier = {};
+  // The seq of the last event the document holds; 0: every event (rows
+  // written before schema version 8, and rows a test writes by hand).
+  int64_t row_seq = 0;
 };
 
 // A job the store holds that is not SUCCEEDED or FAILED, with the seq of its
