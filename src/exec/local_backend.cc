@@ -285,34 +285,29 @@ Result<LocalBackend::PreparedNode> LocalBackend::PrepareNode(const NodeSpec& spe
     std::lock_guard<std::mutex> lock(mu_);
     if (nodes_.count(spec.node) != 0) return Status::AlreadyExists(who + " is already running");
   }
-  // The node folder is created exactly once, ever: a second Launch of the same
-  // node (also after a restart) fails here, so a node never runs twice.
-  // <home>/jobs exists (Create); make <job> and <job>/<attempt> with one
-  // mkdir each rather than a stat of every component.
-  const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
-  const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
-  if (!MakeDir(job_dir, 0711).ok() || !MakeDir(attempt_dir, 0711).ok()) {
-    RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
+  // The node folder is created exactly once, ever (MakeNodeFolder): a second
+  // Launch of the same node (also after a restart) fails, so a node never
+  // runs twice. Looked for here too, so that a gang with such a node starts
+  // none of its nodes.
+  if (FileExists(paths.dir)) {
+    return Status::AlreadyExists(who + " was already launched (" + paths.dir +
+                                 " exists); a retry must use a new attempt number");
   }
-  if (::mkdir(paths.dir.c_str(), 0711) != 0) {
-    if (errno == EEXIST) {
-      return Status::AlreadyExists(who + " was already launched (" + paths.dir +
-                                   " exists); a retry must use a new attempt number");
-    }
-    return Status::Internal(who + ": cannot create " + paths.dir + ": " + ErrnoText());
-  }
-  // The working directory and the output's folder are made by the supervisor
-  // (a failure there is a kStartFailed event), not on this launch path.
-  if (Status s = WriteJsonRecord(paths.spec(), ToJson(shim), 0600); !s.ok()) {
-    return FailStart(prepared, "cannot write spec.json: " + s.message());
-  }
-  if (::link(paths.spec().c_str(), LiveEntry(spec.node).c_str()) != 0) {
-    return FailStart(prepared,
-                     "cannot list the node in " + options_.home + "/nodes-live: " + ErrnoText());
-  }
+  // The working directory and the output's folder are made by the runner (a
+  // failure there is a kStartFailed event), not on this launch path.
+  prepared.spec_json = ToJson(shim).dump();
   result.node_dir = paths.dir;
   result.output_path = shim.output_path;
   return prepared;
+}
+
+Status LocalBackend::PutOnDisk(PreparedNode& node) {
+  if (node.on_disk) return Status::Ok();
+  Status made = MakeNodeFolder(options_.home, node.key, node.paths, node.spec_json);
+  if (made.IsAlreadyExists()) return made;  // another launch's folder: not ours to record
+  if (!made.ok()) return FailStart(node, made.message());
+  node.on_disk = true;
+  return Status::Ok();
 }
 
 std::string LocalBackend::LiveEntry(const NodeKey& key) const {
@@ -462,7 +457,7 @@ void LocalBackend::DropAgent(const ProcessIdentity& lost, const Status& why) {
   idle_agents_.clear();
 }
 
-std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNode>& nodes,
+std::vector<size_t> LocalBackend::StartThroughAgent(std::vector<PreparedNode>& nodes,
                                                     std::vector<size_t> todo,
                                                     std::vector<Status>* out) {
   // A second round when the agent was lost on the way (e.g. killed): a new
@@ -483,16 +478,25 @@ std::vector<size_t> LocalBackend::StartThroughAgent(const std::vector<PreparedNo
       }
     }
     if (replaced) OrphanNodesOf(*replaced, /*gone=*/false);
-    std::vector<std::string> dirs;
-    for (size_t i : todo) dirs.push_back(nodes[i].paths.dir);
+    std::vector<AgentLaunchRequest> requests;
+    for (size_t i : todo) {
+      PreparedNode& node = nodes[i];
+      // A folder an agent lost on the way made: launched as it is.
+      if (!node.on_disk && round > 0 && FileExists(node.paths.spec())) node.on_disk = true;
+      requests.push_back({node.paths.dir, node.on_disk ? std::string() : node.spec_json});
+    }
     std::vector<Result<AgentLaunch>> answered;
-    Result<std::vector<Result<AgentLaunch>>> all = agent->Launch(dirs, &answered);
+    Result<std::vector<Result<AgentLaunch>>> all = agent->Launch(requests, &answered);
     for (size_t k = 0; k < answered.size(); ++k) {
-      const PreparedNode& node = nodes[todo[k]];
+      PreparedNode& node = nodes[todo[k]];
       if (!answered[k].ok()) {
-        (*out)[todo[k]] = FailStart(node, answered[k].status().message());
+        // A folder made before is another launch's: nothing of it is recorded here.
+        (*out)[todo[k]] = answered[k].status().IsAlreadyExists()
+                              ? answered[k].status()
+                              : FailStart(node, answered[k].status().message());
         continue;
       }
+      node.on_disk = true;
       switch (answered[k]->kind) {
         case AgentLaunch::Kind::kDirect:
           WatchDirect(node.key, node.paths, agent->agent(), agent->keeper(), answered[k]->process);
@@ -618,7 +622,7 @@ void LocalBackend::OrphanLocked(Node& node) {
   WatchLocked(node);
 }
 
-std::vector<Status> LocalBackend::StartNodes(const std::vector<PreparedNode>& nodes) {
+std::vector<Status> LocalBackend::StartNodes(std::vector<PreparedNode>& nodes) {
   std::vector<Status> out(nodes.size(), Status::Ok());
   std::vector<size_t> by_agent, by_spawn;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -626,7 +630,12 @@ std::vector<Status> LocalBackend::StartNodes(const std::vector<PreparedNode>& no
   if (!by_agent.empty()) {
     for (size_t i : StartThroughAgent(nodes, std::move(by_agent), &out)) by_spawn.push_back(i);
   }
-  for (size_t i : by_spawn) out[i] = SpawnSupervisor(nodes[i]);
+  for (size_t i : by_spawn) {
+    // Not taken by an agent: made here (a folder a lost agent made is used as it is).
+    if (!nodes[i].on_disk && FileExists(nodes[i].paths.spec())) nodes[i].on_disk = true;
+    out[i] = PutOnDisk(nodes[i]);
+    if (out[i].ok()) out[i] = SpawnSupervisor(nodes[i]);
+  }
   return out;
 }
 
@@ -670,21 +679,11 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
   GangLaunch out;
   ASSIGN_OR_RETURN(NodePaths first, NodePathsFor(options_.home, gang.nodes.front().node));
   out.backend_ref = first.dir.substr(0, first.dir.rfind('/'));
-  // 1. Every node's folder and spec; a node refused here leaves the others
-  // unstarted, each with a tombstone (a never-started loss) so that nothing
-  // starts them later.
+  // 1. Every node's spec; a node refused here leaves the others unstarted
+  // (nothing of the gang is on disk yet: no folder a later launch or a
+  // recovery could start).
   std::vector<PreparedNode> prepared;
-  auto abandon = [&](const Status& why) {
-    for (const PreparedNode& p : prepared) {
-      StatusRecord st;
-      st.outcome = NodeOutcome::kLost;
-      st.never_started = true;
-      st.reason = "not started: another node of its gang could not be (" + why.message() + ")";
-      st.stopped_at_ms = options_.clock->NowMillis();
-      (void)WriteJsonRecord(p.paths.status(), ToJson(st));
-    }
-    return why;
-  };
+  auto abandon = [](const Status& why) { return why; };
   for (const NodeSpec& node : gang.nodes) {
     if (node.node.attempt != gang.attempt)
       return abandon(Status::InvalidArgument("node " + node.node.ToString() +
@@ -705,7 +704,8 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
     if (!p.ok()) return abandon(p.status());
     prepared.push_back(std::move(*p));
   }
-  // 2. Their supervisors, all at once (one round trip to the agent). The
+  // 2. Their folders and runners, all at once (one round trip to the agent,
+  // which makes the folders of the nodes it starts). The
   // start is stamped before it is asked for: a command may end before the
   // answer arrives, and its stop (the runner's stamp) must not come first.
   const int64_t now = options_.clock->NowMillis();

@@ -151,20 +151,26 @@ class LocalBackend final : public Backend {
   struct HostFacts : RunnerHost {
     std::string boot_id;
   };
-  // A node whose folder and spec.json are written, its supervisor not started.
+  // A node resolved to its spec, its runner not started. Its folder is made
+  // by the agent that starts it (a create request), else here (PutOnDisk).
   struct PreparedNode {
     NodeKey key;
     NodePaths paths;
     bool container = false;
     LaunchResult result;
+    std::string spec_json;  // the spec.json to write, one line
+    bool on_disk = false;   // its folder, spec.json and live entry exist
   };
 
   LocalBackend(LocalBackendOptions options, CgroupSupport cgroups, HostFacts host, int wake_fd,
                int epoll_fd);
 
-  // Makes the node folder (exactly once) and its spec.json, and lists the
-  // node as live (LiveEntry).
+  // Resolves the node's spec (AlreadyExists when its folder was made before:
+  // a node is launched once, ever). Nothing is written.
   Result<PreparedNode> PrepareNode(const NodeSpec& spec);
+  // Makes the node folder (exactly once) and its spec.json, and lists the
+  // node as live (LiveEntry): MakeNodeFolder, for a node no agent starts.
+  Status PutOnDisk(PreparedNode& node);
   // <home>/nodes-live/<job>.<attempt>.<node>: a hard link to the spec.json of
   // a node that may have no outcome yet (no new inode: a directory entry).
   // Made before its supervisor starts, removed once its status.json is seen,
@@ -176,11 +182,11 @@ class LocalBackend final : public Backend {
   std::vector<NodeKey> LiveNodes() const;
   // Starts `nodes` (through the agent, else one supervisor program each): one
   // status per node; a node that failed has a start_failed status.json.
-  std::vector<Status> StartNodes(const std::vector<PreparedNode>& nodes);
-  // Through the agent: the indexes (of `todo`) it did not take, for the
-  // other path.
-  std::vector<size_t> StartThroughAgent(const std::vector<PreparedNode>& nodes,
-                                        std::vector<size_t> todo, std::vector<Status>* out);
+  std::vector<Status> StartNodes(std::vector<PreparedNode>& nodes);
+  // Through the agent (which makes the folders not on disk yet): the indexes
+  // (of `todo`) it did not take, for the other path.
+  std::vector<size_t> StartThroughAgent(std::vector<PreparedNode>& nodes, std::vector<size_t> todo,
+                                        std::vector<Status>* out);
   Status SpawnSupervisor(const PreparedNode& node);
   // Records a start failure in status.json; its error.
   Status FailStart(const PreparedNode& node, const std::string& why);

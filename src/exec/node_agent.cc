@@ -37,6 +37,8 @@ namespace lote::exec {
 namespace {
 
 constexpr int kAnswerTimeoutS = 10;  // a client's wait for one answer line
+// The longest request line (a create holds the node's spec: its environment).
+constexpr size_t kMaxRequestBytes = size_t{16} << 20;
 constexpr int kReadyTimeoutMs = 10'000;
 
 int64_t NowMs() { return SystemClock::Default()->NowMillis(); }
@@ -515,7 +517,7 @@ class Agent {
       c.out += Answer(line) + "\n";
     }
     c.in.erase(0, start);
-    if (c.in.size() > 65536) return false;  // not our protocol
+    if (c.in.size() > kMaxRequestBytes) return false;  // not our protocol
     return Flush(c);
   }
 
@@ -524,6 +526,7 @@ class Agent {
       return "hello " + std::to_string(kNodeAgentProtocol) + " " + std::to_string(::getpid());
     }
     if (line.rfind("launch ", 0) == 0) return Launch(line.substr(7));
+    if (line.rfind("create ", 0) == 0) return Create(line.substr(7));
     if (line.rfind("term ", 0) == 0) {
       const size_t sp = line.rfind(' ');
       DirectNode* node = Find(line.substr(5, sp - 5));
@@ -545,10 +548,31 @@ class Agent {
     return it == by_dir_.end() ? nullptr : &nodes_.at(it->second);
   }
 
-  std::string Launch(const std::string& dir) {
+  // "create <node folder> <spec JSON>": the node's folder made here
+  // (MakeNodeFolder), then launched.
+  std::string Create(const std::string& request) {
+    const size_t sp = request.find(' ');
+    if (sp == std::string::npos) return "err a create request is: create <node folder> <spec>";
+    const std::string dir = request.substr(0, sp);
+    if (!IsNodeFolder(home_, dir)) return "err not a node folder of " + home_ + "/jobs: " + dir;
+    const std::string text = request.substr(sp + 1);
+    Result<Json> json = ParseJson(text);
+    Result<ShimSpec> spec = json.ok() ? ShimSpecFromJson(*json) : Result<ShimSpec>(json.status());
+    if (!spec.ok()) return "err the node's spec: " + spec.status().message();
+    const NodePaths p{dir};
+    Result<NodePaths> expected = NodePathsFor(home_, spec->node);
+    if (!expected.ok() || expected->dir != dir)
+      return "err the spec is of node " + spec->node.ToString() + ", not of " + dir;
+    if (Status made = MakeNodeFolder(home_, spec->node, p, text); !made.ok()) {
+      return made.IsAlreadyExists() ? "exists" : "err " + made.message();
+    }
+    return Launch(dir, std::move(spec));
+  }
+
+  std::string Launch(const std::string& dir, std::optional<Result<ShimSpec>> given = std::nullopt) {
     if (!IsNodeFolder(home_, dir)) return "err not a node folder of " + home_ + "/jobs: " + dir;
     const NodePaths p{dir};
-    Result<ShimSpec> spec = ReadShimSpec(p.spec());
+    Result<ShimSpec> spec = given ? std::move(*given) : ReadShimSpec(p.spec());
     if (spec.ok() && spec->container) {
       // podman's steps are the supervisor's (shim.cc): one of its own.
       const pid_t pid = ::fork();
@@ -871,22 +895,31 @@ Result<std::string> NodeAgentClient::ReadLineLocked() {
 }
 
 Result<std::vector<Result<AgentLaunch>>> NodeAgentClient::Launch(
-    const std::vector<std::string>& node_dirs, std::vector<Result<AgentLaunch>>* answered) {
+    const std::vector<AgentLaunchRequest>& nodes, std::vector<Result<AgentLaunch>>* answered) {
   std::vector<Result<AgentLaunch>> local;
   std::vector<Result<AgentLaunch>>& out = answered != nullptr ? *answered : local;
   out.clear();
   std::string request;
-  for (const std::string& dir : node_dirs) {
-    if (dir.find('\n') != std::string::npos)
-      return Status::InvalidArgument("a node folder with a newline: " + dir);
-    request += "launch " + dir + "\n";
+  for (const AgentLaunchRequest& node : nodes) {
+    if (node.dir.find_first_of("\n ") != std::string::npos ||
+        node.spec_json.find('\n') != std::string::npos)
+      return Status::InvalidArgument("a node folder with a space or a newline: " + node.dir);
+    if (node.spec_json.empty()) {
+      request += "launch " + node.dir + "\n";
+    } else {
+      request += "create " + node.dir + " " + node.spec_json + "\n";
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!SendAll(fd_, request))
     return Status::Unavailable("cannot reach the node agent: " + ErrnoText());
-  for (size_t i = 0; i < node_dirs.size(); ++i) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
     ASSIGN_OR_RETURN(std::string line, ReadLineLocked());
     AgentLaunch launch;
+    if (line == "exists") {
+      out.push_back(Status::AlreadyExists(nodes[i].dir + " exists: the node was launched before"));
+      continue;
+    }
     if (line == "ended") {
       launch.kind = AgentLaunch::Kind::kEnded;
     } else if (line == "taken") {

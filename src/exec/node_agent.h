@@ -34,6 +34,10 @@
 // Protocol (text lines over the socket, in order; several requests may be
 // written before the replies are read):
 //   -> "hello <version>"         <- "hello <version> <agent pid>"
+//   -> "create <node folder> <spec JSON>"  the node's folder made by the agent
+//                                   (MakeNodeFolder: spec.json, nodes-live),
+//                                   then as "launch" <- the same answers, or
+//                                   "exists": the folder was made before
 //   -> "launch <node folder>"    <- "ok <pid> <start time> direct": the command,
 //                                   recorded and released, is the agent's
 //                                 | "ok <pid> <start time> supervisor": a
@@ -68,7 +72,7 @@
 
 namespace lote::exec {
 
-inline constexpr int kNodeAgentProtocol = 2;
+inline constexpr int kNodeAgentProtocol = 3;
 
 struct AgentPaths {
   std::string dir;  // <home>/agent
@@ -85,6 +89,13 @@ AgentPaths AgentPathsFor(const std::string& home);
 // process that was started returns 0 at once and a forked child serves; the
 // line "ready" (or "busy", "error: ...") is written to stdout first.
 int RunNodeAgent(const std::string& home, int64_t idle_exit_ms = 600'000);
+
+// One node of a launch: its folder, and the spec to make it with ("": the
+// folder and its spec.json exist already).
+struct AgentLaunchRequest {
+  std::string dir;
+  std::string spec_json;  // one line (JSON as dump() writes it)
+};
 
 // What the agent did with one node folder of a launch.
 struct AgentLaunch {
@@ -115,11 +126,12 @@ class NodeAgentClient {
   NodeAgentClient(const NodeAgentClient&) = delete;
   NodeAgentClient& operator=(const NodeAgentClient&) = delete;
 
-  // One answer per node folder, in order: what the agent did, or why it could
-  // not start the node. The outer error: the agent is gone (the answers read
-  // so far are in `answered`, when given).
+  // One answer per node, in order: what the agent did, or why it could not
+  // start the node (AlreadyExists: a create found its folder made before).
+  // The outer error: the agent is gone (the answers read so far are in
+  // `answered`, when given).
   Result<std::vector<Result<AgentLaunch>>> Launch(
-      const std::vector<std::string>& node_dirs,
+      const std::vector<AgentLaunchRequest>& nodes,
       std::vector<Result<AgentLaunch>>* answered = nullptr);
   // A terminate request for a node the agent supervises (terminate.json is the
   // caller's): NotFound when it supervises no such node.

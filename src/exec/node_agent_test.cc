@@ -505,14 +505,30 @@ TEST_F(NodeAgentTest, TheAgentServesOnlyNodeFoldersOfItsHome) {
   auto client = NodeAgentClient::Connect(home_);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   EXPECT_EQ((*client)->agent().pid, backend_->node_agent().pid);
-  auto answers = (*client)->Launch({"/etc", home_ + "/jobs/../../etc"});
+  auto answers = (*client)->Launch({{"/etc", ""}, {home_ + "/jobs/../../etc", ""}});
   ASSERT_TRUE(answers.ok()) << answers.status().ToString();
   ASSERT_EQ(answers->size(), 2u);
   EXPECT_FALSE((*answers)[0].ok());
   EXPECT_FALSE((*answers)[1].ok());
   EXPECT_NE((*answers)[0].status().message().find("not a node folder"), std::string::npos);
-  Go();
+  // A create makes the folder its spec names, and a node's folder only once.
   const NodeKey key{AttemptKey{"first", 1}, 0};
+  ShimSpec again, other;
+  again.node = key;
+  again.argv = {"true"};
+  other.node = NodeKey{AttemptKey{"other", 1}, 0};
+  other.argv = {"true"};
+  const std::string other_dir = NodePathsFor(home_, other.node)->dir;
+  answers = (*client)->Launch({{NodePathsFor(home_, key)->dir, ToJson(again).dump()},
+                               {other_dir + "x", ToJson(other).dump()}});
+  ASSERT_TRUE(answers.ok()) << answers.status().ToString();
+  ASSERT_EQ(answers->size(), 2u);
+  EXPECT_TRUE((*answers)[0].status().IsAlreadyExists()) << (*answers)[0].status().ToString();
+  ASSERT_FALSE((*answers)[1].ok());
+  EXPECT_NE((*answers)[1].status().message().find("the spec is of node"), std::string::npos)
+      << (*answers)[1].status().ToString();
+  EXPECT_FALSE(FileExists(other_dir + "x"));
+  Go();
   EXPECT_EQ(WaitAll(backend_.get(), {key})[key].outcome, NodeOutcome::kExited);
 }
 

@@ -1,6 +1,7 @@
 #include "exec/node_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -303,6 +304,51 @@ Status CreateJsonRecord(const std::string& path, const Json& j, int mode) {
   if (rc == 0) return Status::Ok();
   if (err == EEXIST) return Status::AlreadyExists(path + " exists");
   return Status::Internal("cannot create " + path + ": " + std::strerror(err));
+}
+
+Status MakeNodeFolder(const std::string& home, const NodeKey& key, const NodePaths& paths,
+                      const std::string& spec_json) {
+  // <home>/jobs exists; <job> and <job>/<attempt> with one mkdir each rather
+  // than a stat of every component.
+  const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
+  const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
+  auto make = [](const std::string& dir) {
+    return ::mkdir(dir.c_str(), 0711) == 0 || errno == EEXIST;
+  };
+  if (!make(job_dir) || !make(attempt_dir)) {
+    RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
+  }
+  if (::mkdir(paths.dir.c_str(), 0711) != 0) {
+    if (errno == EEXIST) {
+      return Status::AlreadyExists("node " + key.ToString() + " was already launched (" +
+                                   paths.dir + " exists); a retry must use a new attempt number");
+    }
+    return Status::Internal("node " + key.ToString() + ": cannot create " + paths.dir + ": " +
+                            std::strerror(errno));
+  }
+  const std::string spec = paths.spec();
+  int fd = ::open(spec.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return Status::Internal("cannot write spec.json: " + std::string(std::strerror(errno)));
+  const std::string data = spec_json + "\n";
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::Internal("cannot write spec.json: " + std::string(std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  const std::string live = home + "/nodes-live/" + LiveEntryName(key);
+  if (::link(spec.c_str(), live.c_str()) != 0) {
+    return Status::Internal("cannot list the node in " + home +
+                            "/nodes-live: " + std::strerror(errno));
+  }
+  return Status::Ok();
 }
 
 Status WriteJsonRecord(const std::string& path, const Json& j, int mode) {

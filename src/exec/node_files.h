@@ -172,6 +172,16 @@ Status CreateJsonRecord(const std::string& path, const Json& j, int mode = 0644)
 // a power loss ends the processes these records describe anyway).
 Status WriteJsonRecord(const std::string& path, const Json& j, int mode = 0644);
 
+// A node's folder and spec.json, made by whoever starts its runner (the local
+// backend, or the node agent of a `create` request): <job>/<attempt>/<node>
+// under <home>/jobs (the node's folder exclusively: AlreadyExists when it was
+// made before, so a node is launched once, ever), `spec_json` written as its
+// spec.json (no reader looks inside the folder before it is listed), then
+// listed in <home>/nodes-live. A failure after the folder was made leaves it
+// for the caller to record (its status.json).
+Status MakeNodeFolder(const std::string& home, const NodeKey& key, const NodePaths& paths,
+                      const std::string& spec_json);
+
 NodeEvent EventFromStatus(const NodeKey& node, const StatusRecord& s);
 
 }  // namespace lote::exec
