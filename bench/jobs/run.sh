@@ -15,7 +15,9 @@
 # the node agent off (LOTE_NODE_AGENT=0: one supervisor program per node) and
 # prints the ratio; CPU per job = the server's and the node agent's CPU, each
 # with its reaped children (supervisors, commands), over the jobs run.
-# Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1, AGENT_PEER=1)
+# WORK_BASE (default /tmp) is where the servers' homes go: the filesystem
+# they are on weighs in the server's CPU per job (see docs/benchmarks.md).
+# Usage: bench/jobs/run.sh BUILD_DIR [N]   (env: CLIENTS=8, RUNS=1, AGENT_PEER=1, WORK_BASE=/tmp)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 N="${2:-2000}"
@@ -29,7 +31,7 @@ LOTE="$BUILD/lote"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
 
-WORK="$(mktemp -d /tmp/lote_bench_jobs.XXXXXX)"
+WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_jobs.XXXXXX")"
 LOTE_PID=""; MOTO_PID=""
 stop_servers() {
   if [ -n "$LOTE_PID" ]; then kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; fi
@@ -77,6 +79,7 @@ measure_lote() {
 
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N jobs running \`true\`, $CLIENTS clients"
+echo "homes on: $(findmnt -n -o FSTYPE,OPTIONS -T "$WORK" | cut -c1-80)"
 for run in $(seq "$RUNS"); do
   # lote (its supervisor: lote-exec-shim beside the lote binary)
   rm -rf "$WORK/home" "$WORK/lote.out"; mkfifo "$WORK/lote.out"

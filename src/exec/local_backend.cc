@@ -683,12 +683,11 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
   // (nothing of the gang is on disk yet: no folder a later launch or a
   // recovery could start).
   std::vector<PreparedNode> prepared;
-  auto abandon = [](const Status& why) { return why; };
   for (const NodeSpec& node : gang.nodes) {
     if (node.node.attempt != gang.attempt)
-      return abandon(Status::InvalidArgument("node " + node.node.ToString() +
-                                             " is not of attempt " + gang.attempt.job_id + "/" +
-                                             std::to_string(gang.attempt.attempt)));
+      return Status::InvalidArgument("node " + node.node.ToString() + " is not of attempt " +
+                                     gang.attempt.job_id + "/" +
+                                     std::to_string(gang.attempt.attempt));
     NodeSpec spec = node;
     if (gang.multi_node && node.node.node_index != gang.main_node_index)
       spec.environment[kMainNodeAddressVar] = main->private_ip;
@@ -701,7 +700,7 @@ Result<GangLaunch> LocalBackend::LaunchGang(const GangSpec& gang) {
           progress.output_path.empty() ? at.default_output() : progress.output_path;
     }
     Result<PreparedNode> p = PrepareNode(spec);
-    if (!p.ok()) return abandon(p.status());
+    if (!p.ok()) return p.status();
     prepared.push_back(std::move(*p));
   }
   // 2. Their folders and runners, all at once (one round trip to the agent,
