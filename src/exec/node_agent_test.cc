@@ -106,6 +106,23 @@ class NodeAgentTest : public ::testing::Test {
 
   void Go() const { std::ofstream(go_) << "go"; }
 
+  // A node of `job` through the agent that says "got TERM" on SIGTERM and goes
+  // on; returned once it runs (its trap set).
+  Result<LaunchResult> LaunchStubborn(const std::string& job, NodeSpec* s) {
+    const std::string ready = home_ + "/ready-" + job;
+    s->node = NodeKey{AttemptKey{job, 1}, 0};
+    s->command = {"sh", "-c",
+                  "trap 'echo got TERM' TERM; touch " + ready + "; while :; do sleep 0.02; done"};
+    Result<LaunchResult> r = backend_->LaunchNode(*s);
+    if (!r.ok()) return r;
+    if (backend_->node_agent().pid <= 0)
+      return Status::Unavailable("no agent: " + backend_->node_agent_problem());
+    const int64_t deadline = Now() + kEventLimitMs;
+    while (!FileExists(ready) && Now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return r;
+  }
+
   ProcessRecord Shim(const NodeKey& key) const {
     Result<NodePaths> p = NodePathsFor(home_, key);
     Result<ProcessRecord> r = Status::NotFound("");
@@ -387,17 +404,9 @@ TEST_F(NodeAgentTest, ANodesEscapedProcessIsKilledWhenItEndsAndNoOtherNodes) {
 
 TEST_F(NodeAgentTest, TerminateWithGraceSigtermsThenSigkillsThroughTheAgent) {
   backend_ = MakeBackend(/*agent=*/true, /*grace_ms=*/30'000);
-  const std::string ready = home_ + "/ready";
   NodeSpec s;
-  s.node = NodeKey{AttemptKey{"stubborn", 1}, 0};
-  s.command = {"sh", "-c",
-               "trap 'echo got TERM' TERM; touch " + ready + "; while :; do sleep 0.02; done"};
-  auto r = backend_->LaunchNode(s);
+  auto r = LaunchStubborn("stubborn", &s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_GT(backend_->node_agent().pid, 0) << backend_->node_agent_problem();
-  const int64_t deadline = Now() + kEventLimitMs;
-  while (!FileExists(ready) && Now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(backend_->Terminate(s.node.attempt, 200).ok());
   auto ended = WaitAll(backend_.get(), {s.node});
   const NodeEvent& e = ended[s.node];
@@ -418,20 +427,11 @@ TEST_F(NodeAgentTest, TerminateWithGraceSigtermsThenSigkillsThroughTheAgent) {
 // period is over and records the outcome.
 TEST_F(NodeAgentTest, TheKeeperEndsATerminationTheAgentDiedDuring) {
   backend_ = MakeBackend(/*agent=*/true, /*grace_ms=*/30'000);
-  const std::string ready = home_ + "/ready";
   NodeSpec s;
-  s.node = NodeKey{AttemptKey{"orphaned-term", 1}, 0};
-  s.command = {"sh", "-c",
-               "trap 'echo got TERM' TERM; touch " + ready + "; while :; do sleep 0.02; done"};
-  auto r = backend_->LaunchNode(s);
+  auto r = LaunchStubborn("orphaned-term", &s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const ProcessIdentity agent = backend_->node_agent();
-  ASSERT_GT(agent.pid, 0) << backend_->node_agent_problem();
-  const ProcessRecord runner = Shim(s.node);
-  ASSERT_TRUE(runner.keeper.has_value());
-  const int64_t deadline = Now() + kEventLimitMs;
-  while (!FileExists(ready) && Now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(Shim(s.node).keeper.has_value());
   Result<ProcessRecord> command = ReadProcessRecord(r->node_dir + "/command.json");
   ASSERT_TRUE(command.ok());
   // A grace period long enough that the agent is surely killed inside it.
