@@ -10,7 +10,8 @@
 # same array against that server too.
 # With AGENT_PEER=1 the same array also against this build with the node
 # agent off (LOTE_NODE_AGENT=0: one supervisor program per node), and the ratio.
-# Usage: bench/jobs/array.sh BUILD_DIR [N] [PEER_BUILD]  (env: CLIENTS=8, WAIT_S=900, AGENT_PEER=0)
+# WORK_BASE (default /tmp): where the servers' homes go (see run.sh).
+# Usage: bench/jobs/array.sh BUILD_DIR [N] [PEER_BUILD]  (env: CLIENTS=8, WAIT_S=900, AGENT_PEER=0, WORK_BASE=/tmp)
 set -euo pipefail
 BUILD="$(cd "${1:-build}" && pwd)"
 N="${2:-10000}"
@@ -24,7 +25,7 @@ export LOTE_NODE_AGENT="${LOTE_NODE_AGENT:-1}"
 LOAD="$BUILD/bench/jobs/lote_jobs_load"
 cmake --build "$BUILD" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
 
-WORK="$(mktemp -d /tmp/lote_bench_array.XXXXXX)"
+WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_array.XXXXXX")"
 PID=""
 stop() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; PID=""; }
 trap 'stop; rm -rf "$WORK"' EXIT
