@@ -329,14 +329,25 @@ else:
         slurm_id = self.slurm_id(job_id)
         self.server.stop()
         # While no server watched, the Slurm job went away for good (here: the
-        # stored reference now names a job Slurm never had).
+        # stored reference now names a job Slurm never had). A RUNNING job's
+        # row may lag behind its events (docs/architecture.md, "Jobs"), so the
+        # reference is changed where it is stored: the Launched event (the
+        # append-only trigger set aside for it) and the row, if it has it.
         self.cluster.run("scancel", slurm_id)
         self.wait_slurm_ended(slurm_id)
+        old_ref, new_ref = '"backendRef":"%s"' % slurm_id, '"backendRef":"999999"'
         db = sqlite3.connect(os.path.join(self.server.home, "lote.db"))
         with db:
-            changed = db.execute("UPDATE jobs SET doc = replace(doc, ?, ?) WHERE job_id = ?",
-                                 ('"backendRef":"%s"' % slurm_id, '"backendRef":"999999"',
-                                  job_id)).rowcount
+            trigger = db.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND "
+                                 "name = 'job_events_append_only'").fetchone()[0]
+            db.execute("DROP TRIGGER job_events_append_only")
+            changed = db.execute(
+                "UPDATE job_events SET payload = replace(payload, ?, ?) "
+                "WHERE job_id = ? AND type = 'Launched' AND instr(payload, ?) > 0",
+                (old_ref, new_ref, job_id, old_ref)).rowcount
+            db.execute(trigger)
+            db.execute("UPDATE jobs SET doc = replace(doc, ?, ?) WHERE job_id = ?",
+                       (old_ref, new_ref, job_id))
         db.close()
         self.assertEqual(changed, 1)
         status = os.path.join(self.server.home, "slurm", "slurm", job_id, "1", "node-0", "status.json")
