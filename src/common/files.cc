@@ -62,6 +62,27 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode)
   return SyncPath(dir.empty() ? "." : dir);
 }
 
+Status WriteNewFile(const std::string& path, std::string_view data, int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) {
+    if (errno == EEXIST) return Status::AlreadyExists(path + " exists");
+    return Errno("cannot create", path);
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status s = Errno("cannot write", path);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
 Status MakeDirs(const std::string& path, int mode) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);

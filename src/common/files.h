@@ -12,6 +12,10 @@ namespace lote {
 Result<std::string> ReadFile(const std::string& path);
 // Atomically replaces `path` with `data`; the file has `mode` permissions.
 Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
+// Creates `path` (it must not exist: AlreadyExists when it does) holding `data`,
+// with `mode` permissions; not synced (for a file in a folder that is itself made
+// or listed only afterwards).
+Status WriteNewFile(const std::string& path, std::string_view data, int mode = 0644);
 // mkdir -p
 Status MakeDirs(const std::string& path, int mode = 0755);
 bool FileExists(const std::string& path);

@@ -1,29 +1,32 @@
 #include "common/ids.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "common/crypto.h"
 
 namespace lote {
 
-std::string NewUuid() {
-  std::string b = RandomBytes(16);
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
+namespace {
+
+// 16 bytes as a UUID of `version` (RFC 9562 variant): 8-4-4-4-12 lowercase hex.
+std::string UuidText(std::string b, int version) {
+  b[6] = static_cast<char>((b[6] & 0x0f) | (version << 4));
   b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
   std::string hex = HexEncode(b);
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
          hex.substr(16, 4) + "-" + hex.substr(20, 12);
 }
 
+}  // namespace
+
+std::string NewUuid() { return UuidText(RandomBytes(16), 4); }
+
 std::string NewTimeOrderedUuid(int64_t unix_ms) {
   std::string b = RandomBytes(16);
   const uint64_t ms = static_cast<uint64_t>(unix_ms < 0 ? 0 : unix_ms);
   for (int i = 0; i < 6; ++i) b[i] = static_cast<char>((ms >> (8 * (5 - i))) & 0xff);
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x70);
-  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
-  std::string hex = HexEncode(b);
-  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+  return UuidText(std::move(b), 7);
 }
 
 std::string RandomUpperAlnum(size_t n) {

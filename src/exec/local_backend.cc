@@ -310,6 +310,10 @@ Status LocalBackend::PutOnDisk(PreparedNode& node) {
   return Status::Ok();
 }
 
+void LocalBackend::AdoptFolderOfALostAgent(PreparedNode& node) {
+  if (!node.on_disk && FileExists(node.paths.spec())) node.on_disk = true;
+}
+
 std::string LocalBackend::LiveEntry(const NodeKey& key) const {
   return options_.home + "/nodes-live/" + LiveEntryName(key);
 }
@@ -481,8 +485,7 @@ std::vector<size_t> LocalBackend::StartThroughAgent(std::vector<PreparedNode>& n
     std::vector<AgentLaunchRequest> requests;
     for (size_t i : todo) {
       PreparedNode& node = nodes[i];
-      // A folder an agent lost on the way made: launched as it is.
-      if (!node.on_disk && round > 0 && FileExists(node.paths.spec())) node.on_disk = true;
+      if (round > 0) AdoptFolderOfALostAgent(node);
       requests.push_back({node.paths.dir, node.on_disk ? std::string() : node.spec_json});
     }
     std::vector<Result<AgentLaunch>> answered;
@@ -631,8 +634,8 @@ std::vector<Status> LocalBackend::StartNodes(std::vector<PreparedNode>& nodes) {
     for (size_t i : StartThroughAgent(nodes, std::move(by_agent), &out)) by_spawn.push_back(i);
   }
   for (size_t i : by_spawn) {
-    // Not taken by an agent: made here (a folder a lost agent made is used as it is).
-    if (!nodes[i].on_disk && FileExists(nodes[i].paths.spec())) nodes[i].on_disk = true;
+    // Not taken by an agent: made here.
+    AdoptFolderOfALostAgent(nodes[i]);
     out[i] = PutOnDisk(nodes[i]);
     if (out[i].ok()) out[i] = SpawnSupervisor(nodes[i]);
   }

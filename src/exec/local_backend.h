@@ -171,6 +171,9 @@ class LocalBackend final : public Backend {
   // Makes the node folder (exactly once) and its spec.json, and lists the
   // node as live (LiveEntry): MakeNodeFolder, for a node no agent starts.
   Status PutOnDisk(PreparedNode& node);
+  // A node whose folder an agent lost during this launch made (its spec.json
+  // is there): launched as it is, not made again.
+  void AdoptFolderOfALostAgent(PreparedNode& node);
   // <home>/nodes-live/<job>.<attempt>.<node>: a hard link to the spec.json of
   // a node that may have no outcome yet (no new inode: a directory entry).
   // Made before its supervisor starts, removed once its status.json is seen,

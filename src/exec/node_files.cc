@@ -327,22 +327,8 @@ Status MakeNodeFolder(const std::string& home, const NodeKey& key, const NodePat
                             std::strerror(errno));
   }
   const std::string spec = paths.spec();
-  int fd = ::open(spec.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return Status::Internal("cannot write spec.json: " + std::string(std::strerror(errno)));
-  const std::string data = spec_json + "\n";
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Status::Internal("cannot write spec.json: " + std::string(std::strerror(err)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  if (Status wrote = WriteNewFile(spec, spec_json + "\n", 0600); !wrote.ok())
+    return Status::Internal("cannot write spec.json: " + wrote.message());
   const std::string live = home + "/nodes-live/" + LiveEntryName(key);
   if (::link(spec.c_str(), live.c_str()) != 0) {
     return Status::Internal("cannot list the node in " + home +

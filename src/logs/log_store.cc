@@ -66,16 +66,6 @@ Status PWriteAll(int fd, std::string_view data, uint64_t offset, const std::stri
   return Status::Ok();
 }
 
-// Writes `data` to a new file at `path` (no sync: the caller renames the
-// folder that holds it into place).
-Status WriteNewFile(const std::string& path, std::string_view data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", path);
-  Status s = PWriteAll(fd, data, 0, path);
-  ::close(fd);
-  return s;
-}
-
 // Whether the stream folder `dir` holds a segment file.
 bool HoldsSegments(const std::string& dir) {
   std::error_code ec;

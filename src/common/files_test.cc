@@ -1,0 +1,32 @@
+#include "common/files.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+namespace lote {
+namespace {
+
+TEST(FilesTest, WriteNewFileCreatesOnceWithItsMode) {
+  char tmpl[] = "/tmp/lote-files-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/spec.json";
+  ASSERT_TRUE(WriteNewFile(path, "{\"a\":1}\n", 0600).ok());
+  auto read = ReadFile(path);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(*read, "{\"a\":1}\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A second writer finds it and changes nothing.
+  Status again = WriteNewFile(path, "other", 0644);
+  EXPECT_TRUE(again.IsAlreadyExists()) << again.ToString();
+  EXPECT_EQ(*ReadFile(path), "{\"a\":1}\n");
+  EXPECT_FALSE(WriteNewFile(std::string(tmpl) + "/no/such/folder", "x").ok());
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace lote
