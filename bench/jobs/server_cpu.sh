@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/jobs/server_cpu.sh: the server's own CPU per job, this build against
+# another, in alternating rounds (issue 22's goal: <= 1 ms per job).
+# Each round starts a fresh `lote server` of each build (this one first, then
+# PEER_BUILD, e.g. a build of main), runs the C++ load client against it
+# (N jobs of `true` on idle capacity from CLIENTS connections, then PACED jobs
+# one at a time 50 ms apart) and reads the server's utime + stime (its threads
+# alone, not the node agent nor the commands) from /proc/<pid>/stat before and
+# after the load. Alternating the builds in every round spreads what else the
+# machine does over both; the medians and their ratio are printed.
+# WORK_BASE (default /tmp) is where the homes go: on an ext4 without a journal,
+# a file made within a minute of many deletions costs several times more (see
+# docs/benchmarks.md), so put them on the filesystem you mean to measure.
+# Usage: bench/jobs/server_cpu.sh BUILD_DIR PEER_BUILD [N] [ROUNDS]
+#        (env: CLIENTS=8, PACED=100, WORK_BASE=/tmp)
+set -euo pipefail
+BUILD="$(cd "$1" && pwd)"
+PEER="$(cd "$2" && pwd)"
+N="${3:-2000}"
+ROUNDS="${4:-3}"
+CLIENTS="${CLIENTS:-8}"
+PACED="${PACED:-100}"
+for b in "$BUILD" "$PEER"; do
+  cmake --build "$b" -j2 --target lote lote-exec-shim lote_jobs_load >/dev/null
+done
+WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_server_cpu.XXXXXX")"
+PID=""
+stop() {
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  PID=""
+}
+trap 'stop; rm -rf "$WORK"' EXIT
+ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+
+# measure NAME BUILD: one server of BUILD, the load; appends "NAME ms_per_job
+# jobs_per_s paced_p99_ms" to $WORK/results.
+measure() {
+  local name="$1" build="$2" home="$WORK/home" line url key secret t0 t1 res agent
+  rm -rf "$home" "$WORK/out"; mkfifo "$WORK/out"
+  "$build/lote" server --home "$home" --listen 127.0.0.1:0 >"$WORK/out" 2>"$WORK/$name.err" &
+  PID=$!
+  read -r line <"$WORK/out"
+  url="${line##* on }"
+  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$home/credentials")
+  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$home/credentials")
+  t0=$(ticks "$PID")
+  res=$("$build/bench/jobs/lote_jobs_load" --endpoint "$url" --key "$key" --secret "$secret" \
+    --jobs "$N" --clients "$CLIENTS" --setup --instance-type local --paced-jobs "$PACED")
+  t1=$(ticks "$PID")
+  agent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' \
+    "$home/agent/agent.json" 2>/dev/null || true)
+  stop
+  if [ -n "$agent" ]; then kill "$agent" 2>/dev/null || true; fi
+  python3 - "$name" "$res" "$t0" "$t1" "$N" "$PACED" >>"$WORK/results" <<'PY'
+import json, os, sys
+name, res, t0, t1, n, paced = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+jobs = n + 10 + paced  # the client's 10 warm-up jobs, the burst, the paced ones
+ms = (t1 - t0) * 1000.0 / os.sysconf("SC_CLK_TCK") / jobs
+p99 = res["paced"]["submit_to_running"]["p99_ms"] if "paced" in res else float("nan")
+print(name, "%.3f" % ms, "%.0f" % res["completed"]["jobs_per_s"], "%.0f" % p99)
+PY
+}
+
+date -u +"%F %T UTC"
+echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N jobs of \`true\`, then $PACED paced; homes on $(findmnt -n -o FSTYPE -T "$WORK")"
+for round in $(seq "$ROUNDS"); do
+  measure this "$BUILD"
+  measure peer "$PEER"
+  tail -2 "$WORK/results" | sed "s/^/round $round: /"
+done
+python3 - "$WORK/results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+def col(name, i): return [float(r[i]) for r in rows if r[0] == name]
+for name in ("this", "peer"):
+    print("%s: server's own CPU per job median %.2f ms (%s); completed jobs/s median %.0f; paced submit -> RUNNING p99 median %.0f ms"
+          % (name, statistics.median(col(name, 1)), ", ".join("%.2f" % v for v in col(name, 1)),
+             statistics.median(col(name, 2)), statistics.median(col(name, 3))))
+print("ratio this/peer: server CPU per job %.2fx, completed jobs/s %.2fx"
+      % (statistics.median(col("this", 1)) / statistics.median(col("peer", 1)),
+         statistics.median(col("this", 2)) / statistics.median(col("peer", 2))))
+PY
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
