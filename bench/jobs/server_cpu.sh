@@ -11,6 +11,8 @@
 # WORK_BASE (default /tmp) is where the homes go: on an ext4 without a journal,
 # a file made within a minute of many deletions costs several times more (see
 # docs/benchmarks.md), so put them on the filesystem you mean to measure.
+# It also prints where the CPU went per thread role (the names the server
+# gives its threads; a build before 2026-12-04 names none: all "lote").
 # Usage: bench/jobs/server_cpu.sh BUILD_DIR PEER_BUILD [N] [ROUNDS]
 #        (env: CLIENTS=8, PACED=100, WORK_BASE=/tmp)
 set -euo pipefail
@@ -31,6 +33,14 @@ stop() {
 }
 trap 'stop; rm -rf "$WORK"' EXIT
 ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# Each live thread's name and CPU time in ns (schedstat: exact, where the
+# per-thread ticks of stat are rounded down): the server names its threads
+# after their role (lote-store, lote-jobs, ...; the HTTP handlers lote-http).
+threads() {
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s %s\n' "${t##*/}" "$(cat "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")"
+  done 2>/dev/null
+}
 
 # measure NAME BUILD: one server of BUILD, the load; appends "NAME ms_per_job
 # jobs_per_s paced_p99_ms" to $WORK/results.
@@ -44,13 +54,30 @@ measure() {
   key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$home/credentials")
   secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$home/credentials")
   t0=$(ticks "$PID")
+  threads "$PID" >"$WORK/threads.0"
   res=$("$build/bench/jobs/lote_jobs_load" --endpoint "$url" --key "$key" --secret "$secret" \
     --jobs "$N" --clients "$CLIENTS" --setup --instance-type local --paced-jobs "$PACED")
   t1=$(ticks "$PID")
+  threads "$PID" >"$WORK/threads.1"
   agent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' \
     "$home/agent/agent.json" 2>/dev/null || true)
   stop
   if [ -n "$agent" ]; then kill "$agent" 2>/dev/null || true; fi
+  # Per role: ms per job of the threads alive at the end ("exited": the rest).
+  python3 - "$name" "$WORK/threads.0" "$WORK/threads.1" "$t0" "$t1" "$N" "$PACED" \
+    >>"$WORK/roles" <<'PY'
+import collections, os, sys
+name, a, b, t0, t1, n, paced = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
+jobs = n + 10 + paced
+before = {l.split()[0]: int(l.split()[2]) for l in open(a)}
+roles = collections.Counter()
+for l in open(b):
+    tid, comm, ns = l.split()
+    roles[comm] += int(ns) - before.get(tid, 0)
+total_ns = (t1 - t0) * 1e9 / os.sysconf("SC_CLK_TCK")
+roles["exited"] = max(0, total_ns - sum(roles.values()))
+print(name, " ".join("%s=%.3f" % (r, v / 1e6 / jobs) for r, v in roles.items()))
+PY
   python3 - "$name" "$res" "$t0" "$t1" "$N" "$PACED" >>"$WORK/results" <<'PY'
 import json, os, sys
 name, res, t0, t1, n, paced = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
@@ -81,3 +108,17 @@ print("ratio this/peer: server CPU per job %.2fx, completed jobs/s %.2fx"
          statistics.median(col("this", 2)) / statistics.median(col("peer", 2))))
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Where the server's CPU went, per thread role (medians over the rounds, ms per job).
+python3 - "$WORK/roles" <<'PY'
+import collections, statistics, sys
+per = {"this": collections.defaultdict(list), "peer": collections.defaultdict(list)}
+for l in open(sys.argv[1]):
+    name, *kv = l.split()
+    for item in kv:
+        role, v = item.rsplit("=", 1)
+        per[name][role].append(float(v))
+for name in ("this", "peer"):
+    roles = sorted(per[name].items(), key=lambda kv: -statistics.median(kv[1]))
+    print("%s per thread role (ms per job): %s" % (name, ", ".join(
+        "%s %.3f" % (r, statistics.median(v)) for r, v in roles if statistics.median(v) >= 0.005)))
+PY

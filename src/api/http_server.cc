@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
+
 namespace lote::api {
 
 namespace net = boost::asio;
@@ -280,6 +282,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     net::post(server_->pool_, [self = shared_from_this(), request = std::move(out), keep_alive,
                                head]() mutable {
+      thread_local const bool named = (NameThisThread("lote-http"), true);
+      (void)named;
       HttpResponse r = self->RunHandler(request);
       // Send the answer from this thread when the socket takes it at once (the
       // usual case: answers are small), sparing the client a wake-up of the
@@ -468,6 +472,7 @@ void HttpServer::Impl::Run() {
   if (n <= 0) n = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
   for (int i = 0; i < n; ++i) {
     io_threads_.emplace_back([this] {
+      NameThisThread("lote-http-io");
       for (;;) {
         try {
           io_.run();

@@ -10,6 +10,7 @@
 // failing it.
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
 #include "control/hang_evidence.h"
 #include "control/job_loop.h"
 #include "control/job_model.h"
@@ -77,6 +78,7 @@ void JobLoop::CollectHangEvidence() {
   if (evidence_running_.exchange(true)) return;  // a pass after the collector's end takes it
   if (evidence_thread_.joinable()) evidence_thread_.join();
   evidence_thread_ = std::thread([this] {
+    NameThisThread("lote-evidence");
     while (evidence_due_.load()) CollectWantedEvidence();
     evidence_running_ = false;
   });

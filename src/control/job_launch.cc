@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/thread_name.h"
 #include "control/fault_plan.h"
 #include "control/job_env.h"
 #include "control/job_loop.h"
@@ -181,7 +182,9 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   }
   {
     std::atomic<size_t> next{0};
+    const std::thread::id pass_thread = std::this_thread::get_id();
     auto work = [&] {
+      if (std::this_thread::get_id() != pass_thread) NameThisThread("lote-launch");
       for (size_t i = next++; i < handovers.size(); i = next++) {
         if (handovers[i].backend == nullptr) continue;
         handovers[i].launched = handovers[i].backend->LaunchGang(handovers[i].gang);

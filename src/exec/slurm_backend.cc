@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/thread_name.h"
 #include "exec/command.h"
 #include "exec/node_files.h"
 #include "exec/node_resolve.h"
@@ -127,7 +128,10 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
     }
     b->capacity_at_ms_ = SteadyMs();
   }
-  b->poller_ = std::thread([p = b.get()] { p->Poll(); });
+  b->poller_ = std::thread([p = b.get()] {
+    NameThisThread("lote-slurm");
+    p->Poll();
+  });
   return b;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/files.h"
+#include "common/thread_name.h"
 #include "logs/utf8.h"
 
 namespace lote::logs {
@@ -199,7 +200,10 @@ Status LogIngestor::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable()) return Status::FailedPrecondition("ingestor already started");
   stop_ = false;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("lote-ingest");
+    Run();
+  });
   return Status::Ok();
 }
 

@@ -15,6 +15,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "common/thread_name.h"
 #include "logs/crc32c.h"
 #include "logs/utf8.h"
 
@@ -375,7 +376,10 @@ Status RecoverStream(LogStore::Stream* s) {
 
 LogStore::LogStore(LogStoreOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = SystemClock::Default();
-  sealer_ = std::thread([this] { SealLoop(); });
+  sealer_ = std::thread([this] {
+    NameThisThread("lote-log-seal");
+    SealLoop();
+  });
 }
 
 LogStore::~LogStore() {
@@ -412,7 +416,10 @@ Result<std::unique_ptr<LogStore>> LogStore::Open(LogStoreOptions options) {
   RETURN_IF_ERROR(store->Recover());
   if (store->options_.load_in_background) {
     LogStore* s = store.get();
-    store->loader_ = std::thread([s] { s->LoadLoop(); });
+    store->loader_ = std::thread([s] {
+      NameThisThread("lote-log-load");
+      s->LoadLoop();
+    });
   }
   return store;
 }

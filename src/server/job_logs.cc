@@ -6,6 +6,7 @@
 #include <climits>
 #include <utility>
 
+#include "common/thread_name.h"
 #include "logs/stream_names.h"
 
 namespace lote::server {
@@ -20,7 +21,10 @@ constexpr std::chrono::milliseconds kIdlePoll{20};
 }  // namespace
 
 JobLogs::JobLogs(logs::LogStore* store) : store_(store), history_(store) {
-  pump_ = std::thread([this] { Pump(); });
+  pump_ = std::thread([this] {
+    NameThisThread("lote-job-logs");
+    Pump();
+  });
 }
 
 JobLogs::~JobLogs() {

@@ -14,6 +14,7 @@
 
 #include "api/batch_api.h"
 #include "api/nodes_api.h"
+#include "common/thread_name.h"
 #include "exec/slurm_backend.h"
 #include "images/registry_process.h"
 #include "server/job_access.h"
@@ -127,7 +128,10 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
-  service->loop_thread_ = std::thread([s = service.get()] { s->Loop(); });
+  service->loop_thread_ = std::thread([s = service.get()] {
+    NameThisThread("lote-jobs");
+    s->Loop();
+  });
   return service;
 }
 
@@ -163,6 +167,7 @@ void JobsService::WatchBackend(exec::Backend* backend) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_ || !watched_.insert(backend).second) return;
   waiters_.emplace_back([this, backend] {
+    NameThisThread("lote-backend");
     while (true) {
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "api/router.h"
+#include "common/thread_name.h"
 #include "logs/log_store.h"
 #include "logs/logs_service.h"
 #include "server/server.h"
@@ -25,7 +26,10 @@ class LogsWiring {
  public:
   LogsWiring(logs::LogStore* store, const Clock* clock, logs::LogsServiceOptions options)
       : store_(store), clock_(clock), service_(store_, clock, options) {
-    retention_ = std::thread([this] { RetentionLoop(); });
+    retention_ = std::thread([this] {
+      NameThisThread("lote-log-expiry");
+      RetentionLoop();
+    });
   }
   ~LogsWiring() {
     {

@@ -16,6 +16,7 @@
 #include "api/sts_api.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "common/thread_name.h"
 #include "images/registry_process.h"
 
 namespace lote::server {
@@ -145,7 +146,10 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
       return st;
     }
   }
-  s->reconciler_ = std::thread([srv = s.get()] { srv->ReconcileLoop(); });
+  s->reconciler_ = std::thread([srv = s.get()] {
+    NameThisThread("lote-reconcile");
+    srv->ReconcileLoop();
+  });
   return s;
 }
 

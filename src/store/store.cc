@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "common/thread_name.h"
 #include "store/schema.h"
 
 namespace lote::store {
@@ -271,7 +272,10 @@ Store::Store(sqlite3* writer, sqlite3* reader, std::string path, StoreOptions op
         "Store transactions that failed (the disk full, an I/O error); their batches were "
         "refused.");
   }
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_ = std::thread([this] {
+    NameThisThread("lote-store");
+    WriterLoop();
+  });
 }
 
 Store::~Store() {
