@@ -61,10 +61,9 @@ Result<Json> JobLoop::InjectFault(const Json& request) {
     if (s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound)
       return Status::InvalidArgument("InjectFault: " + s.message());
     RETURN_IF_ERROR(s);
-    RETURN_IF_ERROR(ApplyLocked(id, JobEvent::StatusReason(
-                                        "Fault injection requested: " + DescribeFaultPlan(plan),
-                                        clock_->NowMillis()))
-                        .status());
+    RETURN_IF_ERROR(ApplyLocked(
+        id, JobEvent::StatusReason("Fault injection requested: " + DescribeFaultPlan(plan),
+                                   clock_->NowMillis())));
     ticket = FlushLocked();
   }
   RETURN_IF_ERROR(WaitTicket(std::move(ticket)));

@@ -62,7 +62,7 @@ store::JobRow RowOf(const Job& job, int64_t updated_ms, int64_t row_seq) {
 
 }  // namespace
 
-Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
+Status JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() && event.type != JobEventType::kSubmitted) {
     // A finished job that left memory: read back, then changed.
@@ -72,26 +72,29 @@ Result<Job> JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   static const Job kNone;
   const Job& before = it == jobs_.end() ? kNone : it->second;
   ASSIGN_OR_RETURN(Job after, Apply(before, event));
-  if (it != jobs_.end() && after == before) return after;  // no-op or stale: nothing stored
+  if (it != jobs_.end() && after == before) return Status::Ok();  // no-op or stale: nothing stored
   const int64_t seq = ++last_seq_[after.id];
-  batch_.AppendJobEvent(store::JobEvent{after.id, seq, event.at_ms,
-                                        std::string(JobEventTypeName(event.type)),
-                                        EventToJson(event).dump()});
+  batch_.AppendJobEvent(store::JobEvent{
+      after.id, seq, event.at_ms, std::string(JobEventTypeName(event.type)), EventPayload(event)});
   batch_jobs_[after.id] = event.at_ms;  // its row: at the flush
   if (!RowMayLag(event.type)) batch_rows_due_.insert(after.id);
   if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
+  const std::string queue_arn = after.queue_arn;
+  const JobStatus status = after.status;
   if (it == jobs_.end()) {
     submit_order_[after.id] = next_submit_order_++;
-    index_.Update(nullptr, jobs_[after.id] = after);
+    Job& stored = jobs_[after.id];
+    stored = std::move(after);
+    index_.Update(nullptr, stored);
   } else {
     const Job previous = std::move(it->second);
-    it->second = after;
-    AfterChangeLocked(previous, after);
-    if (previous.status != after.status) CountJobsLocked(previous.queue_arn, previous.status);
+    it->second = std::move(after);
+    AfterChangeLocked(previous, it->second);
+    if (previous.status != status) CountJobsLocked(previous.queue_arn, previous.status);
   }
-  CountJobsLocked(after.queue_arn, after.status);
+  CountJobsLocked(queue_arn, status);
   dirty_ = true;
-  return after;
+  return Status::Ok();
 }
 
 void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {

@@ -225,9 +225,8 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
     std::lock_guard<std::mutex> lock(mu_);
     SyncWithStoreLocked();
     for (const auto& [id, e] : all_events) {
-      Result<Job> r = ApplyLocked(id, e);
-      if (!r.ok())
-        spdlog::warn("jobs: {} on {}: {}", JobEventTypeName(e.type), id, r.status().ToString());
+      Status r = ApplyLocked(id, e);
+      if (!r.ok()) spdlog::warn("jobs: {} on {}: {}", JobEventTypeName(e.type), id, r.ToString());
     }
     std::vector<exec::NodeEvent> events;
     for (auto& [id, e] : known) events.push_back(std::move(e));

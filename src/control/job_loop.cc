@@ -86,8 +86,8 @@ void JobLoop::UpdateArrayParentLocked(const std::string& parent_id, int64_t now)
   std::optional<JobEvent> e =
       ArrayParentEvent(parent->second, index_.ArrayChildCounts(parent_id), now);
   if (!e) return;
-  Result<Job> r = ApplyLocked(parent_id, *e);
-  if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.status().ToString());
+  Status r = ApplyLocked(parent_id, *e);
+  if (!r.ok()) spdlog::warn("jobs: array parent {}: {}", parent_id, r.ToString());
 }
 
 void JobLoop::PersistClosedAttemptsLocked(int64_t now) {
@@ -102,8 +102,8 @@ void JobLoop::PersistClosedAttemptsLocked(int64_t now) {
     }
     std::optional<Json> progress = output_->Progress(key.job_id, key.attempt, now);
     if (progress && jobs_.count(key.job_id)) {
-      Result<Job> r = ApplyLocked(key.job_id, JobEvent::Progress(std::move(*progress), now));
-      if (!r.ok()) spdlog::warn("jobs: progress of {}: {}", key.job_id, r.status().ToString());
+      Status r = ApplyLocked(key.job_id, JobEvent::Progress(std::move(*progress), now));
+      if (!r.ok()) spdlog::warn("jobs: progress of {}: {}", key.job_id, r.ToString());
     }
     output_->ReleaseAttempt(key.job_id, key.attempt);
   }
@@ -143,10 +143,10 @@ std::vector<std::pair<std::string, JobEvent>> JobLoop::HangEventsLocked(int64_t 
 
 void JobLoop::ApplyNodeEventsLocked(const std::vector<exec::NodeEvent>& events, int64_t now) {
   auto apply = [&](const std::string& id, const JobEvent& e) {
-    Result<Job> r = ApplyLocked(id, e);
+    Status r = ApplyLocked(id, e);
     if (!r.ok())
       spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
-                   r.status().ToString());
+                   r.ToString());
   };
   for (const exec::NodeEvent& ev : events) {
     const std::string& id = ev.node.attempt.job_id;
@@ -242,10 +242,10 @@ void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {
     SyncWithStoreLocked();
     now = clock_->NowMillis();
     auto apply = [&](const std::string& id, const JobEvent& e) {
-      Result<Job> r = ApplyLocked(id, e);
+      Status r = ApplyLocked(id, e);
       if (!r.ok())
         spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
-                     r.status().ToString());
+                     r.ToString());
     };
     // 1. What the backends saw (first what a pass could not store).
     if (!unstored_events_.empty()) {

@@ -315,7 +315,9 @@ class JobLoop {
   JobEvent NodeStartedLocked(const Job& job, const exec::NodeEvent& event,
                              std::vector<std::string> notices);
 
-  Result<Job> ApplyLocked(const std::string& id, const JobEvent& event);
+  // The event applied to the job (read back first when it left memory),
+  // stored with the next flush; the job is in jobs_ afterwards.
+  Status ApplyLocked(const std::string& id, const JobEvent& event);
   // The pending rows to the store, unless a write failed since memory last
   // matched it: then memory is set back to what is stored and the error
   // returned (as WaitTicket does when the batch itself fails).

@@ -75,10 +75,10 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     RETURN_IF_ERROR(ValidateTerminationGrace(submitted.job));
     RETURN_IF_ERROR(ValidateInjectedShortage(submitted.job));
     RETURN_IF_ERROR(ParseFaultPlan(submitted.job).status());
-    ASSIGN_OR_RETURN(Job job,
-                     ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
+    RETURN_IF_ERROR(ApplyLocked(submitted.job.id, JobEvent::Submitted(submitted.job, ctx.now_ms)));
+    const Job& job = submitted.job;
     for (const Job& child : submitted.array_children)
-      RETURN_IF_ERROR(ApplyLocked(child.id, JobEvent::Submitted(child, ctx.now_ms)).status());
+      RETURN_IF_ERROR(ApplyLocked(child.id, JobEvent::Submitted(child, ctx.now_ms)));
     response = Json{{"jobArn", job.arn}, {"jobName", job.name}, {"jobId", job.id}};
     ticket = FlushLocked();
   }
@@ -313,11 +313,12 @@ Result<Job> JobLoop::RequestStopLocked(const std::string& job_id, bool terminate
                                        const std::string& reason, int64_t now) {
   const JobEvent event = terminate ? JobEvent::TerminateRequested(reason, now)
                                    : JobEvent::CancelRequested(reason, now);
-  ASSIGN_OR_RETURN(Job job, ApplyLocked(job_id, event));
+  RETURN_IF_ERROR(ApplyLocked(job_id, event));
+  Job job = jobs_.at(job_id);
   if (job.IsArrayParent()) {
     for (int32_t i = 0; i < job.array->size; ++i) {
       const std::string child = ArrayChildId(job_id, i);
-      if (jobs_.count(child)) RETURN_IF_ERROR(ApplyLocked(child, event).status());
+      if (jobs_.count(child)) RETURN_IF_ERROR(ApplyLocked(child, event));
     }
   }
   return job;
@@ -365,8 +366,7 @@ Result<Json> JobLoop::ChangeJobTags(const Json& request, bool untag) {
     std::lock_guard<std::mutex> lock(mu_);
     SyncWithStoreLocked();
     ASSIGN_OR_RETURN(std::string id, JobIdOfArnLocked(RequiredString(request, "resourceArn")));
-    RETURN_IF_ERROR(
-        ApplyLocked(id, JobEvent::TagsChanged(set, removed, clock_->NowMillis())).status());
+    RETURN_IF_ERROR(ApplyLocked(id, JobEvent::TagsChanged(set, removed, clock_->NowMillis())));
     ticket = FlushLocked();
   }
   RETURN_IF_ERROR(WaitTicket(std::move(ticket)));

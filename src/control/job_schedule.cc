@@ -91,9 +91,8 @@ bool JobLoop::HoldForInjectedShortageLocked(const Job& job, int64_t now) {
   shortage_served_[id] = job.attempts.size();
   capacity_holds_.Hold(id, *shortage, now);
   sched_input_.EraseJob(id);
-  Result<Job> r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageReason(*shortage), now));
-  if (!r.ok())
-    spdlog::warn("jobs: capacity hold of {} not recorded: {}", id, r.status().ToString());
+  Status r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageReason(*shortage), now));
+  if (!r.ok()) spdlog::warn("jobs: capacity hold of {} not recorded: {}", id, r.ToString());
   return true;
 }
 
@@ -103,10 +102,9 @@ void JobLoop::EndCapacityHoldsLocked(int64_t now) {
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.status != JobStatus::kRunnable) continue;
     // The end is recorded, and the job enters the scheduler's input.
-    Result<Job> r =
-        ApplyLocked(id, JobEvent::StatusReason(InjectedShortageEndReason(shortage), now));
+    Status r = ApplyLocked(id, JobEvent::StatusReason(InjectedShortageEndReason(shortage), now));
     if (!r.ok())
-      spdlog::warn("jobs: end of capacity hold of {} not recorded: {}", id, r.status().ToString());
+      spdlog::warn("jobs: end of capacity hold of {} not recorded: {}", id, r.ToString());
     const Job& job = jobs_.at(id);
     sched_input_.PutJob(SchedulerJobWithAvoidance(job, submit_order_.at(id)), job.status_reason);
   }
@@ -131,10 +129,10 @@ void JobLoop::ApplyDecisionsLocked(sched::Decisions decisions,
                                    int64_t now, std::vector<std::string>* launches) {
   auto apply = [&](const std::string& id, const JobEvent& e) {
     if (!StillRunnableLocked(id)) return;  // changed while the policy ran
-    Result<Job> r = ApplyLocked(id, e);
+    Status r = ApplyLocked(id, e);
     if (!r.ok())
       spdlog::warn("jobs: event {} on {} not applied: {}", JobEventTypeName(e.type), id,
-                   r.status().ToString());
+                   r.ToString());
   };
   queue_order_ = std::move(decisions.order);
   std::vector<std::string> launched_ids;
@@ -185,11 +183,11 @@ void JobLoop::ApplyDecisionsLocked(sched::Decisions decisions,
       placement_failed(p.job_id, e.status());
       continue;
     }
-    Result<Job> r = ApplyLocked(p.job_id, *e);
+    Status r = ApplyLocked(p.job_id, *e);
     if (r.ok()) {
       launches->push_back(p.job_id);
     } else {
-      placement_failed(p.job_id, r.status());
+      placement_failed(p.job_id, r);
     }
   }
 }

@@ -493,6 +493,13 @@ JobEvent JobEvent::TagsChanged(std::map<std::string, std::string> set,
   return e;
 }
 
+std::string EventPayload(const JobEvent& e) {
+  if (e.type != JobEventType::kSubmitted) return EventToJson(e).dump();
+  // The members in EventToJson's order (nlohmann's objects sort their keys).
+  return "{\"at\":" + std::to_string(e.at_ms) + ",\"job\":" + e.job.dump() +
+         ",\"type\":" + Json(std::string(JobEventTypeName(e.type))).dump() + "}";
+}
+
 Json EventToJson(const JobEvent& e) {
   Json j = {{"type", JobEventTypeName(e.type)}, {"at", e.at_ms}};
   switch (e.type) {

@@ -78,6 +78,8 @@ class History {
       Result<JobEvent> back = EventFromJson(ParseJson(EventToJson(e).dump()).value());
       ASSERT_TRUE(back.ok()) << EventToJson(e).dump() << ": " << back.status().ToString();
       EXPECT_EQ(*back, e) << JobEventTypeName(e.type);
+      // What the journal stores is that Json, byte for byte.
+      EXPECT_EQ(EventPayload(e), EventToJson(e).dump()) << JobEventTypeName(e.type);
       decoded.push_back(*back);
     }
     Result<Job> from_json = Replay(decoded);

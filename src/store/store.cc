@@ -324,7 +324,12 @@ Store::Ticket Store::finished_through() const {
 
 Status Store::Wait(Ticket ticket) {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return finished_through_ >= ticket; });
+  if (finished_through_ < ticket) {
+    std::condition_variable done;
+    auto waiting = waiters_.emplace(ticket, &done);
+    done.wait(lock, [&] { return finished_through_ >= ticket; });
+    waiters_.erase(waiting);
+  }
   auto it = failures_.find(ticket);
   if (it == failures_.end()) return Status::Ok();
   Status st = it->second;
@@ -464,7 +469,8 @@ void Store::WriterLoop() {
       stats_.batches += static_cast<int64_t>(group.size());
     }
     finished_through_ = last;
-    done_cv_.notify_all();
+    for (auto w = waiters_.begin(); w != waiters_.end() && w->first <= last; ++w)
+      w->second->notify_one();
   }
 }
 

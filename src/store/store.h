@@ -381,8 +381,9 @@ class Store {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // signalled when a batch is queued or on stop
-  std::condition_variable done_cv_;  // signalled after each group commits
-  // Protected by mu_:
+  // Protected by mu_: the threads in Wait, by the ticket each waits for; a
+  // commit wakes only those it finished (not every waiter, each commit).
+  std::multimap<Ticket, std::condition_variable*> waiters_;
   std::deque<std::pair<Ticket, WriteBatch>> queue_;
   Ticket next_ticket_ = 1;
   Ticket finished_through_ = 0;  // every ticket <= this has a final result
