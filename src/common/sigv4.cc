@@ -159,6 +159,26 @@ std::string SigningKey(std::string_view secret, std::string_view date, std::stri
   return HmacSha256(k, "aws4_request");
 }
 
+namespace {
+
+// SigningKey for the last secret, day, region and service this thread signed
+// or checked with: four HMACs that every request of a day repeats otherwise.
+const std::string& CachedSigningKey(std::string_view secret, std::string_view date,
+                                    std::string_view region, std::string_view service) {
+  thread_local std::string last_secret, last_date, last_region, last_service, key;
+  if (key.empty() || secret != last_secret || date != last_date || region != last_region ||
+      service != last_service) {
+    key = SigningKey(secret, date, region, service);
+    last_secret = secret;
+    last_date = date;
+    last_region = region;
+    last_service = service;
+  }
+  return key;
+}
+
+}  // namespace
+
 std::string ComputeSignature(const Request& request, const std::vector<std::string>& signed_headers,
                              std::string_view secret, std::string_view amz_date,
                              std::string_view region, std::string_view service) {
@@ -167,7 +187,7 @@ std::string ComputeSignature(const Request& request, const std::vector<std::stri
       date + "/" + std::string(region) + "/" + std::string(service) + "/aws4_request";
   bool s3 = service == "s3";
   std::string sts = StringToSign(amz_date, scope, CanonicalRequest(request, signed_headers, s3));
-  return HexEncode(HmacSha256(SigningKey(secret, date, region, service), sts));
+  return HexEncode(HmacSha256(CachedSigningKey(secret, date, region, service), sts));
 }
 
 void SignRequest(Request* request, const Credentials& creds, std::string_view region,

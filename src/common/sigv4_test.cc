@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <set>
+
 #include "common/crypto.h"
 
 namespace lote::sigv4 {
@@ -39,6 +42,41 @@ TEST(SigV4Test, GetVanilla) {
   r.payload_sha256_hex = kEmptySha;
   EXPECT_EQ(ComputeSignature(r, {"host", "x-amz-date"}, kSecret, "20150830T123600Z", "us-east-1",
                              "service"),
+            "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
+}
+
+TEST(SigV4Test, EachSecretDayRegionAndServiceGetsItsOwnKey) {
+  // The signing key is kept per thread between requests: a request with
+  // another secret, day, region or service must never be signed with it.
+  Request r;
+  r.method = "GET";
+  r.raw_path = "/";
+  r.headers = {{"Host", "example.amazonaws.com"}, {"X-Amz-Date", "20150830T123600Z"}};
+  r.payload_sha256_hex = kEmptySha;
+  const std::vector<std::string> headers = {"host", "x-amz-date"};
+  auto fresh = [&](std::string_view secret, std::string_view date, std::string_view region,
+                   std::string_view service) {
+    const std::string scope = std::string(date.substr(0, 8)) + "/" + std::string(region) + "/" +
+                              std::string(service) + "/aws4_request";
+    return HexEncode(HmacSha256(SigningKey(secret, date.substr(0, 8), region, service),
+                                StringToSign(date, scope, CanonicalRequest(r, headers, false))));
+  };
+  const std::vector<std::array<std::string, 4>> cases = {
+      {kSecret, "20150830T123600Z", "us-east-1", "service"},
+      {"another-secret", "20150830T123600Z", "us-east-1", "service"},
+      {kSecret, "20150831T123600Z", "us-east-1", "service"},
+      {kSecret, "20150830T123600Z", "eu-west-1", "service"},
+      {kSecret, "20150830T123600Z", "us-east-1", "batch"},
+      {kSecret, "20150830T123600Z", "us-east-1", "service"}};
+  std::set<std::string> seen;
+  for (const auto& [secret, date, region, service] : cases) {
+    const std::string sig = ComputeSignature(r, headers, secret, date, region, service);
+    EXPECT_EQ(sig, fresh(secret, date, region, service))
+        << secret << " " << date << " " << region << " " << service;
+    seen.insert(sig);
+  }
+  EXPECT_EQ(seen.size(), 5u);  // the first and the last case are the same request
+  EXPECT_EQ(ComputeSignature(r, headers, kSecret, "20150830T123600Z", "us-east-1", "service"),
             "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
 }
 

@@ -491,15 +491,21 @@ Result<std::shared_ptr<LogStore::Stream>> LogStore::LoadStream(const std::shared
   s->group = g->name;
   Result<Json> meta = ReadJsonFile(dir + "/stream.json");
   if (!meta.ok() && !HoldsSegments(dir)) {
-    // A creation without fsync that a machine crash cut short (the folder
-    // reached the disk, its stream.json did not): it never held an event.
-    spdlog::warn(
-        "log store: removing {}: a log stream folder without its stream.json and "
-        "without events (a creation a machine crash interrupted)",
-        dir);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    return std::shared_ptr<Stream>();
+    // Looked at again under mu_: a stream made without `durable` is made in
+    // place (its folder, then stream.json), under mu_.
+    std::lock_guard<std::mutex> lock(mu_);
+    meta = ReadJsonFile(dir + "/stream.json");
+    if (!meta.ok() && !HoldsSegments(dir)) {
+      // A creation without fsync that a machine crash cut short (the folder
+      // reached the disk, its stream.json did not): it never held an event.
+      spdlog::warn(
+          "log store: removing {}: a log stream folder without its stream.json and "
+          "without events (a creation a machine crash interrupted)",
+          dir);
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      return std::shared_ptr<Stream>();
+    }
   }
   if (meta.ok()) {
     s->name = meta->value("name", "");
@@ -681,20 +687,26 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name, bool dura
   s->name = name;
   s->creation_ms = options_.clock->NowMillis();
   s->dir = g->dir + "/streams/" + DirNameFor(name);
-  // Made under a temporary name and renamed into place whole: readers never
-  // see a stream folder without its stream.json (but after a machine crash,
-  // for a stream made without `durable`).
-  std::string tmp = g->dir + "/streams/.tmp-" + HexEncode(RandomBytes(8));
-  if (::mkdir(tmp.c_str(), 0755) != 0) return Errno("cannot create", tmp);
-  Json meta = {{"name", name}, {"creationTime", s->creation_ms}};
+  const std::string meta = Json{{"name", name}, {"creationTime", s->creation_ms}}.dump() + "\n";
   if (durable) {
-    RETURN_IF_ERROR(WriteFileAtomic(tmp + "/stream.json", meta.dump() + "\n"));
+    // Made under a temporary name, synced and renamed into place whole: after
+    // a crash it is there with its stream.json, or not at all.
+    std::string tmp = g->dir + "/streams/.tmp-" + HexEncode(RandomBytes(8));
+    if (::mkdir(tmp.c_str(), 0755) != 0) return Errno("cannot create", tmp);
+    RETURN_IF_ERROR(WriteFileAtomic(tmp + "/stream.json", meta));
+    if (::rename(tmp.c_str(), s->dir.c_str()) != 0)
+      return Errno("cannot create log stream directory", s->dir);
+    RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
   } else {
-    RETURN_IF_ERROR(WriteNewFile(tmp + "/stream.json", meta.dump() + "\n"));
+    // A job's stream, one per node: made in place, two steps instead of
+    // three. Under mu_, so no reader of this process sees the folder without
+    // its stream.json (LoadStream looks again under mu_); a crash between the
+    // two leaves a folder without events, which the next load removes, or
+    // this creation takes over (CreateStream found no stream.json in it).
+    if (::mkdir(s->dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return Errno("cannot create log stream directory", s->dir);
+    RETURN_IF_ERROR(WriteNewFile(s->dir + "/stream.json", meta));
   }
-  if (::rename(tmp.c_str(), s->dir.c_str()) != 0)
-    return Errno("cannot create log stream directory", s->dir);
-  if (durable) RETURN_IF_ERROR(SyncPath(g->dir + "/streams"));
   s->group_bytes = g->stored_bytes;
   g->streams.emplace(name, std::move(s));
   return Status::Ok();
