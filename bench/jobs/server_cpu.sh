@@ -106,6 +106,16 @@ for name in ("this", "peer"):
 print("ratio this/peer: server CPU per job %.2fx, completed jobs/s %.2fx"
       % (statistics.median(col("this", 1)) / statistics.median(col("peer", 1)),
          statistics.median(col("this", 2)) / statistics.median(col("peer", 2))))
+# The rounds as pairs (each round runs both builds back to back): how often
+# this build used less, and the mean of the differences with its standard
+# error. The machine's noise between rounds is large; a difference smaller
+# than two standard errors is not one.
+diffs = [t - p for t, p in zip(col("this", 1), col("peer", 1))]
+if len(diffs) >= 2:
+    mean = statistics.mean(diffs)
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5
+    print("paired rounds: this used less CPU per job in %d of %d; mean difference %+.3f ms "
+          "(standard error %.3f)" % (sum(d < 0 for d in diffs), len(diffs), mean, se))
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Where the server's CPU went, per thread role (medians over the rounds, ms per job).
