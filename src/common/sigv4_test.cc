@@ -34,12 +34,18 @@ TEST(SigV4Test, IamListUsersExample) {
             "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7");
 }
 
-TEST(SigV4Test, GetVanilla) {
+// The request of the suite's "get-vanilla" case.
+Request GetVanillaRequest() {
   Request r;
   r.method = "GET";
   r.raw_path = "/";
   r.headers = {{"Host", "example.amazonaws.com"}, {"X-Amz-Date", "20150830T123600Z"}};
   r.payload_sha256_hex = kEmptySha;
+  return r;
+}
+
+TEST(SigV4Test, GetVanilla) {
+  const Request r = GetVanillaRequest();
   EXPECT_EQ(ComputeSignature(r, {"host", "x-amz-date"}, kSecret, "20150830T123600Z", "us-east-1",
                              "service"),
             "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
@@ -48,11 +54,7 @@ TEST(SigV4Test, GetVanilla) {
 TEST(SigV4Test, EachSecretDayRegionAndServiceGetsItsOwnKey) {
   // The signing key is kept per thread between requests: a request with
   // another secret, day, region or service must never be signed with it.
-  Request r;
-  r.method = "GET";
-  r.raw_path = "/";
-  r.headers = {{"Host", "example.amazonaws.com"}, {"X-Amz-Date", "20150830T123600Z"}};
-  r.payload_sha256_hex = kEmptySha;
+  const Request r = GetVanillaRequest();
   const std::vector<std::string> headers = {"host", "x-amz-date"};
   auto fresh = [&](std::string_view secret, std::string_view date, std::string_view region,
                    std::string_view service) {
