@@ -476,27 +476,36 @@ void Store::WriterLoop() {
 
 bool Store::CommitGroup(const std::vector<std::pair<Ticket, WriteBatch>>& group,
                         std::vector<Status>* results) {
+  // The transaction's own statements, prepared once on the writer's thread
+  // (sqlite3_exec parsed them again for every batch).
+  static thread_local std::map<std::string_view, std::unique_ptr<Stmt>> prepared;
+  auto exec = [&](std::string_view sql) -> Status {
+    std::unique_ptr<Stmt>& stmt = prepared[sql];
+    if (!stmt) stmt = std::make_unique<Stmt>(writer_db_, sql);
+    RETURN_IF_ERROR(stmt->status());
+    return stmt->Run();
+  };
   auto fail_all = [&](const Status& st) {
     const Status why = WriteFailure(st);
-    (void)Exec(writer_db_, "ROLLBACK");
+    (void)exec("ROLLBACK");
     std::fill(results->begin(), results->end(), why);
     return false;
   };
-  Status st = Exec(writer_db_, "BEGIN IMMEDIATE");
+  Status st = exec("BEGIN IMMEDIATE");
   if (!st.ok()) return fail_all(st);
   for (size_t i = 0; i < group.size(); ++i) {
-    st = Exec(writer_db_, "SAVEPOINT batch");
+    st = exec("SAVEPOINT batch");
     if (st.ok()) st = ApplyBatch(group[i].second);
-    if (st.ok()) st = Exec(writer_db_, "RELEASE batch");
+    if (st.ok()) st = exec("RELEASE batch");
     if (st.ok()) continue;
     // The disk (full, I/O error): nothing of the group is kept. A batch
     // the database refuses (a constraint) fails alone.
     if (DiskFault(writer_db_)) return fail_all(st);
-    (void)Exec(writer_db_, "ROLLBACK TO batch");
-    (void)Exec(writer_db_, "RELEASE batch");
+    (void)exec("ROLLBACK TO batch");
+    (void)exec("RELEASE batch");
     (*results)[i] = st;
   }
-  st = Exec(writer_db_, "COMMIT");
+  st = exec("COMMIT");
   if (!st.ok()) return fail_all(st);
   return true;
 }
