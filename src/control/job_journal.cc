@@ -39,11 +39,16 @@ bool RowMayLag(JobEventType type) {
 // start-up stays short.
 constexpr int64_t kMaxRowLag = 64;
 
-// The store's row of a job, with the columns its reads filter on.
-store::JobRow RowOf(const Job& job, int64_t updated_ms, int64_t row_seq) {
-  store::JobRow row{
-      job.id,         job.name,   job.queue_arn,        std::string(JobStatusName(job.status)),
-      job.created_at, updated_ms, JobToJson(job).dump()};
+// The store's row of a job, with the columns its reads filter on; `doc`
+// is JobToJson(job).dump(), made here when not given.
+store::JobRow RowOf(const Job& job, int64_t updated_ms, int64_t row_seq, std::string doc = "") {
+  store::JobRow row{job.id,
+                    job.name,
+                    job.queue_arn,
+                    std::string(JobStatusName(job.status)),
+                    job.created_at,
+                    updated_ms,
+                    doc.empty() ? JobToJson(job).dump() : std::move(doc)};
   row.row_seq = row_seq;
   if (job.IsArrayChild()) {
     row.parent_id = job.array_parent_id;
@@ -74,8 +79,11 @@ Status JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   ASSIGN_OR_RETURN(Job after, Apply(before, event));
   if (it != jobs_.end() && after == before) return Status::Ok();  // no-op or stale: nothing stored
   const int64_t seq = ++last_seq_[after.id];
-  batch_.AppendJobEvent(store::JobEvent{
-      after.id, seq, event.at_ms, std::string(JobEventTypeName(event.type)), EventPayload(event)});
+  std::string job_doc;
+  batch_.AppendJobEvent(store::JobEvent{after.id, seq, event.at_ms,
+                                        std::string(JobEventTypeName(event.type)),
+                                        EventPayload(event, &job_doc)});
+  if (event.type == JobEventType::kSubmitted) submitted_docs_[after.id] = {seq, std::move(job_doc)};
   batch_jobs_[after.id] = event.at_ms;  // its row: at the flush
   if (!RowMayLag(event.type)) batch_rows_due_.insert(after.id);
   if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
@@ -134,7 +142,11 @@ Result<uint64_t> JobLoop::FlushLocked() {
         seq - stored->second < kMaxRowLag) {
       continue;  // the row lags: the events of this batch carry the change
     }
-    batch_.PutJob(RowOf(job, updated_ms, seq));
+    std::string doc;
+    if (auto submitted = submitted_docs_.find(id);
+        submitted != submitted_docs_.end() && submitted->second.first == seq)
+      doc = std::move(submitted->second.second);  // unchanged since its submission
+    batch_.PutJob(RowOf(job, updated_ms, seq, std::move(doc)));
     if (IsFinal(job.status)) {
       row_seq_.erase(id);
     } else {
@@ -143,6 +155,7 @@ Result<uint64_t> JobLoop::FlushLocked() {
   }
   batch_jobs_.clear();
   batch_rows_due_.clear();
+  submitted_docs_.clear();
   store::WriteBatch batch = std::move(batch_);
   batch_ = store::WriteBatch();
   store::Store::Ticket committed = 0;
@@ -187,6 +200,7 @@ void JobLoop::ReconcileLocked() {
   unstored_.clear();
   batch_jobs_.clear();
   batch_rows_due_.clear();
+  submitted_docs_.clear();
   batch_ = store::WriteBatch();
   for (const std::string& id : ids) {
     Status st = ReloadJobLocked(id);

@@ -394,6 +394,10 @@ class JobLoop {
   // state: an event that is not one a STARTING or RUNNING job's row may lag
   // behind (RowMayLag) changed them.
   std::set<std::string> batch_rows_due_;
+  // Of batch_jobs_, those submitted in it: the seq of their Submitted event
+  // and its job document, which is their row's document while no later event
+  // changed them (the job in memory is that document read back, Apply).
+  std::map<std::string, std::pair<int64_t, std::string>> submitted_docs_;
   // Per unfinished job: the seq of the last event its stored row holds (the
   // row of a STARTING or RUNNING job is written now and then: FlushLocked).
   std::map<std::string, int64_t> row_seq_;

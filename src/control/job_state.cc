@@ -493,11 +493,14 @@ JobEvent JobEvent::TagsChanged(std::map<std::string, std::string> set,
   return e;
 }
 
-std::string EventPayload(const JobEvent& e) {
+std::string EventPayload(const JobEvent& e, std::string* job_doc) {
   if (e.type != JobEventType::kSubmitted) return EventToJson(e).dump();
+  std::string doc = e.job.dump();
   // The members in EventToJson's order (nlohmann's objects sort their keys).
-  return "{\"at\":" + std::to_string(e.at_ms) + ",\"job\":" + e.job.dump() +
-         ",\"type\":" + Json(std::string(JobEventTypeName(e.type))).dump() + "}";
+  std::string payload = "{\"at\":" + std::to_string(e.at_ms) + ",\"job\":" + doc +
+                        ",\"type\":" + Json(std::string(JobEventTypeName(e.type))).dump() + "}";
+  if (job_doc != nullptr) *job_doc = std::move(doc);
+  return payload;
 }
 
 Json EventToJson(const JobEvent& e) {

@@ -124,8 +124,9 @@ struct JobEvent {
 // Json for the events table (lossless).
 Json EventToJson(const JobEvent& event);
 // EventToJson(event).dump(), without copying a Submitted event's job document
-// into a second one (what the journal stores for every event).
-std::string EventPayload(const JobEvent& event);
+// into a second one (what the journal stores for every event). For a
+// Submitted event, `job_doc` (when given) receives event.job.dump().
+std::string EventPayload(const JobEvent& event, std::string* job_doc = nullptr);
 Result<JobEvent> EventFromJson(const Json& json);
 
 // The transition. See the contract at the top of this file.

@@ -80,6 +80,13 @@ class History {
       EXPECT_EQ(*back, e) << JobEventTypeName(e.type);
       // What the journal stores is that Json, byte for byte.
       EXPECT_EQ(EventPayload(e), EventToJson(e).dump()) << JobEventTypeName(e.type);
+      if (e.type == JobEventType::kSubmitted) {
+        // A job's row holds its Submitted document while nothing else changed
+        // it (JobLoop::FlushLocked): the same bytes as the job it makes.
+        Result<Job> submitted = JobFromJson(e.job);
+        ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+        EXPECT_EQ(JobToJson(*submitted).dump(), e.job.dump());
+      }
       decoded.push_back(*back);
     }
     Result<Job> from_json = Replay(decoded);
