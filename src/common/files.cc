@@ -16,6 +16,20 @@ namespace {
 Status Errno(std::string_view what, const std::string& path) {
   return Status::Internal(std::string(what) + " " + path + ": " + std::strerror(errno));
 }
+
+// Writes all of `data` to `fd` (`path` names it in the error).
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -42,15 +56,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode)
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Errno("cannot create", tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return Errno("cannot write", tmp);
-    }
-    done += static_cast<size_t>(n);
+  if (Status wrote = WriteAll(fd, data, tmp); !wrote.ok()) {
+    ::close(fd);
+    return wrote;
   }
   if (::fchmod(fd, static_cast<mode_t>(mode)) != 0 || ::fsync(fd) != 0) {
     ::close(fd);
@@ -68,19 +76,14 @@ Status WriteNewFile(const std::string& path, std::string_view data, int mode) {
     if (errno == EEXIST) return Status::AlreadyExists(path + " exists");
     return Errno("cannot create", path);
   }
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Status s = Errno("cannot write", path);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
+  Status wrote = WriteAll(fd, data, path);
   ::close(fd);
-  return Status::Ok();
+  return wrote;
+}
+
+Status MakeDir(const std::string& path, int mode) {
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) == 0 || errno == EEXIST) return Status::Ok();
+  return Errno("cannot create", path);
 }
 
 Status MakeDirs(const std::string& path, int mode) {

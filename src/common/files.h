@@ -18,6 +18,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode 
 Status WriteNewFile(const std::string& path, std::string_view data, int mode = 0644);
 // mkdir -p
 Status MakeDirs(const std::string& path, int mode = 0755);
+// mkdir of one folder whose parent exists; an existing folder is fine.
+Status MakeDir(const std::string& path, int mode = 0755);
 bool FileExists(const std::string& path);
 // fsync a file or directory by path.
 Status SyncPath(const std::string& path);

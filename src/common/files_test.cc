@@ -28,5 +28,18 @@ TEST(FilesTest, WriteNewFileCreatesOnceWithItsMode) {
   std::filesystem::remove_all(tmpl);
 }
 
+TEST(FilesTest, MakeDirMakesOneFolderAndAcceptsAnExistingOne) {
+  char tmpl[] = "/tmp/lote-files-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/job";
+  ASSERT_TRUE(MakeDir(dir, 0711).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u);
+  EXPECT_TRUE(MakeDir(dir, 0711).ok());                 // there already
+  EXPECT_FALSE(MakeDir(dir + "/no/such/parent").ok());  // one level only
+  std::filesystem::remove_all(tmpl);
+}
+
 }  // namespace
 }  // namespace lote

@@ -88,12 +88,6 @@ constexpr int64_t kSettlePollMs = 10;
 // How often orphaned commands' keepers are looked at.
 constexpr int64_t kOrphanCheckMs = 500;
 
-// mkdir that accepts an existing folder.
-Status MakeDir(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
-  return Status::Internal("cannot create " + path + ": " + ErrnoText());
-}
-
 }  // namespace
 
 Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions options) {

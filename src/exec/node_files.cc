@@ -312,10 +312,7 @@ Status MakeNodeFolder(const std::string& home, const NodeKey& key, const NodePat
   // than a stat of every component.
   const std::string attempt_dir = paths.dir.substr(0, paths.dir.rfind('/'));
   const std::string job_dir = attempt_dir.substr(0, attempt_dir.rfind('/'));
-  auto make = [](const std::string& dir) {
-    return ::mkdir(dir.c_str(), 0711) == 0 || errno == EEXIST;
-  };
-  if (!make(job_dir) || !make(attempt_dir)) {
+  if (!MakeDir(job_dir, 0711).ok() || !MakeDir(attempt_dir, 0711).ok()) {
     RETURN_IF_ERROR(MakeDirs(attempt_dir));  // e.g. <home>/jobs was removed
   }
   if (::mkdir(paths.dir.c_str(), 0711) != 0) {
