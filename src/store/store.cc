@@ -103,6 +103,25 @@ class Stmt {
   int rc_;
 };
 
+// The statement for `sql` on `db`, prepared once per thread. Only a store's
+// writer thread runs writes, each on its own connection (a thread that ends
+// finalizes its statements before the store closes the connection).
+Stmt& PreparedOnThisThread(sqlite3* db, std::string_view sql) {
+  static thread_local std::map<std::string, std::unique_ptr<Stmt>, std::less<>> prepared;
+  auto it = prepared.find(sql);
+  if (it == prepared.end())
+    it = prepared.emplace(std::string(sql), std::make_unique<Stmt>(db, sql)).first;
+  return *it->second;
+}
+
+// Runs `sql` (PreparedOnThisThread) with `values` bound to ?1..?N.
+template <typename... Values>
+Status RunPrepared(sqlite3* db, std::string_view sql, const Values&... values) {
+  Stmt& stmt = PreparedOnThisThread(db, sql);
+  RETURN_IF_ERROR(stmt.status());
+  return stmt.Run(values...);
+}
+
 // The database holds every job's environment (secrets included): only the
 // server's user may read it. SQLite gives the -wal and -shm files the
 // database file's mode, so the file is made 0600 before SQLite opens it, and
@@ -348,15 +367,8 @@ StoreStats Store::stats() const {
 }
 
 Status Store::ApplyBatch(const WriteBatch& batch) {
-  // Statements are prepared per batch group on this thread only; SQLite's
-  // statement cache makes repeated prepares cheap, but keep hot ones static.
-  static thread_local std::map<std::string, std::unique_ptr<Stmt>> cache;
-  // Runs `sql` (prepared once per thread) with `values` bound to ?1..?N.
   auto run = [&](const std::string& sql, const auto&... values) -> Status {
-    std::unique_ptr<Stmt>& stmt = cache[sql];
-    if (!stmt) stmt = std::make_unique<Stmt>(writer_db_, sql);
-    RETURN_IF_ERROR(stmt->status());
-    return stmt->Run(values...);
+    return RunPrepared(writer_db_, sql, values...);
   };
   for (const WriteBatch::Op& op : batch.ops_) {
     Status st;
@@ -476,15 +488,9 @@ void Store::WriterLoop() {
 
 bool Store::CommitGroup(const std::vector<std::pair<Ticket, WriteBatch>>& group,
                         std::vector<Status>* results) {
-  // The transaction's own statements, prepared once on the writer's thread
-  // (sqlite3_exec parsed them again for every batch).
-  static thread_local std::map<std::string_view, std::unique_ptr<Stmt>> prepared;
-  auto exec = [&](std::string_view sql) -> Status {
-    std::unique_ptr<Stmt>& stmt = prepared[sql];
-    if (!stmt) stmt = std::make_unique<Stmt>(writer_db_, sql);
-    RETURN_IF_ERROR(stmt->status());
-    return stmt->Run();
-  };
+  // The transaction's own statements too are prepared once (sqlite3_exec
+  // parsed them again for every batch).
+  auto exec = [&](std::string_view sql) { return RunPrepared(writer_db_, sql); };
   auto fail_all = [&](const Status& st) {
     const Status why = WriteFailure(st);
     (void)exec("ROLLBACK");
