@@ -83,9 +83,10 @@ Status JobLoop::ApplyLocked(const std::string& id, const JobEvent& event) {
   batch_.AppendJobEvent(store::JobEvent{after.id, seq, event.at_ms,
                                         std::string(JobEventTypeName(event.type)),
                                         EventPayload(event, &job_doc)});
-  if (event.type == JobEventType::kSubmitted) submitted_docs_[after.id] = {seq, std::move(job_doc)};
-  batch_jobs_[after.id] = event.at_ms;  // its row: at the flush
-  if (!RowMayLag(event.type)) batch_rows_due_.insert(after.id);
+  PendingRow& pending = batch_jobs_[after.id];  // its row: at the flush
+  pending.updated_ms = event.at_ms;
+  pending.due = pending.due || !RowMayLag(event.type);
+  pending.submitted_doc = std::move(job_doc);  // "" but for a Submitted event
   if (IsFinal(after.status)) finishing_[after.id] = kUnflushed;
   const std::string queue_arn = after.queue_arn;
   const JobStatus status = after.status;
@@ -130,7 +131,7 @@ Result<uint64_t> JobLoop::FlushLocked() {
   if (batch_.empty()) return uint64_t{0};
   std::vector<std::string> ids;
   ids.reserve(batch_jobs_.size());
-  for (const auto& [id, updated_ms] : batch_jobs_) {
+  for (auto& [id, pending] : batch_jobs_) {
     ids.push_back(id);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
@@ -138,15 +139,11 @@ Result<uint64_t> JobLoop::FlushLocked() {
     const int64_t seq = last_seq_[id];
     const bool in_flight = job.status == JobStatus::kStarting || job.status == JobStatus::kRunning;
     auto stored = row_seq_.find(id);
-    if (in_flight && !batch_rows_due_.count(id) && stored != row_seq_.end() &&
+    if (in_flight && !pending.due && stored != row_seq_.end() &&
         seq - stored->second < kMaxRowLag) {
       continue;  // the row lags: the events of this batch carry the change
     }
-    std::string doc;
-    if (auto submitted = submitted_docs_.find(id);
-        submitted != submitted_docs_.end() && submitted->second.first == seq)
-      doc = std::move(submitted->second.second);  // unchanged since its submission
-    batch_.PutJob(RowOf(job, updated_ms, seq, std::move(doc)));
+    batch_.PutJob(RowOf(job, pending.updated_ms, seq, std::move(pending.submitted_doc)));
     if (IsFinal(job.status)) {
       row_seq_.erase(id);
     } else {
@@ -154,8 +151,6 @@ Result<uint64_t> JobLoop::FlushLocked() {
     }
   }
   batch_jobs_.clear();
-  batch_rows_due_.clear();
-  submitted_docs_.clear();
   store::WriteBatch batch = std::move(batch_);
   batch_ = store::WriteBatch();
   store::Store::Ticket committed = 0;
@@ -195,12 +190,10 @@ void JobLoop::ReconcileLocked() {
   // reading the jobs those batches touched gives what is committed.
   failures_seen_ = store_->failure_count();
   std::set<std::string> ids;
-  for (const auto& [id, updated_ms] : batch_jobs_) ids.insert(id);
+  for (const auto& [id, pending] : batch_jobs_) ids.insert(id);
   for (const auto& [ticket, touched] : unstored_) ids.insert(touched.begin(), touched.end());
   unstored_.clear();
   batch_jobs_.clear();
-  batch_rows_due_.clear();
-  submitted_docs_.clear();
   batch_ = store::WriteBatch();
   for (const std::string& id : ids) {
     Status st = ReloadJobLocked(id);
@@ -237,7 +230,7 @@ Status JobLoop::ReloadJobLocked(const std::string& id) {
   if (final) {
     row_seq_.erase(id);
   } else {
-    row_seq_[id] = row->row_seq > 0 ? row->row_seq : seq;
+    row_seq_[id] = SeqHeldByRow(*row, seq);
   }
   if (it == jobs_.end()) {
     if (final) return Status::Ok();  // left memory once committed: counted already

@@ -182,9 +182,7 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
   }
   {
     std::atomic<size_t> next{0};
-    const std::thread::id pass_thread = std::this_thread::get_id();
     auto work = [&] {
-      if (std::this_thread::get_id() != pass_thread) NameThisThread("lote-launch");
       for (size_t i = next++; i < handovers.size(); i = next++) {
         if (handovers[i].backend == nullptr) continue;
         handovers[i].launched = handovers[i].backend->LaunchGang(handovers[i].gang);
@@ -193,7 +191,12 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
     };
     std::vector<std::thread> helpers;
     const size_t extra = std::min<size_t>(kParallelLaunches - 1, handovers.size() / 2);
-    for (size_t i = 0; i < extra; ++i) helpers.emplace_back(work);
+    for (size_t i = 0; i < extra; ++i) {
+      helpers.emplace_back([&] {
+        NameThisThread("lote-launch");
+        work();
+      });
+    }
     work();
     for (std::thread& t : helpers) t.join();
   }

@@ -299,6 +299,11 @@ class JobLoop {
   // row's row_seq applied when the row lags (last_seq, when known, the job's
   // last stored event: none to apply when the row holds it).
   Result<Job> JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq);
+  // The seq of the last event a stored row holds, given the job's last
+  // stored event: its row_seq; a row written before schema 8 holds them all.
+  static int64_t SeqHeldByRow(const store::JobRow& row, int64_t last_seq) {
+    return row.row_seq > 0 ? row.row_seq : last_seq;
+  }
   // The job in memory, else the store's (what a read of a finished job sees).
   Result<std::optional<Job>> FindJobLocked(const std::string& id);
   // A finished job the store holds read back into memory for a change
@@ -386,18 +391,19 @@ class JobLoop {
   // GetJobQueueSnapshot: job -> (position, since when) at the last snapshot.
   std::map<std::string, std::pair<size_t, int64_t>> queue_positions_;
   store::WriteBatch batch_;  // pending rows (under mu_)
-  // The jobs batch_ writes, each with the time of its last change: their rows
-  // are made once, at the flush, from their state then (a job that changed
-  // twice before a flush, e.g. Launched and NodeStarted, is one row written).
-  std::map<std::string, int64_t> batch_jobs_;
-  // Of batch_jobs_, those whose row this flush must write whatever their
-  // state: an event that is not one a STARTING or RUNNING job's row may lag
-  // behind (RowMayLag) changed them.
-  std::set<std::string> batch_rows_due_;
-  // Of batch_jobs_, those submitted in it: the seq of their Submitted event
-  // and its job document, which is their row's document while no later event
-  // changed them (the job in memory is that document read back, Apply).
-  std::map<std::string, std::pair<int64_t, std::string>> submitted_docs_;
+  // The jobs batch_ writes: their rows are made once, at the flush, from
+  // their state then (a job that changed twice before a flush, e.g. Launched
+  // and NodeStarted, is one row written).
+  struct PendingRow {
+    int64_t updated_ms = 0;  // the time of its last change
+    // Written whatever the job's state: an event that is not one a STARTING
+    // or RUNNING job's row may lag behind (RowMayLag) changed it.
+    bool due = false;
+    // Its Submitted event's job document while no later event changed it:
+    // the row's document (the job in memory is that document read back).
+    std::string submitted_doc;
+  };
+  std::map<std::string, PendingRow> batch_jobs_;
   // Per unfinished job: the seq of the last event its stored row holds (the
   // row of a STARTING or RUNNING job is written now and then: FlushLocked).
   std::map<std::string, int64_t> row_seq_;

@@ -28,7 +28,7 @@ Status JobLoop::Load() {
     // A STARTING or RUNNING job's row may lag behind its events: replayed.
     ASSIGN_OR_RETURN(Job job, JobFromRow(row.row, row.last_seq));
     last_seq_[row.row.job_id] = row.last_seq;
-    row_seq_[row.row.job_id] = row.row.row_seq > 0 ? row.row.row_seq : row.last_seq;
+    row_seq_[row.row.job_id] = SeqHeldByRow(row.row, row.last_seq);
     submit_order_[row.row.job_id] = next_submit_order_++;
     jobs_[row.row.job_id] = std::move(job);
   }
