@@ -57,20 +57,16 @@ stat_ms() {
 cpu_ms() { stat_ms '$12 + $13 + $14 + $15' "$@"; }
 # self_cpu_ms PID: its threads alone, no children: the server's own share.
 self_cpu_ms() { stat_ms '$12 + $13' "$@"; }
-agent_pid() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$WORK/home/agent/agent.json" 2>/dev/null || true; }
+source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid
 # measure_lote NAME: one lote server of this build (env as given), the load;
 # sets RES_<NAME> (the client's JSON) and CPU_<NAME> (ms in all).
 measure_lote() {
-  rm -rf "$WORK/home" "$WORK/lote.out"; mkfifo "$WORK/lote.out"
-  "$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote-$1.err" &
-  LOTE_PID=$!
-  read -r LINE <"$WORK/lote.out"
-  local url="${LINE##* on }" key secret res agent
-  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
-  res=$("$LOAD" --endpoint "$url" --key "$key" --secret "$secret" --jobs "$N" \
+  local res agent
+  start_lote "$LOTE" "$WORK/home" "$WORK/lote-$1.err"
+  LOTE_PID=$PID
+  res=$("$LOAD" --endpoint "$URL" --key "$KEY" --secret "$SECRET" --jobs "$N" \
     --clients "$CLIENTS" --setup --instance-type local || true)
-  agent=$(agent_pid)
+  agent=$(agent_pid "$WORK/home")
   printf -v "RES_$1" '%s' "$res"
   printf -v "CPU_$1" '%s' "$(cpu_ms "$LOTE_PID" "$agent")"
   kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""
@@ -82,13 +78,9 @@ echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); N=$N j
 echo "homes on: $(findmnt -n -o FSTYPE,OPTIONS -T "$WORK" | cut -c1-80)"
 for run in $(seq "$RUNS"); do
   # lote (its supervisor: lote-exec-shim beside the lote binary)
-  rm -rf "$WORK/home" "$WORK/lote.out"; mkfifo "$WORK/lote.out"
-  "$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote.err" &
-  LOTE_PID=$!
-  read -r LINE <"$WORK/lote.out"
-  LOTE_URL="${LINE##* on }"
-  KEY=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-  SECRET=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
+  start_lote "$LOTE" "$WORK/home" "$WORK/lote.err"
+  LOTE_PID=$PID
+  LOTE_URL=$URL
   if [ -n "${PROFILE_CMD:-}" ]; then  # e.g. PROFILE_CMD='perf record -g -o /tmp/p.data -p'
     $PROFILE_CMD "$LOTE_PID" >"$WORK/profile.log" 2>&1 & PROF_PID=$!
   fi
@@ -96,7 +88,7 @@ for run in $(seq "$RUNS"); do
     --clients "$CLIENTS" --setup --instance-type local || true)
   if [ -n "${PROFILE_CMD:-}" ]; then kill -INT "$PROF_PID" 2>/dev/null || true; wait "$PROF_PID" 2>/dev/null || true; fi
 
-  LOTE_AGENT=$(agent_pid)
+  LOTE_AGENT=$(agent_pid "$WORK/home")
   LOTE_CPU=$(cpu_ms "$LOTE_PID" "$LOTE_AGENT")
   LOTE_SELF_CPU=$(self_cpu_ms "$LOTE_PID")
   kill "$LOTE_PID" 2>/dev/null || true; wait "$LOTE_PID" 2>/dev/null || true; LOTE_PID=""

@@ -27,6 +27,7 @@ for b in "$BUILD" "$PEER"; do
 done
 WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_server_cpu.XXXXXX")"
 PID=""
+source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid
 stop() {
   if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   PID=""
@@ -45,22 +46,15 @@ threads() {
 # measure NAME BUILD: one server of BUILD, the load; appends "NAME ms_per_job
 # jobs_per_s paced_p99_ms" to $WORK/results.
 measure() {
-  local name="$1" build="$2" home="$WORK/home" line url key secret t0 t1 res agent
-  rm -rf "$home" "$WORK/out"; mkfifo "$WORK/out"
-  "$build/lote" server --home "$home" --listen 127.0.0.1:0 >"$WORK/out" 2>"$WORK/$name.err" &
-  PID=$!
-  read -r line <"$WORK/out"
-  url="${line##* on }"
-  key=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$home/credentials")
-  secret=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$home/credentials")
+  local name="$1" build="$2" home="$WORK/home" t0 t1 res agent
+  start_lote "$build/lote" "$home" "$WORK/$name.err"
   t0=$(ticks "$PID")
   threads "$PID" >"$WORK/threads.0"
-  res=$("$build/bench/jobs/lote_jobs_load" --endpoint "$url" --key "$key" --secret "$secret" \
+  res=$("$build/bench/jobs/lote_jobs_load" --endpoint "$URL" --key "$KEY" --secret "$SECRET" \
     --jobs "$N" --clients "$CLIENTS" --setup --instance-type local --paced-jobs "$PACED")
   t1=$(ticks "$PID")
   threads "$PID" >"$WORK/threads.1"
-  agent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' \
-    "$home/agent/agent.json" 2>/dev/null || true)
+  agent=$(agent_pid "$home")
   stop
   if [ -n "$agent" ]; then kill "$agent" 2>/dev/null || true; fi
   # Per role: ms per job of the threads alive at the end ("exited": the rest).
