@@ -566,13 +566,18 @@ class Agent {
     if (Status made = MakeNodeFolder(home_, spec->node, p, text); !made.ok()) {
       return made.IsAlreadyExists() ? "exists" : "err " + made.message();
     }
-    return Launch(dir, std::move(spec));
+    return Start(dir, std::move(spec));
   }
 
-  std::string Launch(const std::string& dir, std::optional<Result<ShimSpec>> given = std::nullopt) {
+  // "launch <node folder>": its spec.json read, then started.
+  std::string Launch(const std::string& dir) {
     if (!IsNodeFolder(home_, dir)) return "err not a node folder of " + home_ + "/jobs: " + dir;
+    return Start(dir, ReadShimSpec(NodePaths{dir}.spec()));
+  }
+
+  // The node of `dir` started with `spec` (its folder made, checked a node folder).
+  std::string Start(const std::string& dir, Result<ShimSpec> spec) {
     const NodePaths p{dir};
-    Result<ShimSpec> spec = given ? std::move(*given) : ReadShimSpec(p.spec());
     if (spec.ok() && spec->container) {
       // podman's steps are the supervisor's (shim.cc): one of its own.
       const pid_t pid = ::fork();
