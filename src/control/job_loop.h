@@ -12,7 +12,8 @@
 // Contract:
 // - Every accepted event is applied with control::Apply, appended to the
 //   store's job_events and the job row is rewritten in the same batch; an API
-//   mutation answers only after that batch is committed. When the store
+//   mutation answers only after that batch is committed, and a read
+//   (DescribeJobs, ListJobs) only once every change it shows is (ReadCommitted). When the store
 //   refuses a write (the disk full), the jobs of every batch not committed are
 //   read back from it (ReconcileLocked): nothing acknowledged is lost, nothing
 //   refused stays, and reads go on meanwhile.
@@ -197,6 +198,15 @@ class JobLoop {
   explicit JobLoop(JobLoopOptions options);
   Status Load();
   Result<Json> SubmitJobTimed(const Json& request);  // SubmitJob without its latency metric
+  // A read of jobs answers only once every change it may show is committed
+  // (a job seen RUNNING is RUNNING after a crash too): `read` sets the ticket
+  // of the last batch handed to the store while it looked at memory
+  // (LastHandedTicketLocked); when that batch failed, memory was set back to
+  // the store and `read` runs again.
+  Result<Json> ReadCommitted(const std::function<Result<Json>(uint64_t*)>& read);
+  uint64_t LastHandedTicketLocked() const;
+  Result<Json> DescribeJobsOnce(const Json& request, uint64_t* shown);
+  Result<Json> ListJobsOnce(const Json& request, uint64_t* shown);
   Status RecoverNodes();
   void ResumeLogs();
   void PersistClosedAttemptsLocked(int64_t now);

@@ -4,11 +4,15 @@
 #include "control/job_loop.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <set>
+#include <thread>
 
 namespace lote::control {
 namespace {
@@ -279,6 +283,34 @@ TEST_F(JobLoopTest, AGangIsOneUnitAndOneFailedNodeTearsItDown) {
   ASSERT_FALSE(backend_.terminated.empty());
   EXPECT_EQ(backend_.terminated[0], gang.attempt);
   EXPECT_EQ(backend_.last_grace_ms, 2000);
+}
+
+// A read answers once every change it shows is committed: a job a client
+// has seen is there after a crash too. Another connection holds the
+// database's write lock, so a submission's commit cannot happen meanwhile.
+TEST_F(JobLoopTest, AReadAnswersOnceWhatItShowsIsCommitted) {
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/lote.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::string id;
+  std::thread submitter([&] { id = Submit("q", "d"); });
+  // The job is in memory (counted) while its commit waits for the lock.
+  const std::string counted = "lote_jobs{queue=\"q\",status=\"SUBMITTED\"} 1\n";
+  while (metrics_.Render().find(counted) == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto listed = std::async(std::launch::async, [&] {
+    return loop_->ListJobs(Json{{"jobQueue", "q"}, {"jobStatus", "SUBMITTED"}});
+  });
+  // Not before the commit (the store gives up on the lock after 10 s).
+  EXPECT_EQ(listed.wait_for(std::chrono::seconds(2)), std::future_status::timeout);
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  submitter.join();
+  Result<Json> r = listed.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)["jobSummaryList"].size(), 1u) << *r;
+  EXPECT_EQ((*r)["jobSummaryList"][0]["jobId"], id);
+  EXPECT_TRUE(store_->FindJob(id).value().has_value());
 }
 
 TEST_F(JobLoopTest, TimeoutCountsFromTheBackendsStartAndTerminates) {

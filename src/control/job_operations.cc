@@ -88,6 +88,23 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
 }
 
 Result<Json> JobLoop::DescribeJobs(const Json& request) {
+  return ReadCommitted([&](uint64_t* shown) { return DescribeJobsOnce(request, shown); });
+}
+
+Result<Json> JobLoop::ReadCommitted(const std::function<Result<Json>(uint64_t*)>& read) {
+  uint64_t shown = 0;
+  ASSIGN_OR_RETURN(Json out, read(&shown));
+  if (WaitTicket(shown).ok()) return out;
+  // That commit failed: memory is what the store holds again (WaitTicket);
+  // what is read now was stored, or is in a batch queued since.
+  return read(&shown);
+}
+
+uint64_t JobLoop::LastHandedTicketLocked() const {
+  return unstored_.empty() ? 0 : unstored_.back().first;
+}
+
+Result<Json> JobLoop::DescribeJobsOnce(const Json& request, uint64_t* shown) {
   if (!request.is_object() || !request.contains("jobs") || !request["jobs"].is_array())
     return Status::InvalidArgument("jobs is required: a list of 1 to 100 job ids");
   const Json& ids = request["jobs"];
@@ -124,6 +141,7 @@ Result<Json> JobLoop::DescribeJobs(const Json& request) {
       }
       described[i] = render(wanted[i], it->second);
     }
+    *shown = LastHandedTicketLocked();
   }
   if (!missing.empty()) {
     // Committed before they left memory: the store has what memory had.
@@ -170,6 +188,10 @@ Json JobLoop::DescribedLocked(const Job& job) {
 }
 
 Result<Json> JobLoop::ListJobs(const Json& request) {
+  return ReadCommitted([&](uint64_t* shown) { return ListJobsOnce(request, shown); });
+}
+
+Result<Json> JobLoop::ListJobsOnce(const Json& request, uint64_t* shown) {
   ASSIGN_OR_RETURN(ListJobsQuery query, ParseListJobsRequest(request));
   std::string queue_arn;
   if (!query.job_queue.empty()) {
@@ -191,6 +213,7 @@ Result<Json> JobLoop::ListJobs(const Json& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     matched = ListedInMemoryLocked(query, queue_arn, after, page + 1);
+    *shown = LastHandedTicketLocked();
   }
   const bool finished_listed = !query.job_status || IsFinal(*query.job_status);
   if (finished_listed && query.multi_node_job_id.empty()) {
