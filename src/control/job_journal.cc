@@ -13,12 +13,12 @@
 namespace lote::control {
 namespace {
 
-// Events after which the row of a job that is STARTING or RUNNING may lag
-// (the job as stored is its row with the later events applied): the steps of
-// placing, launching and starting it, and its progress. A job's row is
-// rewritten for any other event, and whenever it is in another state: a new,
-// waiting or finished job's row is its state (the reads of finished jobs and
-// the start-up's read of waiting ones replay nothing).
+// Events after which the row of an unfinished job may lag (the job as stored
+// is its row with the later events applied): its dependencies resolved, the
+// steps of placing, launching and starting it, its wait's reason and its
+// progress. A job's row is rewritten for any other event, and when it ends: a
+// finished job's row is its state (reads of finished jobs replay nothing). A
+// job of `true` writes two rows, its submission and its end.
 bool RowMayLag(JobEventType type) {
   switch (type) {
     case JobEventType::kDependenciesResolved:
@@ -137,9 +137,8 @@ Result<uint64_t> JobLoop::FlushLocked() {
     if (it == jobs_.end()) continue;
     const Job& job = it->second;
     const int64_t seq = last_seq_[id];
-    const bool in_flight = job.status == JobStatus::kStarting || job.status == JobStatus::kRunning;
     auto stored = row_seq_.find(id);
-    if (in_flight && !pending.due && stored != row_seq_.end() &&
+    if (!IsFinal(job.status) && !pending.due && stored != row_seq_.end() &&
         seq - stored->second < kMaxRowLag) {
       continue;  // the row lags: the events of this batch carry the change
     }
@@ -250,15 +249,19 @@ Status JobLoop::ReloadJobLocked(const std::string& id) {
   return Status::Ok();
 }
 
-Result<Job> JobLoop::JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq) {
+Result<Job> JobLoop::JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq,
+                                const std::vector<store::JobEvent>* later) {
   ASSIGN_OR_RETURN(Json doc, ParseJson(row.doc));
   ASSIGN_OR_RETURN(Job job, JobFromJson(doc));
   // A finished job's row is current (written with its last change).
   if (row.row_seq <= 0 || IsFinal(job.status)) return job;
   if (last_seq && *last_seq <= row.row_seq) return job;
-  ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, store_->JobEvents(row.job_id));
-  for (const store::JobEvent& e : events) {
-    if (e.seq <= row.row_seq) continue;
+  std::vector<store::JobEvent> read;
+  if (later == nullptr) {
+    ASSIGN_OR_RETURN(read, store_->JobEvents(row.job_id, row.row_seq));
+    later = &read;
+  }
+  for (const store::JobEvent& e : *later) {
     ASSIGN_OR_RETURN(Json payload, ParseJson(e.payload));
     ASSIGN_OR_RETURN(JobEvent event, EventFromJson(payload));
     ASSIGN_OR_RETURN(job, Apply(job, event));

@@ -307,8 +307,10 @@ class JobLoop {
   Result<std::optional<Job>> StoredJob(const std::string& id);
   // The job a stored row stands for: its document, with the events after the
   // row's row_seq applied when the row lags (last_seq, when known, the job's
-  // last stored event: none to apply when the row holds it).
-  Result<Job> JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq);
+  // last stored event: none to apply when the row holds it). `later`: those
+  // events when already read (else they are read here).
+  Result<Job> JobFromRow(const store::JobRow& row, std::optional<int64_t> last_seq,
+                         const std::vector<store::JobEvent>* later = nullptr);
   // The seq of the last event a stored row holds, given the job's last
   // stored event: its row_seq; a row written before schema 8 holds them all.
   static int64_t SeqHeldByRow(const store::JobRow& row, int64_t last_seq) {
@@ -406,8 +408,8 @@ class JobLoop {
   // and NodeStarted, is one row written).
   struct PendingRow {
     int64_t updated_ms = 0;  // the time of its last change
-    // Written whatever the job's state: an event that is not one a STARTING
-    // or RUNNING job's row may lag behind (RowMayLag) changed it.
+    // Written whatever the job's state: an event that is not one an
+    // unfinished job's row may lag behind (RowMayLag) changed it.
     bool due = false;
     // Its Submitted event's job document while no later event changed it:
     // the row's document (the job in memory is that document read back).
@@ -415,7 +417,7 @@ class JobLoop {
   };
   std::map<std::string, PendingRow> batch_jobs_;
   // Per unfinished job: the seq of the last event its stored row holds (the
-  // row of a STARTING or RUNNING job is written now and then: FlushLocked).
+  // row of an unfinished job is written now and then: FlushLocked).
   std::map<std::string, int64_t> row_seq_;
   // The jobs of each batch handed to the store and not known committed.
   std::deque<std::pair<store::Store::Ticket, std::vector<std::string>>> unstored_;

@@ -25,8 +25,8 @@ Status JobLoop::Load() {
   // The jobs not finished, in submission order (the scheduler's FIFO).
   ASSIGN_OR_RETURN(std::vector<store::UnfinishedJob> rows, store_->LoadUnfinishedJobs());
   for (const store::UnfinishedJob& row : rows) {
-    // A STARTING or RUNNING job's row may lag behind its events: replayed.
-    ASSIGN_OR_RETURN(Job job, JobFromRow(row.row, row.last_seq));
+    // An unfinished job's row may lag behind its events: replayed.
+    ASSIGN_OR_RETURN(Job job, JobFromRow(row.row, row.last_seq, &row.later_events));
     last_seq_[row.row.job_id] = row.last_seq;
     row_seq_[row.row.job_id] = SeqHeldByRow(row.row, row.last_seq);
     submit_order_[row.row.job_id] = next_submit_order_++;

@@ -473,12 +473,18 @@ TEST_F(JobsServiceTest, AnAttemptThatNeverStartedIsRunAgainWithoutCountingIt) {
   WaitFor(id, {"RUNNABLE"});
   service_.reset();
   // What the stopped server had committed: the placement, nothing launched.
-  auto snapshot = store_->Load();
-  ASSERT_TRUE(snapshot.ok());
-  std::optional<control::Job> job;
-  for (const store::JobRow& row : snapshot->jobs)
-    if (row.job_id == id) job = *control::JobFromJson(Json::parse(row.doc));
-  ASSERT_TRUE(job.has_value());
+  // The waiting job as stored: its row (which may lag) and the later events.
+  auto row = store_->FindJob(id);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  std::optional<control::Job> job = *control::JobFromJson(Json::parse((*row)->doc));
+  auto later = store_->JobEvents(id, (*row)->row_seq);
+  ASSERT_TRUE(later.ok());
+  for (const store::JobEvent& e : *later) {
+    auto next = control::Apply(*job, *control::EventFromJson(Json::parse(e.payload)));
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    job = *next;
+  }
+  ASSERT_EQ(job->status, control::JobStatus::kRunnable);
   auto events = store_->JobEvents(id);
   ASSERT_TRUE(events.ok());
   auto ip = exec::InstancePrivateIp(0);
@@ -535,6 +541,40 @@ TEST_F(JobsServiceTest, ARunningJobsRowLagsAndARestartAppliesItsEvents) {
   EXPECT_EQ(again["container"]["taskArn"], running["container"]["taskArn"]);
 
   std::ofstream(go) << "go";
+  const Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
+  EXPECT_EQ(done["status"], "SUCCEEDED") << done;
+  row = store_->FindJob(id);
+  last_seq = store_->LastJobEventSeq(id);
+  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
+  EXPECT_EQ((*row)->status, "SUCCEEDED");
+  EXPECT_EQ((*row)->row_seq, *last_seq);
+}
+
+// A waiting job's stored row lags too (its dependencies resolved and the
+// reason it waits are events only): a restarted server shows it RUNNABLE with
+// the same reason, and once it can run it ends with its row current.
+TEST_F(JobsServiceTest, AWaitingJobsRowLagsAndARestartShowsItWaiting) {
+  RegisterDefinition();
+  ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "DISABLED"}}).ok());
+  const std::string id = Submit("true");
+  WaitFor(id, {"RUNNABLE"});
+  ASSERT_TRUE(service_->WaitForPass());
+  const Json waiting = Describe(id);
+  ASSERT_FALSE(waiting.value("statusReason", "").empty()) << waiting;
+  auto row = store_->FindJob(id);
+  auto last_seq = store_->LastJobEventSeq(id);
+  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
+  EXPECT_EQ((*row)->status, "SUBMITTED");
+  EXPECT_GT((*row)->row_seq, 0);
+  EXPECT_LT((*row)->row_seq, *last_seq);
+
+  StartService();
+  const Json again = Describe(id);
+  EXPECT_EQ(again["status"], "RUNNABLE") << again;
+  EXPECT_EQ(again["statusReason"], waiting["statusReason"]) << again;
+  EXPECT_EQ(again["createdAt"], waiting["createdAt"]);
+
+  ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "ENABLED"}}).ok());
   const Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
   EXPECT_EQ(done["status"], "SUCCEEDED") << done;
   row = store_->FindJob(id);

@@ -202,10 +202,10 @@ CREATE INDEX jobs_finished_by_definition ON jobs (queue_arn, status, definition_
 )sql";
 
 // Version 8 (issue 22): the seq of the last event a job's row holds. The
-// job loop rewrites the row of a STARTING or RUNNING job only now and then
-// (its scheduling, launch, start and progress events are stored as they come):
-// the rows written per job fall from one per change to its submission, its
-// waits and its end.
+// job loop rewrites the row of an unfinished job only now and then (its
+// dependencies resolved, its scheduling, launch, start, wait reasons and
+// progress are events stored as they come): the rows written per job fall
+// from one per change to its submission and its end.
 constexpr std::string_view kV8 = R"sql(
 ALTER TABLE jobs ADD COLUMN row_seq INTEGER NOT NULL DEFAULT 0;
 )sql";

@@ -610,13 +610,14 @@ Result<Snapshot> Store::Load(bool with_jobs) {
   return snap;
 }
 
-Result<std::vector<JobEvent>> Store::JobEvents(const std::string& job_id) {
+Result<std::vector<JobEvent>> Store::JobEvents(const std::string& job_id, int64_t after_seq) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   Stmt q(reader_db_,
-         "SELECT job_id, seq, time_ms, type, payload FROM job_events WHERE job_id = ?1 ORDER BY "
-         "seq");
+         "SELECT job_id, seq, time_ms, type, payload FROM job_events WHERE job_id = ?1 AND seq > "
+         "?2 ORDER BY seq");
   RETURN_IF_ERROR(q.status());
   q.Bind(1, job_id);
+  q.Bind(2, after_seq);
   std::vector<JobEvent> events;
   while (q.Next()) events.push_back(JobEvent{q.Text(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4)});
   RETURN_IF_ERROR(q.status());
@@ -672,14 +673,44 @@ Result<int64_t> Store::LastJobEventSeq(const std::string& job_id) {
 
 Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
   std::lock_guard<std::mutex> lock(reader_mu_);
-  Stmt q(reader_db_, std::string("SELECT ") + kJobColumns +
-                         ", (SELECT COALESCE(MAX(e.seq), 0) FROM job_events AS e WHERE e.job_id = "
-                         "jobs.job_id) FROM jobs WHERE status NOT IN ('SUCCEEDED', 'FAILED') "
-                         "ORDER BY created_ms, job_id");
-  RETURN_IF_ERROR(q.status());
+  // Both reads see one snapshot.
+  RETURN_IF_ERROR(Exec(reader_db_, "BEGIN"));
+  auto finish = [&](Status st) -> Status {
+    (void)Exec(reader_db_, "COMMIT");
+    return st;
+  };
   std::vector<UnfinishedJob> jobs;
-  while (q.Next()) jobs.push_back(UnfinishedJob{RowAt(q), q.Int(kJobColumnCount)});
-  RETURN_IF_ERROR(q.status());
+  std::unordered_map<std::string, size_t> index_of;
+  {
+    Stmt q(reader_db_,
+           std::string("SELECT ") + kJobColumns +
+               ", (SELECT COALESCE(MAX(e.seq), 0) FROM job_events AS e WHERE e.job_id = "
+               "jobs.job_id) FROM jobs WHERE status NOT IN ('SUCCEEDED', 'FAILED') "
+               "ORDER BY created_ms, job_id");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) {
+      index_of.emplace(q.Text(0), jobs.size());
+      jobs.push_back(UnfinishedJob{RowAt(q), q.Int(kJobColumnCount), {}});
+    }
+    if (!q.status().ok()) return finish(q.status());
+  }
+  {
+    // The events each lagging row does not hold, in one read (a query per
+    // job cost a start-up with 20,000 waiting jobs half as long again).
+    Stmt q(reader_db_,
+           "SELECT e.job_id, e.seq, e.time_ms, e.type, e.payload FROM jobs AS j JOIN job_events "
+           "AS e ON e.job_id = j.job_id AND e.seq > j.row_seq WHERE j.status NOT IN "
+           "('SUCCEEDED', 'FAILED') AND j.row_seq > 0 ORDER BY e.job_id, e.seq");
+    if (!q.status().ok()) return finish(q.status());
+    while (q.Next()) {
+      auto it = index_of.find(q.Text(0));
+      if (it == index_of.end()) continue;
+      jobs[it->second].later_events.push_back(
+          JobEvent{q.Text(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4)});
+    }
+    if (!q.status().ok()) return finish(q.status());
+  }
+  RETURN_IF_ERROR(finish(Status::Ok()));
   return jobs;
 }
 

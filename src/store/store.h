@@ -72,9 +72,9 @@ struct TagRow {
 
 // A job: its materialized document plus the columns its reads filter on
 // (schema version 5 added the last four). The document can always be rebuilt
-// from job_events. A finished, waiting or new job's row is its current state;
-// a STARTING or RUNNING job's may lag behind its events (row_seq): the job is
-// that document with the later events applied.
+// from job_events. A finished job's row is its current state; an unfinished
+// job's may lag behind its events (row_seq): the job is that document with
+// the later events applied.
 struct JobRow {
   std::string job_id;
   std::string name;
@@ -95,13 +95,6 @@ struct JobRow {
   // The seq of the last event the document holds; 0: every event (rows
   // written before schema version 8, and rows a test writes by hand).
   int64_t row_seq = 0;
-};
-
-// A job the store holds that is not SUCCEEDED or FAILED, with the seq of its
-// last committed event (what the job loop keeps in memory).
-struct UnfinishedJob {
-  JobRow row;
-  int64_t last_seq = 0;
 };
 
 // How many jobs one queue has in one status.
@@ -164,6 +157,15 @@ struct JobEvent {
   int64_t time_ms = 0;
   std::string type;     // e.g. "SUBMITTED", "RUNNABLE", "STARTING", "NODE_EXITED"
   std::string payload;  // JSON text
+};
+
+// A job the store holds that is not SUCCEEDED or FAILED, with the seq of its
+// last committed event (what the job loop keeps in memory).
+struct UnfinishedJob {
+  JobRow row;
+  int64_t last_seq = 0;
+  // The events after those its row holds (row.row_seq > 0), in seq order.
+  std::vector<JobEvent> later_events;
 };
 
 // An IAM user: its whole document (policies, Unix users, access keys with
@@ -318,8 +320,8 @@ class Store {
   // All committed rows (at start-up; without jobs: resources and tags only,
   // jobs and attempts left empty, as the control plane reloads them).
   Result<Snapshot> Load(bool with_jobs = true);
-  // A job's events in seq order.
-  Result<std::vector<JobEvent>> JobEvents(const std::string& job_id);
+  // A job's events in seq order, those after `after_seq` (0: all).
+  Result<std::vector<JobEvent>> JobEvents(const std::string& job_id, int64_t after_seq = 0);
   // Per job with events: the seq of its last committed event (one query:
   // start-up reads this instead of every job's events).
   Result<std::unordered_map<std::string, int64_t>> LastJobEventSeqs();

@@ -226,6 +226,62 @@ TEST_F(StoreTest, JobEventsAreAppendOnly) {
   sqlite3_close(db);
 }
 
+// A lagging row's later events: only those after the seq it holds, in order,
+// none of another job's.
+TEST_F(StoreTest, JobEventsAfterASeqAreTheLaterOnesOfThatJob) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  for (int64_t seq = 1; seq <= 4; ++seq)
+    b.AppendJobEvent(JobEvent{"a", seq, seq, "T" + std::to_string(seq), "{}"});
+  b.AppendJobEvent(JobEvent{"b", 3, 3, "other", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  auto later = (*store)->JobEvents("a", 2);
+  ASSERT_TRUE(later.ok());
+  ASSERT_EQ(later->size(), 2u);
+  EXPECT_EQ((*later)[0].seq, 3);
+  EXPECT_EQ((*later)[0].type, "T3");
+  EXPECT_EQ((*later)[1].seq, 4);
+  auto all = (*store)->JobEvents("a");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 4u);
+  auto none = (*store)->JobEvents("a", 4);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+// Start-up's read: each unfinished job whose row lags comes with the events
+// its row does not hold; a current row (row_seq 0) and finished jobs with none.
+TEST_F(StoreTest, UnfinishedJobsComeWithTheEventsTheirRowsLack) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  WriteBatch b;
+  JobRow waiting{"w", "n", "q", "SUBMITTED", 1, 1, "{}"};
+  waiting.row_seq = 1;
+  JobRow current{"x", "n", "q", "RUNNABLE", 2, 2, "{}"};
+  JobRow done{"y", "n", "q", "SUCCEEDED", 3, 3, "{}"};
+  done.row_seq = 1;
+  for (const JobRow& row : {waiting, current, done}) b.PutJob(row);
+  for (int64_t seq = 1; seq <= 3; ++seq) {
+    b.AppendJobEvent(JobEvent{"w", seq, seq, "T" + std::to_string(seq), "{}"});
+    b.AppendJobEvent(JobEvent{"y", seq, seq, "T", "{}"});
+  }
+  for (int64_t seq = 1; seq <= 2; ++seq) b.AppendJobEvent(JobEvent{"x", seq, seq, "T", "{}"});
+  ASSERT_TRUE((*store)->Write(std::move(b)).ok());
+  auto unfinished = (*store)->LoadUnfinishedJobs();
+  ASSERT_TRUE(unfinished.ok()) << unfinished.status().ToString();
+  ASSERT_EQ(unfinished->size(), 2u);
+  const UnfinishedJob& w = (*unfinished)[0];
+  EXPECT_EQ(w.row.job_id, "w");
+  EXPECT_EQ(w.last_seq, 3);
+  ASSERT_EQ(w.later_events.size(), 2u);
+  EXPECT_EQ(w.later_events[0].seq, 2);
+  EXPECT_EQ(w.later_events[0].type, "T2");
+  EXPECT_EQ(w.later_events[1].seq, 3);
+  EXPECT_EQ((*unfinished)[1].row.job_id, "x");
+  EXPECT_TRUE((*unfinished)[1].later_events.empty());
+}
+
 TEST_F(StoreTest, LastJobEventSeqsEqualTheLastOfEachJobsEvents) {
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok());
