@@ -34,13 +34,9 @@ trap cleanup EXIT
 
 date -u +"%F %T UTC"
 echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $N jobs, a $STEPS-step run"
-mkfifo "$WORK/lote.out"
-"$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote.err" &
-LOTE_PID=$!
-read -r LINE <"$WORK/lote.out"
-LOTE_URL="${LINE##* on }"
-KEY=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-SECRET=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
+source "$HERE/../jobs/lib.sh"  # start_lote
+start_lote "$LOTE" "$WORK/home" "$WORK/lote.err"
+LOTE_PID=$PID LOTE_URL=$URL
 CONSOLE_URL=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['url'])" "$WORK/home/console.json")
 
 # Queues, the waiting jobs, the 100,000-step job and the running job (boto3).

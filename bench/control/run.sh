@@ -30,13 +30,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # lote
-mkfifo "$WORK/lote.out"
-"$LOTE" server --home "$WORK/home" --listen 127.0.0.1:0 >"$WORK/lote.out" 2>"$WORK/lote.err" &
-LOTE_PID=$!
-read -r LINE <"$WORK/lote.out"
-LOTE_URL="${LINE##* on }"
-KEY=$(awk -F' = ' '/aws_access_key_id/{print $2}' "$WORK/home/credentials")
-SECRET=$(awk -F' = ' '/aws_secret_access_key/{print $2}' "$WORK/home/credentials")
+source "$(dirname "$0")/../jobs/lib.sh"  # start_lote
+start_lote "$LOTE" "$WORK/home" "$WORK/lote.err"
+LOTE_PID=$PID LOTE_URL=$URL
 
 # moto
 MOTO_PORT=$(free_port)

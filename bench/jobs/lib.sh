@@ -1,8 +1,8 @@
-# Sourced by the benchmarks that time jobs through a lote server (bench/jobs's
-# run.sh and server_cpu.sh, bench/faults, bench/quarantine). Needs WORK (a
-# scratch folder); jobs_per_s also BUILD (its bench/jobs/lote_jobs_load is the
-# client), N and CLIENTS. PID is the server's while it runs (the caller's EXIT
-# trap stops it).
+# Sourced by the benchmarks that start a lote server (bench/jobs's run.sh and
+# server_cpu.sh, bench/faults, bench/quarantine, bench/console, bench/control).
+# Needs WORK (a scratch folder); jobs_per_s also BUILD (its
+# bench/jobs/lote_jobs_load is the client), N and CLIENTS. PID is the server's
+# while it runs (the caller's EXIT trap stops it).
 
 # start_lote LOTE_BINARY HOME ERR_FILE [SERVER_OPTION...]: a fresh server of
 # LOTE_BINARY (its lote-exec-shim beside it) with its home at HOME (made anew)
