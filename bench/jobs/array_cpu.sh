@@ -22,7 +22,7 @@ done
 WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_array_cpu.XXXXXX")"
 PID=""
 AGENT=""
-source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid
+source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid, threads
 stop() {
   if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   if [ -n "$AGENT" ]; then kill "$AGENT" 2>/dev/null || true; fi
@@ -32,11 +32,6 @@ stop() {
 trap 'stop; rm -rf "$WORK"' EXIT
 # "own children" CPU ticks of a process: utime + stime, cutime + cstime.
 ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13, $14 + $15}'; }
-threads() {
-  for t in /proc/"$1"/task/*; do
-    printf '%s %s %s\n' "${t##*/}" "$(cat "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")"
-  done 2>/dev/null
-}
 
 # measure NAME BUILD: appends "NAME server_ms agent_ms commands_ms children_per_s
 # role=ms..." (per child) to $WORK/results.

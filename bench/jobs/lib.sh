@@ -25,6 +25,16 @@ agent_pid() {
     "$1/agent/agent.json" 2>/dev/null || true
 }
 
+# threads PID: "tid name ns" per live thread of PID, its CPU time from
+# schedstat (exact, where the per-thread ticks of stat are rounded down): the
+# server names its threads after their role (lote-store, lote-jobs, ...; the
+# HTTP handlers lote-http).
+threads() {
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s %s\n' "${t##*/}" "$(cat "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")"
+  done 2>/dev/null
+}
+
 # jobs_per_s LOTE_BINARY [SERVER_OPTION...]: a fresh server of LOTE_BINARY
 # (with its lote-exec-shim beside it) runs N `true` jobs from CLIENTS
 # connections; prints completed jobs/s.

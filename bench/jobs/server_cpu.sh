@@ -27,21 +27,13 @@ for b in "$BUILD" "$PEER"; do
 done
 WORK="$(mktemp -d "${WORK_BASE:-/tmp}/lote_bench_server_cpu.XXXXXX")"
 PID=""
-source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid
+source "$(dirname "$0")/lib.sh"  # start_lote, agent_pid, threads
 stop() {
   if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   PID=""
 }
 trap 'stop; rm -rf "$WORK"' EXIT
 ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-# Each live thread's name and CPU time in ns (schedstat: exact, where the
-# per-thread ticks of stat are rounded down): the server names its threads
-# after their role (lote-store, lote-jobs, ...; the HTTP handlers lote-http).
-threads() {
-  for t in /proc/"$1"/task/*; do
-    printf '%s %s %s\n' "${t##*/}" "$(cat "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")"
-  done 2>/dev/null
-}
 
 # measure NAME BUILD: one server of BUILD, the load; appends "NAME ms_per_job
 # jobs_per_s paced_p99_ms" to $WORK/results.

@@ -99,6 +99,18 @@ class JobsServiceTest : public ::testing::Test {
     return Describe(id);
   }
 
+  // The job's stored row: its status, and whether it holds the job's last
+  // stored event (false: it lags behind, row_seq before the last seq).
+  std::pair<std::string, bool> StoredRow(const std::string& id) {
+    auto row = store_->FindJob(id);
+    auto last_seq = store_->LastJobEventSeq(id);
+    EXPECT_TRUE(row.ok() && row->has_value() && last_seq.ok());
+    if (!row.ok() || !row->has_value() || !last_seq.ok()) return {"", false};
+    EXPECT_GT((*row)->row_seq, 0);
+    EXPECT_LE((*row)->row_seq, *last_seq);
+    return {(*row)->status, (*row)->row_seq == *last_seq};
+  }
+
   std::string Submit(const std::string& script, Json extra = Json::object()) {
     Json request = {{"jobName", "t"}, {"jobQueue", "q"}, {"jobDefinition", "d"}};
     request["containerOverrides"] = {{"command", {"sh", "-c", script}}};
@@ -524,13 +536,9 @@ TEST_F(JobsServiceTest, ARunningJobsRowLagsAndARestartAppliesItsEvents) {
   const std::string go = home_ + "/go";
   const std::string id = Submit("while [ ! -e " + go + " ]; do sleep 0.02; done");
   const Json running = WaitFor(id, {"RUNNING"});
-  auto row = store_->FindJob(id);
-  ASSERT_TRUE(row.ok() && row->has_value());
-  auto last_seq = store_->LastJobEventSeq(id);
-  ASSERT_TRUE(last_seq.ok());
-  EXPECT_NE((*row)->status, "RUNNING");
-  EXPECT_GT((*row)->row_seq, 0);
-  EXPECT_LT((*row)->row_seq, *last_seq);
+  const auto [status, current] = StoredRow(id);
+  EXPECT_NE(status, "RUNNING");
+  EXPECT_FALSE(current);
 
   StartService();
   const Json again = Describe(id);
@@ -543,11 +551,7 @@ TEST_F(JobsServiceTest, ARunningJobsRowLagsAndARestartAppliesItsEvents) {
   std::ofstream(go) << "go";
   const Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
   EXPECT_EQ(done["status"], "SUCCEEDED") << done;
-  row = store_->FindJob(id);
-  last_seq = store_->LastJobEventSeq(id);
-  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
-  EXPECT_EQ((*row)->status, "SUCCEEDED");
-  EXPECT_EQ((*row)->row_seq, *last_seq);
+  EXPECT_EQ(StoredRow(id), std::make_pair(std::string("SUCCEEDED"), true));
 }
 
 // A waiting job's stored row lags too (its dependencies resolved and the
@@ -561,12 +565,7 @@ TEST_F(JobsServiceTest, AWaitingJobsRowLagsAndARestartShowsItWaiting) {
   ASSERT_TRUE(service_->WaitForPass());
   const Json waiting = Describe(id);
   ASSERT_FALSE(waiting.value("statusReason", "").empty()) << waiting;
-  auto row = store_->FindJob(id);
-  auto last_seq = store_->LastJobEventSeq(id);
-  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
-  EXPECT_EQ((*row)->status, "SUBMITTED");
-  EXPECT_GT((*row)->row_seq, 0);
-  EXPECT_LT((*row)->row_seq, *last_seq);
+  EXPECT_EQ(StoredRow(id), std::make_pair(std::string("SUBMITTED"), false));
 
   StartService();
   const Json again = Describe(id);
@@ -577,11 +576,7 @@ TEST_F(JobsServiceTest, AWaitingJobsRowLagsAndARestartShowsItWaiting) {
   ASSERT_TRUE(control_->UpdateJobQueue(Json{{"jobQueue", "q"}, {"state", "ENABLED"}}).ok());
   const Json done = WaitFor(id, {"SUCCEEDED", "FAILED"});
   EXPECT_EQ(done["status"], "SUCCEEDED") << done;
-  row = store_->FindJob(id);
-  last_seq = store_->LastJobEventSeq(id);
-  ASSERT_TRUE(row.ok() && row->has_value() && last_seq.ok());
-  EXPECT_EQ((*row)->status, "SUCCEEDED");
-  EXPECT_EQ((*row)->row_seq, *last_seq);
+  EXPECT_EQ(StoredRow(id), std::make_pair(std::string("SUCCEEDED"), true));
 }
 
 // Thousands of random resource values, through the job definition,
