@@ -471,8 +471,7 @@ void HttpServer::Impl::Run() {
   int n = options_.io_threads;
   if (n <= 0) n = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
   for (int i = 0; i < n; ++i) {
-    io_threads_.emplace_back([this] {
-      NameThisThread("lote-http-io");
+    io_threads_.push_back(NamedThread("lote-http-io", [this] {
       for (;;) {
         try {
           io_.run();
@@ -481,7 +480,7 @@ void HttpServer::Impl::Run() {
           spdlog::error("http: I/O thread caught: {}", e.what());
         }
       }
-    });
+    }));
   }
 }
 

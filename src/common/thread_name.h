@@ -8,11 +8,22 @@
 #include <pthread.h>
 
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace lote {
 
 inline void NameThisThread(const std::string& name) {
   (void)::pthread_setname_np(::pthread_self(), name.substr(0, 15).c_str());
+}
+
+// A thread that names itself `name`, then runs `fn`.
+template <typename Fn>
+std::thread NamedThread(std::string name, Fn fn) {
+  return std::thread([name = std::move(name), fn = std::move(fn)]() mutable {
+    NameThisThread(name);
+    fn();
+  });
 }
 
 }  // namespace lote

@@ -20,8 +20,7 @@ std::string CommOfThisThread() {
 
 TEST(ThreadNameTest, TheThreadShowsItsNameCutTo15Characters) {
   std::string short_name, long_name;
-  std::thread([&] {
-    NameThisThread("lote-store");
+  NamedThread("lote-store", [&] {
     short_name = CommOfThisThread();
     NameThisThread("lote-a-name-longer-than-fifteen");
     long_name = CommOfThisThread();

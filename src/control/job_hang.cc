@@ -77,8 +77,7 @@ void JobLoop::CollectHangEvidence() {
   }
   if (evidence_running_.exchange(true)) return;  // a pass after the collector's end takes it
   if (evidence_thread_.joinable()) evidence_thread_.join();
-  evidence_thread_ = std::thread([this] {
-    NameThisThread("lote-evidence");
+  evidence_thread_ = NamedThread("lote-evidence", [this] {
     while (evidence_due_.load()) CollectWantedEvidence();
     evidence_running_ = false;
   });

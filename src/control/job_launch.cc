@@ -191,12 +191,7 @@ void JobLoop::LaunchPlaced(const std::vector<std::string>& job_ids) {
     };
     std::vector<std::thread> helpers;
     const size_t extra = std::min<size_t>(kParallelLaunches - 1, handovers.size() / 2);
-    for (size_t i = 0; i < extra; ++i) {
-      helpers.emplace_back([&] {
-        NameThisThread("lote-launch");
-        work();
-      });
-    }
+    for (size_t i = 0; i < extra; ++i) helpers.push_back(NamedThread("lote-launch", work));
     work();
     for (std::thread& t : helpers) t.join();
   }

@@ -128,10 +128,7 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
     }
     b->capacity_at_ms_ = SteadyMs();
   }
-  b->poller_ = std::thread([p = b.get()] {
-    NameThisThread("lote-slurm");
-    p->Poll();
-  });
+  b->poller_ = NamedThread("lote-slurm", [p = b.get()] { p->Poll(); });
   return b;
 }
 

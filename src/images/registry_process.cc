@@ -159,10 +159,7 @@ Result<std::unique_ptr<RegistryProcess>> RegistryProcess::Start(RegistryOptions 
     std::lock_guard<std::mutex> lock(r->mu_);
     RETURN_IF_ERROR(r->Spawn());
   }
-  r->supervisor_ = std::thread([p = r.get()] {
-    NameThisThread("lote-registry");
-    p->Supervise();
-  });
+  r->supervisor_ = NamedThread("lote-registry", [p = r.get()] { p->Supervise(); });
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!Answers(port)) {
     if (std::chrono::steady_clock::now() > deadline || r->pid() == 0)

@@ -200,10 +200,7 @@ Status LogIngestor::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable()) return Status::FailedPrecondition("ingestor already started");
   stop_ = false;
-  thread_ = std::thread([this] {
-    NameThisThread("lote-ingest");
-    Run();
-  });
+  thread_ = NamedThread("lote-ingest", [this] { Run(); });
   return Status::Ok();
 }
 

@@ -376,10 +376,7 @@ Status RecoverStream(LogStore::Stream* s) {
 
 LogStore::LogStore(LogStoreOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = SystemClock::Default();
-  sealer_ = std::thread([this] {
-    NameThisThread("lote-log-seal");
-    SealLoop();
-  });
+  sealer_ = NamedThread("lote-log-seal", [this] { SealLoop(); });
 }
 
 LogStore::~LogStore() {
@@ -416,10 +413,7 @@ Result<std::unique_ptr<LogStore>> LogStore::Open(LogStoreOptions options) {
   RETURN_IF_ERROR(store->Recover());
   if (store->options_.load_in_background) {
     LogStore* s = store.get();
-    store->loader_ = std::thread([s] {
-      NameThisThread("lote-log-load");
-      s->LoadLoop();
-    });
+    store->loader_ = NamedThread("lote-log-load", [s] { s->LoadLoop(); });
   }
   return store;
 }

@@ -21,10 +21,7 @@ constexpr std::chrono::milliseconds kIdlePoll{20};
 }  // namespace
 
 JobLogs::JobLogs(logs::LogStore* store) : store_(store), history_(store) {
-  pump_ = std::thread([this] {
-    NameThisThread("lote-job-logs");
-    Pump();
-  });
+  pump_ = NamedThread("lote-job-logs", [this] { Pump(); });
 }
 
 JobLogs::~JobLogs() {

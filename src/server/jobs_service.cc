@@ -128,10 +128,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
-  service->loop_thread_ = std::thread([s = service.get()] {
-    NameThisThread("lote-jobs");
-    s->Loop();
-  });
+  service->loop_thread_ = NamedThread("lote-jobs", [s = service.get()] { s->Loop(); });
   return service;
 }
 
@@ -166,8 +163,7 @@ JobsService::~JobsService() {
 void JobsService::WatchBackend(exec::Backend* backend) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_ || !watched_.insert(backend).second) return;
-  waiters_.emplace_back([this, backend] {
-    NameThisThread("lote-backend");
+  waiters_.push_back(NamedThread("lote-backend", [this, backend] {
     while (true) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -188,7 +184,7 @@ void JobsService::WatchBackend(exec::Backend* backend) {
       }
       cv_.notify_all();
     }
-  });
+  }));
 }
 
 void JobsService::Notify() {

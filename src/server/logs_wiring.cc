@@ -26,10 +26,7 @@ class LogsWiring {
  public:
   LogsWiring(logs::LogStore* store, const Clock* clock, logs::LogsServiceOptions options)
       : store_(store), clock_(clock), service_(store_, clock, options) {
-    retention_ = std::thread([this] {
-      NameThisThread("lote-log-expiry");
-      RetentionLoop();
-    });
+    retention_ = NamedThread("lote-log-expiry", [this] { RetentionLoop(); });
   }
   ~LogsWiring() {
     {

@@ -146,10 +146,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
       return st;
     }
   }
-  s->reconciler_ = std::thread([srv = s.get()] {
-    NameThisThread("lote-reconcile");
-    srv->ReconcileLoop();
-  });
+  s->reconciler_ = NamedThread("lote-reconcile", [srv = s.get()] { srv->ReconcileLoop(); });
   return s;
 }
 

@@ -291,10 +291,7 @@ Store::Store(sqlite3* writer, sqlite3* reader, std::string path, StoreOptions op
         "Store transactions that failed (the disk full, an I/O error); their batches were "
         "refused.");
   }
-  writer_ = std::thread([this] {
-    NameThisThread("lote-store");
-    WriterLoop();
-  });
+  writer_ = NamedThread("lote-store", [this] { WriterLoop(); });
 }
 
 Store::~Store() {
