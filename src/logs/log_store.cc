@@ -697,8 +697,7 @@ Status LogStore::CreateStreamLocked(Group* g, const std::string& name, bool dura
     // its stream.json (LoadStream looks again under mu_); a crash between the
     // two leaves a folder without events, which the next load removes, or
     // this creation takes over (CreateStream found no stream.json in it).
-    if (::mkdir(s->dir.c_str(), 0755) != 0 && errno != EEXIST)
-      return Errno("cannot create log stream directory", s->dir);
+    RETURN_IF_ERROR(MakeDir(s->dir));
     RETURN_IF_ERROR(WriteNewFile(s->dir + "/stream.json", meta));
   }
   s->group_bytes = g->stored_bytes;

@@ -555,55 +555,66 @@ Status AppendRows(Stmt& q, std::vector<JobRow>* rows) {
   return q.status();
 }
 
+// A read transaction on `db` while it lives: its reads see one snapshot.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(sqlite3* db) : db_(db), status_(Exec(db, "BEGIN")) {}
+  ~ReadTransaction() {
+    if (status_.ok()) (void)Exec(db_, "COMMIT");
+  }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  sqlite3* db_;
+  Status status_;
+};
+
 }  // namespace
 
 Result<Snapshot> Store::Load(bool with_jobs) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   Snapshot snap;
-  RETURN_IF_ERROR(Exec(reader_db_, "BEGIN"));
-  auto finish = [&](Status st) -> Status {
-    (void)Exec(reader_db_, "COMMIT");
-    return st;
-  };
+  ReadTransaction snapshot(reader_db_);
+  RETURN_IF_ERROR(snapshot.status());
   for (ResourceKind kind :
        {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue, ResourceKind::kJobDefinition,
         ResourceKind::kSchedulingPolicy, ResourceKind::kPlacementGroup,
         ResourceKind::kLaunchTemplate, ResourceKind::kSsmParameter}) {
     Stmt q(reader_db_, std::string("SELECT arn, name, revision, doc, updated_ms FROM ") +
                            ResourceTable(kind) + " ORDER BY name, revision");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) {
       snap.resources.push_back(
           ResourceRow{kind, q.Text(0), q.Text(1), q.Int(2), q.Text(3), q.Int(4)});
     }
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
   {
     Stmt q(reader_db_, "SELECT resource_arn, key, value FROM tags ORDER BY resource_arn, key");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) snap.tags.push_back(TagRow{q.Text(0), q.Text(1), q.Text(2)});
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
   if (!with_jobs) {
-    RETURN_IF_ERROR(finish(Status::Ok()));
     return snap;
   }
   {
     Stmt q(reader_db_,
            std::string("SELECT ") + kJobColumns + " FROM jobs ORDER BY created_ms, job_id");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) snap.jobs.push_back(RowAt(q));
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
   {
     Stmt q(reader_db_, "SELECT job_id, attempt, doc FROM attempts ORDER BY job_id, attempt");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) {
       snap.attempts.push_back(AttemptRow{q.Text(0), static_cast<int32_t>(q.Int(1)), q.Text(2)});
     }
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
-  RETURN_IF_ERROR(finish(Status::Ok()));
   return snap;
 }
 
@@ -670,12 +681,8 @@ Result<int64_t> Store::LastJobEventSeq(const std::string& job_id) {
 
 Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
   std::lock_guard<std::mutex> lock(reader_mu_);
-  // Both reads see one snapshot.
-  RETURN_IF_ERROR(Exec(reader_db_, "BEGIN"));
-  auto finish = [&](Status st) -> Status {
-    (void)Exec(reader_db_, "COMMIT");
-    return st;
-  };
+  ReadTransaction snapshot(reader_db_);  // both reads see one snapshot
+  RETURN_IF_ERROR(snapshot.status());
   std::vector<UnfinishedJob> jobs;
   std::unordered_map<std::string, size_t> index_of;
   {
@@ -684,12 +691,12 @@ Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
                ", (SELECT COALESCE(MAX(e.seq), 0) FROM job_events AS e WHERE e.job_id = "
                "jobs.job_id) FROM jobs WHERE status NOT IN ('SUCCEEDED', 'FAILED') "
                "ORDER BY created_ms, job_id");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) {
       index_of.emplace(q.Text(0), jobs.size());
       jobs.push_back(UnfinishedJob{RowAt(q), q.Int(kJobColumnCount), {}});
     }
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
   {
     // The events each lagging row does not hold, in one read (a query per
@@ -698,16 +705,15 @@ Result<std::vector<UnfinishedJob>> Store::LoadUnfinishedJobs() {
            "SELECT e.job_id, e.seq, e.time_ms, e.type, e.payload FROM jobs AS j JOIN job_events "
            "AS e ON e.job_id = j.job_id AND e.seq > j.row_seq WHERE j.status NOT IN "
            "('SUCCEEDED', 'FAILED') AND j.row_seq > 0 ORDER BY e.job_id, e.seq");
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
     while (q.Next()) {
       auto it = index_of.find(q.Text(0));
       if (it == index_of.end()) continue;
       jobs[it->second].later_events.push_back(
           JobEvent{q.Text(0), q.Int(1), q.Int(2), q.Text(3), q.Text(4)});
     }
-    if (!q.status().ok()) return finish(q.status());
+    RETURN_IF_ERROR(q.status());
   }
-  RETURN_IF_ERROR(finish(Status::Ok()));
   return jobs;
 }
 
