@@ -202,7 +202,7 @@ class JobLoop {
   // (a job seen RUNNING is RUNNING after a crash too): `read` sets the ticket
   // of the last batch handed to the store while it looked at memory
   // (LastHandedTicketLocked); when that batch failed, memory was set back to
-  // the store and `read` runs again.
+  // the store and `read` runs again (at most three reads).
   Result<Json> ReadCommitted(const std::function<Result<Json>(uint64_t*)>& read);
   uint64_t LastHandedTicketLocked() const;
   Result<Json> DescribeJobsOnce(const Json& request, uint64_t* shown);
