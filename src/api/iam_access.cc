@@ -60,6 +60,10 @@ std::optional<std::string> IamAccessControl::CheckSubmit(const iam::User& user,
   Result<Json> definition = options_.job_definition(reference);
   if (!definition.ok()) return std::nullopt;  // SubmitJob answers the unknown definition
   if (auto refused = CheckUnixUsers(user, *definition, reference)) return refused;
+  const std::string arn = definition->value("jobDefinitionArn", reference);
+  if (auto refused =
+          iam::CheckRootEquivalent(user, "batch:SubmitJob", arn, *definition, options_.host))
+    return refused;
   return CheckSecrets(user, *definition);
 }
 
@@ -95,6 +99,9 @@ std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
     message = refusal->message;
   } else if (call.service == "batch" && call.operation == "SubmitJob") {
     message = CheckSubmit(*owner->user, request);
+  } else if (call.service == "batch" && call.operation == "RegisterJobDefinition") {
+    message = iam::CheckRootEquivalent(*owner->user, Action(call, access), Resources(access),
+                                       request, options_.host);
   }
   if (!message) {
     SetCurrentCaller(owner->user);

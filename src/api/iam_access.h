@@ -7,7 +7,10 @@
 //
 // SubmitJob is also refused when the job would run as a Unix user the
 // principal is not allowed (iam/unix_users.h), or when its definition's
-// secrets name SSM parameters the principal may not ssm:GetParameters. A call
+// secrets name SSM parameters the principal may not ssm:GetParameters.
+// RegisterJobDefinition and SubmitJob are refused when the definition sets
+// something that is root on the host (iam/job_privileges.h) and the principal
+// may not run jobs as root. A call
 // signed by a key the directory does not hold (a fixed key added to the
 // Authenticator) is refused.
 // Thread safety: as AccessControl (every collaborator is thread safe);
@@ -22,6 +25,7 @@
 #include "iam/audit_log.h"
 #include "iam/authorize.h"
 #include "iam/directory.h"
+#include "iam/job_privileges.h"
 #include "iam/unix_users.h"
 
 namespace lote::api {
@@ -35,6 +39,9 @@ struct IamAccessOptions {
   // empty or NotFound: SubmitJob's own error answers.
   std::function<Result<Json>(const std::string& reference)> job_definition;
   std::string server_user;  // who a job definition without `user` runs as
+  // Root-equivalent settings (iam/job_privileges.h): what the host lets any
+  // principal's jobs have.
+  iam::HostAllowances host;
 };
 
 // Who submitted a job and to which queue (the job's own record); nullopt: no

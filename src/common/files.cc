@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +97,25 @@ Status MakeDirs(const std::string& path, int mode) {
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string CanonicalPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path normal = fs::path(path).lexically_normal();
+  fs::path existing = normal;
+  fs::path rest;
+  while (true) {
+    char resolved[PATH_MAX];
+    if (::realpath(existing.c_str(), resolved) != nullptr) {
+      fs::path out = fs::path(resolved) / rest;
+      std::string s = out.lexically_normal().string();
+      while (s.size() > 1 && s.back() == '/') s.pop_back();
+      return s;
+    }
+    if (!existing.has_relative_path()) return normal.string();
+    rest = existing.filename() / rest;
+    existing = existing.parent_path();
+  }
 }
 
 std::string HomeDir() {

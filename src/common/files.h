@@ -21,6 +21,10 @@ Status MakeDirs(const std::string& path, int mode = 0755);
 // mkdir of one folder whose parent exists; an existing folder is fine.
 Status MakeDir(const std::string& path, int mode = 0755);
 bool FileExists(const std::string& path);
+// An absolute `path` as the host resolves it: the symbolic links and ".." of
+// its longest existing prefix resolved (realpath), the rest appended lexically
+// normal; a path nothing of which exists, lexically normal.
+std::string CanonicalPath(const std::string& path);
 // fsync a file or directory by path.
 Status SyncPath(const std::string& path);
 // "$HOME" or "/root".

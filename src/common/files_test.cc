@@ -41,5 +41,21 @@ TEST(FilesTest, MakeDirMakesOneFolderAndAcceptsAnExistingOne) {
   std::filesystem::remove_all(tmpl);
 }
 
+TEST(FilesTest, CanonicalPathFollowsLinksOfTheExistingPrefix) {
+  char tmpl[] = "/tmp/lote-files-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string base = std::filesystem::canonical(tmpl).string();
+  ASSERT_TRUE(MakeDir(base + "/data").ok());
+  ASSERT_TRUE(MakeDir(base + "/secret").ok());
+  std::filesystem::create_symlink(base + "/secret", base + "/data/link");
+  EXPECT_EQ(CanonicalPath(base + "/data/./set/"), base + "/data/set");
+  EXPECT_EQ(CanonicalPath(base + "/data/link"), base + "/secret");
+  // Not there yet: the part that exists is resolved, the rest kept.
+  EXPECT_EQ(CanonicalPath(base + "/data/link/new/x"), base + "/secret/new/x");
+  EXPECT_EQ(CanonicalPath(base + "/data/../secret/y"), base + "/secret/y");
+  EXPECT_EQ(CanonicalPath("/"), "/");
+  std::filesystem::remove_all(tmpl);
+}
+
 }  // namespace
 }  // namespace lote

@@ -43,8 +43,12 @@ std::string Str(const Json& j, const char* key) {
 }  // namespace
 
 const std::set<std::string>& ContainerModeFields() {
-  static const std::set<std::string> f = {"linuxParameters.devices", "privileged",
-                                          "readonlyRootFilesystem", "volumes", "mountPoints"};
+  static const std::set<std::string> f = {"linuxParameters.devices",
+                                          "linuxParameters.sharedMemorySize",
+                                          "privileged",
+                                          "readonlyRootFilesystem",
+                                          "volumes",
+                                          "mountPoints"};
   return f;
 }
 
@@ -67,6 +71,13 @@ Result<ContainerRun> ContainerRunFromAws(const std::string& image, const Json& l
         return Status::InvalidArgument("linuxParameters.devices: every device needs hostPath");
       c.devices.push_back(dev);
     }
+  }
+  if (linux_parameters.is_object() && linux_parameters.contains("sharedMemorySize")) {
+    const Json& shm = linux_parameters["sharedMemorySize"];
+    if (!shm.is_number_integer() || shm.get<int64_t>() < 0)
+      return Status::InvalidArgument(
+          "linuxParameters.sharedMemorySize must be a whole number of MiB");
+    c.shm_mib = shm.get<int64_t>();
   }
   std::map<std::string, std::string> volumes;  // name -> source
   if (other.is_object() && other.contains("volumes") && other["volumes"].is_array()) {
@@ -119,6 +130,7 @@ Json ToJson(const ContainerRun& c) {
               {"read_only_root", c.read_only_root},
               {"devices", devices},
               {"mounts", mounts},
+              {"shm_mib", c.shm_mib},
               {"containers_conf", c.containers_conf},
               {"registries_conf", c.registries_conf},
               {"auth_file", c.auth_file},
@@ -138,6 +150,7 @@ ContainerRun ContainerRunFromJson(const Json& j) {
     c.mounts.push_back(ContainerMount{m.at("source").get<std::string>(),
                                       m.at("container").get<std::string>(),
                                       m.value("read_only", false)});
+  c.shm_mib = j.value("shm_mib", int64_t{0});
   c.containers_conf = j.value("containers_conf", std::string());
   c.registries_conf = j.value("registries_conf", std::string());
   c.auth_file = j.value("auth_file", std::string());
@@ -178,7 +191,16 @@ std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUl
       "--init", "--network=host", "--pull=missing", "--log-driver=passthrough"};
   if (!s.cid_file.empty()) a.push_back("--cidfile=" + s.cid_file);
   for (const std::string& k : s.env_keys) a.insert(a.end(), {"-e", k});
-  if (!s.user.empty()) a.insert(a.end(), {"--user", s.user});
+  if (s.user) {
+    a.push_back("--user=" + std::to_string(s.user->uid) + ":" + std::to_string(s.user->gid));
+    for (uint32_t g : s.user->groups)
+      if (g != s.user->gid) a.push_back("--group-add=" + std::to_string(g));
+  }
+  // Defence in depth: nothing in the image (a set-uid binary, file
+  // capabilities) raises the job's user; a user other than root holds no
+  // capability at all.
+  if (!c.privileged) a.push_back("--security-opt=no-new-privileges");
+  if (s.user && s.user->uid != 0 && !c.privileged) a.push_back("--cap-drop=all");
   bool nofile = false, nproc = false;
   for (const ContainerUlimit& u : s.ulimits) {
     nofile = nofile || u.name == "nofile";
@@ -200,6 +222,7 @@ std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUl
     a.push_back("--volume=" + m.source + ":" + m.container_path + (m.read_only ? ":ro" : ""));
   if (s.memory_mib > 0) a.push_back("--memory=" + std::to_string(s.memory_mib) + "m");
   if (s.vcpu_milli > 0) a.push_back("--cpus=" + Cpus(s.vcpu_milli));
+  if (c.shm_mib > 0) a.push_back("--shm-size=" + std::to_string(c.shm_mib) + "m");
   a.push_back(c.image);
   a.insert(a.end(), s.command.begin(), s.command.end());
   return a;

@@ -33,6 +33,15 @@ struct ContainerMount {
   bool operator==(const ContainerMount&) const = default;
 };
 
+// A Unix user as numbers: what a container is given (podman --user UID:GID
+// --group-add ...), never a name for its image to interpret.
+struct UserIds {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // supplementary, the primary gid among them or not
+  bool operator==(const UserIds&) const = default;
+};
+
 // What a node's container is, beyond the runner's spec (argv, environment,
 // user, ulimits, limits).
 struct ContainerRun {
@@ -41,6 +50,7 @@ struct ContainerRun {
   bool read_only_root = false;
   std::vector<ContainerDevice> devices;
   std::vector<ContainerMount> mounts;
+  int64_t shm_mib = 0;  // linuxParameters.sharedMemorySize; 0: podman's default (64 MiB)
   // Set by the backend: the podman configuration (CONTAINERS_CONF and
   // CONTAINERS_REGISTRIES_CONF) and the container's name.
   std::string containers_conf;
@@ -71,7 +81,7 @@ void UseLotePodman(ContainerRun* c, const std::pair<std::string, std::string>& c
 // (NodeLaunch::fields_set paths).
 const std::set<std::string>& ContainerModeFields();
 
-// From a job's container: `linux_parameters` (devices) and the other
+// From a job's container: `linux_parameters` (devices, sharedMemorySize) and the other
 // ContainerProperties keys (privileged, readonlyRootFilesystem, volumes,
 // mountPoints). InvalidArgument for a mount point naming no volume, a volume
 // of a kind lote cannot mount (EFS), a device without hostPath.
@@ -99,7 +109,7 @@ struct PodmanRunSpec {
   ContainerRun container;
   std::vector<std::string> command;   // empty: the image's ENTRYPOINT + CMD
   std::vector<std::string> env_keys;  // the job's variables
-  std::string user;                   // empty: the image's USER
+  std::optional<UserIds> user;        // none: the image's USER
   std::vector<ContainerUlimit> ulimits;
   int64_t memory_mib = 0;  // 0: not limited
   int64_t vcpu_milli = 0;  // 0: not limited
@@ -109,7 +119,11 @@ struct PodmanRunSpec {
 };
 
 // `podman run --rm --name N --init --network=host ... IMAGE [command...]`
-// (without the podman program itself). As ECS does for AWS Batch: a command
+// (without the podman program itself). The user as numbers (`--user UID:GID`,
+// `--group-add GID` for each other group), never a name the image's
+// /etc/passwd could map to root; `--security-opt=no-new-privileges` unless
+// privileged, and no capabilities (`--cap-drop=all`) for a user other than
+// root: a set-uid program in the image cannot raise it. As ECS does for AWS Batch: a command
 // replaces the image's CMD and keeps its ENTRYPOINT; no command runs both as
 // the image says. Every --ulimit list names nofile and nproc (podman replaces
 // containers.conf's defaults once one is given): `host_nofile` / `host_nproc`

@@ -15,7 +15,8 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 
 TEST(ContainerTest, AwsFieldsBecomeAContainerRun) {
   Json lp = Json::parse(R"({"devices": [{"hostPath": "/dev/null", "containerPath": "/dev/x",
-                                          "permissions": ["READ", "WRITE"]}]})");
+                                          "permissions": ["READ", "WRITE"]}],
+                             "sharedMemorySize": 4096})");
   Json other = Json::parse(R"({"privileged": true, "readonlyRootFilesystem": true,
       "volumes": [{"name": "data", "host": {"sourcePath": "/srv/data"}}, {"name": "scratch"}],
       "mountPoints": [{"sourceVolume": "data", "containerPath": "/data", "readOnly": true},
@@ -24,6 +25,7 @@ TEST(ContainerTest, AwsFieldsBecomeAContainerRun) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->privileged);
   EXPECT_TRUE(c->read_only_root);
+  EXPECT_EQ(c->shm_mib, 4096);
   EXPECT_EQ(c->devices, (std::vector<ContainerDevice>{{"/dev/null", "/dev/x", "rw"}}));
   EXPECT_EQ(c->mounts, (std::vector<ContainerMount>{{"/srv/data", "/data", true},
                                                     {"lote-scratch", "/scratch", false}}));
@@ -49,18 +51,22 @@ TEST(ContainerTest, PodmanRunArgsPassTheJobByName) {
   s.container.mounts = {{"/srv", "/data", true}};
   s.container.read_only_root = true;
   s.env_keys = {"AWS_BATCH_JOB_ID", "SECRET"};
-  s.user = "nobody";
+  s.user = UserIds{65534, 65534, {65534, 27}};
   s.memory_mib = 512;
+  s.container.shm_mib = 2048;
   s.vcpu_milli = 1500;
   s.cid_file = "/n/container.id";
   const ContainerUlimit nofile{"nofile", 1024, 4096}, nproc{"nproc", 100, 200};
   std::vector<std::string> a = PodmanRunArgs(s, nofile, nproc);
   EXPECT_EQ(std::vector<std::string>(a.begin(), a.begin() + 4),
             (std::vector<std::string>{"run", "--rm", "--name", "lote-j-1-0"}));
-  for (const char* want : {"--init", "--network=host", "--user", "nobody", "-e", "SECRET",
-                           "--device=/dev/null:/dev/null", "--volume=/srv:/data:ro", "--read-only",
-                           "--memory=512m", "--cpus=1.5", "--cidfile=/n/container.id"})
+  for (const char* want :
+       {"--init", "--network=host", "--user=65534:65534", "--group-add=27", "-e", "SECRET",
+        "--device=/dev/null:/dev/null", "--volume=/srv:/data:ro", "--read-only", "--memory=512m",
+        "--cpus=1.5", "--shm-size=2048m", "--cidfile=/n/container.id",
+        "--security-opt=no-new-privileges", "--cap-drop=all"})
     EXPECT_TRUE(Has(a, want)) << want;
+  EXPECT_FALSE(Has(a, "--group-add=65534"));  // the primary group is --user's
   // No ulimit asked: containers.conf's defaults stand.
   EXPECT_FALSE(std::any_of(a.begin(), a.end(),
                            [](const std::string& x) { return x.rfind("--ulimit", 0) == 0; }));
@@ -77,6 +83,25 @@ TEST(ContainerTest, PodmanRunArgsPassTheJobByName) {
   EXPECT_TRUE(Has(a, "--ulimit=nproc=100:200"));
   EXPECT_EQ(std::vector<std::string>(a.end() - 3, a.end()),
             (std::vector<std::string>{"localhost/img:1", "python", "train.py"}));
+}
+
+TEST(ContainerTest, RootKeepsItsCapabilitiesAndPrivilegedIsUnfenced) {
+  PodmanRunSpec s;
+  s.container.image = "img";
+  s.container.name = "n";
+  s.user = UserIds{0, 0, {0}};
+  std::vector<std::string> a = PodmanRunArgs(s, {"nofile", 1, 1}, {"nproc", 1, 1});
+  EXPECT_TRUE(Has(a, "--user=0:0"));
+  EXPECT_TRUE(Has(a, "--security-opt=no-new-privileges"));
+  EXPECT_FALSE(Has(a, "--cap-drop=all"));
+  s.user.reset();  // the image's USER
+  a = PodmanRunArgs(s, {"nofile", 1, 1}, {"nproc", 1, 1});
+  EXPECT_FALSE(std::any_of(a.begin(), a.end(),
+                           [](const std::string& x) { return x.rfind("--user", 0) == 0; }));
+  s.container.privileged = true;
+  a = PodmanRunArgs(s, {"nofile", 1, 1}, {"nproc", 1, 1});
+  EXPECT_TRUE(Has(a, "--privileged"));
+  EXPECT_FALSE(Has(a, "--security-opt=no-new-privileges"));
 }
 
 TEST(ContainerTest, PodmansOwnErrorsBecomeAwsReasons) {

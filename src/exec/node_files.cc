@@ -145,10 +145,15 @@ Json ToJson(const ShimSpec& s) {
          {"cpu_quota_us", s.cpu_quota_us},
          {"cpu_period_us", s.cpu_period_us},
          {"default_grace_ms", s.default_grace_ms}};
+  if (!s.user.empty()) j["user"] = s.user;
   if (s.uid) j["uid"] = *s.uid;
   if (s.container) {
     j["container"] = ToJson(*s.container);
-    j["container_user"] = s.container_user;
+    if (s.container_user) {
+      j["container_user"] = Json{{"uid", s.container_user->uid},
+                                 {"gid", s.container_user->gid},
+                                 {"groups", s.container_user->groups}};
+    }
     j["container_memory_mib"] = s.container_memory_mib;
     j["container_vcpu_milli"] = s.container_vcpu_milli;
   }
@@ -170,6 +175,7 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
     s.env = j.at("env").get<std::vector<std::string>>();
     s.working_dir = j.at("working_dir").get<std::string>();
     s.output_path = j.at("output_path").get<std::string>();
+    s.user = j.value("user", std::string());
     if (j.contains("uid")) s.uid = j.at("uid").get<uint32_t>();
     s.gid = j.value("gid", 0u);
     s.groups = j.value("groups", std::vector<uint32_t>{});
@@ -186,7 +192,11 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
     s.placement = j.value("placement", std::string());
     if (j.contains("container")) {
       s.container = ContainerRunFromJson(j.at("container"));
-      s.container_user = j.value("container_user", std::string());
+      if (j.contains("container_user")) {
+        const Json& u = j.at("container_user");
+        s.container_user = UserIds{u.at("uid").get<uint32_t>(), u.at("gid").get<uint32_t>(),
+                                   u.value("groups", std::vector<uint32_t>{})};
+      }
       s.container_memory_mib = j.value("container_memory_mib", int64_t{0});
       s.container_vcpu_milli = j.value("container_vcpu_milli", int64_t{0});
     }

@@ -86,6 +86,10 @@ struct ShimSpec {
   std::vector<std::string> env;  // "KEY=VALUE"
   std::string working_dir;
   std::string output_path;
+  // The job's Unix user as its definition names it ("" none): resolved on the
+  // host that runs the node (ResolveJobUser, node_resolve.h) into `uid`,
+  // `gid`, `groups` (a process) or `container_user` (a container).
+  std::string user;
   std::optional<uint32_t> uid;  // set: switch to uid/gid/groups before exec
   uint32_t gid = 0;
   std::vector<uint32_t> groups;
@@ -107,7 +111,7 @@ struct ShimSpec {
   // podman; argv is then the job's command (empty: the image's), env the
   // job's variables, and user, rlimits and the limits below go to podman.
   std::optional<ContainerRun> container;
-  std::string container_user;
+  std::optional<UserIds> container_user;  // none: the image's USER
   int64_t container_memory_mib = 0;
   int64_t container_vcpu_milli = 0;
   bool multi_node = false;

@@ -84,6 +84,7 @@ RunnerHost ThisRunnerHost() {
   auto me = ResolveUser(std::to_string(host.euid));
   host.user_name = me.ok() ? me->name : std::to_string(host.euid);
   host.home_dir = HomeDir();
+  host.host_name = HostName();
   return host;
 }
 
@@ -153,50 +154,75 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
   shim.output_path = spec.output_path.empty() ? default_output : spec.output_path;
   shim.fault = spec.fault;
   shim.working_dir = spec.working_dir.empty() ? default_work : spec.working_dir;
+  shim.user = spec.user;
   if (in_container) {
-    // The image's user, PATH and HOME: only the job's own variables.
+    // The image's PATH and HOME: only the job's own variables.
     shim.container = spec.container;
     if (host.node_is_here)
       RETURN_IF_ERROR(LeaveOutMissingDevices(&*shim.container, spec.emulation, who, &out.warnings));
-    shim.container_user = spec.user;
     shim.container_memory_mib = spec.memory_mib;
     shim.container_vcpu_milli = spec.vcpu_milli;
     for (const auto& [k, v] : spec.environment) shim.env.push_back(k + "=" + v);
     if (!spec.private_ip.empty())
       shim.env.push_back("LOTE_PRIVATE_IPV4_ADDRESS=" + spec.private_ip);
-    return out;
-  }
-  std::string home_dir = host.home_dir;
-  std::string user_name = host.user_name;
-  if (!spec.user.empty()) {
-    ASSIGN_OR_RETURN(ResolvedUser u, ResolveUser(spec.user));
-    if (u.uid != host.euid) {
-      if (host.euid != 0) {
-        std::string msg = "running as user '" + spec.user + "' needs a lote server running as root";
-        if (!spec.emulation) {
-          return Status::FailedPrecondition(who + ": " + msg +
-                                            "; remove the user from the job definition or mark "
-                                            "the compute environment as emulation");
-        }
-        warn("emulation: " + msg + "; running as uid " + std::to_string(host.euid) + " instead");
-      } else {
-        shim.uid = u.uid;
-        shim.gid = u.gid;
-        shim.groups = u.groups;
-      }
+  } else {
+    std::map<std::string, std::string> env = spec.environment;
+    env.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (spec.user.empty()) {  // the runner's own user
+      env.try_emplace("HOME", host.home_dir);
+      env.try_emplace("USER", host.user_name);
+      env.try_emplace("LOGNAME", host.user_name);
     }
-    home_dir = u.home;
-    user_name = u.name;
+    if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
+    for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
   }
-
-  std::map<std::string, std::string> env = spec.environment;
-  env.try_emplace("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  env.try_emplace("HOME", home_dir);
-  env.try_emplace("USER", user_name);
-  env.try_emplace("LOGNAME", user_name);
-  if (!spec.private_ip.empty()) env["LOTE_PRIVATE_IPV4_ADDRESS"] = spec.private_ip;
-  for (const auto& [k, v] : env) shim.env.push_back(k + "=" + v);
+  // A node elsewhere (Slurm) resolves its user on the node it lands on.
+  if (host.node_is_here) {
+    Status s = ResolveJobUser(&shim, host.euid, host.host_name, &out.warnings);
+    if (!s.ok()) return Status(s.code(), who + ": " + s.message());
+  }
   return out;
+}
+
+Status ResolveJobUser(ShimSpec* spec, uint32_t euid, const std::string& host_name,
+                      std::vector<std::string>* warnings) {
+  if (spec->user.empty()) return Status::Ok();
+  Result<ResolvedUser> found = ResolveUser(spec->user);
+  if (!found.ok()) {
+    return Status::InvalidArgument("user '" + spec->user + "' does not exist on host " + host_name +
+                                   ": create it there or change the job definition's user");
+  }
+  const ResolvedUser& u = *found;
+  if (spec->container) {
+    // Numbers, never the name: the image's /etc/passwd does not decide.
+    spec->container_user = UserIds{u.uid, u.gid, u.groups};
+    return Status::Ok();
+  }
+  auto set_absent = [spec](const std::string& key, const std::string& value) {
+    for (const std::string& kv : spec->env)
+      if (kv.compare(0, key.size() + 1, key + "=") == 0) return;
+    spec->env.push_back(key + "=" + value);
+  };
+  set_absent("HOME", u.home);
+  set_absent("USER", u.name);
+  set_absent("LOGNAME", u.name);
+  if (u.uid == euid) return Status::Ok();
+  if (euid != 0) {
+    const std::string msg =
+        "running as user '" + spec->user + "' needs a lote server running as root";
+    if (!spec->emulation) {
+      return Status::FailedPrecondition(msg +
+                                        "; remove the user from the job definition or mark the "
+                                        "compute environment as emulation");
+    }
+    warnings->push_back("emulation: " + msg + "; running as uid " + std::to_string(euid) +
+                        " instead");
+    return Status::Ok();
+  }
+  spec->uid = u.uid;
+  spec->gid = u.gid;
+  spec->groups = u.groups;
+  return Status::Ok();
 }
 
 }  // namespace lote::exec

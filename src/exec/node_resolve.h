@@ -36,6 +36,7 @@ struct RunnerHost {
   uint32_t euid = 0;
   std::string user_name;  // of euid
   std::string home_dir;   // $HOME
+  std::string host_name;  // for messages
   // False when the node runs elsewhere (Slurm): the rlimits are checked by
   // the runner on the node itself (ShimSpec::placement), a container's
   // devices by podman there.
@@ -49,9 +50,20 @@ struct ResolvedNode {
   std::vector<std::string> warnings;
 };
 
+// The job's user (spec->user) resolved on the host that runs the node: the one
+// step both runtimes share, taken by ResolveNode for a node on this host and
+// by the runner on the node itself under Slurm. A container is given its
+// numbers (container_user: uid, primary gid, supplementary groups); a process
+// is switched to them by a root runner (uid/gid/groups), with HOME, USER and
+// LOGNAME set when absent; a non-root runner cannot switch (FailedPrecondition,
+// or in emulation a warning and the runner's own user). No user: nothing to
+// do. InvalidArgument naming the user and `host_name` when this host lacks it.
+Status ResolveJobUser(ShimSpec* spec, uint32_t euid, const std::string& host_name,
+                      std::vector<std::string>* warnings);
+
 // The runner's spec of `node`: argv and the environment (the spec's, plus PATH,
 // HOME, USER, LOGNAME when absent, and LOTE_PRIVATE_IPV4_ADDRESS), the user
-// (switched to by a root runner), the ulimits (checked here when
+// (ResolveJobUser, when the node is here), the ulimits (checked here when
 // host.node_is_here), the working directory and output (the defaults when the
 // spec has none). In container mode with host.node_is_here, a device the host
 // does not have is refused (FailedPrecondition naming it), or in emulation

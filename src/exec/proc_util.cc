@@ -110,6 +110,12 @@ int RlimitResourceByName(const std::string& name) {
   return -1;
 }
 
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "this host";
+  return name;
+}
+
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   if (abbrev == nullptr) return "signal " + std::to_string(sig);

@@ -40,6 +40,8 @@ bool HasEffectiveCapability(int cap);
 
 // RLIMIT_* for an AWS ulimit name ("nofile" -> RLIMIT_NOFILE); -1 if unknown.
 int RlimitResourceByName(const std::string& name);
+// This host's name (gethostname), "this host" if it has none.
+std::string HostName();
 // "SIGKILL" for 9, "signal 77" for unknown numbers.
 std::string SignalName(int sig);
 // Pids whose parent is `ppid`: from /proc/<ppid>/task/*/children, or by a

@@ -30,6 +30,7 @@
 #include "exec/container.h"
 #include "exec/node_fault.h"
 #include "exec/node_files.h"
+#include "exec/node_resolve.h"
 #include "exec/node_run.h"
 #include "exec/proc_util.h"
 #include "exec/slurm_placement.h"
@@ -204,14 +205,19 @@ std::map<std::string, std::string> OwnEnvironment() {
 }
 
 // On a node the server cannot see (ShimSpec::placement "slurm"): the
-// placement's variables, and the rlimits checked against this node. A
-// refused limit is the node's start failure (returned), a lowered one a notice.
-std::optional<std::string> ApplyPlacement(ShimSpec& spec, const NodeLog& log) {
+// placement's variables, the job's user resolved on this node
+// (ResolveJobUser: one missing here is the job's own error) and the rlimits
+// checked against it. A refusal is the node's start failure (returned), a
+// lowered limit a notice.
+std::optional<StatusRecord> ApplyPlacement(ShimSpec& spec, const NodeLog& log) {
   if (spec.placement != "slurm") return std::nullopt;
   MergeEnv(&spec.env, SlurmPlacementEnv(OwnEnvironment(), spec.node.node_index, spec.multi_node,
                                         spec.main_node_index));
-  char host[256] = "this node";
-  ::gethostname(host, sizeof(host) - 1);
+  const std::string host = HostName();
+  std::vector<std::string> warnings;
+  if (Status s = ResolveJobUser(&spec, ::geteuid(), host, &warnings); !s.ok())
+    return StartFailure(s.message(), /*bad_command=*/s.IsInvalidArgument());
+  for (const std::string& w : warnings) log("notice: " + w + " (on " + host + ")");
   const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);
   for (ShimRlimit& r : spec.rlimits) {
     struct rlimit cur;
@@ -219,8 +225,8 @@ std::optional<std::string> ApplyPlacement(ShimSpec& spec, const NodeLog& log) {
     std::string warning;
     Result<ShimRlimit> checked =
         ResolveRlimit(Ulimit{r.name, r.soft, r.hard}, cur, can_raise, spec.emulation, &warning);
-    if (!checked.ok()) return checked.status().message() + " (on " + host + ")";
-    if (!warning.empty()) log("notice: " + warning + " (on " + std::string(host) + ")");
+    if (!checked.ok()) return StartFailure(checked.status().message() + " (on " + host + ")");
+    if (!warning.empty()) log("notice: " + warning + " (on " + host + ")");
     r = *checked;
   }
   return std::nullopt;
@@ -304,8 +310,8 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
                   log, mode);
   }
   ShimSpec& spec = *spec_or;
-  if (std::optional<std::string> refused = ApplyPlacement(spec, log)) {
-    return Finish(p, StartFailure(*refused), log, mode);
+  if (std::optional<StatusRecord> refused = ApplyPlacement(spec, log)) {
+    return Finish(p, *refused, log, mode);
   }
   std::string injected;
   if (spec.fault.action == FaultAction::kUploadFail) {  // lote train obeys the variables

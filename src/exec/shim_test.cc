@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -224,16 +225,66 @@ TEST(ResolveNodeTest, DefaultsEnvironmentAndUser) {
                 "HOME=/mine", "LOGNAME=svc", "LOTE_PRIVATE_IPV4_ADDRESS=127.0.1.3",
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "USER=svc"}));
   n.user = "0";  // another user than the (non-root) host's
+  // Resolved on the node it lands on (node_is_here false), not here.
+  auto remote = ResolveNode(n, host, "x", "/w", "/o");
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  EXPECT_EQ(remote->spec.user, "0");
+  EXPECT_FALSE(remote->spec.uid.has_value());
+  host.node_is_here = true;
   EXPECT_TRUE(ResolveNode(n, host, "x", "/w", "/o").status().IsFailedPrecondition());
   n.emulation = true;
   auto emulated = ResolveNode(n, host, "x", "/w", "/o");
   ASSERT_TRUE(emulated.ok());
   EXPECT_FALSE(emulated->spec.uid.has_value());
+  ASSERT_FALSE(emulated->warnings.empty());
+  EXPECT_NE(emulated->warnings.back().find("running as uid 4242 instead"), std::string::npos)
+      << emulated->warnings.back();
+  host.node_is_here = false;
   n.unsupported_fields = {"privileged"};
   n.emulation = false;
   auto refused = ResolveNode(n, host, "the test executor", "/w", "/o");
   EXPECT_NE(refused.status().message().find("the test executor cannot honour privileged"),
             std::string::npos);
+}
+
+TEST(ResolveNodeTest, TheHostDecidesWhoTheJobsUserIs) {
+  // A process: a root runner switches to the host's numbers, with the user's
+  // HOME, USER and LOGNAME.
+  ShimSpec p;
+  p.argv = {"id"};
+  p.user = "nobody";
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(ResolveJobUser(&p, 0, "h1", &warnings).ok());
+  ASSERT_TRUE(p.uid.has_value());
+  EXPECT_EQ(*p.uid, 65534u);
+  EXPECT_EQ(p.gid, 65534u);
+  EXPECT_NE(std::find(p.env.begin(), p.env.end(), "USER=nobody"), p.env.end());
+  // A container gets the very same numbers, never the name.
+  ShimSpec c;
+  c.container = ContainerRun{};
+  c.user = "nobody";
+  ASSERT_TRUE(ResolveJobUser(&c, 0, "h1", &warnings).ok());
+  ASSERT_TRUE(c.container_user.has_value());
+  EXPECT_EQ(c.container_user->uid, *p.uid);
+  EXPECT_EQ(c.container_user->gid, p.gid);
+  EXPECT_EQ(c.container_user->groups, p.groups);
+  EXPECT_FALSE(c.uid.has_value());  // podman itself runs as the runner
+  EXPECT_TRUE(c.env.empty());       // the image's HOME
+  // A user this host lacks: the job's own error, naming the user and the host.
+  ShimSpec missing;
+  missing.container = ContainerRun{};
+  missing.user = "no-such-user-lote";
+  Status s = ResolveJobUser(&missing, 0, "node-7", &warnings);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("user 'no-such-user-lote' does not exist on host node-7"),
+            std::string::npos)
+      << s.message();
+  // No user: nothing to decide (the runner's own, or the image's USER).
+  ShimSpec none;
+  none.container = ContainerRun{};
+  EXPECT_TRUE(ResolveJobUser(&none, 0, "h1", &warnings).ok());
+  EXPECT_FALSE(none.container_user.has_value());
+  EXPECT_TRUE(warnings.empty());
 }
 
 TEST(ResolveNodeTest, AContainersMissingDeviceIsRefusedOrLeftOutInEmulation) {

@@ -43,4 +43,15 @@ Result<ShimRlimit> ResolveRlimit(const Ulimit& u, const struct rlimit& host, boo
   return r;
 }
 
+std::map<std::string, int64_t> HostHardLimits() {
+  std::map<std::string, int64_t> out;
+  for (const char* name : {"core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice",
+                           "nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}) {
+    struct rlimit rl;
+    if (::getrlimit(RlimitResourceByName(name), &rl) != 0) continue;
+    out[name] = rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<int64_t>(rl.rlim_max);
+  }
+  return out;
+}
+
 }  // namespace lote::exec

@@ -5,6 +5,8 @@
 
 #include <sys/resource.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "common/status.h"
@@ -19,5 +21,9 @@ namespace lote::exec {
 // or, in emulation, lowered to the host's with `*warning` saying so.
 Result<ShimRlimit> ResolveRlimit(const Ulimit& u, const struct rlimit& host, bool can_raise,
                                  bool emulation, std::string* warning);
+
+// This process's hard limit of every ulimit AWS names ("core", "memlock",
+// "nofile", ...): -1 for unlimited.
+std::map<std::string, int64_t> HostHardLimits();
 
 }  // namespace lote::exec

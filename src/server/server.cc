@@ -17,6 +17,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/thread_name.h"
+#include "exec/ulimits.h"
 #include "images/registry_process.h"
 
 namespace lote::server {
@@ -183,6 +184,11 @@ Status LoteServer::StartIam(const sigv4::Credentials& admin_key, const std::stri
     return control->FindJobDefinition(reference);
   };
   if (const struct passwd* pw = ::getpwuid(::geteuid())) access.server_user = pw->pw_name;
+  access.host.host_paths = options_.allowed_host_paths;
+  access.host.host_paths.push_back(options_.home + "/jobs");
+  access.host.max_shared_memory_mib = options_.max_shared_memory_mib;
+  access.host.hard_limits = exec::HostHardLimits();
+  access.host.canonical = CanonicalPath;
   access_ = std::make_unique<api::IamAccessControl>(std::move(access));
   if (!options_.insecure_no_auth) router_->SetAccessControl(access_.get());
   api::RegisterIam(router_.get(), directory_.get(), audit_.get());

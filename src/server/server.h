@@ -132,6 +132,11 @@ struct ServerOptions {
   // Finished jobs are deleted this many days after they ended (docs/jobs.md,
   // "Retention"); fractions allowed; 0: kept for ever.
   double job_retention_days = 7;
+  // Root-equivalent settings (iam/job_privileges.h, docs/api.md): host
+  // folders any principal's jobs may bind-mount (the home's jobs/ always may),
+  // and the largest linuxParameters.sharedMemorySize (MiB) they may ask for.
+  std::vector<std::string> allowed_host_paths;
+  int64_t max_shared_memory_mib = 8192;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };

@@ -174,6 +174,21 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "ended; fractions allowed (0.5 = 12 hours); 0: kept for ever")
       ->check(CLI::Range(0.0, 36500.0))
       ->capture_default_str();
+  sub->add_option("--allowed-host-paths", args->options.allowed_host_paths,
+                  "Host folders (comma-separated, absolute) that a principal which may not run "
+                  "jobs as root may bind-mount into its containers (volumes host.sourcePath); "
+                  "the home's jobs/ folder always may (docs/api.md)")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& p) {
+            return !p.empty() && p[0] == '/' ? std::string() : "'" + p + "' is not absolute";
+          },
+          "ABSOLUTE PATHS"));
+  sub->add_option("--max-shared-memory-mib", args->options.max_shared_memory_mib,
+                  "The largest linuxParameters.sharedMemorySize (MiB) that a principal which "
+                  "may not run jobs as root may ask for (docs/api.md)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
   sub->add_option("--node-agent", args->node_agent,
                   "Run every local node's command from one long-lived node agent per host (on), "
                   "or start one supervisor program per node (off); $LOTE_NODE_AGENT=1/0 "

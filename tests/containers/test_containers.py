@@ -5,6 +5,7 @@ here, every test fails with one line saying why (never a skip)."""
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -17,7 +18,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAKE_BASE_IMAGE = os.path.join(HERE, "..", "..", "examples", "llama2", "make_base_image.sh")
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
-from lote_server import LoteServer  # noqa: E402
+import botocore.exceptions  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 
 LOTE = None
 FINAL = ("SUCCEEDED", "FAILED")
@@ -52,12 +54,13 @@ def make_base_image(conf, image, changes, lote=None):
 class ContainerModeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = LoteServer(LOTE).start()
+        cls.work = tempfile.mkdtemp(prefix="lote_containers_")
+        os.chmod(cls.work, 0o777)
+        # Bind mounts under the work folder are open to every principal.
+        cls.server = LoteServer(LOTE, extra_args=["--allowed-host-paths", cls.work]).start()
         cls.conf = os.path.join(cls.server.home, "containers", "containers.conf")
         cls.batch = cls.server.client()
         cls.logs = cls.server.client("logs")
-        cls.work = tempfile.mkdtemp(prefix="lote_containers_")
-        os.chmod(cls.work, 0o777)
         cls.images = {}
         for name, changes in {
                 "cmd": ['CMD ["/bin/echo", "from-cmd"]'],
@@ -66,6 +69,15 @@ class ContainerModeTest(unittest.TestCase):
                 "sh": ['CMD ["/bin/sh"]']}.items():
             cls.images[name] = make_base_image(cls.conf, "localhost/lote-test-%s:%s" % (name, TAG),
                                                changes)
+        # An image whose /etc/passwd makes `nobody` root: only the name says nobody.
+        context = os.path.join(cls.work, "evil-context")
+        os.makedirs(context)
+        with open(os.path.join(context, "passwd"), "w") as f:
+            f.write("root:x:0:0:root:/root:/bin/sh\nnobody:x:0:0:root in disguise:/:/bin/sh\n")
+        with open(os.path.join(context, "Containerfile"), "w") as f:
+            f.write("FROM %s\nCOPY passwd /etc/passwd\n" % cls.images["sh"])
+        cls.images["evil"] = "localhost/lote-test-evil:%s" % TAG
+        podman(cls.conf, "build", "-q", "-t", cls.images["evil"], context)
         # podman itself must be able to run a container here.
         probe = podman(cls.conf, "run", "--rm", "--network=host", cls.images["cmd"], check=False)
         if probe.returncode != 0 or probe.stdout.strip() != "from-cmd":
@@ -177,6 +189,136 @@ class ContainerModeTest(unittest.TestCase):
         with open(os.path.join(ckpt, "model.ckpt")) as f:
             self.assertEqual(f.read(), "step-1\n")
         self.assertEqual(os.stat(os.path.join(ckpt, "model.ckpt")).st_uid, 65534)
+
+    def principal(self, name, unix_users):
+        """An IAM user allowed Batch everywhere, running jobs as `unix_users`: its
+        batch client."""
+        policy = os.path.join(self.work, "policy-%s.json" % name)
+        with open(policy, "w") as f:
+            json.dump({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": ["batch:*", "logs:*"], "Resource": "*"}]}, f)
+        args = ["users", "create", name, "--policy-file", policy]
+        for u in unix_users:
+            args += ["--unix-user", u]
+        self.lote(*args)
+        key = json.loads(self.lote("keys", "create", name))["AccessKey"]
+        return self.server.client("batch", key=key["AccessKeyId"],
+                                  secret=key["SecretAccessKey"])
+
+    def lote(self, *args):
+        """The `lote` CLI as the server's admin: its stdout."""
+        r = subprocess.run([LOTE] + list(args), env=self.server.env(), capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("lote %s exited %d: %s" % (" ".join(args), r.returncode,
+                                                            r.stderr))
+        return r.stdout
+
+    def test_the_host_decides_who_the_user_is_not_the_image(self):
+        # A folder only root may read (0700) with a file only root may read (0600).
+        secret_dir = os.path.join(self.work, "root-only")
+        os.makedirs(secret_dir)
+        os.chmod(secret_dir, 0o700)
+        with open(os.path.join(secret_dir, "key"), "w") as f:
+            f.write("the-root-secret\n")
+        os.chmod(os.path.join(secret_dir, "key"), 0o600)
+        nob = self.principal("nob", ["nobody"])
+        script = ("echo uid=$(id -u) gid=$(id -g); cat /secret/key 2>/dev/null || echo denied; "
+                  "ls /secret >/dev/null 2>&1 || echo unlisted")
+        nob.register_job_definition(
+            jobDefinitionName="disguised", type="container",
+            containerProperties={
+                "image": self.images["evil"], "user": "nobody", "resourceRequirements": SMALL,
+                "command": ["/bin/sh", "-c", script],
+                "volumes": [{"name": "s", "host": {"sourcePath": secret_dir}}],
+                "mountPoints": [{"sourceVolume": "s", "containerPath": "/secret",
+                                 "readOnly": True}]})
+        job_id = nob.submit_job(jobName="disguised", jobQueue="cq",
+                                jobDefinition="disguised")["jobId"]
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", job)
+        out = self.output(job)
+        self.assertEqual(out, ["uid=65534 gid=65534", "denied", "unlisted"])
+        self.assertNotIn("the-root-secret", "\n".join(out))
+
+    def test_process_and_container_mode_run_as_the_same_numbers(self):
+        script = "echo $(id -u) $(id -g) $(id -G)"
+        runs = {}
+        for queue in ("pq", "cq"):
+            job = self.run_job(self.register("ids-" + queue, self.images["sh"],
+                                             ["/bin/sh", "-c", script], user="nobody"),
+                               queue=queue)
+            self.assertEqual(job["status"], "SUCCEEDED", job)
+            runs[queue] = self.output(job)
+        self.assertEqual(runs["pq"], runs["cq"])
+        self.assertEqual(runs["cq"][0].split()[:2], ["65534", "65534"])
+
+    def test_a_user_the_host_lacks_is_the_jobs_own_error(self):
+        job = self.run_job(self.register("ghost", self.images["sh"], ["true"],
+                                         user="lote-no-such-user"))
+        self.assertEqual(job["status"], "FAILED")
+        self.assertIn("user 'lote-no-such-user' does not exist on host ", job["statusReason"])
+        raw = describe_job_raw(self.batch, job["jobId"])
+        self.assertEqual(raw["attempts"][-1]["failureCategory"], "USER_ERROR", raw)
+
+    def test_root_equivalent_settings_are_roots(self):
+        nob = self.principal("nob2", ["nobody"])
+        hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        base = {"image": self.images["sh"], "user": "nobody", "resourceRequirements": SMALL,
+                "command": ["/bin/sh", "-c", "echo ran as $(id -u)"]}
+        cases = {
+            "privileged": ({"privileged": True}, "containerProperties.privileged = true"),
+            "device": ({"linuxParameters": {"devices": [{"hostPath": "/dev/null"}]}},
+                       "containerProperties.linuxParameters.devices[0] = /dev/null"),
+            "hostmount": ({"volumes": [{"name": "etc", "host": {"sourcePath": "/etc"}}],
+                           "mountPoints": [{"sourceVolume": "etc", "containerPath": "/h",
+                                            "readOnly": True}]},
+                          "containerProperties.volumes[0].host.sourcePath = /etc, outside the "
+                          "allowed host paths (%s, %s/jobs)" % (self.work, self.server.home)),
+            "ulimit": ({"ulimits": [{"name": "nofile", "softLimit": 1024,
+                                     "hardLimit": hard_nofile + 1}]},
+                       "containerProperties.ulimits[0] nofile hardLimit = %d" % (hard_nofile + 1)),
+        }
+        for name, (extra, setting) in cases.items():
+            with self.subTest(setting=name):
+                props = dict(base, **extra)
+                definition = "root-" + name
+                with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                    nob.register_job_definition(jobDefinitionName=definition, type="container",
+                                                containerProperties=props)
+                err = ctx.exception.response
+                self.assertEqual(err["Error"]["Code"], "AccessDeniedException", err)
+                self.assertEqual(err["ResponseMetadata"]["HTTPStatusCode"], 403)
+                self.assertIn("user/nob2 is not authorized to perform: "
+                              "batch:RegisterJobDefinition", err["Error"]["Message"])
+                self.assertIn("because the job definition sets " + setting,
+                              err["Error"]["Message"])
+                self.assertIn("lote users set-unix-users nob2 root", err["Error"]["Message"])
+                self.assertEqual(self.batch.describe_job_definitions(
+                    jobDefinitionName=definition)["jobDefinitions"], [])
+                # The admin's same definition registers and runs...
+                self.batch.register_job_definition(jobDefinitionName=definition,
+                                                   type="container", containerProperties=props)
+                if name != "ulimit":  # above the host's hard limit: refused at launch (no
+                    # CAP_SYS_RESOURCE here) or raised; the refusal is what matters
+                    job = self.run_job(definition)
+                    self.assertEqual(job["status"], "SUCCEEDED", job)
+                    self.assertEqual(self.output(job), ["ran as 65534"])
+                # ...and the principal may not submit it either: no job.
+                with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                    nob.submit_job(jobName="sneak-" + name, jobQueue="cq",
+                                   jobDefinition=definition)
+                err = ctx.exception.response
+                self.assertEqual(err["Error"]["Code"], "AccessDeniedException", err)
+                self.assertIn("batch:SubmitJob on resource: arn:aws:batch:", err["Error"]["Message"])
+                self.assertIn(setting, err["Error"]["Message"])
+                self.assertEqual(self.batch.list_jobs(jobQueue="cq", filters=[
+                    {"name": "JOB_NAME", "values": ["sneak-" + name]}])["jobSummaryList"], [])
+        # Every refusal is in the audit log.
+        audit = json.loads(self.lote("audit", "--json", "--principal", "nob2"))
+        refused = [(r["EventName"], r["Result"]) for r in audit if r["Result"] == "AccessDenied"]
+        self.assertEqual(refused, [("batch:RegisterJobDefinition", "AccessDenied"),
+                                   ("batch:SubmitJob", "AccessDenied")] * len(cases), audit)
 
     def test_two_nodes_meet_at_the_main_node(self):
         with socket.socket() as s:

@@ -18,7 +18,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "control"))
 sys.path.insert(0, os.path.join(HERE, "..", "containers"))
-from lote_server import LoteServer  # noqa: E402
+from lote_server import LoteServer, describe_job_raw  # noqa: E402
 from test_containers import make_base_image, podman  # noqa: E402
 
 LOTE = None
@@ -494,8 +494,36 @@ else:
             job = self.wait_status(job_id)
             self.assertEqual(job["status"], "SUCCEEDED", job)
             self.wait_logs(self.describe(job_id + "#0"), "hello-from-1")
+            # The node's runner resolves the job's user on the node: the container
+            # and a process are given the same numbers.
+            ids = {}
+            for queue, definition_image in (("cq", image), ("sq", "host")):
+                self.batch.register_job_definition(
+                    jobDefinitionName="ids-" + queue, type="container", containerProperties={
+                        "image": definition_image, "user": "nobody", "resourceRequirements": small,
+                        "command": ["/bin/sh", "-c", "echo ids $(id -u) $(id -g) $(id -G)"]})
+                job = self.wait_status(self.batch.submit_job(
+                    jobName="ids", jobQueue=queue, jobDefinition="ids-" + queue)["jobId"])
+                self.assertEqual(job["status"], "SUCCEEDED", job)
+                ids[queue] = [m for m in self.wait_logs(job, "ids ") if m.startswith("ids ")]
+            self.assertEqual(ids["cq"], ids["sq"])
+            self.assertEqual(ids["cq"][0].split()[1:3], ["65534", "65534"])
         finally:
             podman(conf, "rmi", "-f", image, check=False)
+
+    def test_a_user_the_node_lacks_is_the_jobs_own_error(self):
+        self.batch.register_job_definition(
+            jobDefinitionName="ghost", type="container", containerProperties={
+                "image": "host", "user": "lote-no-such-user", "command": ["true"],
+                "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                         {"type": "MEMORY", "value": "128"}]})
+        job = self.wait_status(self.batch.submit_job(jobName="ghost", jobQueue="sq",
+                                                     jobDefinition="ghost")["jobId"])
+        self.assertEqual(job["status"], "FAILED", job)
+        self.assertIn("user 'lote-no-such-user' does not exist on host ",
+                      job["attempts"][-1]["container"]["reason"])
+        raw = describe_job_raw(self.batch, job["jobId"])
+        self.assertEqual(raw["attempts"][-1]["failureCategory"], "USER_ERROR", raw)
 
     def test_capacity_comes_from_the_partition(self):
         # As the server sent it: botocore drops keys its model does not know.
