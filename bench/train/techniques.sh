@@ -92,13 +92,13 @@ def peer(mode):
             "rss": max(x["peak_rss_mib"] for x in runs)}
 L = {n: lote(n) for n in ("r1_none", "r1_selective", "r1_full", "tp2_spoff_none",
                           "tp2_spoff_selective", "tp2_spon_none", "tp2_spon_selective")}
-print(f"{'run':22} {'s/step (rounds)':>22} {'peak RSS':>10} {'plan acts':>10} {'plan total':>11} {'RSS/plan':>9}")
+print(f"{'run':25} {'s/step (rounds)':>28} {'peak RSS':>10} {'plan acts':>10} {'plan total':>11} {'RSS/plan':>9}")
 for n, x in L.items():
-    print(f"lote {n:17} {x['step']:7.3f} ({' '.join(f'{s:.3f}' for s in x['steps'])}) "
+    print(f"lote {n:20} {x['step']:7.3f} ({' '.join(f'{s:.3f}' for s in x['steps'])}) "
           f"{x['rss']:7.0f} MiB {x['acts']:6.0f} MiB {x['total']:7.0f} MiB {x['rss'] / x['total']:8.2f}x")
 P = {m: peer(m) for m in ("none", "selective", "full")} if torch else {}
 for m, x in P.items():
-    print(f"torch {m:16} {x['step']:7.3f} ({' '.join(f'{s:.3f}' for s in x['steps'])}) {x['rss']:7.0f} MiB")
+    print(f"torch {m:19} {x['step']:7.3f} ({' '.join(f'{s:.3f}' for s in x['steps'])}) {x['rss']:7.0f} MiB")
 def ratio(what, a, b, goal):
     print(f"{what:70} {a / b:5.2f}x  (issue: {goal})")
 print("ratios:")

@@ -288,7 +288,8 @@ Status Trainer::PrintPlanOnly() {
              config_.NumParameters(), HumanCount(static_cast<double>(config_.NumParameters())),
              o_.batch_size, T, RecomputeName(activations_.recompute),
              activations_.sequence_parts > 1 ? "on" : "off", plan.ToString());
-  fmt::print(out_, "per rank with each way of keeping activations (SP: sequence parallel):\n{}",
+  fmt::print(out_, "per rank with each way of keeping activations{}:\n{}",
+             dims_.tp() > 1 ? " (SP: sequence parallel)" : "",
              CompareActivationOptions(config_, o_.batch_size, T, threads_, dims_));
   std::fflush(out_);
   return Status::Ok();
