@@ -139,9 +139,15 @@ void RmsNormApply(float* out, const float* inp, const float* weight, const float
 
 void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+  // The weight's gradient: a partial sum per thread, then added up in thread order, so
+  // the result does not depend on which thread finishes first (bit-reproducible).
+  std::vector<float> partial(static_cast<size_t>(omp_get_max_threads() * C), 0.0f);
+  int threads = 1;
 #pragma omp parallel
   {
-    std::vector<float> dw(static_cast<size_t>(C), 0.0f);
+#pragma omp single
+    threads = omp_get_num_threads();
+    float* dw = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * C;
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const float* x = inp + n * C;
@@ -152,13 +158,17 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
 #pragma omp simd reduction(+ : dot)
       for (int64_t c = 0; c < C; ++c) {
         dot += dy[c] * weight[c] * x[c];
-        dw[static_cast<size_t>(c)] += dy[c] * x[c] * r;
+        dw[c] += dy[c] * x[c] * r;
       }
       const float k = dot * r * r * r / static_cast<float>(C);
       for (int64_t c = 0; c < C; ++c) dx[c] += dy[c] * weight[c] * r - x[c] * k;
     }
-#pragma omp critical
-    for (int64_t c = 0; c < C; ++c) dweight[c] += dw[static_cast<size_t>(c)];
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      float sum = 0.0f;
+      for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t * C + c)];
+      dweight[c] += sum;
+    }
   }
 }
 

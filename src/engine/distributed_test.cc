@@ -407,22 +407,77 @@ TEST(TensorParallelModelTest, InitialWeightsAreSlicesOfTheSingleProcessOnes) {
   }
 }
 
+// Sequence parallel at TP = 2 over real collectives (ranks on threads), alone and with
+// each recomputation: the loss and every rank's gradient shard equal the single-process
+// model's (within summation-order rounding). 15 token rows over 2 ranks: uneven parts,
+// one crossing a sequence boundary.
+TEST(TensorParallelModelTest, SequenceParallelEqualsOneProcess) {
+  InitCpuBackend(1);
+  const LlamaConfig c = Small();
+  const int64_t B = 3, T = 5;
+  std::vector<int32_t> in, tg;
+  for (int64_t i = 0; i < B * T; ++i) {
+    in.push_back(static_cast<int32_t>((i * 37 + 11) % c.vocab_size));
+    tg.push_back(static_cast<int32_t>((i * 53 + 7) % c.vocab_size));
+  }
+  auto single = LlamaModel::Create(c, B, T, true).value();
+  single->InitWeights(42);
+  single->ZeroGrad();
+  const double want = single->ForwardBackward(in.data(), tg.data(), B, T, 1.0f);
+  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    SCOPED_TRACE(RecomputeName(mode));
+    OnGroup(2, [&](int r, Communicator* comm) {
+      auto m = LlamaModel::Create(c, B, T, true, Dims(c, 2, 2, r), comm, {mode, 2});
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      (*m)->InitWeights(42);
+      (*m)->ZeroGrad();
+      const double loss = (*m)->ForwardBackward(in.data(), tg.data(), B, T, 1.0f);
+      ASSERT_TRUE((*m)->comm_status().ok());
+      EXPECT_NEAR(loss, want, 1e-6 * want);
+      for (const TensorSpec& t : (*m)->layout().tensors()) {
+        const TensorSpec* g = single->layout().Find(t.name);
+        std::vector<float> expect(static_cast<size_t>(t.numel));
+        SliceShard(t, single->grads() + g->offset, expect.data());
+        float scale = 0, worst = 0;
+        for (int64_t i = 0; i < t.numel; ++i) {
+          scale = std::max(scale, std::abs(expect[static_cast<size_t>(i)]));
+          worst = std::max(worst,
+                           std::abs((*m)->grads()[t.offset + i] - expect[static_cast<size_t>(i)]));
+        }
+        EXPECT_GT(scale, 0.0f) << t.name;
+        EXPECT_LE(worst, 1e-5f * scale) << t.name << " on rank " << r;
+      }
+    });
+  }
+}
+
+TEST(TensorParallelModelTest, SequenceParallelNeedsTensorParallelism) {
+  const LlamaConfig c = Small();
+  auto m = LlamaModel::Create(c, 1, 8, true, {}, nullptr, {Recompute::kNone, 2});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("--tensor-parallel-size > 1"), std::string::npos);
+}
+
 TEST(TensorParallelModelTest, RankPlanMatchesWhatIsAllocated) {
   InitCpuBackend(1);
   const LlamaConfig c = Small();
   for (int tp : {1, 2}) {
     for (int dp : {1, 3}) {
-      PlaceOnly comm(0, tp);
-      const ParallelDims dims = Dims(c, tp * dp, tp, 0);
-      auto m = LlamaModel::Create(c, 2, 16, true, dims, tp > 1 ? &comm : nullptr);
-      ASSERT_TRUE(m.ok()) << m.status().ToString();
-      const MemoryPlan plan = PlanRankMemory(c, 2, 16, CpuThreads(), dims);
-      const Range shard = dims.ZeroShard((*m)->num_params());
-      AdamW adamw((*m)->layout(), {}, shard.begin, shard.end);
-      const int64_t optimizer = 2 * shard.size() * 4 + (dp > 1 ? shard.size() * 4 : 0);
-      EXPECT_EQ(plan.optimizer_bytes, optimizer) << tp << "x" << dp;
-      EXPECT_EQ(plan.total_bytes() - plan.optimizer_bytes, (*m)->allocated_bytes())
-          << tp << "x" << dp;
+      for (bool sp : {false, true}) {
+        if (sp && tp == 1) continue;
+        PlaceOnly comm(0, tp);
+        const ParallelDims dims = Dims(c, tp * dp, tp, 0);
+        const ActivationOptions options{Recompute::kSelective, sp ? tp : 1};
+        auto m = LlamaModel::Create(c, 2, 15, true, dims, tp > 1 ? &comm : nullptr, options);
+        ASSERT_TRUE(m.ok()) << m.status().ToString();
+        const MemoryPlan plan = PlanRankMemory(c, 2, 15, CpuThreads(), dims, options);
+        const Range shard = dims.ZeroShard((*m)->num_params());
+        AdamW adamw((*m)->layout(), {}, shard.begin, shard.end);
+        const int64_t optimizer = 2 * shard.size() * 4 + (dp > 1 ? shard.size() * 4 : 0);
+        EXPECT_EQ(plan.optimizer_bytes, optimizer) << tp << "x" << dp;
+        EXPECT_EQ(plan.total_bytes() - plan.optimizer_bytes, (*m)->allocated_bytes())
+            << tp << "x" << dp << " sp " << sp;
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -162,6 +163,29 @@ Status Dump(const DumpOptions& o) {
   return Status::Ok();
 }
 
+// --activation-recompute and --sequence-parallel (train and model plan), with the
+// recipe's names (neuronx-distributed's --selective_checkpoint_enabled and
+// --sequence_parallel_enabled) accepted as well.
+void AddActivationFlags(CLI::App* sub, TrainOptions* opts) {
+  const std::map<std::string, Recompute> recompute{
+      {"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}};
+  auto* mode =
+      sub->add_option("--activation-recompute", opts->activation_recompute,
+                      "what backward recomputes instead of keeping: none, selective (the "
+                      "attention core: scores, softmax, weighted sum) or full (the whole layer "
+                      "from its input) (default none)")
+          ->transform(CLI::CheckedTransformer(recompute));
+  sub->add_flag_callback(
+         "--selective_checkpoint_enabled",
+         [opts] { opts->activation_recompute = Recompute::kSelective; },
+         "the recipe's name for --activation-recompute selective")
+      ->excludes(mode);
+  sub->add_flag("--sequence-parallel,--sequence_parallel_enabled", opts->sequence_parallel,
+                "Megatron's sequence parallelism: norms, residuals and the embedding output "
+                "split along the sequence over the tensor-parallel group (needs "
+                "--tensor-parallel-size > 1)");
+}
+
 void RegisterTrain(CLI::App& app) {
   auto* sub = app.add_subcommand("train",
                                  "Train a Llama model on a lote dataset (CPU engine; its own "
@@ -269,6 +293,7 @@ void RegisterTrain(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--plan-only", opts->plan_only,
                 "print parameter count and memory plan, allocate nothing");
+  AddActivationFlags(sub, opts.get());
   sub->callback(
       [opts, launch] { SetExitCode(RunTrainCommand(*opts, *launch, ProcessArguments())); });
 }
@@ -293,8 +318,10 @@ void RegisterModel(CLI::App& app) {
   plan->add_option("--nnodes", plan_launch->nnodes, "nodes of the layout")->capture_default_str();
   plan->add_option("--nproc-per-node", plan_launch->nproc_per_node, "ranks per node")
       ->capture_default_str();
-  plan->callback([plan_cfg, plan_b, plan_t, plan_tp, plan_launch] {
-    TrainOptions o;
+  auto plan_acts = std::make_shared<TrainOptions>();
+  AddActivationFlags(plan, plan_acts.get());
+  plan->callback([plan_cfg, plan_b, plan_t, plan_tp, plan_launch, plan_acts] {
+    TrainOptions o = *plan_acts;
     o.config_path = *plan_cfg;
     o.batch_size = *plan_b;
     o.seq_len = *plan_t;

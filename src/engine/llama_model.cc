@@ -37,10 +37,15 @@ void Zero(float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
 }
 
+void Copy(float* dst, const float* src, int64_t n) {
+  if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len,
-                       bool training, TensorParallel tp, Communicator* tp_comm)
+                       bool training, TensorParallel tp, Communicator* tp_comm,
+                       const ActivationOptions& options)
     : config_(config),
       shard_(ShardConfig(config, tp)),
       layout_(config, tp),
@@ -48,17 +53,25 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max
       max_batch_(max_batch),
       max_seq_(max_seq_len),
       training_(training),
-      acts_(PlanActivations(shard_, max_batch, max_seq_len, CpuThreads())) {}
+      options_(options),
+      sp_(options.sequence_parts > 1),
+      acts_(PlanActivations(shard_, max_batch, max_seq_len, CpuThreads(), options)) {}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
                                                        int64_t max_seq_len, bool training,
                                                        const ParallelDims& dims,
-                                                       Communicator* tp_comm) {
+                                                       Communicator* tp_comm,
+                                                       const ActivationOptions& options) {
   RETURN_IF_ERROR(config.Validate());
   const TensorParallel tp = dims.tensor_parallel();
   if (tp.size > 1 &&
       (tp_comm == nullptr || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank)) {
     return Status::InvalidArgument("tensor parallelism needs the group's communicator");
+  }
+  if (options.sequence_parts != 1 && (tp.size == 1 || options.sequence_parts != tp.size)) {
+    return Status::InvalidArgument(
+        "sequence parallelism splits the sequence over the tensor-parallel group: it needs "
+        "--tensor-parallel-size > 1");
   }
   if (max_batch <= 0 || max_seq_len <= 0) {
     return Status::InvalidArgument("batch size and sequence length must be > 0");
@@ -70,8 +83,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
         max_seq_len, config.max_position_embeddings));
   }
   std::unique_ptr<LlamaModel> m(
-      new LlamaModel(config, max_batch, max_seq_len, training, tp, tp_comm));
-  const MemoryPlan plan = PlanMemory(m->shard_, max_batch, max_seq_len, CpuThreads(), training);
+      new LlamaModel(config, max_batch, max_seq_len, training, tp, tp_comm, options));
+  const MemoryPlan plan =
+      PlanMemory(m->shard_, max_batch, max_seq_len, CpuThreads(), training, options);
   try {
     m->params_.assign(static_cast<size_t>(m->layout_.total()), 0.0f);
     if (training) {
@@ -93,6 +107,47 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
 void LlamaModel::TpAllReduce(float* data, int64_t n, ReduceOp op) {
   // A failure is sticky in the communicator; the caller checks comm_status().
   if (tp_comm_ != nullptr) (void)tp_comm_->AllReduce(data, n, op);
+}
+
+Range LlamaModel::LocalRange(int64_t N) const {
+  return sp_ ? EvenSplit(N, tp_comm_->size(), tp_comm_->rank()) : Range{0, N};
+}
+
+void LlamaModel::GatherRows(float* full, int64_t N) {
+  if (!sp_) return;
+  std::vector<int64_t> counts = EvenCounts(N, tp_comm_->size());
+  for (int64_t& n : counts) n *= shard_.hidden_size;
+  (void)tp_comm_->AllGather(full, counts);  // sticky on failure, as TpAllReduce
+}
+
+void LlamaModel::ReduceRows(float* full, float* local, int64_t N) {
+  const int64_t C = shard_.hidden_size;
+  if (!sp_) {
+    TpAllReduce(full, N * C, ReduceOp::kSum);
+    Copy(local, full, N * C);
+    return;
+  }
+  std::vector<int64_t> counts = EvenCounts(N, tp_comm_->size());
+  for (int64_t& n : counts) n *= C;
+  (void)tp_comm_->ReduceScatter(full, counts);
+  const Range rows = LocalRange(N);
+  Copy(local, full + rows.begin * C, rows.size() * C);
+}
+
+void LlamaModel::NormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                              const float* weight, const float* rstd, int64_t Nl) {
+  const int64_t C = shard_.hidden_size;
+  if (!sp_) {
+    RmsNormBackward(dinp, dweight, dout, inp, weight, rstd, Nl, C);
+    return;
+  }
+  // The weight is replicated but each rank saw only its rows: sum this call's part over
+  // the group before adding it (what is already in dweight was summed before).
+  float* part = act_grad_.data() + acts_.dnorm;
+  Zero(part, C);
+  RmsNormBackward(dinp, part, dout, inp, weight, rstd, Nl, C);
+  TpAllReduce(part, C, ReduceOp::kSum);
+  AddInPlace(dweight, part, C);
 }
 
 void LlamaModel::InitWeights(uint64_t seed) {
@@ -157,66 +212,107 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
   LOTE_CHECK_MSG(logits_out == nullptr || tp_comm_ == nullptr,
                  "full logits are not gathered across tensor-parallel ranks");
   const LlamaConfig& c = shard_;
-  const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t N = B * T, C = c.hidden_size;
+  float* A = act_.data();
+  if (rope_len_ != T) {
+    RopeTables(A + acts_.rope_cos, A + acts_.rope_sin, T, c.head_dim(), c.rope_theta);
+    rope_len_ = T;
+  }
+  const int64_t L = c.num_hidden_layers;
+  NeedParams(L > 0 ? layout_.layer(0).input_norm : layout_.final_norm());  // the embedding
+  EmbedForward(inputs, N);
+  for (int64_t l = 0; l < L; ++l) LayerForward(l, B, T, false);
+  NeedParams(num_params());  // the final norm and the LM head
+  const Range rows = LocalRange(N);
+  RmsNormForward(A + acts_.ln + rows.begin * C, A + acts_.rstdf, A + acts_.res_final,
+                 params_.data() + layout_.final_norm(), rows.size(), C,
+                 static_cast<float>(c.rms_norm_eps));
+  GatherRows(A + acts_.ln, N);  // the LM head reads every row
+  int64_t valid = 0;
+  const double loss = LmHead(targets, N, grad_scale, logprob, logits_out, &valid);
+  if (valid_targets != nullptr) *valid_targets = valid;
+  if (grad_scale != 0.0f && valid > 0) Backward(inputs, B, T);
+  return loss;
+}
+
+// The residual stream entering layer 0: the embedding rows of the inputs (this rank's
+// vocabulary rows, summed over the group, under tensor parallelism).
+void LlamaModel::EmbedForward(const int32_t* inputs, int64_t N) {
+  const int64_t C = shard_.hidden_size;
+  float* A = act_.data();
+  float* res = A + (acts_.layers.empty() ? acts_.res_final : acts_.layers[0].res);
+  const float* wte = params_.data() + layout_.embed();
+  if (tp_comm_ == nullptr) {
+    EmbeddingForward(res, inputs, wte, N, C);
+    return;
+  }
+  LocalTokens(local_tokens_.data(), inputs, N, layout_.vocab_begin(), shard_.vocab_size);
+  float* full = sp_ ? A + acts_.ln : res;  // [N,C] partial sums
+  EmbeddingForwardShard(full, local_tokens_.data(), wte, N, C);
+  ReduceRows(full, res, N);  // vocabulary-parallel embedding
+}
+
+void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
+  const LlamaConfig& c = shard_;
+  const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float* W = params_.data();
   float* A = act_.data();
-  float* cos_t = A + acts_.rope_cos;
-  float* sin_t = A + acts_.rope_sin;
-  if (rope_len_ != T) {
-    RopeTables(cos_t, sin_t, T, hd, c.rope_theta);
-    rope_len_ = T;
-  }
-
+  const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+  const LayerOffsets& w = layout_.layer(l);
   const int64_t L = c.num_hidden_layers;
-  NeedParams(L > 0 ? layout_.layer(0).input_norm : layout_.final_norm());  // the embedding
-  if (tp_comm_ != nullptr) {
-    LocalTokens(local_tokens_.data(), inputs, N, layout_.vocab_begin(), V);
-    EmbeddingForwardShard(A + acts_.layers[0].res, local_tokens_.data(), W + layout_.embed(), N, C);
-    TpAllReduce(A + acts_.layers[0].res, N * C, ReduceOp::kSum);
-  } else {
-    EmbeddingForward(A + acts_.layers[0].res, inputs, W + layout_.embed(), N, C);
-  }
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
-    const LayerOffsets& w = layout_.layer(l);
-    float* res_next = l + 1 < c.num_hidden_layers ? A + acts_.layers[static_cast<size_t>(l + 1)].res
-                                                  : A + acts_.res_final;
-    // Each kernel waits only for the tensor it reads (the layer's tensors are in this
-    // order in the flat buffer), so a gather that is behind holds up one GEMM, not the
-    // whole layer.
-    NeedParams(w.wqkv);
-    RmsNormForward(A + acts_.ln, A + la.rstd1, A + la.res, W + w.input_norm, N, C, eps);
-    NeedParams(w.wo);
-    MatmulForward(A + la.qkv, A + acts_.ln, W + w.wqkv, N, C, D);
-    RopeForward(A + la.qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
-    NeedParams(w.post_norm);
-    MatmulForward(A + la.res_mid, A + la.att, W + w.wo, N, Da, C);
-    TpAllReduce(A + la.res_mid, N * C, ReduceOp::kSum);  // row-parallel o_proj
-    NeedParams(w.wgate_up);
-    AddRmsNormForward(A + acts_.ln, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, N, C,
-                      eps);  // res_mid += res, then ln2
-    NeedParams(w.wdown);
-    MatmulForward(A + la.gate_up, A + acts_.ln, W + w.wgate_up, N, C, 2 * I);
-    SwiGluForward(A + la.act, A + la.gate_up, N, I);
-    NeedParams(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
-    MatmulForward(res_next, A + la.act, W + w.wdown, N, I, C);
-    TpAllReduce(res_next, N * C, ReduceOp::kSum);  // row-parallel down_proj
-    AddInPlace(res_next, A + la.res_mid, N * C);
-  }
-  NeedParams(num_params());  // the final norm and the LM head
-  RmsNormForward(A + acts_.ln, A + acts_.rstdf, A + acts_.res_final, W + layout_.final_norm(), N, C,
-                 eps);
+  const Range rows = LocalRange(N);
+  const int64_t Nl = rows.size();
+  float* ln = A + acts_.ln;              // [N,C]
+  float* ln_mine = ln + rows.begin * C;  // [Nl,C] this rank's rows of it
+  // Each kernel waits only for the tensor it reads (the layer's tensors are in this
+  // order in the flat buffer), so a gather that is behind holds up one GEMM, not the
+  // whole layer. A recomputation in backward has every parameter.
+  auto need = [this, recompute](int64_t end) {
+    if (!recompute) NeedParams(end);
+  };
+  need(w.wqkv);
+  RmsNormForward(ln_mine, A + la.rstd1, A + la.res, W + w.input_norm, Nl, C, eps);
+  GatherRows(ln, N);
+  need(w.wo);
+  MatmulForward(A + la.qkv, ln, W + w.wqkv, N, C, D);  // column-parallel q/k/v
+  RopeForward(A + la.qkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
+  AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
+  need(w.post_norm);
+  float* o = sp_ ? ln : A + la.res_mid;  // [N,C] partial sums
+  MatmulForward(o, A + la.att, W + w.wo, N, Da, C);
+  ReduceRows(o, A + la.res_mid, N);  // row-parallel o_proj
+  need(w.wgate_up);
+  AddRmsNormForward(ln_mine, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, Nl, C,
+                    eps);  // res_mid += res, then ln2
+  GatherRows(ln, N);
+  need(w.wdown);
+  MatmulForward(A + la.gate_up, ln, W + w.wgate_up, N, C, 2 * I);  // column-parallel gate/up
+  SwiGluForward(A + la.act, A + la.gate_up, N, I);
+  if (recompute) return;  // backward reads neither the down projection nor res_next
+  need(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
+  float* res_next =
+      A + (l + 1 < L ? acts_.layers[static_cast<size_t>(l + 1)].res : acts_.res_final);
+  float* down = sp_ ? ln : res_next;  // [N,C] partial sums
+  MatmulForward(down, A + la.act, W + w.wdown, N, I, C);
+  ReduceRows(down, res_next, N);  // row-parallel down_proj
+  AddInPlace(res_next, A + la.res_mid, Nl * C);
+}
 
-  // LM head + cross-entropy in row chunks, each chunk's vocabulary in cache-sized blocks
-  // (lm_head_loss.h): the full [N, V] logits never exist, and a chunk's logits are made,
-  // reduced and differentiated block by block.
+// LM head + cross-entropy in row chunks, each chunk's vocabulary in cache-sized blocks
+// (lm_head_loss.h): the full [N, V] logits never exist, and a chunk's logits are made,
+// reduced and differentiated block by block. With gradients, leaves d(lnf) [N,C] (this
+// rank's vocabulary's part) in the dln scratch.
+double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, float* logprob,
+                          float* logits_out, int64_t* valid_targets) {
+  const int64_t C = shard_.hidden_size, V = shard_.vocab_size;
+  const float* W = params_.data();
+  float* A = act_.data();
   int64_t valid = 0;
   for (int64_t n = 0; n < N; ++n) valid += targets[n] >= 0 ? 1 : 0;
-  if (valid_targets != nullptr) *valid_targets = valid;
+  *valid_targets = valid;
   const bool backward = grad_scale != 0.0f && valid > 0;
   const float ce_scale = backward ? grad_scale / static_cast<float>(valid) : 0.0f;
   float* G = backward ? grads_.data() : nullptr;
@@ -247,69 +343,114 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
                      W + layout_.lm_head(), local + r0, targets + r0, m, C, V, ce_scale);
     }
   }
-  if (backward) {
-    TpAllReduce(dlnf, N * C, ReduceOp::kSum);  // vocabulary-parallel LM head
-    Backward(inputs, B, T);
-  }
   return valid > 0 ? total / static_cast<double>(valid) : 0.0;
 }
 
 void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
   const LlamaConfig& c = shard_;
-  const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size;
+  const int64_t N = B * T, C = c.hidden_size;
+  const float* W = params_.data();
+  float* G = grads_.data();
+  float* A = act_.data();
+  float* S = act_grad_.data();
+  const Range rows = LocalRange(N);
+  float* dres = S + acts_.dres;              // [Nl,C]
+  float* dln = S + acts_.dln;                // [N,C]
+  ReduceRows(dln, dln + rows.begin * C, N);  // vocabulary-parallel LM head
+  Zero(dres, rows.size() * C);
+  NormBackward(dres, G + layout_.final_norm(), dln + rows.begin * C, A + acts_.res_final,
+               W + layout_.final_norm(), A + acts_.rstdf, rows.size());
+  GradsReady(layout_.final_norm());  // and the LM head's, when untied
+  for (int64_t l = c.num_hidden_layers - 1; l >= 0; --l) {
+    if (options_.recompute == Recompute::kFull) LayerForward(l, B, T, true);
+    MlpBackward(l, N);
+    AttentionLayerBackward(l, B, T);
+  }
+  if (tp_comm_ != nullptr) {
+    // local_tokens_[0, N) still holds the inputs' shard ids from the forward pass.
+    EmbeddingBackward(G + layout_.embed(), GatheredResidualGrad(N), local_tokens_.data(), N, C,
+                      c.vocab_size);
+  } else {
+    EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
+  }
+  GradsReady(0);
+}
+
+const float* LlamaModel::GatheredResidualGrad(int64_t N) {
+  float* dres = act_grad_.data() + acts_.dres;
+  if (!sp_) return dres;
+  const int64_t C = shard_.hidden_size;
+  float* full = act_grad_.data() + acts_.dln;
+  const Range rows = LocalRange(N);
+  Copy(full + rows.begin * C, dres, rows.size() * C);
+  GatherRows(full, N);
+  return full;
+}
+
+// res_next = res_mid + down(silu(gate(ln2)) * up(ln2)), ln2 = norm(res_mid).
+// dinp overwritten (not +=) where nothing else adds into it: no zeroing pass. Each
+// weight's gradient is reported as soon as it is complete (a suffix of the flat buffer:
+// the layer's tensors from the last), so its reduce-scatter can start.
+void LlamaModel::MlpBackward(int64_t l, int64_t N) {
+  const int64_t C = shard_.hidden_size, I = shard_.intermediate_size;
+  const float* W = params_.data();
+  float* G = grads_.data();
+  float* A = act_.data();
+  float* S = act_grad_.data();
+  const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+  const LayerOffsets& w = layout_.layer(l);
+  const Range rows = LocalRange(N);
+  float* dln = S + acts_.dln;                   // [N,C]
+  float* ln = A + acts_.ln;                     // [N,C]
+  const float* dout = GatheredResidualGrad(N);  // [N,C]
+  MatmulBackward(S + acts_.dact, G + w.wdown, dout, A + la.act, W + w.wdown, N, I, C, true);
+  GradsReady(w.wdown);
+  SwiGluBackward(S + acts_.dgate_up, S + acts_.dact, A + la.gate_up, N, I);
+  RmsNormApply(ln + rows.begin * C, A + la.res_mid, W + w.post_norm, A + la.rstd2, rows.size(),
+               C);  // ln2
+  GatherRows(ln, N);
+  MatmulBackward(dln, G + w.wgate_up, S + acts_.dgate_up, ln, W + w.wgate_up, N, C, 2 * I, true);
+  GradsReady(w.wgate_up);
+  ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel gate/up
+  NormBackward(S + acts_.dres, G + w.post_norm, dln + rows.begin * C, A + la.res_mid,
+               W + w.post_norm, A + la.rstd2, rows.size());
+}
+
+// res_mid = res + o_proj(attention(rope(qkv(ln1)))), ln1 = norm(res).
+void LlamaModel::AttentionLayerBackward(int64_t l, int64_t B, int64_t T) {
+  const LlamaConfig& c = shard_;
+  const int64_t N = B * T, C = c.hidden_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
   const float* W = params_.data();
   float* G = grads_.data();
   float* A = act_.data();
   float* S = act_grad_.data();
-  float* dres = S + acts_.dres;
-  float* dln = S + acts_.dln;
+  const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+  const LayerOffsets& w = layout_.layer(l);
+  const Range rows = LocalRange(N);
+  float* dln = S + acts_.dln;  // [N,C]
+  float* ln = A + acts_.ln;    // [N,C]
   float* dqkv = S + acts_.dqkv;
-  float* datt = S + acts_.datt;
-  float* dgu = S + acts_.dgate_up;
-  float* dact = S + acts_.dact;
-
-  Zero(dres, N * C);
-  RmsNormBackward(dres, G + layout_.final_norm(), dln, A + acts_.res_final,
-                  W + layout_.final_norm(), A + acts_.rstdf, N, C);
-  GradsReady(layout_.final_norm());  // and the LM head's, when untied
-  for (int64_t l = c.num_hidden_layers - 1; l >= 0; --l) {
-    const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
-    const LayerOffsets& w = layout_.layer(l);
-    // MLP: res_next = res_mid + down(silu(gate) * up)
-    // dinp overwritten (not +=) where nothing else adds into it: no zeroing pass.
-    // Each weight's gradient is reported as soon as it is complete (a suffix of the flat
-    // buffer: the layer's tensors from the last), so its reduce-scatter can start.
-    MatmulBackward(dact, G + w.wdown, dres, A + la.act, W + w.wdown, N, I, C, true);
-    GradsReady(w.wdown);
-    SwiGluBackward(dgu, dact, A + la.gate_up, N, I);
-    RmsNormApply(A + acts_.ln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N, C);  // ln2
-    MatmulBackward(dln, G + w.wgate_up, dgu, A + acts_.ln, W + w.wgate_up, N, C, 2 * I, true);
-    GradsReady(w.wgate_up);
-    TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel gate/up
-    RmsNormBackward(dres, G + w.post_norm, dln, A + la.res_mid, W + w.post_norm, A + la.rstd2, N,
-                    C);
-    // Attention: res_mid = res + o_proj(attention(rope(qkv(norm(res)))))
-    MatmulBackward(datt, G + w.wo, dres, A + la.att, W + w.wo, N, Da, C, true);
-    GradsReady(w.wo);  // and post_norm's
-    Zero(dqkv, N * D);
-    AttentionBackward(dqkv, S + acts_.attn_grad_scratch, datt, A + la.qkv, A + la.att, A + la.lse,
-                      B, T, nh, nkv, hd);
-    RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
-    RmsNormApply(A + acts_.ln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);  // ln1
-    MatmulBackward(dln, G + w.wqkv, dqkv, A + acts_.ln, W + w.wqkv, N, C, D, true);
-    TpAllReduce(dln, N * C, ReduceOp::kSum);  // column-parallel q/k/v
-    RmsNormBackward(dres, G + w.input_norm, dln, A + la.res, W + w.input_norm, A + la.rstd1, N, C);
-    GradsReady(w.input_norm);  // the layer's first tensor
+  if (options_.recompute == Recompute::kSelective) {
+    // The attention core again, from the kept q/k/v: its output and log-sum-exp.
+    AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
   }
-  if (tp_comm_ != nullptr) {
-    // local_tokens_[0, N) still holds the inputs' shard ids from the forward pass.
-    EmbeddingBackward(G + layout_.embed(), dres, local_tokens_.data(), N, C, c.vocab_size);
-  } else {
-    EmbeddingBackward(G + layout_.embed(), dres, inputs, N, C, c.vocab_size);
-  }
-  GradsReady(0);
+  const float* dout = GatheredResidualGrad(N);  // [N,C]
+  MatmulBackward(S + acts_.datt, G + w.wo, dout, A + la.att, W + w.wo, N, Da, C, true);
+  GradsReady(w.wo);  // and post_norm's
+  Zero(dqkv, N * D);
+  AttentionBackward(dqkv, S + acts_.attn_grad_scratch, S + acts_.datt, A + la.qkv, A + la.att,
+                    A + la.lse, B, T, nh, nkv, hd);
+  RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
+  RmsNormApply(ln + rows.begin * C, A + la.res, W + w.input_norm, A + la.rstd1, rows.size(),
+               C);  // ln1
+  GatherRows(ln, N);
+  MatmulBackward(dln, G + w.wqkv, dqkv, ln, W + w.wqkv, N, C, D, true);
+  ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel q/k/v
+  NormBackward(S + acts_.dres, G + w.input_norm, dln + rows.begin * C, A + la.res, W + w.input_norm,
+               A + la.rstd1, rows.size());
+  GradsReady(w.input_norm);  // the layer's first tensor
 }
 
 }  // namespace lote::engine

@@ -13,6 +13,18 @@
 // cross-entropy is vocabulary-parallel. Every rank of the group calls the same methods
 // with the same inputs and gets the same loss. A failed collective is sticky in the
 // communicator: check comm_status() after a step.
+//
+// Sequence parallel (Megatron's; ActivationOptions::sequence_parts = TP): the residual
+// stream, the RMSNorms and the residual adds hold only this rank's part of the B*T token
+// rows (EvenSplit); the norm output is all-gathered before the column-parallel GEMMs and
+// the row-parallel outputs (and the embedding) are reduce-scattered instead of
+// all-reduced; backward mirrors them (all-gather of the residual gradient before the
+// row-parallel GEMMs' backward, reduce-scatter after the column-parallel ones), and the
+// norm weights' gradients, partial sums over the rows, are all-reduced over the group.
+//
+// Recomputation (ActivationOptions::recompute, memory_plan.h): backward runs the
+// attention core, or the whole layer, forward again instead of keeping it; the same
+// kernels on the same inputs, so losses and gradients are the same bits.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +48,8 @@ class LlamaModel {
   static Result<std::unique_ptr<LlamaModel>> Create(const LlamaConfig& config, int64_t max_batch,
                                                     int64_t max_seq_len, bool training,
                                                     const ParallelDims& dims = {},
-                                                    Communicator* tp_comm = nullptr);
+                                                    Communicator* tp_comm = nullptr,
+                                                    const ActivationOptions& options = {});
 
   const LlamaConfig& config() const { return config_; }
   // This rank's view of the config (its heads, MLP rows, vocabulary rows).
@@ -83,11 +96,37 @@ class LlamaModel {
 
  private:
   LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max_seq_len, bool training,
-             TensorParallel tp, Communicator* tp_comm);
+             TensorParallel tp, Communicator* tp_comm, const ActivationOptions& options);
   void TpAllReduce(float* data, int64_t n, ReduceOp op);
+  // Sequence parallel: this rank's token rows of N (all of them otherwise).
+  Range LocalRange(int64_t N) const;
+  // full[N,C] holds this rank's rows in place; all-gathers the others' (sequence
+  // parallel; otherwise every row is there already).
+  void GatherRows(float* full, int64_t N);
+  // full[N,C] holds this rank's partial sums (a row-parallel GEMM's output): sums them
+  // over the TP group, this rank's rows into local[Nl,C] (reduce-scatter under sequence
+  // parallelism, else all-reduce; local may be full).
+  void ReduceRows(float* full, float* local, int64_t N);
+  // RmsNormBackward over this rank's rows; under sequence parallelism the weight's
+  // gradient is all-reduced over the group before it is added.
+  void NormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                    const float* weight, const float* rstd, int64_t Nl);
   double Run(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, float grad_scale,
              float* logprob, float* logits, int64_t* valid_targets);
+  void EmbedForward(const int32_t* inputs, int64_t N);
+  // Layer l forward from its input; recompute: again in backward (no parameter waits,
+  // and it stops before the down projection, whose output backward does not read).
+  void LayerForward(int64_t l, int64_t B, int64_t T, bool recompute);
+  // The LM head and loss over every row of the final norm's output; with gradients,
+  // also its backward into the dln scratch. Sets *valid_targets.
+  double LmHead(const int32_t* targets, int64_t N, float grad_scale, float* logprob,
+                float* logits_out, int64_t* valid_targets);
   void Backward(const int32_t* inputs, int64_t B, int64_t T);
+  void MlpBackward(int64_t l, int64_t N);
+  void AttentionLayerBackward(int64_t l, int64_t B, int64_t T);
+  // The gradient of the residual stream as the row-parallel GEMMs' backward reads it:
+  // [N,C], gathered into the dln scratch under sequence parallelism.
+  const float* GatheredResidualGrad(int64_t N);
   void GradsReady(int64_t begin) const {
     if (ready_ != nullptr) (*ready_)(begin);
   }
@@ -101,6 +140,8 @@ class LlamaModel {
   Communicator* tp_comm_;
   int64_t max_batch_, max_seq_;
   bool training_;
+  ActivationOptions options_;
+  bool sp_;  // sequence parallel
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;

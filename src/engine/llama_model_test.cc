@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "engine/cpu_kernels.h"
 
@@ -141,6 +143,53 @@ TEST(LlamaModelTest, InitIsDeterministicFromSeed) {
   const TensorSpec& e = a->layout().tensors()[0];
   for (int64_t i = 0; i < e.numel; ++i) ss += a->params()[e.offset + i] * a->params()[e.offset + i];
   EXPECT_NEAR(std::sqrt(ss / e.numel), 0.2, 0.03);
+}
+
+// What one mode of recomputation computes: two accumulated micro batches' losses and
+// gradients (the second smaller than the model's maximum), then the loss after a step
+// of plain gradient descent on them.
+struct RecomputeRun {
+  std::vector<double> losses;
+  std::vector<float> grads;
+  int64_t bytes = 0;
+};
+
+RecomputeRun RunWith(const LlamaConfig& c, Recompute mode) {
+  auto model = LlamaModel::Create(c, 2, 7, true, {}, nullptr, {mode, 1}).value();
+  model->InitWeights(5);
+  Batch batch(c.vocab_size);
+  RecomputeRun r;
+  model->ZeroGrad();
+  r.losses.push_back(model->ForwardBackward(batch.in.data(), batch.tg.data(), 2, 7, 0.5f));
+  r.losses.push_back(model->ForwardBackward(batch.in.data() + 3, batch.tg.data() + 3, 1, 7, 0.5f));
+  r.grads.assign(model->grads(), model->grads() + model->num_params());
+  for (int64_t i = 0; i < model->num_params(); ++i) model->params()[i] -= 0.5f * r.grads[i];
+  r.losses.push_back(model->Forward(batch.in.data(), batch.tg.data(), 2, 7, nullptr, nullptr));
+  r.bytes = model->allocated_bytes();
+  return r;
+}
+
+// Selective and full recomputation run the same kernels on the same inputs again, so
+// losses and gradients are the same bits as keeping everything; and they keep less.
+TEST(LlamaModelTest, RecomputationGivesTheSameBits) {
+  InitCpuBackend(0);
+  for (bool tied : {false, true}) {
+    LlamaConfig c = Tiny();
+    c.num_hidden_layers = 3;
+    c.tie_word_embeddings = tied;
+    const RecomputeRun none = RunWith(c, Recompute::kNone);
+    EXPECT_LT(none.losses[2], none.losses[0]);  // the step learned something
+    int64_t bytes = none.bytes;
+    for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
+      SCOPED_TRACE(testing::Message() << RecomputeName(mode) << " tied=" << tied);
+      const RecomputeRun r = RunWith(c, mode);
+      EXPECT_EQ(r.losses, none.losses);
+      ASSERT_EQ(r.grads.size(), none.grads.size());
+      EXPECT_EQ(std::memcmp(r.grads.data(), none.grads.data(), r.grads.size() * sizeof(float)), 0);
+      EXPECT_LT(r.bytes, bytes);
+      bytes = r.bytes;
+    }
+  }
 }
 
 TEST(CpuKernelsTest, FastExpIsAccurate) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/communicator.h"
 #include "engine/cpu_kernels.h"
@@ -11,31 +12,75 @@
 
 namespace lote::engine {
 
-ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int threads) {
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+namespace {
+
+// Hands out 64-byte aligned sub-buffers of one buffer, in floats.
+class Taker {
+ public:
+  int64_t operator()(int64_t n) {
+    const int64_t at = off_;
+    off_ += (n + 15) / 16 * 16;
+    return at;
+  }
+  int64_t total() const { return off_; }
+
+ private:
+  int64_t off_ = 0;
+};
+
+// The attention core of a layer: its output and log-sum-exp.
+void TakeAttentionCore(Taker& take, LayerActs& la, const LlamaConfig& c, int64_t B, int64_t T) {
+  la.lse = take(B * c.num_attention_heads * T);
+  la.att = take(B * T * c.q_dim());
+}
+
+// Everything of a layer but its input and its attention core.
+void TakeLayerRest(Taker& take, LayerActs& la, const LlamaConfig& c, int64_t N, int64_t Nl) {
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  la.rstd1 = take(Nl);
+  la.qkv = take(N * c.qkv_dim());
+  la.res_mid = take(Nl * C);
+  la.rstd2 = take(Nl);
+  la.gate_up = take(N * 2 * I);
+  la.act = take(N * I);
+}
+
+}  // namespace
+
+ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int threads,
+                                 const ActivationOptions& o) {
   ActivationLayout a;
   const int64_t N = B * T, C = c.hidden_size, I = c.intermediate_size;
-  int64_t off = 0;
-  auto take = [&off](int64_t n) {
-    const int64_t at = off;
-    off += (n + 15) / 16 * 16;  // 64-byte aligned sub-buffers
-    return at;
-  };
-  const int64_t nthreads = std::max(threads, 1);
+  const int64_t Nl = LocalRows(N, o.sequence_parts);
+  const bool keep_core = o.recompute == Recompute::kNone;
+  const bool keep_rest = o.recompute != Recompute::kFull;
+  Taker take;
+  // One layer's worth of what backward recomputes, shared by every layer.
+  LayerActs shared{};
+  if (!keep_core) TakeAttentionCore(take, shared, c, B, T);
+  if (!keep_rest) TakeLayerRest(take, shared, c, N, Nl);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    LayerActs la{};
-    la.res = take(N * C);
-    la.rstd1 = take(N);
-    la.qkv = take(N * c.qkv_dim());
-    la.lse = take(B * c.num_attention_heads * T);
-    la.att = take(N * c.q_dim());
-    la.res_mid = take(N * C);
-    la.rstd2 = take(N);
-    la.gate_up = take(N * 2 * I);
-    la.act = take(N * I);
+    LayerActs la = shared;
+    la.res = take(Nl * C);
+    if (keep_rest) TakeLayerRest(take, la, c, N, Nl);
+    if (keep_core) TakeAttentionCore(take, la, c, B, T);
     a.layers.push_back(la);
   }
-  a.res_final = take(N * C);
-  a.rstdf = take(N);
+  const int64_t nthreads = std::max(threads, 1);
+  a.res_final = take(Nl * C);
+  a.rstdf = take(Nl);
   a.ln = take(N * C);
   a.logits = take(std::min(N, kHeadChunkRows) * c.vocab_size);
   a.head_stats = take(HeadStatsFloats(std::min(N, kHeadChunkRows), c.vocab_size));
@@ -43,24 +88,25 @@ ActivationLayout PlanActivations(const LlamaConfig& c, int64_t B, int64_t T, int
   a.rope_cos = take(T * c.head_dim() / 2);
   a.rope_sin = take(T * c.head_dim() / 2);
   a.attn_scratch = take(nthreads * AttentionForwardScratch(T, c.head_dim()));
-  a.total = off;
-  off = 0;
-  a.dres = take(N * C);
-  a.dln = take(N * C);
-  a.dqkv = take(N * c.qkv_dim());
-  a.datt = take(N * c.q_dim());
-  a.dgate_up = take(N * 2 * I);
-  a.dact = take(N * I);
-  a.attn_grad_scratch = take(nthreads * AttentionBackwardScratch(T, c.head_dim()));
-  a.grad_total = off;
+  a.total = take.total();
+  Taker gtake;
+  a.dres = gtake(Nl * C);
+  a.dln = gtake(N * C);
+  a.dqkv = gtake(N * c.qkv_dim());
+  a.datt = gtake(N * c.q_dim());
+  a.dgate_up = gtake(N * 2 * I);
+  a.dact = gtake(N * I);
+  a.attn_grad_scratch = gtake(nthreads * AttentionBackwardScratch(T, c.head_dim()));
+  if (o.sequence_parts > 1) a.dnorm = gtake(C);
+  a.grad_total = gtake.total();
   return a;
 }
 
 MemoryPlan PlanMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
-                      bool training) {
+                      bool training, const ActivationOptions& options) {
   MemoryPlan p;
   const ParamLayout layout(config);
-  const ActivationLayout acts = PlanActivations(config, batch, seq_len, threads);
+  const ActivationLayout acts = PlanActivations(config, batch, seq_len, threads, options);
   p.params_bytes = layout.total() * 4;
   p.activation_bytes = acts.total * 4;
   if (training) {
@@ -107,15 +153,56 @@ std::string MemoryPlan::ToString() const {
 namespace lote::engine {
 
 MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_len, int threads,
-                          const ParallelDims& dims) {
+                          const ParallelDims& dims, const ActivationOptions& options) {
   const int tp = dims.tp(), dp = dims.dp();
   const LlamaConfig shard = ShardConfig(config, TensorParallel{0, tp});
-  MemoryPlan p = PlanMemory(shard, batch, seq_len, threads, true);
+  MemoryPlan p = PlanMemory(shard, batch, seq_len, threads, true, options);
   const int64_t local = ParamLayout(shard).total();
   const int64_t zero_shard = EvenSplit(local, dp, 0).size();
   p.optimizer_bytes = 2 * zero_shard * 4 + (dp > 1 ? zero_shard * 4 : 0);
   if (tp > 1) p.activation_bytes += 2 * batch * seq_len * 4;
   return p;
+}
+
+}  // namespace lote::engine
+
+namespace lote::engine {
+
+std::string CompareActivationOptions(const LlamaConfig& config, int64_t batch, int64_t seq_len,
+                                     int threads, const ParallelDims& dims) {
+  std::vector<std::pair<std::string, ActivationOptions>> columns;
+  for (int parts : {1, dims.tp()}) {
+    if (parts == 1 && !columns.empty()) break;  // TP 1: no sequence-parallel columns
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      std::string name = parts > 1 ? std::string("SP+") + RecomputeName(r) : RecomputeName(r);
+      if (parts > 1 && r == Recompute::kNone) name = "SP";
+      columns.push_back({name, ActivationOptions{r, parts}});
+    }
+  }
+  std::vector<MemoryPlan> plans;
+  for (const auto& [name, options] : columns) {
+    plans.push_back(PlanRankMemory(config, batch, seq_len, threads, dims, options));
+  }
+  std::string s = fmt::format("  {:<22}", "");
+  for (const auto& [name, options] : columns) s += fmt::format(" {:>13}", name);
+  s += "\n";
+  auto row = [&](const char* what, int64_t MemoryPlan::*field) {
+    s += fmt::format("  {:<22}", what);
+    for (const MemoryPlan& p : plans) {
+      s += fmt::format(" {:>13}", HumanBytes(static_cast<double>(p.*field)));
+    }
+    s += "\n";
+  };
+  row("parameters (fp32)", &MemoryPlan::params_bytes);
+  row("gradients (fp32)", &MemoryPlan::grads_bytes);
+  row("AdamW m + v (fp32)", &MemoryPlan::optimizer_bytes);
+  row("activations", &MemoryPlan::activation_bytes);
+  row("activation gradients", &MemoryPlan::activation_grad_bytes);
+  s += fmt::format("  {:<22}", "total");
+  for (const MemoryPlan& p : plans) {
+    s += fmt::format(" {:>13}", HumanBytes(static_cast<double>(p.total_bytes())));
+  }
+  return s + "\n";
 }
 
 }  // namespace lote::engine

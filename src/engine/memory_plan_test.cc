@@ -49,17 +49,42 @@ TEST(MemoryPlanTest, ModelAllocatesExactlyThePlan) {
   };
   for (const Case& k : cases) {
     for (bool training : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "heads " << k.config.num_attention_heads << "/"
-                                      << k.config.num_key_value_heads << " B=" << k.batch
-                                      << " T=" << k.seq << " training=" << training);
-      auto model = LlamaModel::Create(k.config, k.batch, k.seq, training).value();
-      const MemoryPlan plan = PlanMemory(k.config, k.batch, k.seq, CpuThreads(), training);
-      EXPECT_EQ(plan.optimizer_bytes, training ? 2 * 4 * model->num_params() : 0);
-      EXPECT_EQ(model->allocated_bytes() + plan.optimizer_bytes, plan.total_bytes());
-      EXPECT_EQ(plan.params_bytes, 4 * model->num_params());
-      EXPECT_EQ(plan.activation_grad_bytes > 0, training);
+      for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        SCOPED_TRACE(testing::Message()
+                     << "heads " << k.config.num_attention_heads << "/"
+                     << k.config.num_key_value_heads << " B=" << k.batch << " T=" << k.seq
+                     << " training=" << training << " recompute " << RecomputeName(mode));
+        const ActivationOptions options{mode, 1};
+        auto model =
+            LlamaModel::Create(k.config, k.batch, k.seq, training, {}, nullptr, options).value();
+        const MemoryPlan plan =
+            PlanMemory(k.config, k.batch, k.seq, CpuThreads(), training, options);
+        EXPECT_EQ(plan.optimizer_bytes, training ? 2 * 4 * model->num_params() : 0);
+        EXPECT_EQ(model->allocated_bytes() + plan.optimizer_bytes, plan.total_bytes());
+        EXPECT_EQ(plan.params_bytes, 4 * model->num_params());
+        EXPECT_EQ(plan.activation_grad_bytes > 0, training);
+      }
     }
   }
+}
+
+// Llama 2 7B at T = 4096 (every buffer a multiple of 16 floats, so no padding): selective
+// recomputation keeps one layer's attention output [T, C] and log-sum-exp [nh, T] instead
+// of 32; full keeps of each layer only its input [T, C], plus one layer's worth of the rest.
+TEST(MemoryPlanTest, RecomputationKeepsOneLayerOfWhatItRecomputes) {
+  const LlamaConfig c = Llama2_7B();
+  const int64_t T = 4096, C = 4096, I = 11008, nh = 32, L = 32;
+  auto acts = [&](Recompute mode) {
+    return PlanMemory(c, 1, T, 2, true, {mode, 1}).activation_bytes;
+  };
+  const int64_t none = acts(Recompute::kNone);
+  EXPECT_EQ(none - acts(Recompute::kSelective), (L - 1) * T * (C + nh) * 4);
+  // A layer keeps res, rstd1, qkv, lse, att, res_mid, rstd2, gate/up and act.
+  const int64_t per_layer = T * (6 * C + 3 * I + 2 + nh) * 4;
+  EXPECT_EQ(none - acts(Recompute::kFull), (L - 1) * (per_layer - T * C * 4));
+  // Activation gradients do not change: one layer's, shared.
+  EXPECT_EQ(PlanMemory(c, 1, T, 2, true, {Recompute::kFull, 1}).activation_grad_bytes,
+            PlanMemory(c, 1, T, 2, true).activation_grad_bytes);
 }
 
 // No [T, T] term anywhere: doubling T from 2048 to 4096 adds exactly twice what doubling

@@ -204,6 +204,7 @@ class Trainer {
   const LlamaConfig& config_;
   const ParallelDims dims_;
   const int64_t accum_;
+  const ActivationOptions activations_;
   std::FILE* out_;
   std::FILE* devnull_ = nullptr;
   std::unique_ptr<Communicator> solo_world_, solo_tp_, solo_dp_;
@@ -249,7 +250,12 @@ class Trainer {
 };
 
 Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
-    : o_(plan.options), config_(plan.config), dims_(plan.dims), accum_(plan.accum), out_(out) {
+    : o_(plan.options),
+      config_(plan.config),
+      dims_(plan.dims),
+      accum_(plan.accum),
+      activations_(plan.activations),
+      out_(out) {
   world_ = groups.world != nullptr ? groups.world
                                    : (solo_world_ = MakeSingleProcessCommunicator()).get();
   tp_ = groups.tp != nullptr ? groups.tp : (solo_tp_ = MakeSingleProcessCommunicator()).get();
@@ -275,10 +281,16 @@ Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
 
 Status Trainer::PrintPlanOnly() {
   const int64_t T = o_.seq_len > 0 ? o_.seq_len : config_.max_position_embeddings;
-  const MemoryPlan plan = PlanRankMemory(config_, o_.batch_size, T, threads_, dims_);
-  fmt::print(out_, "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {}:\n{}",
+  const MemoryPlan plan = PlanRankMemory(config_, o_.batch_size, T, threads_, dims_, activations_);
+  fmt::print(out_,
+             "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {} (activation "
+             "recompute {}, sequence parallel {}):\n{}",
              config_.NumParameters(), HumanCount(static_cast<double>(config_.NumParameters())),
-             o_.batch_size, T, plan.ToString());
+             o_.batch_size, T, RecomputeName(activations_.recompute),
+             activations_.sequence_parts > 1 ? "on" : "off", plan.ToString());
+  fmt::print(out_, "per rank with each way of keeping activations{}:\n{}",
+             dims_.tp() > 1 ? " (SP: sequence parallel)" : "",
+             CompareActivationOptions(config_, o_.batch_size, T, threads_, dims_));
   std::fflush(out_);
   return Status::Ok();
 }
@@ -302,9 +314,12 @@ Status Trainer::OpenData() {
   B_ = o_.batch_size;
   inputs_.resize(static_cast<size_t>(B_ * T_));
   targets_.resize(static_cast<size_t>(B_ * T_));
-  memory_ = PlanRankMemory(config_, B_, T_, threads_, dims_);
-  fmt::print(out_, "memory plan per rank (micro batch {} x seq {}):\n{}", B_, T_,
-             memory_.ToString());
+  memory_ = PlanRankMemory(config_, B_, T_, threads_, dims_, activations_);
+  fmt::print(out_,
+             "memory plan per rank (micro batch {} x seq {}, activation recompute {}, sequence "
+             "parallel {}):\n{}",
+             B_, T_, RecomputeName(activations_.recompute),
+             activations_.sequence_parts > 1 ? "on" : "off", memory_.ToString());
   fmt::print(out_, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
              data_->num_sequences(), data_->block_size(), sampler_->num_train_samples(),
              sampler_->num_val_samples());
@@ -318,8 +333,8 @@ Status Trainer::OpenData() {
 // The model (this TP rank's shard), its initial weights, and AdamW over this DP
 // rank's ZeRO-1 shard.
 Status Trainer::BuildModel() {
-  ASSIGN_OR_RETURN(
-      model_, LlamaModel::Create(config_, B_, T_, true, dims_, dims_.tp() > 1 ? tp_ : nullptr));
+  ASSIGN_OR_RETURN(model_, LlamaModel::Create(config_, B_, T_, true, dims_,
+                                              dims_.tp() > 1 ? tp_ : nullptr, activations_));
   if (o_.init_weights.empty()) {
     model_->InitWeights(o_.seed);
   } else {
@@ -799,6 +814,8 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"tensor_parallel", dims_.tp()},
               {"data_parallel", dims_.dp()},
               {"grad_accum_steps", accum_},
+              {"activation_recompute", RecomputeName(activations_.recompute)},
+              {"sequence_parallel", activations_.sequence_parts > 1},
               {"collective_s", comm_s},
               {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
               {"exposed_comm_s", step_comm_s_},
@@ -867,6 +884,13 @@ Result<RunPlan> PlanRun(const TrainOptions& options, int world, int rank) {
   ASSIGN_OR_RETURN(plan.config, LlamaConfig::Load(o.config_path));
   ASSIGN_OR_RETURN(plan.dims, ParallelDims::Create(plan.config, world,
                                                    static_cast<int>(o.tensor_parallel_size), rank));
+  if (o.sequence_parallel && plan.dims.tp() == 1) {
+    return Status::InvalidArgument(
+        "--sequence-parallel splits the sequence over the tensor-parallel group: it needs "
+        "--tensor-parallel-size > 1 (and as many ranks)");
+  }
+  plan.activations.recompute = o.activation_recompute;
+  plan.activations.sequence_parts = o.sequence_parallel ? plan.dims.tp() : 1;
   const int64_t dp = plan.dims.dp();
   plan.accum = o.grad_accum_steps;
   if (o.global_batch_size > 0) {

@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "engine/llama_config.h"
+#include "engine/memory_plan.h"
 #include "engine/parallel_dims.h"
 
 namespace lote::engine {
@@ -57,6 +58,10 @@ struct TrainOptions {
   uint64_t seed = 1234;
   int threads = 0;  // 0 = OpenMP default
   bool plan_only = false;
+  // What backward recomputes instead of keeping (memory_plan.h).
+  Recompute activation_recompute = Recompute::kNone;
+  // Megatron's sequence parallelism over the tensor-parallel group (needs TP > 1).
+  bool sequence_parallel = false;
 };
 
 class Communicator;
@@ -67,12 +72,13 @@ inline constexpr int kPreemptedExitCode = 75;
 
 // A run as one of its processes sees it, checked once by PlanRun: the options as run
 // (a precompile run's limits applied), the model config, the parallel layout and the
-// gradient accumulation steps per data-parallel rank.
+// gradient accumulation steps per data-parallel rank, and how activations are kept.
 struct RunPlan {
   TrainOptions options;
   LlamaConfig config;
   ParallelDims dims;
   int64_t accum = 1;
+  ActivationOptions activations;
 };
 
 // Checks the options, loads the config and makes the layout of `world` ranks as rank

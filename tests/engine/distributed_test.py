@@ -6,6 +6,10 @@
   x the tensor's largest |value|: AdamW's normalised update turns summation-order
   differences of tiny gradients into weight differences of ~1e-5 of the scale). The config has an odd MLP width and vocabulary, so
   tensor-parallel shards are uneven.
+- Sequence parallelism at TP=2 and TP=2 x DP=2 (also with full and selective
+  recomputation) reproduces one process within the same tolerances; selective and full
+  recomputation give the same losses and byte-identical weights as none (one process
+  and TP=2 x DP=2).
 - Transports: shared memory (`--comm shm`, the default on one host) and Gloo
   (`--comm gloo`) give the same losses and byte-identical weights at DP=4 and
   TP=2 x DP=2.
@@ -86,28 +90,63 @@ class DistributedTest(unittest.TestCase):
         self.assertLess(base["losses"][-1], base["losses"][0] - 0.1)  # it learns
         for name, nproc, tp in (("tp2", 2, 2), ("dp2", 2, 1), ("tp2dp2", 4, 2), ("dp4", 4, 1)):
             with self.subTest(layout=name):
-                res, m, w = self.run_layout(name, nproc, tp)
-                self.assertEqual(m["world_size"], nproc)
-                self.assertEqual(m["tensor_parallel"], tp)
-                self.assertEqual(m["data_parallel"], nproc // tp)
-                worst = max(abs(a - b) / abs(b) for a, b in zip(m["losses"], base["losses"]))
-                print("%-7s worst relative loss difference over %d steps: %.2e" % (
-                    name, STEPS, worst))
-                self.assertLessEqual(worst, 1e-5, (m["losses"], base["losses"]))
-                self.assertEqual(sorted(w), sorted(base_w))
-                worst_w = 0.0
-                for k, ref_t in base_w.items():
-                    self.assertEqual(w[k].shape, ref_t.shape, k)
-                    scale = float(np.abs(ref_t).max())
-                    diff = float(np.abs(w[k] - ref_t).max())
-                    worst_w = max(worst_w, diff / scale)
-                    self.assertLessEqual(diff, 1e-4 * scale, (name, k, diff, scale))
-                print("%-7s worst weight difference / tensor max: %.2e" % (name, worst_w))
-                # One process speaks for the job: one progress series.
-                progress = [l for l in res.stdout.splitlines() if l.startswith("LOTE_PROGRESS")]
-                steps = [json.loads(l.split(" ", 1)[1])["step"] for l in progress
-                         if "loss" in json.loads(l.split(" ", 1)[1])]
-                self.assertEqual(steps, [5, 10, 15, 20])
+                self.assertReproduces(base, base_w, name, nproc, tp)
+
+    def test_sequence_parallel_reproduces_one_process(self):
+        # Megatron's sequence parallelism (reduce-scatter / all-gather in place of the
+        # all-reduces, norms and residuals on a part of the rows), alone and with each
+        # recomputation: every step's loss as one process's within 1e-5.
+        _, base, base_w = self.run_layout("single_sp_base", 1, 1)
+        for name, nproc, tp, extra in (
+                ("tp2_sp", 2, 2, ()), ("tp2dp2_sp", 4, 2, ()),
+                ("tp2dp2_sp_full", 4, 2, ("--activation-recompute", "full")),
+                ("tp2_sp_selective", 2, 2, ("--selective_checkpoint_enabled",))):
+            with self.subTest(layout=name):
+                _, m = self.assertReproduces(base, base_w, name, nproc, tp,
+                                             "--sequence-parallel", *extra)
+                self.assertTrue(m["sequence_parallel"])
+
+    def test_recomputation_gives_the_same_bits(self):
+        # Selective (the attention core) and full (the whole layer) recomputation run the
+        # same kernels on the same inputs again: the same losses and the same bytes of
+        # weights as keeping everything, in one process and at TP=2 x DP=2.
+        for name, nproc, tp in (("single", 1, 1), ("tp2dp2", 4, 2)):
+            runs = {}
+            for mode in ("none", "selective", "full"):
+                out = "%s_recompute_%s" % (name, mode)
+                _, m, _ = self.run_layout(out, nproc, tp, "--activation-recompute", mode)
+                self.assertEqual(m["activation_recompute"], mode)
+                with open(os.path.join(self.dir, out, "model.safetensors"), "rb") as f:
+                    runs[mode] = (m["losses"], f.read())
+            for mode in ("selective", "full"):
+                with self.subTest(layout=name, recompute=mode):
+                    self.assertEqual(runs[mode][0], runs["none"][0])
+                    self.assertTrue(runs[mode][1] == runs["none"][1], "weights differ")
+
+    def assertReproduces(self, base, base_w, name, nproc, tp, *extra):
+        res, m, w = self.run_layout(name, nproc, tp, *extra)
+        self.assertEqual(m["world_size"], nproc)
+        self.assertEqual(m["tensor_parallel"], tp)
+        self.assertEqual(m["data_parallel"], nproc // tp)
+        worst = max(abs(a - b) / abs(b) for a, b in zip(m["losses"], base["losses"]))
+        print("%-16s worst relative loss difference over %d steps: %.2e" % (
+            name, STEPS, worst))
+        self.assertLessEqual(worst, 1e-5, (m["losses"], base["losses"]))
+        self.assertEqual(sorted(w), sorted(base_w))
+        worst_w = 0.0
+        for k, ref_t in base_w.items():
+            self.assertEqual(w[k].shape, ref_t.shape, k)
+            scale = float(np.abs(ref_t).max())
+            diff = float(np.abs(w[k] - ref_t).max())
+            worst_w = max(worst_w, diff / scale)
+            self.assertLessEqual(diff, 1e-4 * scale, (name, k, diff, scale))
+        print("%-16s worst weight difference / tensor max: %.2e" % (name, worst_w))
+        # One process speaks for the job: one progress series.
+        progress = [l for l in res.stdout.splitlines() if l.startswith("LOTE_PROGRESS")]
+        steps = [json.loads(l.split(" ", 1)[1])["step"] for l in progress
+                 if "loss" in json.loads(l.split(" ", 1)[1])]
+        self.assertEqual(steps, [5, 10, 15, 20])
+        return res, m
 
     def test_transports_give_the_same_bits(self):
         # Shared memory sums every element in Gloo's order: the same losses and the same

@@ -86,6 +86,30 @@ class TrainErrorsTest(unittest.TestCase):
         self.assertFailsWith(self.train("--tensor-parallel-size", "8"),
                              "--tensor-parallel-size 8 does not divide the 1 ranks")
 
+    def test_sequence_parallel_needs_tensor_parallelism(self):
+        self.assertFailsWith(self.train("--sequence-parallel"),
+                             "--sequence-parallel", "--tensor-parallel-size > 1")
+        self.assertFailsWith(self.train("--activation-recompute", "some"),
+                             "--activation-recompute")
+
+    def test_plan_compares_each_way_of_keeping_activations(self):
+        cfg = self.write_config(LLAMA2_7B)
+        res = self.lote("model", "plan", "--config", cfg, "--seq-len", "4096",
+                        "--tensor-parallel-size", "8", "--nnodes", "4", "--nproc-per-node", "32",
+                        "--activation-recompute", "selective", "--sequence-parallel")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("(activation recompute selective, sequence parallel on)", res.stdout)
+        header = [l for l in res.stdout.splitlines() if "selective" in l and "SP+full" in l]
+        self.assertEqual(len(header), 1, res.stdout)
+        acts = [l for l in res.stdout.splitlines() if l.strip().startswith("activations ")]
+        self.assertEqual(len(acts), 2, res.stdout)  # the chosen plan, then the table
+        gib = [float(v) * (1 if u == "GiB" else 1 / 1024.0)
+               for v, u in zip(acts[1].split()[1::2], acts[1].split()[2::2])]
+        self.assertEqual(len(gib), 6)
+        none, selective, full, sp, sp_selective, sp_full = gib
+        self.assertTrue(none > selective > full and none > sp > sp_selective > sp_full, gib)
+        print(res.stdout)
+
     def test_dataset_vocab_larger_than_model(self):
         self.assertFailsWith(self.train(data=self.dataset(vocab=32000)),
                              "vocab_size 32000", "model config has 1000")
