@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "common/files.h"
+#include "exec/command.h"
 #include "exec/proc_util.h"
 #include "exec/ulimits.h"
 
@@ -44,6 +46,46 @@ Result<ResolvedUser> ResolveUser(const std::string& user) {
   }
   groups.resize(static_cast<size_t>(std::max(n, 0)));
   r.groups.assign(groups.begin(), groups.end());
+  return r;
+}
+
+Result<ResolvedUser> ResolveUserWithGetent(const std::string& user) {
+  const std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"}};
+  ASSIGN_OR_RETURN(CommandResult pw, RunCommand({"getent", "passwd", user}, env, 30'000, false));
+  const bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), ::isdigit);
+  if (pw.exit_code == 2 && numeric) {  // a uid without an entry is itself
+    const uint32_t id = static_cast<uint32_t>(std::strtoul(user.c_str(), nullptr, 10));
+    return ResolvedUser{id, id, {id}, user, "/"};
+  }
+  if (pw.exit_code == 2)
+    return Status::InvalidArgument("user '" + user + "' does not exist on this host");
+  if (pw.exit_code != 0) return Status::Unavailable("getent passwd " + user + ": " + pw.err);
+  // name:password:uid:gid:gecos:home:shell
+  std::vector<std::string> f;
+  std::string line = pw.out.substr(0, pw.out.find('\n'));
+  for (size_t start = 0;;) {
+    const size_t colon = line.find(':', start);
+    f.push_back(line.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (f.size() < 7) return Status::Unavailable("getent passwd " + user + ": '" + line + "'");
+  ResolvedUser r{static_cast<uint32_t>(std::strtoul(f[2].c_str(), nullptr, 10)),
+                 static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10)),
+                 {},
+                 f[0],
+                 f[5].empty() ? "/" : f[5]};
+  r.groups.push_back(r.gid);
+  // "name  gid gid ...": the supplementary groups (the primary one left out).
+  ASSIGN_OR_RETURN(CommandResult in,
+                   RunCommand({"getent", "initgroups", r.name}, env, 30'000, false));
+  std::istringstream words(in.exit_code == 0 ? in.out : std::string());
+  std::string word;
+  words >> word;  // the name
+  while (words >> word) {
+    const uint32_t g = static_cast<uint32_t>(std::strtoul(word.c_str(), nullptr, 10));
+    if (std::find(r.groups.begin(), r.groups.end(), g) == r.groups.end()) r.groups.push_back(g);
+  }
   return r;
 }
 
@@ -185,9 +227,9 @@ Result<ResolvedNode> ResolveNode(const NodeSpec& spec, const RunnerHost& host,
 }
 
 Status ResolveJobUser(ShimSpec* spec, uint32_t euid, const std::string& host_name,
-                      std::vector<std::string>* warnings) {
+                      std::vector<std::string>* warnings, UserResolver resolve) {
   if (spec->user.empty()) return Status::Ok();
-  Result<ResolvedUser> found = ResolveUser(spec->user);
+  Result<ResolvedUser> found = resolve(spec->user);
   if (!found.ok()) {
     return Status::InvalidArgument("user '" + spec->user + "' does not exist on host " + host_name +
                                    ": create it there or change the job definition's user");

@@ -29,6 +29,10 @@ struct ResolvedUser {
 // numeric uid without an entry is itself (gid = uid, home "/"). InvalidArgument
 // for an unknown name.
 Result<ResolvedUser> ResolveUser(const std::string& user);
+// The same answer from `getent passwd` and `getent initgroups`: for the
+// statically linked runner (lote-exec-shim), where glibc's NSS modules cannot
+// be loaded safely (a lookup that reaches past /etc/passwd crashes it).
+Result<ResolvedUser> ResolveUserWithGetent(const std::string& user);
 
 // What the host that resolves a node may grant.
 struct RunnerHost {
@@ -58,8 +62,9 @@ struct ResolvedNode {
 // LOGNAME set when absent; a non-root runner cannot switch (FailedPrecondition,
 // or in emulation a warning and the runner's own user). No user: nothing to
 // do. InvalidArgument naming the user and `host_name` when this host lacks it.
+using UserResolver = Result<ResolvedUser> (*)(const std::string& user);
 Status ResolveJobUser(ShimSpec* spec, uint32_t euid, const std::string& host_name,
-                      std::vector<std::string>* warnings);
+                      std::vector<std::string>* warnings, UserResolver resolve = ResolveUser);
 
 // The runner's spec of `node`: argv and the environment (the spec's, plus PATH,
 // HOME, USER, LOGNAME when absent, and LOTE_PRIVATE_IPV4_ADDRESS), the user

@@ -215,7 +215,9 @@ std::optional<StatusRecord> ApplyPlacement(ShimSpec& spec, const NodeLog& log) {
                                         spec.main_node_index));
   const std::string host = HostName();
   std::vector<std::string> warnings;
-  if (Status s = ResolveJobUser(&spec, ::geteuid(), host, &warnings); !s.ok())
+  // getent, not getpwnam: this runner may be the statically linked one.
+  if (Status s = ResolveJobUser(&spec, ::geteuid(), host, &warnings, ResolveUserWithGetent);
+      !s.ok())
     return StartFailure(s.message(), /*bad_command=*/s.IsInvalidArgument());
   for (const std::string& w : warnings) log("notice: " + w + " (on " + host + ")");
   const bool can_raise = HasEffectiveCapability(CAP_SYS_RESOURCE);

@@ -279,6 +279,14 @@ TEST(ResolveNodeTest, TheHostDecidesWhoTheJobsUserIs) {
   EXPECT_NE(s.message().find("user 'no-such-user-lote' does not exist on host node-7"),
             std::string::npos)
       << s.message();
+  // The statically linked runner asks getent: the same answer.
+  ShimSpec g;
+  g.container = ContainerRun{};
+  g.user = "nobody";
+  ASSERT_TRUE(ResolveJobUser(&g, 0, "h1", &warnings, ResolveUserWithGetent).ok());
+  EXPECT_EQ(g.container_user, c.container_user);
+  EXPECT_TRUE(
+      ResolveJobUser(&missing, 0, "node-7", &warnings, ResolveUserWithGetent).IsInvalidArgument());
   // No user: nothing to decide (the runner's own, or the image's USER).
   ShimSpec none;
   none.container = ContainerRun{};
