@@ -32,9 +32,10 @@ int main(int argc, char** argv) {
     per_call_us.push_back(took.count() / n);
   }
   std::sort(per_call_us.begin(), per_call_us.end());
-  std::printf("user resolution of '%s': median %.1f us per node (%d rounds of %d; min %.1f, "
-              "max %.1f)\n",
-              user.c_str(), per_call_us[per_call_us.size() / 2], rounds, n, per_call_us.front(),
-              per_call_us.back());
+  std::printf(
+      "user resolution of '%s': median %.1f us per node (%d rounds of %d; min %.1f, "
+      "max %.1f)\n",
+      user.c_str(), per_call_us[per_call_us.size() / 2], rounds, n, per_call_us.front(),
+      per_call_us.back());
   return 0;
 }
