@@ -48,7 +48,7 @@ Snapshot Build(const Scenario& sc, int jobs, int instances) {
   for (int c = 0; c < 2; ++c) {
     ComputeEnvironment ce;
     ce.name = c == 0 ? "ce-a" : "ce-b";
-    ce.instance_type = {"bench", sc.instance};
+    ce.instance_type = {"bench", sc.instance, ""};
     ce.placement_group = "cluster";
     int n = instances / 2 + (c == 0 ? instances % 2 : 0);
     ce.max_vcpus = static_cast<int64_t>(n) * sc.instance.milli_vcpu / 1000;
@@ -91,15 +91,15 @@ Snapshot Build(const Scenario& sc, int jobs, int instances) {
     j.submitted_at_ms = kNow - jobs + i;
     int k = static_cast<int>(rng() % 100);
     if (k < 60) {
-      j.nodes = {NodeRange{1, Resources{1000, 2048, 0}}};
+      j.nodes = {NodeRange{1, Resources{1000, 2048, 0}, ""}};
     } else if (k < 85) {
-      j.nodes = {NodeRange{1, Resources{2000, 4096, 0}}};
+      j.nodes = {NodeRange{1, Resources{2000, 4096, 0}, ""}};
     } else if (k < 95) {
-      j.nodes = {NodeRange{1, Resources{4000, 8192, 0}}};
+      j.nodes = {NodeRange{1, Resources{4000, 8192, 0}, ""}};
     } else if (k < 99) {
-      j.nodes = {NodeRange{1, Resources{8000, 32768, 1}}};
+      j.nodes = {NodeRange{1, Resources{8000, 32768, 1}, ""}};
     } else {
-      j.nodes = {NodeRange{4, Resources{16000, 65536, 0}}};
+      j.nodes = {NodeRange{4, Resources{16000, 65536, 0}, ""}};
     }
     if (j.queue == std::string("research")) {
       int user = static_cast<int>(rng() % 16);

@@ -120,7 +120,7 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
     out.unmanaged = ce.instance_types.empty();
     if (!out.unmanaged) {
       out.instance_type =
-          sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front())};
+          sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front()), ""};
     }
     out.placement_group = ce.placement_group;
     out.min_vcpus = ce.min_vcpus;
@@ -136,7 +136,7 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
       const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
       out.unmanaged = false;
       out.instance_type =
-          sched::InstanceType{c.description.empty() ? "node" : c.description, shape};
+          sched::InstanceType{c.description.empty() ? "node" : c.description, shape, ""};
       const int64_t vcpus = (c.milli_vcpu_per_node + 999) / 1000;
       out.min_vcpus = out.max_vcpus = out.desired_vcpus = vcpus * c.nodes;
       for (int32_t k = 0; k < c.nodes; ++k) {

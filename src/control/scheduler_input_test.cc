@@ -22,7 +22,7 @@ sched::Snapshot Environments(int64_t idle_since_ms) {
   sched::Snapshot s;
   sched::ComputeEnvironment ce;
   ce.name = "ce";
-  ce.instance_type = {"local", {4000, 4096, 0}};
+  ce.instance_type = {"local", {4000, 4096, 0}, ""};
   ce.max_vcpus = 4;
   ce.instances.push_back(sched::MakeIdleInstance("i-1", ce.instance_type.shape, idle_since_ms));
   s.compute_environments.push_back(ce);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <queue>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,7 +27,17 @@ struct WorkInstance {
   int64_t idle_since_ms = Instance::kBusy;
   int32_t reserved_by = kNobody;  // job (index into Snapshot::jobs) it is held for
   bool placed = false;            // a node was placed on it this pass
+  int32_t host = -1;              // index into Pass::hosts_ when its devices are a host's
 };
+
+// A host as this pass sees it: its free devices and the instances sharing them.
+struct WorkHost {
+  const Host* host = nullptr;
+  uint64_t free_devices = 0;
+  std::vector<std::pair<int32_t, int32_t>> members;  // (compute environment, instance)
+};
+
+constexpr int32_t kMaxDevices = 64;
 
 // A request (one node shape, node count) that found no room in a compute
 // environment. Capacity only shrinks during a pass until something is
@@ -54,6 +65,12 @@ struct WorkCe {
   int32_t held_launches = 0;  // launch slots held by reservations
   std::vector<HeadroomHold> headroom_holds;
   std::vector<FailedShape> failed;
+  // Instances with accelerators are chosen best fit (the fewest free devices
+  // that fit), found through buckets by free device count.
+  bool devices = false;
+  int32_t host = -1;                       // the host of its launches
+  std::vector<std::set<int32_t>> by_free;  // kMaxDevices + 1 buckets of instance indices
+  std::vector<int32_t> bucket;             // per instance: its bucket now
 
   // Instances that may still be launched for anyone (not held).
   int64_t Headroom() const {
@@ -106,12 +123,29 @@ std::string NodesPhrase(const Job& job) {
   return out + ")";
 }
 
+bool KindFits(const NodeRange& r, const InstanceType& t) {
+  return r.each.accelerators == 0 || r.accelerator_kind.empty() || t.accelerator_kind.empty() ||
+         r.accelerator_kind == t.accelerator_kind;
+}
+
+// "4 GPUs", "1 Neuron device", "2 accelerators".
+std::string DevicePhrase(const std::string& kind, int64_t n) {
+  std::string out = std::to_string(n);
+  if (kind == "gpu") return out + (n == 1 ? " GPU" : " GPUs");
+  if (kind == "neuron") return out + (n == 1 ? " Neuron device" : " Neuron devices");
+  return out + (n == 1 ? " accelerator" : " accelerators");
+}
+
 // Whether compute environment `w` could ever hold the job (ignoring its state).
-bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes) {
+// `accelerators`: false to ask the same without the accelerators.
+bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes, bool accelerators = true) {
   if (w.ce->unmanaged) return true;  // capacity may appear there at any time
   if (nodes > w.max_instances) return false;
   for (const NodeRange& r : job.nodes) {
-    if (!r.each.FitsIn(w.ce->instance_type.shape)) return false;
+    Resources need = r.each;
+    if (!accelerators) need.accelerators = 0;
+    if (!need.FitsIn(w.ce->instance_type.shape)) return false;
+    if (accelerators && !KindFits(r, w.ce->instance_type)) return false;
   }
   return true;
 }
@@ -120,6 +154,12 @@ bool CanEverHold(const WorkCe& w, const Job& job, int32_t nodes) {
 std::string NeverFitsIn(const WorkCe& w, const JobWork& jw) {
   const ComputeEnvironment& ce = *w.ce;
   for (const NodeRange& r : jw.job->nodes) {
+    if (!KindFits(r, ce.instance_type)) {
+      std::string type = ce.instance_type.name.empty() ? "" : ce.instance_type.name + " ";
+      return "its instance type " + type + "has " +
+             DevicePhrase(ce.instance_type.accelerator_kind, ce.instance_type.shape.accelerators) +
+             ", and a node needs " + DevicePhrase(r.accelerator_kind, r.each.accelerators);
+    }
     if (!r.each.FitsIn(ce.instance_type.shape)) {
       std::string type = ce.instance_type.name.empty() ? "" : ce.instance_type.name + " ";
       return "its instance type " + type + "(" + Describe(ce.instance_type.shape) +
@@ -155,13 +195,57 @@ bool LargerShape(const Resources& a, const Resources& b) {
   return a.memory_mib > b.memory_mib;
 }
 
-std::vector<int32_t> TakeDevices(uint64_t* free_devices, int32_t count) {
+int32_t IslandOf(const std::vector<int32_t>* island, int32_t position) {
+  return island == nullptr || island->empty() ? 0 : (*island)[position];
+}
+
+// Free devices per island: (island, count), islands in first-position order.
+std::vector<std::pair<int32_t, int32_t>> FreePerIsland(uint64_t free_devices,
+                                                       const std::vector<int32_t>* island) {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (uint64_t m = free_devices; m != 0; m &= m - 1) {
+    const int32_t isl = IslandOf(island, std::countr_zero(m));
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == isl; });
+    if (it == out.end()) {
+      out.emplace_back(isl, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return out;
+}
+
+// Whether `count` free devices lie on one island.
+bool FitsOneIsland(uint64_t free_devices, const std::vector<int32_t>* island, int32_t count) {
+  if (island == nullptr || island->empty()) return std::popcount(free_devices) >= count;
+  for (const auto& [isl, n] : FreePerIsland(free_devices, island))
+    if (n >= count) return true;
+  return false;
+}
+
+// Takes `count` free devices, lowest positions first, from one island when
+// one has room (the island with the fewest free devices that fit, so larger
+// islands stay whole), else from the islands with the most free devices
+// first (the fewest islands spanned).
+std::vector<int32_t> TakeDevices(uint64_t* free_devices, const std::vector<int32_t>* island,
+                                 int32_t count) {
   std::vector<int32_t> out;
   out.reserve(count);
-  for (int32_t i = 0; i < count; ++i) {
-    int32_t bit = std::countr_zero(*free_devices);
-    out.push_back(bit);
-    *free_devices &= ~(uint64_t{1} << bit);
+  std::vector<std::pair<int32_t, int32_t>> per = FreePerIsland(*free_devices, island);
+  std::stable_sort(per.begin(), per.end(), [&](const auto& a, const auto& b) {
+    const bool fa = a.second >= count, fb = b.second >= count;
+    if (fa != fb) return fa;
+    return fa ? a.second < b.second : a.second > b.second;
+  });
+  for (const auto& [isl, n] : per) {
+    for (uint64_t m = *free_devices; m != 0 && static_cast<int32_t>(out.size()) < count;
+         m &= m - 1) {
+      const int32_t bit = std::countr_zero(m);
+      if (IslandOf(island, bit) != isl) continue;
+      out.push_back(bit);
+      *free_devices &= ~(uint64_t{1} << bit);
+    }
+    if (static_cast<int32_t>(out.size()) >= count) break;
   }
   return out;
 }
@@ -183,6 +267,18 @@ class Pass {
 
  private:
   void BuildComputeEnvironments() {
+    std::unordered_map<std::string, int32_t> host_index;
+    hosts_.resize(s_.hosts.size());
+    for (size_t h = 0; h < s_.hosts.size(); ++h) {
+      hosts_[h].host = &s_.hosts[h];
+      hosts_[h].free_devices = s_.hosts[h].free_devices;
+      host_index.emplace(s_.hosts[h].name, static_cast<int32_t>(h));
+    }
+    auto host_of = [&](const std::string& name) {
+      if (name.empty()) return -1;
+      auto it = host_index.find(name);
+      return it == host_index.end() ? -1 : it->second;
+    };
     ces_.resize(s_.compute_environments.size());
     for (size_t i = 0; i < ces_.size(); ++i) {
       const ComputeEnvironment& ce = s_.compute_environments[i];
@@ -208,11 +304,95 @@ class Pass {
         wi.available = inst.available;
         wi.free_devices = inst.free_devices;
         wi.idle_since_ms = inst.idle_since_ms;
+        wi.host = host_of(inst.host);
+        w.devices = w.devices || inst.total.accelerators > 0;
         w.instances.push_back(wi);
         w.total_milli += inst.total.milli_vcpu;
       }
+      w.host = host_of(ce.host);
+      w.devices = w.devices || (!ce.unmanaged && ce.instance_type.shape.accelerators > 0);
+      if (w.devices) {
+        w.by_free.resize(kMaxDevices + 1);
+        w.bucket.assign(w.instances.size(), -1);
+      }
+      for (size_t k = 0; k < w.instances.size(); ++k) {
+        if (w.instances[k].host >= 0)
+          hosts_[w.instances[k].host].members.emplace_back(static_cast<int32_t>(i),
+                                                           static_cast<int32_t>(k));
+      }
       ce_index_.emplace(ce.name, static_cast<int32_t>(i));
     }
+    for (size_t i = 0; i < ces_.size(); ++i)
+      for (size_t k = 0; k < ces_[i].instances.size(); ++k)
+        Rekey(static_cast<int32_t>(i), static_cast<int32_t>(k));
+  }
+
+  // ---- devices -----------------------------------------------------------------------
+
+  // Devices instance `wi` can hand out now.
+  int32_t FreeDevices(const WorkInstance& wi) const {
+    if (wi.host < 0) return std::popcount(wi.free_devices);
+    return std::min(wi.available.accelerators, std::popcount(hosts_[wi.host].free_devices));
+  }
+  uint64_t DeviceMask(const WorkInstance& wi) const {
+    return wi.host < 0 ? wi.free_devices : hosts_[wi.host].free_devices;
+  }
+  const std::vector<int32_t>* IslandsOf(const WorkInstance& wi) const {
+    return wi.host < 0 ? nullptr : &hosts_[wi.host].host->island;
+  }
+  bool FitsNow(const WorkInstance& wi, const Resources& need) const {
+    return need.FitsIn(wi.available) &&
+           (need.accelerators == 0 || FreeDevices(wi) >= need.accelerators);
+  }
+
+  // Files instance k of compute environment c under its free device count.
+  void Rekey(int32_t c, int32_t k) {
+    WorkCe& w = ces_[c];
+    if (!w.devices) return;
+    const int32_t key = std::min(FreeDevices(w.instances[k]), kMaxDevices);
+    if (w.bucket[k] == key) return;
+    if (w.bucket[k] >= 0) w.by_free[w.bucket[k]].erase(k);
+    w.by_free[key].insert(k);
+    w.bucket[k] = key;
+  }
+
+  // After the devices of instance k of c changed: it and every instance sharing its host.
+  void DevicesChanged(int32_t c, int32_t k) {
+    const int32_t h = ces_[c].instances[k].host;
+    if (h < 0) {
+      Rekey(c, k);
+      return;
+    }
+    for (const auto& [mc, mk] : hosts_[h].members) Rekey(mc, mk);
+  }
+
+  // The instance of w to put a node needing `need` on, among those `ok`
+  // accepts: first fit from scan_start without accelerators; with them, best
+  // fit (the fewest free devices that fit; a node asking for none goes where
+  // the fewest are free), preferring one whose free devices on a single island
+  // fit the node. -1 when none.
+  template <typename Ok>
+  int32_t FindInstance(const WorkCe& w, const Resources& need, Ok ok) const {
+    if (!w.devices) {
+      for (size_t i = w.scan_start; i < w.instances.size(); ++i)
+        if (ok(i)) return static_cast<int32_t>(i);
+      return -1;
+    }
+    constexpr int kIslandLook = 8;  // instances of one bucket looked at for a single island
+    for (int32_t k = need.accelerators; k <= kMaxDevices; ++k) {
+      int32_t first = -1, looked = 0;
+      for (int32_t i : w.by_free[k]) {
+        if (!ok(static_cast<size_t>(i))) continue;
+        const WorkInstance& wi = w.instances[i];
+        if (need.accelerators == 0 ||
+            FitsOneIsland(DeviceMask(wi), IslandsOf(wi), need.accelerators))
+          return i;
+        if (first < 0) first = i;
+        if (++looked >= kIslandLook) break;
+      }
+      if (first >= 0) return first;
+    }
+    return -1;
   }
 
   void BuildJobs() {
@@ -278,6 +458,11 @@ class Pass {
         if (CanEverHold(ces_[qw.ces[k]], *jw.job, jw.nodes)) jw.feasible_ce |= uint64_t{1} << k;
       }
       if (jw.feasible_ce == 0) {
+        if (OnlyAcceleratorsNeverFit(qw, jw)) {
+          // AWS: RUNNABLE with MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT, not failed.
+          Wait(j, WaitReason::kMisconfiguration);
+          continue;
+        }
         jw.outcome = Outcome::kNeverFits;
         d_.never_fits.push_back(NeverFits{jw.job->id, NeverFitsMessage(qw, jw)});
         continue;
@@ -426,6 +611,50 @@ class Pass {
 
   static bool Feasible(const JobWork& jw, size_t k) { return (jw.feasible_ce >> k) & 1; }
 
+  // Whether a job no compute environment of its queue can ever hold would fit
+  // one of them but for its accelerators.
+  bool OnlyAcceleratorsNeverFit(const QueueWork& qw, const JobWork& jw) const {
+    if (jw.largest.accelerators == 0) return false;
+    for (int32_t c : qw.ces)
+      if (CanEverHold(ces_[c], *jw.job, jw.nodes, /*accelerators=*/false)) return true;
+    return false;
+  }
+
+  // "; needs 4 GPUs on one node: free 2+1+1 over 3 hosts" for a job waiting
+  // for accelerators, over the usable environments of its queue that can hold it.
+  std::string DeviceShortfall(const QueueWork& qw, const JobWork& jw) const {
+    std::string kind;
+    for (const NodeRange& r : jw.job->nodes)
+      if (r.each.accelerators == jw.largest.accelerators) kind = r.accelerator_kind;
+    std::vector<int32_t> free;
+    std::unordered_set<int32_t> hosts_seen;
+    bool any_host = false;
+    for (size_t k = 0; k < qw.ces.size(); ++k) {
+      const WorkCe& w = ces_[qw.ces[k]];
+      if (!w.usable || !Feasible(jw, k)) continue;
+      for (const WorkInstance& wi : w.instances) {
+        if (wi.host >= 0) {
+          any_host = true;
+          if (!hosts_seen.insert(wi.host).second) continue;
+          const int32_t n = std::popcount(hosts_[wi.host].free_devices);
+          if (n > 0) free.push_back(n);
+        } else if (FreeDevices(wi) > 0) {
+          free.push_back(FreeDevices(wi));
+        }
+      }
+    }
+    std::sort(free.rbegin(), free.rend());
+    std::string out = "; needs " + DevicePhrase(kind, jw.largest.accelerators) + " on one node: ";
+    if (free.empty()) return out + "none free";
+    out += "free ";
+    for (size_t i = 0; i < free.size() && i < 8; ++i)
+      out += (i == 0 ? "" : "+") + std::to_string(free[i]);
+    if (free.size() > 8) out += "+...";
+    out += " over " + std::to_string(free.size()) + (any_host ? " host" : " instance") +
+           (free.size() == 1 ? "" : "s");
+    return out;
+  }
+
   void Wait(int32_t j, WaitReason reason) {
     jobs_[j].outcome = Outcome::kWaiting;
     jobs_[j].reason = reason;
@@ -434,7 +663,7 @@ class Pass {
   // ---- placement in one compute environment -----------------------------------------
 
   bool CanHost(const WorkInstance& wi, const Resources& need) const {
-    return wi.reserved_by == kNobody && need.FitsIn(wi.available);
+    return wi.reserved_by == kNobody && FitsNow(wi, need);
   }
 
   bool Dead(const WorkInstance& wi) const {
@@ -461,17 +690,25 @@ class Pass {
     wi.launch = static_cast<int32_t>(d_.launches.size());
     wi.total = w.ce->instance_type.shape;
     wi.available = wi.total;
-    wi.free_devices = MakeIdleInstance("", wi.total, now_ms_).free_devices;
+    wi.host = w.host;
+    wi.free_devices = wi.host >= 0 ? 0 : MakeIdleInstance("", wi.total, now_ms_).free_devices;
     wi.idle_since_ms = now_ms_;
-    d_.launches.push_back(Launch{w.ce->name, wi.total});
+    d_.launches.push_back(Launch{w.ce->name, wi.total, w.ce->host});
     w.instances.push_back(wi);
     w.total_milli += w.type_milli;
     w.failed.clear();  // capacity grew
-    return static_cast<int32_t>(w.instances.size()) - 1;
+    const int32_t k = static_cast<int32_t>(w.instances.size()) - 1;
+    if (wi.host >= 0) hosts_[wi.host].members.emplace_back(c, k);
+    if (w.devices) {
+      w.bucket.push_back(-1);
+      Rekey(c, k);
+    }
+    return k;
   }
 
-  // Puts node `node` (needing `need`) on instance i of compute environment w.
-  void PlaceNode(WorkCe& w, int32_t i, const Resources& need, int32_t node, NodePlacement* np) {
+  // Puts node `node` (needing `need`) on instance i of compute environment c.
+  void PlaceNode(int32_t c, int32_t i, const Resources& need, int32_t node, NodePlacement* np) {
+    WorkCe& w = ces_[c];
     WorkInstance& wi = w.instances[i];
     np->node_index = node;
     np->resources = need;
@@ -480,10 +717,16 @@ class Pass {
     } else {
       np->launch_index = wi.launch;
     }
-    np->devices = TakeDevices(&wi.free_devices, need.accelerators);
+    if (wi.host >= 0) {
+      np->devices = TakeDevices(&hosts_[wi.host].free_devices, &hosts_[wi.host].host->island,
+                                need.accelerators);
+    } else {
+      np->devices = TakeDevices(&wi.free_devices, nullptr, need.accelerators);
+    }
     wi.available -= need;
     wi.placed = true;
     wi.idle_since_ms = Instance::kBusy;
+    if (need.accelerators > 0 || w.devices) DevicesChanged(c, i);
   }
 
   Placement NewPlacement(const WorkCe& w, const Job& job, int32_t nodes) {
@@ -544,24 +787,19 @@ class Pass {
       if (skip == nullptr) RememberFailure(w, jw);
     };
 
-    if (jw.nodes == 1) {  // first fit, else launch
+    if (jw.nodes == 1) {  // first fit (best fit for accelerators), else launch
       const Resources& need = job.nodes[0].each;
-      int32_t found = -1;
-      for (size_t i = w.scan_start; i < w.instances.size(); ++i) {
-        if (usable(i, need)) {
-          found = static_cast<int32_t>(i);
-          break;
-        }
-      }
+      int32_t found = FindInstance(w, need, [&](size_t i) { return usable(i, need); });
       if (found < 0) {
-        if (w.Headroom() < 1) {
+        if (w.Headroom() < 1 ||
+            (w.host >= 0 && std::popcount(hosts_[w.host].free_devices) < need.accelerators)) {
           remember();
           return false;
         }
         found = LaunchInstance(c);
       }
       Placement p = NewPlacement(w, job, 1);
-      PlaceNode(w, found, need, 0, &p.nodes[0]);
+      PlaceNode(c, found, need, 0, &p.nodes[0]);
       d_.placements.push_back(std::move(p));
       return true;
     }
@@ -579,18 +817,50 @@ class Pass {
     });
     std::vector<int32_t> chosen(jw.nodes, -1);  // instance per node; -1 = launch one
     std::vector<char> taken(w.instances.size(), 0);
+    std::unordered_map<int32_t, int32_t> pending;  // host -> devices chosen for earlier nodes
     int32_t missing = 0;
     for (int32_t r : range_order) {
       const Resources& need = job.nodes[r].each;
       int32_t want = job.nodes[r].count;
       int32_t node = first_node[r];
-      for (size_t i = w.scan_start; i < w.instances.size() && want > 0; ++i) {
-        if (taken[i] || !usable(i, need)) continue;
-        chosen[node++] = static_cast<int32_t>(i);
-        taken[i] = 1;
-        --want;
+      if (!w.devices) {
+        for (size_t i = w.scan_start; i < w.instances.size() && want > 0; ++i) {
+          if (taken[i] || !usable(i, need)) continue;
+          chosen[node++] = static_cast<int32_t>(i);
+          taken[i] = 1;
+          --want;
+        }
+      } else {
+        auto ok = [&](size_t i) {
+          if (taken[i] || !usable(i, need)) return false;
+          const WorkInstance& wi = w.instances[i];
+          if (wi.host < 0 || need.accelerators == 0) return true;
+          auto p = pending.find(wi.host);
+          return p == pending.end() || FreeDevices(wi) - p->second >= need.accelerators;
+        };
+        for (; want > 0; --want) {
+          const int32_t i = FindInstance(w, need, ok);
+          if (i < 0) break;
+          chosen[node++] = i;
+          taken[i] = 1;
+          if (w.instances[i].host >= 0) pending[w.instances[i].host] += need.accelerators;
+        }
       }
       missing += want;
+    }
+    // Launched instances of a host-backed environment share its devices too.
+    if (missing > 0 && w.host >= 0) {
+      int32_t launch_devices = 0;
+      for (size_t r = 0; r < job.nodes.size(); ++r)
+        for (int32_t k = 0; k < job.nodes[r].count; ++k)
+          if (chosen[first_node[r] + k] < 0) launch_devices += job.nodes[r].each.accelerators;
+      auto p = pending.find(w.host);
+      const int32_t used = p == pending.end() ? 0 : p->second;
+      if (launch_devices > 0 &&
+          std::popcount(hosts_[w.host].free_devices) - used < launch_devices) {
+        remember();
+        return false;
+      }
     }
     if (missing > w.Headroom()) {
       remember();
@@ -602,7 +872,7 @@ class Pass {
       for (int32_t k = 0; k < job.nodes[r].count; ++k) {
         int32_t node = first_node[r] + k;
         int32_t i = chosen[node] >= 0 ? chosen[node] : LaunchInstance(c);
-        PlaceNode(w, i, job.nodes[r].each, node, &p.nodes[node]);
+        PlaceNode(c, i, job.nodes[r].each, node, &p.nodes[node]);
       }
     }
     d_.placements.push_back(std::move(p));
@@ -631,12 +901,10 @@ class Pass {
     auto closer = [&](int32_t a, int32_t b) {
       const WorkInstance& ia = w.instances[a];
       const WorkInstance& ib = w.instances[b];
-      bool fa = jw.largest.FitsIn(ia.available);
-      bool fb = jw.largest.FitsIn(ib.available);
+      bool fa = FitsNow(ia, jw.largest);
+      bool fb = FitsNow(ib, jw.largest);
       if (fa != fb) return fa;
-      if (ia.available.accelerators != ib.available.accelerators) {
-        return ia.available.accelerators > ib.available.accelerators;
-      }
+      if (FreeDevices(ia) != FreeDevices(ib)) return FreeDevices(ia) > FreeDevices(ib);
       if (ia.available.milli_vcpu != ib.available.milli_vcpu) {
         return ia.available.milli_vcpu > ib.available.milli_vcpu;
       }
@@ -692,7 +960,7 @@ class Pass {
       a.held.emplace_back(job, n);
     };
     for (const WorkInstance& wi : w.instances) {
-      if (!need.FitsIn(wi.available)) continue;
+      if (!FitsNow(wi, need)) continue;
       if (wi.reserved_by == kNobody) {
         ++a.free;
       } else {
@@ -729,6 +997,14 @@ class Pass {
                std::to_string(qw.active_shares) +
                (qw.active_shares == 1 ? " active share" : " active shares") +
                "); the queue's jobs hold " + FormatVcpus(qw.used_milli) + " vCPU";
+      }
+      case WaitReason::kMisconfiguration: {
+        std::string why = NeverFitsMessage(qw, jw);
+        why = why.substr(std::string("can never run: ").size());
+        return "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - The job resource requirement "
+               "(vCPU/memory/GPU) is higher than that can be met by the CE(s) attached to the "
+               "job queue: " +
+               why;
       }
       case WaitReason::kCapacity:
         break;
@@ -781,6 +1057,7 @@ class Pass {
       }
       out += " for this job until it fits";
     }
+    if (jw.largest.accelerators > 0) out += DeviceShortfall(qw, jw);
     return out;
   }
 
@@ -851,6 +1128,7 @@ class Pass {
   std::vector<JobWork> jobs_;
   std::vector<QueueWork> queues_;
   std::vector<int32_t> queue_order_;
+  std::vector<WorkHost> hosts_;
   Resources min_need_;
   std::unordered_map<std::string, Availability> availability_;
 };

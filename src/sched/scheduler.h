@@ -22,10 +22,12 @@ namespace lote::sched {
 // Where one node of a placed job runs.
 struct NodePlacement {
   int32_t node_index = 0;
-  std::string instance_id;       // an existing instance, or empty when launch_index >= 0
-  int32_t launch_index = -1;     // index into Decisions::launches: a new instance
-  Resources resources;           // what the node holds on the instance
-  std::vector<int32_t> devices;  // accelerator device indices given to the node
+  std::string instance_id;    // an existing instance, or empty when launch_index >= 0
+  int32_t launch_index = -1;  // index into Decisions::launches: a new instance
+  Resources resources;        // what the node holds on the instance
+  // Accelerator devices given to the node: positions on the instance's host
+  // (Instance::host), or the instance's own device indices.
+  std::vector<int32_t> devices;
 };
 
 // A job to start now: every node is placed (gangs are never placed in part).
@@ -40,6 +42,7 @@ struct Placement {
 struct Launch {
   std::string compute_environment;
   Resources shape;
+  std::string host;  // ComputeEnvironment::host
 };
 
 // An idle instance to remove.
@@ -60,6 +63,10 @@ enum class WaitReason {
   kNoUsableEnvironment,  // none of the queue's compute environments is ENABLED and VALID
   kCapacity,             // not enough free capacity now (may include capacity held for others)
   kComputeReservation,   // fair-share computeReservation holds the rest back
+  // No instance of the queue's compute environments can ever hold the job's
+  // accelerators (AWS leaves such a job RUNNABLE with statusReason
+  // "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - ..."; it is not failed).
+  kMisconfiguration,
 };
 
 // A job that stays RUNNABLE, and exactly why (its statusReason).

@@ -45,6 +45,24 @@ Status ValidateShape(const Resources& r, const std::string& where) {
 Status ValidateEnvironments(const Snapshot& s) {
   std::unordered_set<std::string_view> ce_names;
   std::unordered_set<std::string_view> instance_ids;
+  std::unordered_set<std::string_view> host_names;
+  for (const Host& h : s.hosts) {
+    std::string where = "host \"" + h.name + "\"";
+    if (h.name.empty()) return Bad("a host has an empty name: give it one");
+    if (!host_names.insert(h.name).second) return Bad(where + " appears twice in the snapshot");
+    if (h.devices < 0 || h.devices > 64) {
+      return Bad(where + " has " + std::to_string(h.devices) +
+                 " devices; 0..64 per host are supported");
+    }
+    if (h.devices < 64 && (h.free_devices >> h.devices) != 0) {
+      return Bad(where + " marks a device position >= its " + std::to_string(h.devices) +
+                 " devices as free");
+    }
+    if (!h.island.empty() && h.island.size() != static_cast<size_t>(h.devices)) {
+      return Bad(where + " has " + std::to_string(h.island.size()) + " island numbers for " +
+                 std::to_string(h.devices) + " devices: give one per device or none");
+    }
+  }
   for (const ComputeEnvironment& ce : s.compute_environments) {
     std::string where = "compute environment \"" + ce.name + "\"";
     if (ce.name.empty()) return Bad("a compute environment has an empty name: give it one");
@@ -53,6 +71,9 @@ Status ValidateEnvironments(const Snapshot& s) {
     }
     if (!ce.unmanaged)
       RETURN_IF_ERROR(ValidateShape(ce.instance_type.shape, where + "'s instance type"));
+    if (!ce.host.empty() && !host_names.count(ce.host)) {
+      return Bad(where + " launches on host \"" + ce.host + "\", which is not in the snapshot");
+    }
     if (ce.min_vcpus < 0 || ce.max_vcpus < ce.min_vcpus) {
       return Bad(where + " needs 0 <= minvCpus <= maxvCpus (got " + std::to_string(ce.min_vcpus) +
                  " and " + std::to_string(ce.max_vcpus) + ")");
@@ -67,6 +88,16 @@ Status ValidateEnvironments(const Snapshot& s) {
       if (!inst.available.IsZeroOrPositive() || !inst.available.FitsIn(inst.total)) {
         return Bad(iw + " has available resources (" + Describe(inst.available) +
                    ") outside 0..total (" + Describe(inst.total) + ")");
+      }
+      if (!inst.host.empty()) {
+        if (!host_names.count(inst.host)) {
+          return Bad(iw + " names host \"" + inst.host + "\", which is not in the snapshot");
+        }
+        if (inst.free_devices != 0) {
+          return Bad(iw + " takes its devices from host \"" + inst.host +
+                     "\" and must have free_devices 0");
+        }
+        continue;
       }
       if (std::popcount(inst.free_devices) != inst.available.accelerators) {
         return Bad(iw + " has " + std::to_string(inst.available.accelerators) +

@@ -20,6 +20,21 @@ namespace lote::sched {
 // AWS Batch `state` of a compute environment or job queue.
 enum class State { kEnabled, kDisabled };
 
+// A machine whose accelerator devices instances share (docs/scheduler.md,
+// "Accelerators"). Its devices are positions 0..devices-1; a device held by a
+// running node, or drained, is not free. Instances that name the host take
+// their devices from here, so no two nodes ever get one device, whichever
+// instance each runs on.
+struct Host {
+  std::string name;
+  int32_t devices = 0;          // at most 64
+  uint64_t free_devices = 0;    // bit i set = position i is free
+  std::vector<int32_t> island;  // per position: devices linked (NVLink) or on one NUMA node
+                                // share a number; empty = one island
+
+  friend bool operator==(const Host&, const Host&) = default;
+};
+
 // A virtual instance of a compute environment.
 struct Instance {
   static constexpr int64_t kBusy = -1;
@@ -32,6 +47,11 @@ struct Instance {
   uint64_t free_devices = 0;
   // When the last job on it ended (ms since epoch), or kBusy while any job runs.
   int64_t idle_since_ms = kBusy;
+  // The Host whose devices it hands out, or "" when its devices are its own
+  // (free_devices above; an emulated instance type). With a host,
+  // free_devices must be 0 and available.accelerators is how many more of
+  // the host's devices it may take (its type's count minus what it holds).
+  std::string host;
 
   bool IsFeasible(const Resources& need) const { return need.FitsIn(total); }       // ever
   bool IsAvailable(const Resources& need) const { return need.FitsIn(available); }  // now
@@ -45,6 +65,9 @@ Instance MakeIdleInstance(std::string id, const Resources& shape, int64_t now_ms
 struct InstanceType {
   std::string name;  // e.g. "trn1.32xlarge"; used in messages only
   Resources shape;
+  // "gpu", "neuron", or "" (no accelerators, or any kind): a node asking
+  // for accelerators of another kind never fits.
+  std::string accelerator_kind;
 
   friend bool operator==(const InstanceType&, const InstanceType&) = default;
 };
@@ -60,6 +83,7 @@ struct ComputeEnvironment {
   bool unmanaged = false;
   InstanceType instance_type;   // the shape of every instance this CE launches
   std::string placement_group;  // gangs never span compute environments
+  std::string host;             // the Host of the instances it launches ("" = their own devices)
   int64_t min_vcpus = 0;        // whole vCPUs, as AWS
   int64_t max_vcpus = 0;
   int64_t desired_vcpus = 0;        // informational; Decide() returns the new value
@@ -112,6 +136,7 @@ struct JobQueue {
 struct NodeRange {
   int32_t count = 1;
   Resources each;
+  std::string accelerator_kind;  // "gpu", "neuron", or "" (any) when each.accelerators > 0
 
   friend bool operator==(const NodeRange&, const NodeRange&) = default;
 };
@@ -147,6 +172,7 @@ struct SchedulerConfig {
 };
 
 struct Snapshot {
+  std::vector<Host> hosts;  // those instances and compute environments name
   std::vector<ComputeEnvironment> compute_environments;
   std::vector<JobQueue> queues;
   std::vector<Job> jobs;  // RUNNABLE jobs only, any order

@@ -11,7 +11,7 @@ Snapshot Good() {
   Snapshot s;
   ComputeEnvironment ce;
   ce.name = "ce-a";
-  ce.instance_type = {"m", Resources{4000, 8192, 2}};
+  ce.instance_type = {"m", Resources{4000, 8192, 2}, ""};
   ce.max_vcpus = 16;
   ce.instances.push_back(MakeIdleInstance("i-1", ce.instance_type.shape, 0));
   s.compute_environments.push_back(ce);
@@ -22,7 +22,7 @@ Snapshot Good() {
   Job j;
   j.id = "j1";
   j.queue = "q";
-  j.nodes = {NodeRange{1, Resources{1000, 1024, 0}}};
+  j.nodes = {NodeRange{1, Resources{1000, 1024, 0}, ""}};
   s.jobs.push_back(j);
   return s;
 }
