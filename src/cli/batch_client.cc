@@ -198,6 +198,13 @@ Result<Json> BatchClient::SubmitJob(const Json& request) {
   return Batch(Kind::kMutation, "/v1/submitjob", request);
 }
 
+Result<Json> BatchClient::Accelerators(const std::string& operation, const Json& body) {
+  if (operation == "describe") return Batch(Kind::kRead, "/v1/describeaccelerators", body);
+  if (operation == "rescan") return Batch(Kind::kMutation, "/v1/rescanaccelerators", body);
+  if (operation == "drain") return Batch(Kind::kMutation, "/v1/drainaccelerator", body);
+  return Batch(Kind::kMutation, "/v1/releaseaccelerator", body);
+}
+
 Result<Json> BatchClient::ReleaseNode(const std::string& node) {
   return Batch(Kind::kMutation, "/v1/releasenode", Json{{"node", node}});
 }

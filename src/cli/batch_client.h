@@ -73,6 +73,9 @@ class BatchClient {
   Result<Json> SubmitJob(const Json& request);
   // lote's own ReleaseNode: ends the node's quarantine.
   Result<Json> ReleaseNode(const std::string& node);
+  // lote's own accelerator operations: "describe", "rescan", "drain" or
+  // "release" (POST /v1/<operation>accelerator[s]); each answers with the hosts.
+  Result<Json> Accelerators(const std::string& operation, const Json& body);
   // In any number: sent in batches of 100; unknown ids are left out, as AWS does.
   Result<std::vector<Json>> DescribeJobs(const std::vector<std::string>& ids);
   // NotFound (with a hint how to find the right id) when there is no such job.

@@ -226,6 +226,8 @@ Result<Json> ControlPlane::DescribeComputeEnvironments(const Json& request) {
       if (it != backend_capacity_.end()) ce["loteCapacity"] = it->second;
       auto q = quarantined_nodes_.find(ce.value("computeEnvironmentName", ""));
       if (q != quarantined_nodes_.end()) ce["loteQuarantinedNodes"] = q->second;
+      auto a = accelerators_.find(ce.value("computeEnvironmentName", ""));
+      if (a != accelerators_.end()) ce["loteAccelerators"] = a->second;
     }
   }
   return out;
@@ -246,6 +248,15 @@ void ControlPlane::SetQuarantinedNodes(const std::string& name, const Json& node
     quarantined_nodes_.erase(name);
   } else {
     quarantined_nodes_[name] = nodes;
+  }
+}
+
+void ControlPlane::SetAccelerators(const std::string& name, const Json& accelerators) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (accelerators.is_null()) {
+    accelerators_.erase(name);
+  } else {
+    accelerators_[name] = accelerators;
   }
 }
 

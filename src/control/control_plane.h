@@ -101,6 +101,9 @@ class ControlPlane {
   // The environment's quarantined nodes (null: none), shown as the extra key
   // loteQuarantinedNodes; set by the job loop (rebuilt after a restart).
   void SetQuarantinedNodes(const std::string& name, const Json& nodes);
+  // This host's accelerators as the environment's nodes get them (null: none),
+  // shown as the extra key loteAccelerators; set by the job loop each pass.
+  void SetAccelerators(const std::string& name, const Json& accelerators);
   Result<Json> UpdateComputeEnvironment(const Json& request);
   Result<Json> DeleteComputeEnvironment(const Json& request);
 
@@ -255,6 +258,7 @@ class ControlPlane {
   std::map<std::string, Json> compute_environments_;                // by name
   std::map<std::string, Json> backend_capacity_;                    // by name (SetBackendCapacity)
   std::map<std::string, Json> quarantined_nodes_;                   // by name (SetQuarantinedNodes)
+  std::map<std::string, Json> accelerators_;                        // by name (SetAccelerators)
   std::map<std::string, Json> job_queues_;                          // by name
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision

@@ -29,7 +29,7 @@ class ControlPlaneTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     ControlConfig config;
-    config.host = HostResources{8, 16384};
+    config.host = HostResources{8, 16384, 0, ""};
     auto cp = ControlPlane::Open(store_.get(), &clock_, config);
     ASSERT_TRUE(cp.ok()) << cp.status().ToString();
     cp_ = std::move(*cp);

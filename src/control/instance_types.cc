@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+
 #include <thread>
 
 namespace lote::control {
@@ -44,6 +46,16 @@ const InstanceType kAwsTypes[] = {
 
 }  // namespace
 
+std::string AcceleratorKindOf(const InstanceType& type) {
+  if (type.accelerators <= 0) return "";
+  std::string k = type.accelerator_kind;
+  for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (k.find("trainium") != std::string::npos || k.find("inferentia") != std::string::npos ||
+      k.find("neuron") != std::string::npos)
+    return "neuron";
+  return "gpu";
+}
+
 HostResources HostResources::Detect() {
   HostResources host;
   unsigned n = std::thread::hardware_concurrency();
@@ -58,7 +70,8 @@ HostResources HostResources::Detect() {
 
 InstanceCatalog::InstanceCatalog(HostResources host) {
   for (const InstanceType& t : kAwsTypes) types_[t.name] = t;
-  types_["local"] = InstanceType{"local", host.vcpus, host.memory_mib, 0, ""};
+  types_["local"] =
+      InstanceType{"local", host.vcpus, host.memory_mib, host.accelerators, host.accelerator_kind};
 }
 
 namespace {

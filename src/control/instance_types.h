@@ -24,6 +24,10 @@ struct InstanceType {
   std::string accelerator_kind;  // "Trainium", "H100", ... or empty
 };
 
+// "gpu" / "neuron" for a type with accelerators (Trainium and Inferentia are
+// Neuron devices, every other accelerator a GPU), "" for one without.
+std::string AcceleratorKindOf(const InstanceType& type);
+
 // The virtual instance of a FARGATE / FARGATE_SPOT compute environment: the
 // largest Fargate task (16 vCPU, 120 GiB), so any valid Fargate job fits one.
 inline const InstanceType kFargateInstance{"fargate", 16, 122880, 0, ""};
@@ -32,6 +36,11 @@ inline const InstanceType kFargateInstance{"fargate", 16, 122880, 0, ""};
 struct HostResources {
   int32_t vcpus = 1;
   int64_t memory_mib = 1024;
+  // Its accelerators of the kind it schedules (control/accelerators.h): a
+  // `local` instance has them all. accelerator_kind names them ("NVIDIA H100
+  // 80GB HBM3", "Trainium"); Detect() leaves both empty.
+  int32_t accelerators = 0;
+  std::string accelerator_kind;
   // Reads the CPU count and physical memory of this host.
   static HostResources Detect();
 };

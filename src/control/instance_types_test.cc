@@ -8,7 +8,7 @@ namespace lote::control {
 namespace {
 
 TEST(InstanceCatalogTest, KnowsPublishedShapes) {
-  InstanceCatalog catalog(HostResources{16, 65536});
+  InstanceCatalog catalog(HostResources{16, 65536, 0, ""});
   auto trn = catalog.Lookup("trn1.32xlarge");
   ASSERT_TRUE(trn.ok());
   EXPECT_EQ(trn->vcpus, 128);
@@ -25,7 +25,7 @@ TEST(InstanceCatalogTest, KnowsPublishedShapes) {
 }
 
 TEST(InstanceCatalogTest, LocalIsThisHost) {
-  InstanceCatalog catalog(HostResources{16, 65536});
+  InstanceCatalog catalog(HostResources{16, 65536, 0, ""});
   auto local = catalog.Lookup("local");
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(local->vcpus, 16);
@@ -46,7 +46,7 @@ TEST(InstanceCatalogTest, UnknownTypeNamesTheChoices) {
 
 // Whatever AWS accepts resolves, by the documented mapping to local capacity.
 TEST(InstanceCatalogTest, AcceptsWhatAwsAcceptsWithADocumentedShape) {
-  InstanceCatalog catalog(HostResources{16, 65536});
+  InstanceCatalog catalog(HostResources{16, 65536, 0, ""});
   for (const char* alias : {"optimal", "default_x86_64", "default_arm64"}) {
     auto t = catalog.Lookup(alias);
     ASSERT_TRUE(t.ok()) << alias;

@@ -101,7 +101,7 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
       const ContainerSpec* c = job.ContainerFor(node.node_index);
       if (c == nullptr) continue;
       auto& h = held[node.instance_id];
-      h.first += sched::Resources{c->MilliVcpu(), c->MemoryMib(), c->Gpus()};
+      h.first += sched::Resources{c->MilliVcpu(), c->MemoryMib(), c->Accelerators().count};
       for (int32_t d : node.devices)
         if (d >= 0 && d < 64) h.second |= (uint64_t{1} << d);
       running_share[QueueNameOfArn(job.queue_arn)][job.share_identifier] += c->MilliVcpu();
@@ -119,8 +119,8 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
     // (RUNNABLE, AWS) until a backend that serves it brings capacity.
     out.unmanaged = ce.instance_types.empty();
     if (!out.unmanaged) {
-      out.instance_type =
-          sched::InstanceType{ce.instance_types.front().name, ShapeOf(ce.instance_types.front()), ""};
+      out.instance_type = sched::InstanceType{ce.instance_types.front().name,
+                                              ShapeOf(ce.instance_types.front()), ""};
     }
     out.placement_group = ce.placement_group;
     out.min_vcpus = ce.min_vcpus;

@@ -38,6 +38,50 @@ Result<bool> InContainerMode(const ComputeEnvironmentSpec& ce, const std::string
                                  runtime + "'; use container or process");
 }
 
+// Gives a node the host devices the scheduler assigned it (docs/jobs.md,
+// "Accelerators"): the environment every runtime gets, and in a container the
+// devices themselves (by CDI name when the host has a spec for them, else
+// their nodes and the vendor's control nodes). The recipe's /dev/neuronN
+// entries of linuxParameters.devices are mapped in order onto the assigned
+// devices (their container paths kept). InvalidArgument when a position is
+// not in the inventory any more.
+Status GiveHostDevices(const HostDevicesView& view, const std::vector<int32_t>& positions,
+                       bool in_container, exec::NodeSpec* spec) {
+  ASSIGN_OR_RETURN(std::vector<exec::Accelerator> given,
+                   exec::DevicesForPositions(view.devices, positions));
+  for (auto& [k, v] : exec::AcceleratorEnvironment(given, view.devices, in_container))
+    spec->environment[k] = v;
+  if (!in_container || !spec->container) return Status::Ok();
+  exec::ContainerRun& c = *spec->container;
+  // The job's own /dev/neuronN entries give their container paths, in order.
+  std::vector<std::string> listed;
+  std::vector<exec::ContainerDevice> kept;
+  for (exec::ContainerDevice& d : c.devices) {
+    if (NeuronDeviceIndex(d.host_path) >= 0) {
+      listed.push_back(d.container_path.empty() ? d.host_path : d.container_path);
+    } else {
+      kept.push_back(std::move(d));
+    }
+  }
+  c.devices = std::move(kept);
+  bool nodes = false;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const exec::Accelerator& a = given[i];
+    if (!a.cdi.empty()) {
+      c.cdi_devices.push_back(a.cdi);
+      continue;
+    }
+    const std::string inside = i < listed.size() ? listed[i] : a.path;
+    c.devices.push_back(exec::ContainerDevice{a.path, inside, "rwm"});
+    nodes = true;
+  }
+  if (nodes) {
+    for (const std::string& p : exec::ControlDeviceNodes(given.front().kind))
+      c.devices.push_back(exec::ContainerDevice{p, p, "rwm"});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void JobLoop::TerminateAttempts(const std::vector<exec::AttemptKey>& keys) {
@@ -94,12 +138,34 @@ Result<exec::NodeSpec> JobLoop::MakeNodeSpec(const Job& job, const exec::Attempt
     ASSIGN_OR_RETURN(spec.container, exec::ContainerRunFromAws(
                                          launch.image, launch.linux_parameters, launch.other));
   }
-  for (const std::string& f : launch.fields_set)
+  // Accelerators: this host's devices the scheduler assigned, or a backend
+  // that finds them itself (Slurm); elsewhere only an emulated environment
+  // runs such a node (with virtual devices: a notice says so).
+  const AcceleratorRequest wanted = job.ContainerFor(node_index)->Accelerators();
+  std::shared_ptr<const HostDevicesView> view =
+      options_.host_devices == nullptr ? nullptr : options_.host_devices->Current();
+  bool devices_given = false;
+  if (wanted.count > 0 && view != nullptr && UsesHostDevices(*view, ce)) {
+    const NodeAttempt* node = job.CurrentAttempt()->Node(node_index);
+    if (node == nullptr || static_cast<int32_t>(node->devices.size()) != wanted.count) {
+      return Status::InvalidArgument(
+          "node " + std::to_string(node_index) + " asks for " +
+          exec::CountPhrase(exec::ParseKind(wanted.kind).value_or(exec::AcceleratorKind::kGpu),
+                            wanted.count) +
+          " but was assigned " + std::to_string(node == nullptr ? 0 : node->devices.size()));
+    }
+    RETURN_IF_ERROR(GiveHostDevices(*view, node->devices, in_container, &spec));
+    devices_given = true;
+  } else if (wanted.count > 0 && caps.accelerators) {
+    spec.accelerators = wanted.count;
+  }
+  for (const std::string& f : launch.fields_set) {
+    // A process is given its Neuron devices through NEURON_RT_VISIBLE_CORES.
+    if (devices_given && f == "linuxParameters.devices" && wanted.kind == "neuron") continue;
     if (!caps.container_fields.count(f) && !(in_container && exec::ContainerModeFields().count(f)))
       spec.unsupported_fields.push_back(f);
-  // Accelerators: only a backend that hands devices to a node runs such
-  // nodes; elsewhere only an emulated environment (without the devices).
-  if (launch.gpus > 0 && !caps.accelerators)
+  }
+  if (wanted.kind == "gpu" && !devices_given && !caps.accelerators)
     spec.unsupported_fields.push_back("resourceRequirements.GPU");
   spec.emulation = ce.emulation;
   spec.fault = NodeFaultFor(job, ce, attempt.attempt, node_index);

@@ -76,6 +76,7 @@
 #include "common/json.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "control/accelerators.h"
 #include "control/capacity_hold.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
@@ -122,6 +123,9 @@ struct JobLoopOptions {
   std::string default_runtime = "process";
   // Called (from any thread, with no lock held) when a pass is due soon.
   std::function<void()> wake;
+  // This host's accelerators (control/accelerators.h), handed to the nodes of
+  // the local backend's environments; null: none (every device is virtual).
+  HostDevices* host_devices = nullptr;
   // Where the loop's metrics go (JobLoopMetrics); null: a registry of its own.
   metrics::Registry* metrics = nullptr;
   // How many RUNNABLE jobs of a queue (of each share of a fair-share queue)
@@ -171,6 +175,14 @@ class JobLoop {
   // lote's own ReleaseNode: {"node": NAME} ends that node's quarantine
   // (InvalidArgument when it is not quarantined).
   Result<Json> ReleaseNode(const Json& request);
+  // This host's accelerators (lote's own operations; docs/jobs.md,
+  // "Accelerators"): {"hosts": [{host, source, notes, devices: [...]}]}; the
+  // inventory read again; a device taken out of service ({"index", "reason"})
+  // or put back ({"index"}). Each answers as DescribeAccelerators.
+  Result<Json> DescribeAccelerators(const Json& request);
+  Result<Json> RescanAccelerators(const Json& request);
+  Result<Json> DrainAccelerator(const Json& request);
+  Result<Json> ReleaseAccelerator(const Json& request);
   // lote's own DumpJob ({"jobId"}): the stack dumps of every node of a
   // RUNNING job, stored as "<node's stream>/dump" (job_hang.cc); blocks while
   // they are collected.
@@ -278,6 +290,10 @@ class JobLoop {
   void RebuildQuarantineLocked();
   void RestoreQuarantinedInstancesLocked(const std::vector<const Job*>& jobs);
   void MaskQuarantinedLocked(sched::Snapshot* environments, int64_t now);
+  // Per device position of this host: the job (node) holding it.
+  std::map<int32_t, std::string> DeviceHoldersLocked() const;
+  // This host's devices into the local backend's environments (accelerators.h).
+  void BindHostDevicesLocked(const std::vector<const Job*>& holding, sched::Snapshot* environments);
   // What is quarantined at `now`, given to the control plane when it changed
   // (DescribeComputeEnvironments' loteQuarantinedNodes).
   void ShowQuarantineLocked(int64_t now);

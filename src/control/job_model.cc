@@ -296,6 +296,32 @@ int32_t ContainerSpec::Gpus() const {
   return 0;
 }
 
+int32_t NeuronDeviceIndex(const std::string& path) {
+  const std::string prefix = "/dev/neuron";
+  if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() || path.size() > prefix.size() + 6)
+    return -1;
+  int32_t n = 0;
+  for (size_t i = prefix.size(); i < path.size(); ++i) {
+    if (path[i] < '0' || path[i] > '9') return -1;
+    n = n * 10 + (path[i] - '0');
+  }
+  return n;
+}
+
+AcceleratorRequest ContainerSpec::Accelerators() const {
+  if (int32_t gpus = Gpus(); gpus > 0) return {gpus, "gpu"};
+  int32_t neurons = 0;
+  const Json& lp = linux_parameters;
+  if (lp.is_object() && lp.contains("devices") && lp["devices"].is_array()) {
+    for (const Json& d : lp["devices"])
+      if (d.is_object() && d.contains("hostPath") && d["hostPath"].is_string() &&
+          NeuronDeviceIndex(d["hostPath"].get<std::string>()) >= 0)
+        ++neurons;
+  }
+  if (neurons > 0) return {neurons, "neuron"};
+  return {};
+}
+
 Status ValidateResourceValue(const std::string& type, const std::string& value,
                              const std::string& field) {
   auto bad = [&](const std::string& rule) {

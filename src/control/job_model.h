@@ -117,6 +117,12 @@ inline constexpr int64_t kMaxResourceValue = 2147483647;
 Status ValidateResourceValue(const std::string& type, const std::string& value,
                              const std::string& field);
 
+// The accelerators a node asks for (docs/jobs.md, "Accelerators").
+struct AcceleratorRequest {
+  int32_t count = 0;
+  std::string kind;  // "gpu", "neuron"; "" when count is 0
+};
+
 // A container after overrides and `Ref::` substitution (ContainerProperties shape).
 struct ContainerSpec {
   std::string image;
@@ -137,8 +143,15 @@ struct ContainerSpec {
   int64_t MilliVcpu() const;
   int64_t MemoryMib() const;
   int32_t Gpus() const;
+  // GPUs (resourceRequirements GPU; EKS nvidia.com/gpu becomes one), else one
+  // Neuron device per /dev/neuronN in linuxParameters.devices (the recipe's
+  // form: Batch has no Neuron resource type).
+  AcceleratorRequest Accelerators() const;
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
+
+// N of a "/dev/neuronN" path, or -1.
+int32_t NeuronDeviceIndex(const std::string& path);
 
 // A run of nodes [start, end] (inclusive) sharing one container, after overrides.
 struct NodeRange {

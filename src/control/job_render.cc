@@ -39,6 +39,10 @@ Json AttemptContainerJson(const Attempt& a, int32_t main_node) {
   if (!n->private_ipv4.empty())
     c["networkInterfaces"] = Json::array({{{"privateIpv4Address", n->private_ipv4}}});
   if (!n->notices.empty()) c["loteNotices"] = n->notices;  // lote extra
+  // lote extra: the accelerator devices the node holds (positions in its
+  // host's inventory; docs/jobs.md, "Accelerators").
+  if (!n->devices.empty())
+    c["loteAccelerators"] = Json{{"instance", n->instance_id}, {"devices", n->devices}};
   return c;
 }
 

@@ -7,8 +7,9 @@
 namespace lote::control {
 namespace {
 
-sched::Resources NodeResources(const ContainerSpec& c) {
-  return sched::Resources{c.MilliVcpu(), c.MemoryMib(), c.Gpus()};
+sched::NodeRange NodeShape(const ContainerSpec& c, int32_t count) {
+  const AcceleratorRequest a = c.Accelerators();
+  return sched::NodeRange{count, sched::Resources{c.MilliVcpu(), c.MemoryMib(), a.count}, a.kind};
 }
 
 }  // namespace
@@ -33,16 +34,16 @@ Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order) {
   s.scheduling_priority = job.scheduling_priority.value_or(0);
   if (job.node_properties) {
     for (const NodeRange& r : job.node_properties->ranges) {
-      sched::Resources each = NodeResources(r.container);
-      int32_t count = r.end - r.start + 1;
-      if (!s.nodes.empty() && s.nodes.back().each == each) {
-        s.nodes.back().count += count;
+      sched::NodeRange range = NodeShape(r.container, r.end - r.start + 1);
+      if (!s.nodes.empty() && s.nodes.back().each == range.each &&
+          s.nodes.back().accelerator_kind == range.accelerator_kind) {
+        s.nodes.back().count += range.count;
       } else {
-        s.nodes.push_back({count, each});
+        s.nodes.push_back(std::move(range));
       }
     }
   } else if (job.container) {
-    s.nodes.push_back({1, NodeResources(*job.container)});
+    s.nodes.push_back(NodeShape(*job.container, 1));
   } else {
     return Status::FailedPrecondition("job " + job.id +
                                       " has neither a container nor node properties");

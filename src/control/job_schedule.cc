@@ -72,6 +72,7 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     spdlog::error("jobs: snapshot: {}", environments.status().ToString());
     return false;
   }
+  BindHostDevicesLocked(holding, &*environments);
   MaskQuarantinedLocked(&*environments, now);
   sched_input_.SetEnvironments(std::move(*environments));
   if (sched_input_.size() == 0) {
@@ -79,6 +80,34 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
     return false;
   }
   return sched_input_.DecideDue(now);
+}
+
+void JobLoop::BindHostDevicesLocked(const std::vector<const Job*>& holding,
+                                    sched::Snapshot* environments) {
+  if (options_.host_devices == nullptr) return;
+  std::shared_ptr<const HostDevicesView> view = options_.host_devices->Current();
+  std::vector<HeldDevices> held;
+  std::map<int32_t, std::string> holders;  // position -> job (node) holding it
+  const std::vector<ComputeEnvironmentSpec> specs = control_->ComputeEnvironments();
+  std::set<std::string> host_ces;
+  for (const ComputeEnvironmentSpec& ce : specs)
+    if (UsesHostDevices(*view, ce)) host_ces.insert(ce.name);
+  for (const Job* job : holding) {
+    const Attempt* a = job->CurrentAttempt();
+    if (a == nullptr) continue;
+    for (const NodeAttempt& n : a->nodes) {
+      if (n.devices.empty()) continue;
+      held.push_back(HeldDevices{a->compute_environment, n.instance_id, n.devices});
+      if (!host_ces.count(a->compute_environment)) continue;
+      for (int32_t d : n.devices)
+        holders[d] = job->IsMultiNode() ? NodeJobId(job->id, n.node_index) : job->id;
+    }
+  }
+  BindHostDevices(*view, specs, held, environments);
+  // DescribeComputeEnvironments' loteAccelerators, on the environments that use them.
+  Json shown = DescribeHostDevices(*view, holders);
+  for (const ComputeEnvironmentSpec& ce : specs)
+    control_->SetAccelerators(ce.name, host_ces.count(ce.name) ? shown : Json());
 }
 
 bool JobLoop::HoldForInjectedShortageLocked(const Job& job, int64_t now) {

@@ -63,6 +63,7 @@ void SchedulerInput::SetEnvironments(sched::Snapshot environments) {
     changed_ = true;
     window_stale_ = true;  // a queue may have come, gone or changed its policy
   }
+  window_.hosts = std::move(environments.hosts);
   window_.compute_environments = std::move(environments.compute_environments);
   window_.queues = std::move(environments.queues);
   window_.config = environments.config;
@@ -118,8 +119,8 @@ bool SchedulerInput::ChangeReason(const std::string& id, const std::string& reas
 }
 
 bool SameEnvironments(const sched::Snapshot& a, const sched::Snapshot& b) {
-  return a.compute_environments == b.compute_environments && a.config == b.config &&
-         WithoutHistory(a.queues) == WithoutHistory(b.queues);
+  return a.hosts == b.hosts && a.compute_environments == b.compute_environments &&
+         a.config == b.config && WithoutHistory(a.queues) == WithoutHistory(b.queues);
 }
 
 }  // namespace lote::control

@@ -14,7 +14,7 @@ sched::Job Single(const std::string& id) {
   sched::Job j;
   j.id = id;
   j.queue = "q";
-  j.nodes = {{1, sched::Resources{1000, 512, 0}}};
+  j.nodes = {{1, sched::Resources{1000, 512, 0}, ""}};
   return j;
 }
 

@@ -119,6 +119,11 @@ struct NodeSpec {
   // (otherwise a warning says so). Slurm: --cpus-per-task / --mem.
   int64_t vcpu_milli = 0;
   int64_t memory_mib = 0;
+  // Accelerators the backend must find for the node itself (Slurm:
+  // --gres=gpu:N, read back from the node's CUDA_VISIBLE_DEVICES). 0 when
+  // none, or when the control plane assigned them (the local backend: the
+  // devices are in `environment` and `container` already).
+  int32_t accelerators = 0;
   // Local backend: the virtual instance's private IPv4 address (InstancePrivateIp
   // in batch_env.h), exported as LOTE_PRIVATE_IPV4_ADDRESS. Empty under Slurm.
   std::string private_ip;

@@ -129,6 +129,7 @@ Json ToJson(const ContainerRun& c) {
               {"privileged", c.privileged},
               {"read_only_root", c.read_only_root},
               {"devices", devices},
+              {"cdi_devices", c.cdi_devices},
               {"mounts", mounts},
               {"shm_mib", c.shm_mib},
               {"containers_conf", c.containers_conf},
@@ -146,6 +147,8 @@ ContainerRun ContainerRunFromJson(const Json& j) {
     c.devices.push_back(ContainerDevice{d.at("host").get<std::string>(),
                                         d.value("container", std::string()),
                                         d.value("permissions", std::string())});
+  for (const Json& d : j.value("cdi_devices", Json::array()))
+    if (d.is_string()) c.cdi_devices.push_back(d.get<std::string>());
   for (const Json& m : j.value("mounts", Json::array()))
     c.mounts.push_back(ContainerMount{m.at("source").get<std::string>(),
                                       m.at("container").get<std::string>(),
@@ -216,6 +219,7 @@ std::vector<std::string> PodmanRunArgs(const PodmanRunSpec& s, const ContainerUl
     if (!d.permissions.empty()) v += ":" + d.permissions;
     a.push_back("--device=" + v);
   }
+  for (const std::string& name : c.cdi_devices) a.push_back("--device=" + name);
   if (c.privileged) a.push_back("--privileged");
   if (c.read_only_root) a.push_back("--read-only");
   for (const ContainerMount& m : c.mounts)

@@ -49,6 +49,9 @@ struct ContainerRun {
   bool privileged = false;
   bool read_only_root = false;
   std::vector<ContainerDevice> devices;
+  // Accelerators by fully qualified CDI name (nvidia.com/gpu=0): podman
+  // applies the host's CDI spec for each (--device NAME).
+  std::vector<std::string> cdi_devices;
   std::vector<ContainerMount> mounts;
   int64_t shm_mib = 0;  // linuxParameters.sharedMemorySize; 0: podman's default (64 MiB)
   // Set by the backend: the podman configuration (CONTAINERS_CONF and

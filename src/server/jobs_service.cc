@@ -125,6 +125,7 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   loop.quarantine = {context.quarantine_failures, context.quarantine_window_seconds * 1000,
                      context.quarantine_cooldown_seconds * 1000};
   loop.job_retention_ms = context.job_retention_ms;
+  loop.host_devices = context.host_devices;
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);

@@ -17,6 +17,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/thread_name.h"
+#include "exec/proc_util.h"
 #include "exec/ulimits.h"
 #include "images/registry_process.h"
 
@@ -52,7 +53,25 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
   store::StoreOptions store_options;
   store_options.metrics = &s->metrics_;
   ASSIGN_OR_RETURN(s->store_, store::Store::Open(options.home + "/lote.db", store_options));
+  // This host's accelerators: before the control plane, whose `local`
+  // instance type has them.
+  s->host_devices_ =
+      std::make_unique<control::HostDevices>(exec::HostName(), options.accelerators, options.home);
+  RETURN_IF_ERROR(s->host_devices_->Load());
   control::ControlConfig config;
+  {
+    std::shared_ptr<const control::HostDevicesView> devices = s->host_devices_->Current();
+    config.host.accelerators = static_cast<int32_t>(devices->devices.size());
+    if (!devices->devices.empty()) {
+      config.host.accelerator_kind = devices->kind == exec::AcceleratorKind::kNeuron
+                                         ? "Neuron " + devices->devices.front()->name
+                                         : devices->devices.front()->name;
+      spdlog::info("accelerators: {} from {}",
+                   exec::CountPhrase(*devices->kind, config.host.accelerators),
+                   devices->inventory.source);
+    }
+    for (const std::string& note : devices->inventory.notes) spdlog::info("accelerators: {}", note);
+  }
   config.region = options.region;
   config.account_id = options.account_id;
   ASSIGN_OR_RETURN(config.secret_key, api::EnsureSecretKeyFile(options.home + "/secrets.key"));
@@ -103,6 +122,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     context.job_retention_ms = static_cast<int64_t>(options.job_retention_days * 86'400'000.0);
     context.directory = s->directory_.get();
     context.access = s->access_.get();
+    context.host_devices = s->host_devices_.get();
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {

@@ -29,6 +29,7 @@
 #include "common/metrics.h"
 #include "common/sigv4.h"
 #include "common/status.h"
+#include "control/accelerators.h"
 #include "control/control_plane.h"
 #include "iam/audit_log.h"
 #include "iam/directory.h"
@@ -75,6 +76,8 @@ struct ServerContext {
   // The IAM hook (built even with --insecure-no-auth, when the router does
   // not ask it): the jobs layer gives it the jobs' owners.
   api::IamAccessControl* access = nullptr;
+  // This host's accelerators (control/accelerators.h).
+  control::HostDevices* host_devices = nullptr;
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are
@@ -137,6 +140,9 @@ struct ServerOptions {
   // and the largest linuxParameters.sharedMemorySize (MiB) they may ask for.
   std::vector<std::string> allowed_host_paths;
   int64_t max_shared_memory_mib = 8192;
+  // This host's accelerators: an inventory file (exec/accelerators.h, one
+  // device per line) in place of discovery (NVML, /proc/driver/nvidia, sysfs).
+  std::string accelerators;
   // Run after GlobalServerExtensions(), in order.
   std::vector<ServerExtension> extensions;
 };
@@ -166,6 +172,7 @@ class LoteServer {
   const Clock* clock_ = nullptr;
   std::string credentials_path_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<control::HostDevices> host_devices_;
   std::unique_ptr<control::ControlPlane> control_;
   std::unique_ptr<logs::LogStore> log_store_;
   std::unique_ptr<api::Authenticator> auth_;

@@ -189,6 +189,10 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "may not run jobs as root may ask for (docs/api.md)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
+  sub->add_option("--accelerators", args->options.accelerators,
+                  "An inventory file of this host's GPUs and Neuron devices, one per line "
+                  "(docs/jobs.md, \"Accelerators\"), in place of discovery (NVML, "
+                  "/proc/driver/nvidia, Neuron sysfs)");
   sub->add_option("--node-agent", args->node_agent,
                   "Run every local node's command from one long-lived node agent per host (on), "
                   "or start one supervisor program per node (off); $LOTE_NODE_AGENT=1/0 "
