@@ -414,7 +414,7 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri, const ExportOptions&
   result.config_path = options.output_dir + "/config.json";
   RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path, options.dtype));
   Json config = chosen.manifest()["config"];
-  config["torch_dtype"] = options.dtype == DType::kBF16 ? "bfloat16" : "float32";
+  if (options.dtype == DType::kBF16) config["torch_dtype"] = "bfloat16";  // else as trained
   RETURN_IF_ERROR(WriteFileAtomic(result.config_path, config.dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));
