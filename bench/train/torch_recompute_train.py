@@ -2,27 +2,28 @@
 (tests/engine/llama_reference.py), written layer by layer so that torch.utils.checkpoint
 can recompute what lote's --activation-recompute does: `selective` checkpoints the
 attention core (scores, softmax, weighted sum: Megatron's selective recomputation),
-`full` checkpoints each whole layer. Same recipe as torch_train.py (AdamW, clipping).
+`full` checkpoints each whole layer. Same set-up and loop as torch_train.py
+(torch_bench_common.py: AdamW, clipping); PRECISION bf16-autocast runs forward under
+torch.autocast(cpu, bfloat16), the peer of `lote train --precision bf16-mixed`.
 Checks first that its loss equals the reference forward's on the same tokens, then
 prints one JSON line: median step time and CPU time after the first step, the losses,
 and the process's peak RSS.
 
 usage: torch_recompute_train.py CONFIG_JSON BATCH SEQ STEPS THREADS none|selective|full
+       [fp32|bf16-autocast]
 """
 import json
 import math
-import os
 import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "engine"))
-import llama_reference as ref  # noqa: E402
+import torch_bench_common as common
+
+ref = common.ref
 
 
 def rms_norm(x, w, eps):
@@ -86,31 +87,18 @@ def forward(cfg, p, tokens, mode):
 def main():
     cfg_path, batch, seq, steps, threads = sys.argv[1], *map(int, sys.argv[2:6])
     mode = sys.argv[6]
-    torch.set_num_threads(threads)
-    with open(cfg_path) as f:
-        cfg = json.load(f)
-    params = {k: v.requires_grad_(True) for k, v in ref.init_params(cfg, seed=1).items()}
-    opt = ref.make_adamw(params, 3e-4, 0.01)
-    g = torch.Generator().manual_seed(0)
+    precision = sys.argv[7] if len(sys.argv) > 7 else "fp32"
+    cfg, params, opt, g = common.setup(cfg_path, threads)
     with torch.no_grad():  # the layered model is the reference model
         tokens = torch.randint(0, cfg["vocab_size"], (1, 17), generator=g)
         a = ref.loss_fn(ref.forward(cfg, params, tokens[:, :-1]), tokens[:, 1:]).item()
         b = ref.loss_fn(forward(cfg, params, tokens[:, :-1], "none"), tokens[:, 1:]).item()
         assert abs(a - b) <= 1e-5 * abs(a), (a, b)
-    times, cpu, losses = [], [], []
-    for _ in range(steps):
-        tokens = torch.randint(0, cfg["vocab_size"], (batch, seq + 1), generator=g)
-        t0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad()
-        loss = ref.loss_fn(forward(cfg, params, tokens[:, :-1], mode), tokens[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-        losses.append(loss.item())
-    print(json.dumps({"mode": mode, "step_s": statistics.median(times[1:]),
-                      "step_cpu_s": statistics.median(cpu[1:]), "losses": losses,
+    times, cpu, losses = common.train(cfg, params, opt, g, batch, seq, steps,
+                                      lambda tokens: forward(cfg, params, tokens, mode), precision)
+    print(json.dumps({"mode": mode, "precision": precision,
+                      "step_s": common.median_after_first(times),
+                      "step_cpu_s": common.median_after_first(cpu), "losses": losses,
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 

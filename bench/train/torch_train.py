@@ -6,16 +6,12 @@ Prints one JSON line: median step time, tokens/s, and the OpenBLAS sgemm peak
 usage: torch_train.py CONFIG_JSON BATCH SEQ STEPS THREADS
 """
 import json
-import os
-import statistics
 import sys
 import time
 
 import numpy as np
-import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "engine"))
-import llama_reference as ref  # noqa: E402
+import torch_bench_common as common
 
 
 def sgemm_peak(n=2048, repeats=5):
@@ -36,27 +32,11 @@ def sgemm_peak(n=2048, repeats=5):
 
 def main():
     cfg_path, batch, seq, steps, threads = sys.argv[1], *map(int, sys.argv[2:6])
-    torch.set_num_threads(threads)
-    with open(cfg_path) as f:
-        cfg = json.load(f)
-    params = {k: v.requires_grad_(True) for k, v in ref.init_params(cfg, seed=1).items()}
-    opt = ref.make_adamw(params, 3e-4, 0.01)
-    g = torch.Generator().manual_seed(0)
+    cfg, params, opt, g = common.setup(cfg_path, threads)
     peak, peak_cpu = sgemm_peak()
-    times, cpu, losses = [], [], []
-    for _ in range(steps):
-        tokens = torch.randint(0, cfg["vocab_size"], (batch, seq + 1), generator=g)
-        t0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad()
-        loss = ref.loss_fn(ref.forward(cfg, params, tokens[:, :-1]), tokens[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-        losses.append(loss.item())
-    step = statistics.median(times[1:]) if len(times) > 1 else times[0]
-    step_cpu = statistics.median(cpu[1:]) if len(cpu) > 1 else cpu[0]
+    times, cpu, losses = common.train(cfg, params, opt, g, batch, seq, steps,
+                                      lambda tokens: common.ref.forward(cfg, params, tokens))
+    step, step_cpu = common.median_after_first(times), common.median_after_first(cpu)
     print(json.dumps({"step_s": step, "step_cpu_s": step_cpu, "tokens_per_s": batch * seq / step,
                       "step_times_s": times, "step_cpu_times_s": cpu, "losses": losses,
                       "sgemm_peak_gflops": peak, "sgemm_peak_gflops_per_cpu_s": peak_cpu}))

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -134,6 +135,7 @@ void Register(CLI::App& app) {
       "Write a consolidated Hugging Face model.safetensors + config.json from a checkpoint");
   struct ExportArgs {
     std::string uri, output;
+    DType dtype = DType::kF32;
   };
   auto ea = std::make_shared<ExportArgs>();
   exp->add_option("uri", ea->uri,
@@ -142,9 +144,15 @@ void Register(CLI::App& app) {
       ->required();
   exp->add_option("--output", ea->output, "folder to write model.safetensors and config.json")
       ->required();
+  const std::map<std::string, DType> dtypes{{"fp32", DType::kF32}, {"bf16", DType::kBF16}};
+  exp->add_option("--dtype", ea->dtype,
+                  "tensors as fp32 (the master weights as saved) or bf16 (rounded to nearest "
+                  "even) (default fp32)")
+      ->transform(CLI::CheckedTransformer(dtypes));
   exp->callback([ea] {
     ExportOptions o;
     o.output_dir = ea->output;
+    o.dtype = ea->dtype;
     o.log = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
     auto r = ExportCheckpoint(ea->uri, o);
     if (!r.ok()) {

@@ -278,7 +278,8 @@ namespace {
 
 // model.safetensors of the whole model, written tensor by tensor from the shards (one
 // tensor in memory at a time), with SaveWeights' header and metadata.
-Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std::string& path) {
+Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std::string& path,
+                       DType dtype) {
   const ParamLayout layout(config);
   std::vector<TensorHeader> headers;
   int64_t largest = 0;
@@ -286,8 +287,9 @@ Status WriteWholeModel(const LlamaConfig& config, ModelShards* model, const std:
     headers.push_back({spec.name, spec.shape});
     largest = std::max(largest, spec.numel);
   }
-  ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(
-                                    path, headers, {{"format", "pt"}, {"producer", "lote"}}));
+  ASSIGN_OR_RETURN(
+      auto writer,
+      SafetensorsWriter::Create(path, headers, {{"format", "pt"}, {"producer", "lote"}}, dtype));
   std::vector<float> tensor(static_cast<size_t>(largest));
   for (const TensorSpec& spec : layout.tensors()) {
     RETURN_IF_ERROR(model->Read(spec, tensor.data(), /*check_replicas=*/true));
@@ -410,8 +412,10 @@ Result<ExportResult> ExportCheckpoint(std::string_view uri, const ExportOptions&
   result.parameters = layout.total();
   result.model_path = options.output_dir + "/model.safetensors";
   result.config_path = options.output_dir + "/config.json";
-  RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path));
-  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, chosen.manifest()["config"].dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteWholeModel(chosen.config(), &model, result.model_path, options.dtype));
+  Json config = chosen.manifest()["config"];
+  if (options.dtype == DType::kBF16) config["torch_dtype"] = "bfloat16";  // else as trained
+  RETURN_IF_ERROR(WriteFileAtomic(result.config_path, config.dump(2) + "\n"));
   log(fmt::format("wrote {} ({} tensors, {} parameters) and {}", result.model_path, result.tensors,
                   result.parameters, result.config_path));
   return result;

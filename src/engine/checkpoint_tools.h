@@ -109,6 +109,9 @@ struct ExportOptions {
   std::string output_dir;  // created if missing; model.safetensors and config.json go here
   OpenStoreFn open_store;  // default: objstore::OpenObjectStore
   std::function<void(std::string_view)> log;  // progress lines; may be empty
+  // The tensors' dtype in model.safetensors: kF32 (the master weights as they are) or
+  // kBF16 (rounded to nearest even; config.json's torch_dtype then says bfloat16).
+  DType dtype = DType::kF32;
 };
 
 struct ExportResult {

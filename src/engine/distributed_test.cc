@@ -463,11 +463,13 @@ TEST(TensorParallelModelTest, RankPlanMatchesWhatIsAllocated) {
   const LlamaConfig c = Small();
   for (int tp : {1, 2}) {
     for (int dp : {1, 3}) {
-      for (bool sp : {false, true}) {
+      for (int sp_and_precision = 0; sp_and_precision < 4; ++sp_and_precision) {
+        const bool sp = sp_and_precision % 2 == 1;
+        const Precision precision = sp_and_precision < 2 ? Precision::kFp32 : Precision::kBf16Mixed;
         if (sp && tp == 1) continue;
         PlaceOnly comm(0, tp);
         const ParallelDims dims = Dims(c, tp * dp, tp, 0);
-        const ActivationOptions options{Recompute::kSelective, sp ? tp : 1};
+        const ActivationOptions options{Recompute::kSelective, sp ? tp : 1, precision};
         auto m = LlamaModel::Create(c, 2, 15, true, dims, tp > 1 ? &comm : nullptr, options);
         ASSERT_TRUE(m.ok()) << m.status().ToString();
         const MemoryPlan plan = PlanRankMemory(c, 2, 15, CpuThreads(), dims, options);
@@ -476,7 +478,7 @@ TEST(TensorParallelModelTest, RankPlanMatchesWhatIsAllocated) {
         const int64_t optimizer = 2 * shard.size() * 4 + (dp > 1 ? shard.size() * 4 : 0);
         EXPECT_EQ(plan.optimizer_bytes, optimizer) << tp << "x" << dp;
         EXPECT_EQ(plan.total_bytes() - plan.optimizer_bytes, (*m)->allocated_bytes())
-            << tp << "x" << dp << " sp " << sp;
+            << tp << "x" << dp << " sp " << sp << " " << PrecisionName(precision);
       }
     }
   }

@@ -184,6 +184,16 @@ void AddActivationFlags(CLI::App* sub, TrainOptions* opts) {
                 "Megatron's sequence parallelism: norms, residuals and the embedding output "
                 "split along the sequence over the tensor-parallel group (needs "
                 "--tensor-parallel-size > 1)");
+  const std::map<std::string, Precision> precision{{"fp32", Precision::kFp32},
+                                                   {"bf16-mixed", Precision::kBf16Mixed}};
+  auto* prec = sub->add_option("--precision", opts->precision,
+                               "fp32, or bf16-mixed: bf16 weights and activations over fp32 "
+                               "master weights, gradients and AdamW state (default fp32)")
+                   ->transform(CLI::CheckedTransformer(precision));
+  sub->add_flag_callback(
+         "--use_mix_precision", [opts] { opts->precision = Precision::kBf16Mixed; },
+         "the recipe's name for --precision bf16-mixed")
+      ->excludes(prec);
 }
 
 void RegisterTrain(CLI::App& app) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "engine/bf16.h"
 #include "engine/cpu_kernels.h"
 #include "engine/lm_head_loss.h"
 #include "engine/vocab_parallel.h"
@@ -55,6 +56,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max
       training_(training),
       options_(options),
       sp_(options.sequence_parts > 1),
+      bf16_(options.precision == Precision::kBf16Mixed),
       acts_(PlanActivations(shard_, max_batch, max_seq_len, CpuThreads(), options)) {}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
@@ -93,6 +95,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config
       m->act_grad_.assign(static_cast<size_t>(m->acts_.grad_total), 0.0f);
     }
     m->act_.assign(static_cast<size_t>(m->acts_.total), 0.0f);
+    m->kept_.assign(static_cast<size_t>(m->acts_.kept_total), 0);
     if (tp.size > 1) {
       m->local_tokens_.assign(static_cast<size_t>(2 * max_batch * max_seq_len), 0);
     }
@@ -150,6 +153,67 @@ void LlamaModel::NormBackward(float* dinp, float* dweight, const float* dout, co
   AddInPlace(dweight, part, C);
 }
 
+LlamaModel::LayerWeights LlamaModel::Weights(int64_t l) {
+  const LayerOffsets& w = layout_.layer(l);
+  const float* base = params_.data();
+  int64_t begin = 0;
+  if (bf16_) {
+    begin = w.input_norm;  // the layer's tensors are contiguous, input_norm first
+    const int64_t end =
+        l + 1 < shard_.num_hidden_layers ? layout_.layer(l + 1).input_norm : layout_.final_norm();
+    float* copy = act_.data() + acts_.weight_copy;
+    if (weight_copy_holds_ != l) RoundToBf16(copy, params_.data() + begin, end - begin);
+    weight_copy_holds_ = l;
+    base = copy;
+  }
+  return {base + (w.input_norm - begin), base + (w.wqkv - begin),     base + (w.wo - begin),
+          base + (w.post_norm - begin),  base + (w.wgate_up - begin), base + (w.wdown - begin)};
+}
+
+const float* LlamaModel::HeadWeights() {
+  const float* head = params_.data() + layout_.lm_head();
+  if (!bf16_) return head;
+  float* copy = act_.data() + acts_.weight_copy;
+  if (weight_copy_holds_ != -2) RoundToBf16(copy, head, shard_.vocab_size * shard_.hidden_size);
+  weight_copy_holds_ = -2;
+  return copy;
+}
+
+const float* LlamaModel::FinalNormWeights() {
+  const float* w = params_.data() + layout_.final_norm();
+  if (!bf16_) return w;
+  const int64_t C = shard_.hidden_size;
+  float* copy = act_.data() + acts_.weight_copy + acts_.weight_copy_floats - C;
+  RoundToBf16(copy, w, C);
+  return copy;
+}
+
+void LlamaModel::ToBf16(float* x, int64_t n, int64_t kept, bool recompute) {
+  if (!bf16_) return;
+  if (kept >= 0 && !recompute) {
+    RoundAndKeepBf16(x, kept_.data() + kept, n);
+  } else {
+    RoundToBf16(x, x, n);
+  }
+}
+
+void LlamaModel::UnpackLayer(int64_t l, int64_t N) {
+  if (!bf16_) return;
+  const LlamaConfig& c = shard_;
+  const int64_t C = c.hidden_size, I = c.intermediate_size, Nl = LocalRange(N).size();
+  const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
+  float* A = act_.data();
+  auto unpack = [&](int64_t field, int64_t kept, int64_t n) {
+    if (kept >= 0) Bf16ToFloats(A + field, kept_.data() + kept, n);
+  };
+  unpack(la.res, la.kept.res, Nl * C);
+  unpack(la.qkv, la.kept.qkv, N * c.qkv_dim());
+  unpack(la.att, la.kept.att, N * c.q_dim());
+  unpack(la.res_mid, la.kept.res_mid, Nl * C);
+  unpack(la.gate_up, la.kept.gate_up, N * 2 * I);
+  unpack(la.act, la.kept.act, N * I);
+}
+
 void LlamaModel::InitWeights(uint64_t seed) {
   const float stddev = static_cast<float>(config_.initializer_range);
   std::vector<float> full;
@@ -183,7 +247,8 @@ void LlamaModel::InitWeights(uint64_t seed) {
 
 int64_t LlamaModel::allocated_bytes() const {
   const size_t floats = params_.size() + grads_.size() + act_.size() + act_grad_.size();
-  return static_cast<int64_t>(floats * sizeof(float) + local_tokens_.size() * sizeof(int32_t));
+  return static_cast<int64_t>(floats * sizeof(float) + kept_.size() * sizeof(uint16_t) +
+                              local_tokens_.size() * sizeof(int32_t));
 }
 
 void LlamaModel::ZeroGrad() {
@@ -219,14 +284,16 @@ double LlamaModel::Run(const int32_t* inputs, const int32_t* targets, int64_t B,
     rope_len_ = T;
   }
   const int64_t L = c.num_hidden_layers;
+  weight_copy_holds_ = -1;  // the parameters changed since the last pass
   NeedParams(L > 0 ? layout_.layer(0).input_norm : layout_.final_norm());  // the embedding
   EmbedForward(inputs, N);
   for (int64_t l = 0; l < L; ++l) LayerForward(l, B, T, false);
   NeedParams(num_params());  // the final norm and the LM head
   const Range rows = LocalRange(N);
+  ToBf16(A + acts_.res_final, rows.size() * C);
   RmsNormForward(A + acts_.ln + rows.begin * C, A + acts_.rstdf, A + acts_.res_final,
-                 params_.data() + layout_.final_norm(), rows.size(), C,
-                 static_cast<float>(c.rms_norm_eps));
+                 FinalNormWeights(), rows.size(), C, static_cast<float>(c.rms_norm_eps));
+  ToBf16(A + acts_.ln + rows.begin * C, rows.size() * C);
   GatherRows(A + acts_.ln, N);  // the LM head reads every row
   int64_t valid = 0;
   const double loss = LmHead(targets, N, grad_scale, logprob, logits_out, &valid);
@@ -258,7 +325,6 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float* W = params_.data();
   float* A = act_.data();
   const LayerActs& la = acts_.layers[static_cast<size_t>(l)];
   const LayerOffsets& w = layout_.layer(l);
@@ -273,30 +339,48 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
   auto need = [this, recompute](int64_t end) {
     if (!recompute) NeedParams(end);
   };
-  need(w.wqkv);
-  RmsNormForward(ln_mine, A + la.rstd1, A + la.res, W + w.input_norm, Nl, C, eps);
+  const int64_t layer_end = l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm();
+  // bf16-mixed rounds the whole layer's weights before its first kernel.
+  need(bf16_ ? layer_end : w.wqkv);
+  const LayerWeights W = Weights(l);
+  // bf16-mixed: the layer's input (the residual stream), each GEMM's input and what
+  // backward reads are rounded to bf16 as they are made (nothing, in fp32).
+  ToBf16(A + la.res, Nl * C, la.kept.res, recompute);
+  RmsNormForward(ln_mine, A + la.rstd1, A + la.res, W.input_norm, Nl, C, eps);
+  ToBf16(ln_mine, Nl * C);
   GatherRows(ln, N);
   need(w.wo);
-  MatmulForward(A + la.qkv, ln, W + w.wqkv, N, C, D);  // column-parallel q/k/v
+  MatmulForward(A + la.qkv, ln, W.wqkv, N, C, D);  // column-parallel q/k/v
   RopeForward(A + la.qkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
+  ToBf16(A + la.qkv, N * D, la.kept.qkv, recompute);
   AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
+  ToBf16(A + la.att, N * Da, la.kept.att, recompute);
   need(w.post_norm);
   float* o = sp_ ? ln : A + la.res_mid;  // [N,C] partial sums
-  MatmulForward(o, A + la.att, W + w.wo, N, Da, C);
+  MatmulForward(o, A + la.att, W.wo, N, Da, C);
   ReduceRows(o, A + la.res_mid, N);  // row-parallel o_proj
   need(w.wgate_up);
-  AddRmsNormForward(ln_mine, A + la.rstd2, A + la.res_mid, A + la.res, W + w.post_norm, Nl, C,
-                    eps);  // res_mid += res, then ln2
+  if (bf16_) {  // the residual rounded between the add and the norm
+    AddInPlace(A + la.res_mid, A + la.res, Nl * C);
+    ToBf16(A + la.res_mid, Nl * C, la.kept.res_mid, recompute);
+    RmsNormForward(ln_mine, A + la.rstd2, A + la.res_mid, W.post_norm, Nl, C, eps);
+    ToBf16(ln_mine, Nl * C);
+  } else {
+    AddRmsNormForward(ln_mine, A + la.rstd2, A + la.res_mid, A + la.res, W.post_norm, Nl, C,
+                      eps);  // res_mid += res, then ln2
+  }
   GatherRows(ln, N);
   need(w.wdown);
-  MatmulForward(A + la.gate_up, ln, W + w.wgate_up, N, C, 2 * I);  // column-parallel gate/up
+  MatmulForward(A + la.gate_up, ln, W.wgate_up, N, C, 2 * I);  // column-parallel gate/up
+  ToBf16(A + la.gate_up, N * 2 * I, la.kept.gate_up, recompute);
   SwiGluForward(A + la.act, A + la.gate_up, N, I);
+  ToBf16(A + la.act, N * I, la.kept.act, recompute);
   if (recompute) return;  // backward reads neither the down projection nor res_next
-  need(l + 1 < L ? layout_.layer(l + 1).input_norm : layout_.final_norm());
+  need(layer_end);
   float* res_next =
       A + (l + 1 < L ? acts_.layers[static_cast<size_t>(l + 1)].res : acts_.res_final);
   float* down = sp_ ? ln : res_next;  // [N,C] partial sums
-  MatmulForward(down, A + la.act, W + w.wdown, N, I, C);
+  MatmulForward(down, A + la.act, W.wdown, N, I, C);
   ReduceRows(down, res_next, N);  // row-parallel down_proj
   AddInPlace(res_next, A + la.res_mid, Nl * C);
 }
@@ -308,7 +392,7 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
 double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, float* logprob,
                           float* logits_out, int64_t* valid_targets) {
   const int64_t C = shard_.hidden_size, V = shard_.vocab_size;
-  const float* W = params_.data();
+  const float* Wh = HeadWeights();
   float* A = act_.data();
   int64_t valid = 0;
   for (int64_t n = 0; n < N; ++n) valid += targets[n] >= 0 ? 1 : 0;
@@ -329,7 +413,7 @@ double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, f
     const int64_t m = std::min(N, r0 + kHeadChunkRows) - r0;
     const float* lnf = A + acts_.ln + r0 * C;
     const HeadStats stats(A + acts_.head_stats, m, V);
-    LmHeadForward(logits, stats, lnf, W + layout_.lm_head(), local + r0, m, C, V,
+    LmHeadForward(logits, stats, lnf, Wh, local + r0, m, C, V,
                   logits_out != nullptr ? logits_out + r0 * V : nullptr, V);
     if (tp_comm_ != nullptr) {
       // Vocabulary-parallel: the group's row max, then its sums of exp and target logits.
@@ -339,8 +423,8 @@ double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, f
     }
     total += LmHeadLoss(lp + r0, stats, targets + r0, m);
     if (backward) {
-      LmHeadBackward(dlnf + r0 * C, G + layout_.lm_head(), logits, stats, lnf,
-                     W + layout_.lm_head(), local + r0, targets + r0, m, C, V, ce_scale);
+      LmHeadBackward(dlnf + r0 * C, G + layout_.lm_head(), logits, stats, lnf, Wh, local + r0,
+                     targets + r0, m, C, V, ce_scale);
     }
   }
   return valid > 0 ? total / static_cast<double>(valid) : 0.0;
@@ -349,7 +433,6 @@ double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, f
 void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
   const LlamaConfig& c = shard_;
   const int64_t N = B * T, C = c.hidden_size;
-  const float* W = params_.data();
   float* G = grads_.data();
   float* A = act_.data();
   float* S = act_grad_.data();
@@ -359,9 +442,10 @@ void LlamaModel::Backward(const int32_t* inputs, int64_t B, int64_t T) {
   ReduceRows(dln, dln + rows.begin * C, N);  // vocabulary-parallel LM head
   Zero(dres, rows.size() * C);
   NormBackward(dres, G + layout_.final_norm(), dln + rows.begin * C, A + acts_.res_final,
-               W + layout_.final_norm(), A + acts_.rstdf, rows.size());
+               FinalNormWeights(), A + acts_.rstdf, rows.size());
   GradsReady(layout_.final_norm());  // and the LM head's, when untied
   for (int64_t l = c.num_hidden_layers - 1; l >= 0; --l) {
+    UnpackLayer(l, N);
     if (options_.recompute == Recompute::kFull) LayerForward(l, B, T, true);
     MlpBackward(l, N);
     AttentionLayerBackward(l, B, T);
@@ -393,7 +477,7 @@ const float* LlamaModel::GatheredResidualGrad(int64_t N) {
 // the layer's tensors from the last), so its reduce-scatter can start.
 void LlamaModel::MlpBackward(int64_t l, int64_t N) {
   const int64_t C = shard_.hidden_size, I = shard_.intermediate_size;
-  const float* W = params_.data();
+  const LayerWeights W = Weights(l);
   float* G = grads_.data();
   float* A = act_.data();
   float* S = act_grad_.data();
@@ -403,17 +487,18 @@ void LlamaModel::MlpBackward(int64_t l, int64_t N) {
   float* dln = S + acts_.dln;                   // [N,C]
   float* ln = A + acts_.ln;                     // [N,C]
   const float* dout = GatheredResidualGrad(N);  // [N,C]
-  MatmulBackward(S + acts_.dact, G + w.wdown, dout, A + la.act, W + w.wdown, N, I, C, true);
+  MatmulBackward(S + acts_.dact, G + w.wdown, dout, A + la.act, W.wdown, N, I, C, true);
   GradsReady(w.wdown);
   SwiGluBackward(S + acts_.dgate_up, S + acts_.dact, A + la.gate_up, N, I);
-  RmsNormApply(ln + rows.begin * C, A + la.res_mid, W + w.post_norm, A + la.rstd2, rows.size(),
+  RmsNormApply(ln + rows.begin * C, A + la.res_mid, W.post_norm, A + la.rstd2, rows.size(),
                C);  // ln2
+  ToBf16(ln + rows.begin * C, rows.size() * C);
   GatherRows(ln, N);
-  MatmulBackward(dln, G + w.wgate_up, S + acts_.dgate_up, ln, W + w.wgate_up, N, C, 2 * I, true);
+  MatmulBackward(dln, G + w.wgate_up, S + acts_.dgate_up, ln, W.wgate_up, N, C, 2 * I, true);
   GradsReady(w.wgate_up);
   ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel gate/up
-  NormBackward(S + acts_.dres, G + w.post_norm, dln + rows.begin * C, A + la.res_mid,
-               W + w.post_norm, A + la.rstd2, rows.size());
+  NormBackward(S + acts_.dres, G + w.post_norm, dln + rows.begin * C, A + la.res_mid, W.post_norm,
+               A + la.rstd2, rows.size());
 }
 
 // res_mid = res + o_proj(attention(rope(qkv(ln1)))), ln1 = norm(res).
@@ -422,7 +507,7 @@ void LlamaModel::AttentionLayerBackward(int64_t l, int64_t B, int64_t T) {
   const int64_t N = B * T, C = c.hidden_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t D = c.qkv_dim(), Da = c.q_dim();
-  const float* W = params_.data();
+  const LayerWeights W = Weights(l);
   float* G = grads_.data();
   float* A = act_.data();
   float* S = act_grad_.data();
@@ -435,20 +520,22 @@ void LlamaModel::AttentionLayerBackward(int64_t l, int64_t B, int64_t T) {
   if (options_.recompute == Recompute::kSelective) {
     // The attention core again, from the kept q/k/v: its output and log-sum-exp.
     AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
+    ToBf16(A + la.att, N * Da);
   }
   const float* dout = GatheredResidualGrad(N);  // [N,C]
-  MatmulBackward(S + acts_.datt, G + w.wo, dout, A + la.att, W + w.wo, N, Da, C, true);
+  MatmulBackward(S + acts_.datt, G + w.wo, dout, A + la.att, W.wo, N, Da, C, true);
   GradsReady(w.wo);  // and post_norm's
   Zero(dqkv, N * D);
   AttentionBackward(dqkv, S + acts_.attn_grad_scratch, S + acts_.datt, A + la.qkv, A + la.att,
                     A + la.lse, B, T, nh, nkv, hd);
   RopeBackward(dqkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
-  RmsNormApply(ln + rows.begin * C, A + la.res, W + w.input_norm, A + la.rstd1, rows.size(),
+  RmsNormApply(ln + rows.begin * C, A + la.res, W.input_norm, A + la.rstd1, rows.size(),
                C);  // ln1
+  ToBf16(ln + rows.begin * C, rows.size() * C);
   GatherRows(ln, N);
-  MatmulBackward(dln, G + w.wqkv, dqkv, ln, W + w.wqkv, N, C, D, true);
+  MatmulBackward(dln, G + w.wqkv, dqkv, ln, W.wqkv, N, C, D, true);
   ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel q/k/v
-  NormBackward(S + acts_.dres, G + w.input_norm, dln + rows.begin * C, A + la.res, W + w.input_norm,
+  NormBackward(S + acts_.dres, G + w.input_norm, dln + rows.begin * C, A + la.res, W.input_norm,
                A + la.rstd1, rows.size());
   GradsReady(w.input_norm);  // the layer's first tensor
 }

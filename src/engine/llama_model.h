@@ -25,6 +25,13 @@
 // Recomputation (ActivationOptions::recompute, memory_plan.h): backward runs the
 // attention core, or the whole layer, forward again instead of keeping it; the same
 // kernels on the same inputs, so losses and gradients are the same bits.
+//
+// bf16-mixed (ActivationOptions::precision, memory_plan.h): params() stays the fp32
+// master copy that the optimizer updates (and checkpoints save); the kernels read it
+// rounded to bf16 (a layer's tensors, or the LM head's, rounded into one weight copy as
+// they are needed), the activations are rounded to bf16 where they are made and kept as
+// bf16, and every sum is fp32. Rounding is deterministic (nearest, ties to even), so
+// recomputation still gives the same bits, and so does a resumed run.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +67,7 @@ class LlamaModel {
   int64_t num_params() const { return layout_.total(); }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
+  Precision precision() const { return options_.precision; }
   float* grads() { return grads_.data(); }  // empty when training=false
   int64_t max_batch() const { return max_batch_; }
   int64_t max_seq_len() const { return max_seq_; }
@@ -122,6 +130,19 @@ class LlamaModel {
   double LmHead(const int32_t* targets, int64_t N, float grad_scale, float* logprob,
                 float* logits_out, int64_t* valid_targets);
   void Backward(const int32_t* inputs, int64_t B, int64_t T);
+  // Where the kernels read a layer's weights: the parameters (fp32), or the weight copy
+  // holding them rounded to bf16 (bf16-mixed; rounded once per layer and pass).
+  struct LayerWeights {
+    const float *input_norm, *wqkv, *wo, *post_norm, *wgate_up, *wdown;
+  };
+  LayerWeights Weights(int64_t l);
+  const float* HeadWeights();       // the LM head's [V,C], likewise
+  const float* FinalNormWeights();  // the final norm's [C], likewise
+  // bf16-mixed: rounds x[n] to bf16 in place; kept >= 0 (and not a recomputation) also
+  // keeps the bf16 values at kept_[kept]. fp32: nothing.
+  void ToBf16(float* x, int64_t n, int64_t kept = -1, bool recompute = false);
+  // bf16-mixed: layer l's kept bf16 activations into the shared fp32 layer.
+  void UnpackLayer(int64_t l, int64_t N);
   void MlpBackward(int64_t l, int64_t N);
   void AttentionLayerBackward(int64_t l, int64_t B, int64_t T);
   // The gradient of the residual stream as the row-parallel GEMMs' backward reads it:
@@ -141,12 +162,15 @@ class LlamaModel {
   int64_t max_batch_, max_seq_;
   bool training_;
   ActivationOptions options_;
-  bool sp_;  // sequence parallel
+  bool sp_;    // sequence parallel
+  bool bf16_;  // bf16-mixed
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;
   std::vector<float> act_;             // saved activations (acts_.total)
   std::vector<float> act_grad_;        // gradient scratch (acts_.grad_total)
+  std::vector<uint16_t> kept_;         // bf16-mixed: kept activations (acts_.kept_total)
+  int64_t weight_copy_holds_ = -1;     // the layer in the weight copy (-1: none, -2: LM head)
   int64_t rope_len_ = 0;               // sequence length the rope tables were built for
   std::vector<int32_t> local_tokens_;  // [2*B*T] inputs' and targets' shard ids (TP only)
   const GradReady* ready_ = nullptr;   // during ForwardBackward

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/bf16.h"
 #include "engine/cpu_kernels.h"
 
 namespace lote::engine {
@@ -154,8 +155,8 @@ struct RecomputeRun {
   int64_t bytes = 0;
 };
 
-RecomputeRun RunWith(const LlamaConfig& c, Recompute mode) {
-  auto model = LlamaModel::Create(c, 2, 7, true, {}, nullptr, {mode, 1}).value();
+RecomputeRun RunWith(const LlamaConfig& c, Recompute mode, Precision precision = Precision::kFp32) {
+  auto model = LlamaModel::Create(c, 2, 7, true, {}, nullptr, {mode, 1, precision}).value();
   model->InitWeights(5);
   Batch batch(c.vocab_size);
   RecomputeRun r;
@@ -170,26 +171,74 @@ RecomputeRun RunWith(const LlamaConfig& c, Recompute mode) {
 }
 
 // Selective and full recomputation run the same kernels on the same inputs again, so
-// losses and gradients are the same bits as keeping everything; and they keep less.
+// losses and gradients are the same bits as keeping everything; and they keep less. In
+// bf16-mixed too: the recomputed activations are rounded as the kept ones were.
 TEST(LlamaModelTest, RecomputationGivesTheSameBits) {
   InitCpuBackend(0);
   for (bool tied : {false, true}) {
-    LlamaConfig c = Tiny();
-    c.num_hidden_layers = 3;
-    c.tie_word_embeddings = tied;
-    const RecomputeRun none = RunWith(c, Recompute::kNone);
-    EXPECT_LT(none.losses[2], none.losses[0]);  // the step learned something
-    int64_t bytes = none.bytes;
-    for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
-      SCOPED_TRACE(testing::Message() << RecomputeName(mode) << " tied=" << tied);
-      const RecomputeRun r = RunWith(c, mode);
-      EXPECT_EQ(r.losses, none.losses);
-      ASSERT_EQ(r.grads.size(), none.grads.size());
-      EXPECT_EQ(std::memcmp(r.grads.data(), none.grads.data(), r.grads.size() * sizeof(float)), 0);
-      EXPECT_LT(r.bytes, bytes);
-      bytes = r.bytes;
+    for (Precision precision : {Precision::kFp32, Precision::kBf16Mixed}) {
+      LlamaConfig c = Tiny();
+      c.num_hidden_layers = 3;
+      c.tie_word_embeddings = tied;
+      const RecomputeRun none = RunWith(c, Recompute::kNone, precision);
+      EXPECT_LT(none.losses[2], none.losses[0]);  // the step learned something
+      int64_t bytes = none.bytes;
+      for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
+        SCOPED_TRACE(testing::Message()
+                     << RecomputeName(mode) << " tied=" << tied << " " << PrecisionName(precision));
+        const RecomputeRun r = RunWith(c, mode, precision);
+        EXPECT_EQ(r.losses, none.losses);
+        ASSERT_EQ(r.grads.size(), none.grads.size());
+        EXPECT_EQ(std::memcmp(r.grads.data(), none.grads.data(), r.grads.size() * sizeof(float)),
+                  0);
+        EXPECT_LT(r.bytes, bytes);
+        bytes = r.bytes;
+      }
     }
   }
+}
+
+// bf16-mixed reads the master weights rounded to bf16: moving every master weight by
+// less than half a bf16 step changes nothing it computes (fp32 sees the change), and
+// the master weights themselves are left as they are. Its loss and gradients stay close
+// to fp32's (bf16 keeps 8 significant bits).
+TEST(LlamaModelTest, Bf16MixedReadsRoundedWeightsAndStaysCloseToFp32) {
+  InitCpuBackend(0);
+  const LlamaConfig c = Tiny();
+  Batch batch(c.vocab_size);
+  auto run = [&](Precision precision, float nudge, std::vector<float>* grads) {
+    auto m =
+        LlamaModel::Create(c, 2, 7, true, {}, nullptr, {Recompute::kNone, 1, precision}).value();
+    m->InitWeights(5);
+    // Master weights that are bf16 values, then each moved up by 2^-10 of itself
+    // (a quarter of the smallest relative bf16 step, 2^-8 = half of 2^-7).
+    RoundToBf16(m->params(), m->params(), m->num_params());
+    for (int64_t i = 0; i < m->num_params(); ++i) m->params()[i] *= 1.0f + nudge;
+    const std::vector<float> master(m->params(), m->params() + m->num_params());
+    m->ZeroGrad();
+    const double loss = m->ForwardBackward(batch.in.data(), batch.tg.data(), 2, 7, 1.0f);
+    EXPECT_EQ(std::memcmp(master.data(), m->params(), master.size() * sizeof(float)), 0);
+    grads->assign(m->grads(), m->grads() + m->num_params());
+    return loss;
+  };
+  std::vector<float> g_bf16, g_bf16_nudged, g_fp32, g_fp32_nudged;
+  const double bf16 = run(Precision::kBf16Mixed, 0.0f, &g_bf16);
+  const double bf16_nudged = run(Precision::kBf16Mixed, 0x1.0p-10f, &g_bf16_nudged);
+  const double fp32 = run(Precision::kFp32, 0.0f, &g_fp32);
+  const double fp32_nudged = run(Precision::kFp32, 0x1.0p-10f, &g_fp32_nudged);
+  EXPECT_EQ(bf16, bf16_nudged);
+  EXPECT_EQ(g_bf16, g_bf16_nudged);
+  EXPECT_NE(fp32, fp32_nudged);
+  // Close to fp32, but not the same numbers (activations are rounded too).
+  EXPECT_NE(bf16, fp32);
+  EXPECT_NEAR(bf16, fp32, 1e-2 * fp32);
+  double dot = 0, n32 = 0, n16 = 0;
+  for (size_t i = 0; i < g_fp32.size(); ++i) {
+    dot += static_cast<double>(g_fp32[i]) * g_bf16[i];
+    n32 += static_cast<double>(g_fp32[i]) * g_fp32[i];
+    n16 += static_cast<double>(g_bf16[i]) * g_bf16[i];
+  }
+  EXPECT_GT(dot / std::sqrt(n32 * n16), 0.999);  // cosine of the two gradients
 }
 
 TEST(CpuKernelsTest, FastExpIsAccurate) {

@@ -28,12 +28,26 @@ inline constexpr int64_t kHeadChunkRows = 512;
 enum class Recompute { kNone, kSelective, kFull };
 const char* RecomputeName(Recompute r);  // "none", "selective", "full"
 
-// How the activations are laid out: the recomputation, and sequence parallelism's
-// split of the residual stream (the B*T token rows, in `sequence_parts` contiguous
-// parts: the TP size when `--sequence-parallel`, else 1).
+// The numbers the model computes with (`--precision`):
+//   kFp32: everything fp32.
+//   kBf16Mixed: the kernels read the weights rounded to bf16 (from the fp32 master
+//     weights, which the optimizer updates: the parameter buffer), and the activations
+//     are rounded to bf16 where they are made: every GEMM's inputs (the norm outputs,
+//     the attention output, the SwiGLU output), q/k/v after rotary, the gate/up
+//     pre-activations and the residual stream. Kept activations are stored as bf16 and
+//     unpacked into one shared fp32 layer before the layer's backward; GEMMs, softmax,
+//     norms and their sums compute in fp32 (AVX2 has no bf16 arithmetic). Gradients,
+//     their reduction and clipping, and AdamW's state stay fp32.
+enum class Precision { kFp32, kBf16Mixed };
+const char* PrecisionName(Precision p);  // "fp32", "bf16-mixed"
+
+// How the activations are laid out: the recomputation, sequence parallelism's split of
+// the residual stream (the B*T token rows, in `sequence_parts` contiguous parts: the TP
+// size when `--sequence-parallel`, else 1) and the precision they are kept in.
 struct ActivationOptions {
   Recompute recompute = Recompute::kNone;
   int sequence_parts = 1;
+  Precision precision = Precision::kFp32;
 };
 
 // Token rows of the residual stream a rank holds: N split over `parts` (EvenSplit),
@@ -55,6 +69,12 @@ struct LayerActs {
   int64_t rstd2;    // [Nl]    post-attention RMSNorm
   int64_t gate_up;  // [N,2I]  gate/up pre-activations
   int64_t act;      // [N,I]   silu(gate) * up
+  // bf16-mixed: the fields above that hold [N,*] or [Nl,*] values point into one shared
+  // fp32 layer, and the layer keeps them as bf16 at these offsets of the kept store
+  // (in bf16 elements; -1: not kept, backward recomputes it). rstd1/2 and lse stay fp32.
+  struct Kept {
+    int64_t res = -1, qkv = -1, att = -1, res_mid = -1, gate_up = -1, act = -1;
+  } kept;
 };
 
 struct ActivationLayout {
@@ -72,7 +92,12 @@ struct ActivationLayout {
   int64_t rope_cos = 0;      // [T, hd/2]
   int64_t rope_sin = 0;      // [T, hd/2]
   int64_t attn_scratch = 0;  // [threads, AttentionForwardScratch(T, hd)]
-  int64_t total = 0;         // floats
+  // bf16-mixed: the weights as the kernels read them, rounded from the master weights:
+  // one layer's or the LM head's (whichever is larger), then the final norm's [C].
+  int64_t weight_copy = 0;
+  int64_t weight_copy_floats = 0;  // its size (0 in fp32)
+  int64_t total = 0;               // floats
+  int64_t kept_total = 0;          // bf16 elements of the kept store (0 in fp32)
   // Gradient scratch (training only), reused by every layer.
   int64_t dres = 0, dln = 0, dqkv = 0, datt = 0, dgate_up = 0,
           dact = 0;               // [Nl,C] [N,C] [N,qkv] [N,q] [N,2I] [N,I]
@@ -91,8 +116,11 @@ struct MemoryPlan {
   int64_t optimizer_bytes = 0;  // AdamW m and v
   int64_t activation_bytes = 0;
   int64_t activation_grad_bytes = 0;
+  int64_t weight_copy_bytes = 0;  // bf16-mixed: the rounded weights in use (fp32 values)
+  Precision precision = Precision::kFp32;
   int64_t total_bytes() const {
-    return params_bytes + grads_bytes + optimizer_bytes + activation_bytes + activation_grad_bytes;
+    return params_bytes + grads_bytes + optimizer_bytes + activation_bytes + activation_grad_bytes +
+           weight_copy_bytes;
   }
   // Multi-line human table.
   std::string ToString() const;
@@ -111,8 +139,13 @@ MemoryPlan PlanRankMemory(const LlamaConfig& config, int64_t batch, int64_t seq_
 // One rank's plan (PlanRankMemory) under each way of keeping activations, side by side:
 // recompute none / selective / full, and each of them with sequence parallelism when
 // TP > 1. A table of bytes per row (parameters ... total), one column per technique.
+// Each column in options.precision.
 std::string CompareActivationOptions(const LlamaConfig& config, int64_t batch, int64_t seq_len,
-                                     int threads, const ParallelDims& dims);
+                                     int threads, const ParallelDims& dims,
+                                     Precision precision = Precision::kFp32);
+// One rank's plan with `options` in fp32 and in bf16-mixed, side by side.
+std::string ComparePrecisions(const LlamaConfig& config, int64_t batch, int64_t seq_len,
+                              int threads, const ParallelDims& dims, ActivationOptions options);
 
 // "6.74 B", "60.1 M"
 std::string HumanCount(double n);

@@ -49,12 +49,15 @@ TEST(MemoryPlanTest, ModelAllocatesExactlyThePlan) {
   };
   for (const Case& k : cases) {
     for (bool training : {false, true}) {
-      for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-        SCOPED_TRACE(testing::Message()
-                     << "heads " << k.config.num_attention_heads << "/"
-                     << k.config.num_key_value_heads << " B=" << k.batch << " T=" << k.seq
-                     << " training=" << training << " recompute " << RecomputeName(mode));
-        const ActivationOptions options{mode, 1};
+      for (int mode_and_precision = 0; mode_and_precision < 6; ++mode_and_precision) {
+        const Recompute mode = static_cast<Recompute>(mode_and_precision % 3);
+        const Precision precision =
+            mode_and_precision < 3 ? Precision::kFp32 : Precision::kBf16Mixed;
+        SCOPED_TRACE(testing::Message() << "heads " << k.config.num_attention_heads << "/"
+                                        << k.config.num_key_value_heads << " B=" << k.batch << " T="
+                                        << k.seq << " training=" << training << " recompute "
+                                        << RecomputeName(mode) << " " << PrecisionName(precision));
+        const ActivationOptions options{mode, 1, precision};
         auto model =
             LlamaModel::Create(k.config, k.batch, k.seq, training, {}, nullptr, options).value();
         const MemoryPlan plan =
@@ -63,6 +66,7 @@ TEST(MemoryPlanTest, ModelAllocatesExactlyThePlan) {
         EXPECT_EQ(model->allocated_bytes() + plan.optimizer_bytes, plan.total_bytes());
         EXPECT_EQ(plan.params_bytes, 4 * model->num_params());
         EXPECT_EQ(plan.activation_grad_bytes > 0, training);
+        EXPECT_EQ(plan.weight_copy_bytes > 0, precision == Precision::kBf16Mixed);
       }
     }
   }
@@ -85,6 +89,37 @@ TEST(MemoryPlanTest, RecomputationKeepsOneLayerOfWhatItRecomputes) {
   // Activation gradients do not change: one layer's, shared.
   EXPECT_EQ(PlanMemory(c, 1, T, 2, true, {Recompute::kFull, 1}).activation_grad_bytes,
             PlanMemory(c, 1, T, 2, true).activation_grad_bytes);
+}
+
+// bf16-mixed (Llama 2 7B, T = 4096, no padding): each layer keeps its activations as
+// bf16, half of fp32's bytes, and one fp32 layer is shared by all (what the kernels read
+// and write); rstd and lse stay fp32. The weights in use are one layer's (larger than
+// the LM head here) plus the final norm, in fp32 values; the fp32 master is unchanged.
+TEST(MemoryPlanTest, Bf16MixedKeepsActivationsInHalfTheBytes) {
+  const LlamaConfig c = Llama2_7B();
+  const int64_t T = 4096, C = 4096, I = 11008, L = 32, V = 32000;
+  const int64_t per_layer_values = T * (6 * C + 3 * I);
+  for (Recompute mode : {Recompute::kNone, Recompute::kFull}) {
+    SCOPED_TRACE(RecomputeName(mode));
+    const MemoryPlan fp32 = PlanMemory(c, 1, T, 2, true, {mode, 1, Precision::kFp32});
+    const MemoryPlan bf16 = PlanMemory(c, 1, T, 2, true, {mode, 1, Precision::kBf16Mixed});
+    EXPECT_EQ(bf16.params_bytes, fp32.params_bytes);
+    EXPECT_EQ(bf16.grads_bytes, fp32.grads_bytes);
+    EXPECT_EQ(bf16.optimizer_bytes, fp32.optimizer_bytes);
+    EXPECT_EQ(bf16.activation_grad_bytes, fp32.activation_grad_bytes);
+    const int64_t layer_weights = 2 * C + 4 * C * C + 3 * I * C;
+    ASSERT_GT(layer_weights, V * C);
+    EXPECT_EQ(bf16.weight_copy_bytes, (layer_weights + C) * 4);
+    EXPECT_EQ(fp32.weight_copy_bytes, 0);
+    if (mode == Recompute::kNone) {
+      // L layers at 2 bytes instead of 4, plus the shared fp32 layer.
+      EXPECT_EQ(fp32.activation_bytes - bf16.activation_bytes,
+                L * per_layer_values * 2 - per_layer_values * 4);
+    } else {
+      // Full: each layer keeps its input [T, C] (bf16), and one layer is shared in both.
+      EXPECT_EQ(fp32.activation_bytes - bf16.activation_bytes, L * T * C * 2 - T * C * 4);
+    }
+  }
 }
 
 // No [T, T] term anywhere: doubling T from 2048 to 4096 adds exactly twice what doubling

@@ -14,6 +14,7 @@
 
 #include "common/files.h"
 #include "common/json.h"
+#include "engine/bf16.h"
 
 namespace lote::engine {
 namespace {
@@ -214,15 +215,19 @@ void SafetensorsReader::Evict(const std::string& name, int64_t first, int64_t co
 
 Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const std::string& path, const std::vector<TensorHeader>& tensors,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata, DType dtype) {
+  LOTE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16, "writes F32 or BF16 only");
+  const uint64_t elem = dtype == DType::kBF16 ? 2 : 4;
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    const uint64_t bytes = static_cast<uint64_t>(n) * 4;
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + bytes}}};
+    const uint64_t bytes = static_cast<uint64_t>(n) * elem;
+    header[t.name] = {{"dtype", elem == 2 ? "BF16" : "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {off, off + bytes}}};
     off += bytes;
   }
   std::string text = header.dump();
@@ -231,6 +236,7 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   w->path_ = path;
   w->tmp_ = path + ".tmp";
   w->expected_ = off;
+  w->dtype_ = dtype;
   w->file_ = std::fopen(w->tmp_.c_str(), "wb");
   if (w->file_ == nullptr) {
     return Status::Unavailable(fmt::format("cannot write {}: {}", w->tmp_, std::strerror(errno)));
@@ -261,15 +267,29 @@ Status SafetensorsWriter::Failed(const std::string& what) {
 
 Status SafetensorsWriter::Append(const float* data, int64_t count) {
   if (file_ == nullptr) return Status::FailedPrecondition(path_ + ": the writer has stopped");
-  const uint64_t bytes = static_cast<uint64_t>(count) * 4;
+  const bool bf16 = dtype_ == DType::kBF16;
+  const uint64_t bytes = static_cast<uint64_t>(count) * (bf16 ? 2 : 4);
   if (written_ + bytes > expected_) {
     (void)Failed("too much data for");
     return Status::Internal(fmt::format("{}: {} bytes appended beyond the header's {}", path_,
                                         written_ + bytes - expected_, expected_));
   }
-  if (std::fwrite(data, sizeof(float), static_cast<size_t>(count), file_) !=
-      static_cast<size_t>(count)) {
-    return Failed("cannot write");
+  if (!bf16) {
+    if (std::fwrite(data, sizeof(float), static_cast<size_t>(count), file_) !=
+        static_cast<size_t>(count)) {
+      return Failed("cannot write");
+    }
+  } else {
+    constexpr int64_t kPiece = 1 << 20;  // converted a piece at a time
+    for (int64_t at = 0; at < count; at += kPiece) {
+      const int64_t n = std::min(kPiece, count - at);
+      bf16_.resize(static_cast<size_t>(n));
+      FloatsToBf16(bf16_.data(), data + at, n);
+      if (std::fwrite(bf16_.data(), sizeof(uint16_t), static_cast<size_t>(n), file_) !=
+          static_cast<size_t>(n)) {
+        return Failed("cannot write");
+      }
+    }
   }
   written_ += bytes;
   return Status::Ok();

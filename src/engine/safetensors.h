@@ -75,7 +75,8 @@ struct TensorHeader {
   std::vector<int64_t> shape;
 };
 
-// Writes `path` as a safetensors file of F32 tensors: Create writes the header (the
+// Writes `path` as a safetensors file of F32 tensors (or BF16 ones, each float rounded to
+// nearest even as it is appended: bf16.h): Create writes the header (the
 // tensors' data follow in the order given), Append adds the next floats (a tensor may
 // come in several pieces), Finish checks that exactly the header's bytes were
 // appended, fsyncs and renames the temp file `path.tmp` into place. A writer destroyed
@@ -85,7 +86,7 @@ class SafetensorsWriter {
  public:
   static Result<std::unique_ptr<SafetensorsWriter>> Create(
       const std::string& path, const std::vector<TensorHeader>& tensors,
-      const std::map<std::string, std::string>& metadata);
+      const std::map<std::string, std::string>& metadata, DType dtype = DType::kF32);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -101,6 +102,8 @@ class SafetensorsWriter {
   std::FILE* file_ = nullptr;
   uint64_t expected_ = 0;  // data bytes the header promises
   uint64_t written_ = 0;
+  DType dtype_ = DType::kF32;   // kF32 or kBF16
+  std::vector<uint16_t> bf16_;  // Append's conversion buffer
 };
 
 float HalfToFloat(uint16_t h);

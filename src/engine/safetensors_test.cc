@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <limits>
 
 #include "common/files.h"
+#include "engine/bf16.h"
 
 namespace lote::engine {
 namespace {
@@ -34,6 +36,32 @@ TEST(SafetensorsTest, WritesAndReadsBack) {
   EXPECT_EQ(got, a);
   EXPECT_FALSE((*r)->ReadFloat("x.weight", got.data(), 5).ok());
   EXPECT_TRUE((*r)->ReadFloat("nope", got.data(), 6).IsNotFound());
+  std::remove(path.c_str());
+}
+
+// A BF16 writer rounds each float to nearest even as it is appended (here in two
+// pieces), and the header says BF16 with 2 bytes per element.
+TEST(SafetensorsTest, WritesBFloat16RoundedToNearestEven) {
+  const std::string path = TempPath("bf.safetensors");
+  // 1 + 2^-8 (a tie: down to 1), 1 + 3*2^-8 (a tie: up to 1 + 2^-6), 1 + 2^-8 + 2^-20
+  // (above the tie: up), -3.0 (exact), Inf.
+  const std::vector<float> x = {1.00390625f, 1.01171875f, 1.0039072f, -3.0f,
+                                std::numeric_limits<float>::infinity()};
+  auto w = SafetensorsWriter::Create(path, {{"t", {5}}}, {}, DType::kBF16);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->Append(x.data(), 2).ok());
+  ASSERT_TRUE((*w)->Append(x.data() + 2, 3).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto r = SafetensorsReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TensorInfo* t = (*r)->Find("t");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::kBF16);
+  EXPECT_EQ(t->nbytes, 10);
+  std::vector<float> got(5);
+  ASSERT_TRUE((*r)->ReadFloat("t", got.data(), 5).ok());
+  EXPECT_EQ(got, (std::vector<float>{1.0f, 1.015625f, 1.0078125f, -3.0f, x[4]}));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], RoundToBf16(x[i])) << i;
   std::remove(path.c_str());
 }
 

@@ -284,13 +284,19 @@ Status Trainer::PrintPlanOnly() {
   const MemoryPlan plan = PlanRankMemory(config_, o_.batch_size, T, threads_, dims_, activations_);
   fmt::print(out_,
              "parameters: {} ({})\nmemory plan per rank for micro batch {} x seq {} (activation "
-             "recompute {}, sequence parallel {}):\n{}",
+             "recompute {}, sequence parallel {}, precision {}):\n{}",
              config_.NumParameters(), HumanCount(static_cast<double>(config_.NumParameters())),
              o_.batch_size, T, RecomputeName(activations_.recompute),
-             activations_.sequence_parts > 1 ? "on" : "off", plan.ToString());
-  fmt::print(out_, "per rank with each way of keeping activations{}:\n{}",
-             dims_.tp() > 1 ? " (SP: sequence parallel)" : "",
-             CompareActivationOptions(config_, o_.batch_size, T, threads_, dims_));
+             activations_.sequence_parts > 1 ? "on" : "off", PrecisionName(activations_.precision),
+             plan.ToString());
+  fmt::print(
+      out_, "per rank with each way of keeping activations{}, {}:\n{}",
+      dims_.tp() > 1 ? " (SP: sequence parallel)" : "", PrecisionName(activations_.precision),
+      CompareActivationOptions(config_, o_.batch_size, T, threads_, dims_, activations_.precision));
+  fmt::print(out_, "per rank in each precision, activation recompute {}{}:\n{}",
+             RecomputeName(activations_.recompute),
+             activations_.sequence_parts > 1 ? ", sequence parallel" : "",
+             ComparePrecisions(config_, o_.batch_size, T, threads_, dims_, activations_));
   std::fflush(out_);
   return Status::Ok();
 }
@@ -317,9 +323,10 @@ Status Trainer::OpenData() {
   memory_ = PlanRankMemory(config_, B_, T_, threads_, dims_, activations_);
   fmt::print(out_,
              "memory plan per rank (micro batch {} x seq {}, activation recompute {}, sequence "
-             "parallel {}):\n{}",
+             "parallel {}, precision {}):\n{}",
              B_, T_, RecomputeName(activations_.recompute),
-             activations_.sequence_parts > 1 ? "on" : "off", memory_.ToString());
+             activations_.sequence_parts > 1 ? "on" : "off", PrecisionName(activations_.precision),
+             memory_.ToString());
   fmt::print(out_, "data: {} blocks of {} tokens, {} training samples, {} validation samples\n",
              data_->num_sequences(), data_->block_size(), sampler_->num_train_samples(),
              sampler_->num_val_samples());
@@ -816,6 +823,7 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"grad_accum_steps", accum_},
               {"activation_recompute", RecomputeName(activations_.recompute)},
               {"sequence_parallel", activations_.sequence_parts > 1},
+              {"precision", PrecisionName(activations_.precision)},
               {"collective_s", comm_s},
               {"collective_share", total_s > 0 ? comm_s / total_s : 0.0},
               {"exposed_comm_s", step_comm_s_},
@@ -891,6 +899,7 @@ Result<RunPlan> PlanRun(const TrainOptions& options, int world, int rank) {
   }
   plan.activations.recompute = o.activation_recompute;
   plan.activations.sequence_parts = o.sequence_parallel ? plan.dims.tp() : 1;
+  plan.activations.precision = o.precision;
   const int64_t dp = plan.dims.dp();
   plan.accum = o.grad_accum_steps;
   if (o.global_batch_size > 0) {

@@ -62,6 +62,9 @@ struct TrainOptions {
   Recompute activation_recompute = Recompute::kNone;
   // Megatron's sequence parallelism over the tensor-parallel group (needs TP > 1).
   bool sequence_parallel = false;
+  // The numbers the model computes with (memory_plan.h): fp32, or bf16 weights and
+  // activations over fp32 master weights, gradients and optimizer state.
+  Precision precision = Precision::kFp32;
 };
 
 class Communicator;

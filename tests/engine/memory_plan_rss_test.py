@@ -1,10 +1,12 @@
 """The memory plan against what a run really holds: `lote train` on the 60 M-class
 model (hidden 512, 8 layers, MLP 1536, vocab 32000; micro batch 4 x seq 256, one
 thread per rank) with each way of keeping activations — recompute none, selective and
-full in one process, and tensor parallel 2 without and with sequence parallelism — and
+full in one process, tensor parallel 2 without and with sequence parallelism, and
+bf16-mixed precision in one process and at tensor parallel 2 — and
 the peak RSS of its largest process (wait4's maximum over the launcher and its ranks)
 within 10% of the plan's total per rank that the run printed. Full recomputation's
-measured saving is at least half of its planned one, so a plan that ignored it fails.
+measured saving is at least half of its planned one, so a plan that ignored it fails;
+the same for bf16-mixed against fp32 at tensor parallel 2.
 
 usage: memory_plan_rss_test.py LOTE_BINARY
 """
@@ -70,7 +72,9 @@ class MemoryPlanRssTest(unittest.TestCase):
                 ("selective", 1, ("--activation-recompute", "selective")),
                 ("full", 1, ("--activation-recompute", "full")),
                 ("tp2", 2, ()),
-                ("tp2_sp", 2, ("--sequence-parallel",))):
+                ("tp2_sp", 2, ("--sequence-parallel",)),
+                ("bf16", 1, ("--precision", "bf16-mixed")),
+                ("tp2_bf16", 2, ("--precision", "bf16-mixed"))):
             with self.subTest(run=name):
                 rss, plan = self.run_train(nproc, *extra)
                 print("%-10s peak RSS %7.1f MiB, plan %7.1f MiB: %.3fx" % (
@@ -79,6 +83,12 @@ class MemoryPlanRssTest(unittest.TestCase):
                 runs[name] = (rss, plan)
         saved_rss = runs["none"][0] - runs["full"][0]
         saved_plan = runs["none"][1] - runs["full"][1]
+        self.assertGreater(saved_plan, 0)
+        self.assertGreaterEqual(saved_rss, 0.5 * saved_plan, runs)
+        # bf16-mixed plans less than fp32 (its activations are kept as bf16, less its
+        # weight copy), and a run saves at least half of what the plan says it saves.
+        saved_rss = runs["tp2"][0] - runs["tp2_bf16"][0]
+        saved_plan = runs["tp2"][1] - runs["tp2_bf16"][1]
         self.assertGreater(saved_plan, 0)
         self.assertGreaterEqual(saved_rss, 0.5 * saved_plan, runs)
 

@@ -98,17 +98,33 @@ class TrainErrorsTest(unittest.TestCase):
                         "--tensor-parallel-size", "8", "--nnodes", "4", "--nproc-per-node", "32",
                         "--activation-recompute", "selective", "--sequence-parallel")
         self.assertEqual(res.returncode, 0, res.stderr)
-        self.assertIn("(activation recompute selective, sequence parallel on)", res.stdout)
+        self.assertIn("(activation recompute selective, sequence parallel on, precision fp32)",
+                      res.stdout)
         header = [l for l in res.stdout.splitlines() if "selective" in l and "SP+full" in l]
         self.assertEqual(len(header), 1, res.stdout)
         acts = [l for l in res.stdout.splitlines() if l.strip().startswith("activations ")]
-        self.assertEqual(len(acts), 2, res.stdout)  # the chosen plan, then the table
+        # The chosen plan, the table per technique, the table per precision.
+        self.assertEqual(len(acts), 3, res.stdout)
         gib = [float(v) * (1 if u == "GiB" else 1 / 1024.0)
                for v, u in zip(acts[1].split()[1::2], acts[1].split()[2::2])]
         self.assertEqual(len(gib), 6)
         none, selective, full, sp, sp_selective, sp_full = gib
         self.assertTrue(none > selective > full and none > sp > sp_selective > sp_full, gib)
+        # fp32 against bf16-mixed for the chosen technique: bf16 keeps fewer bytes.
+        totals = [l.split() for l in res.stdout.splitlines() if l.strip().startswith("total ")]
+        fp32, bf16 = [float(v) for v in totals[-1][1::2]]
+        self.assertLess(bf16, fp32, res.stdout)
+        self.assertIn("bf16-mixed / fp32", res.stdout)
         print(res.stdout)
+        res = self.lote("model", "plan", "--config", cfg, "--seq-len", "4096",
+                        "--use_mix_precision")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("precision bf16-mixed", res.stdout)
+        self.assertIn("parameters (fp32 master)", res.stdout)
+        self.assertIn("bf16 weights in use", res.stdout)
+        bad = self.lote("model", "plan", "--config", cfg, "--precision", "fp16")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--precision", bad.stderr)
 
     def test_dataset_vocab_larger_than_model(self):
         self.assertFailsWith(self.train(data=self.dataset(vocab=32000)),
