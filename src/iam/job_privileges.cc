@@ -28,6 +28,15 @@ std::optional<int64_t> LimitValue(const Json& ulimit, const char* key) {
   return it->get<int64_t>();
 }
 
+bool IsNeuronDevice(const std::string& path) {
+  const std::string prefix = "/dev/neuron";
+  if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() || path.size() > prefix.size() + 6)
+    return false;
+  for (size_t i = prefix.size(); i < path.size(); ++i)
+    if (path[i] < '0' || path[i] > '9') return false;
+  return true;
+}
+
 // The root-equivalent settings of one container (ContainerProperties shape)
 // found at `where`.
 void ContainerSettings(const Json& c, const std::string& where, const HostAllowances& host,
@@ -40,6 +49,10 @@ void ContainerSettings(const Json& c, const std::string& where, const HostAllowa
     for (size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
       const Json& d = devices[i];
       const std::string path = d.is_object() ? d.value("hostPath", std::string("?")) : "?";
+      // The recipe's /dev/neuronN entries ask for Neuron devices, which the
+      // scheduler assigns from the host's inventory (docs/jobs.md,
+      // "Accelerators"): an accelerator request, not a host device of the user's choosing.
+      if (IsNeuronDevice(path)) continue;
       out->push_back(where + ".linuxParameters.devices[" + std::to_string(i) + "] = " + path);
     }
     auto shm = linux.find("sharedMemorySize");

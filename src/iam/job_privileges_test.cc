@@ -28,7 +28,7 @@ TEST(JobPrivilegesTest, PlainDefinitionHasNone) {
 TEST(JobPrivilegesTest, EachRootEquivalentSettingIsNamedWhereItIs) {
   const std::vector<std::string> s =
       RootEquivalentSettings(Def(R"({"containerProperties":{"privileged":true,
-          "linuxParameters":{"devices":[{"hostPath":"/dev/fuse"}],"sharedMemorySize":2048},
+          "linuxParameters":{"devices":[{"hostPath":"/dev/fuse"},{"hostPath":"/dev/neuron3"},{"hostPath":"/dev/neuron3x"}],"sharedMemorySize":2048},
           "volumes":[{"name":"etc","host":{"sourcePath":"/etc"}},
                      {"name":"sneaky","host":{"sourcePath":"/data/../root"}},
                      {"name":"prefix","host":{"sourcePath":"/database"}}],
@@ -36,20 +36,22 @@ TEST(JobPrivilegesTest, EachRootEquivalentSettingIsNamedWhereItIs) {
                      {"name":"nofile","softLimit":1024,"hardLimit":8192},
                      {"name":"core","softLimit":-1,"hardLimit":-1}]}})"),
                              Host());
-  ASSERT_EQ(s.size(), 8u) << Json(s).dump();
+  ASSERT_EQ(s.size(), 9u) << Json(s).dump();
   EXPECT_EQ(s[0], "containerProperties.privileged = true");
   EXPECT_EQ(s[1], "containerProperties.linuxParameters.devices[0] = /dev/fuse");
-  EXPECT_NE(s[2].find("sharedMemorySize = 2048 MiB (above this server's 1024 MiB)"),
+  // /dev/neuron3 asks for a Neuron device (not root-equivalent); /dev/neuron3x is no such name.
+  EXPECT_EQ(s[2], "containerProperties.linuxParameters.devices[2] = /dev/neuron3x");
+  EXPECT_NE(s[3].find("sharedMemorySize = 2048 MiB (above this server's 1024 MiB)"),
             std::string::npos);
-  EXPECT_NE(s[3].find("volumes[0].host.sourcePath = /etc, outside the allowed host paths"),
+  EXPECT_NE(s[4].find("volumes[0].host.sourcePath = /etc, outside the allowed host paths"),
             std::string::npos);
-  EXPECT_NE(s[4].find("/data/../root (/root)"), std::string::npos) << s[4];
-  EXPECT_NE(s[5].find("/database"), std::string::npos) << s[5];  // not under /data
-  EXPECT_NE(s[6].find("ulimits[0] memlock softLimit = unlimited (above the host's hard limit "
+  EXPECT_NE(s[5].find("/data/../root (/root)"), std::string::npos) << s[5];
+  EXPECT_NE(s[6].find("/database"), std::string::npos) << s[6];  // not under /data
+  EXPECT_NE(s[7].find("ulimits[0] memlock softLimit = unlimited (above the host's hard limit "
                       "65536)"),
             std::string::npos)
-      << s[6];
-  EXPECT_NE(s[7].find("ulimits[1] nofile hardLimit = 8192"), std::string::npos) << s[7];
+      << s[7];
+  EXPECT_NE(s[8].find("ulimits[1] nofile hardLimit = 8192"), std::string::npos) << s[8];
 }
 
 TEST(JobPrivilegesTest, NodeRangesAreCheckedAndSymlinksFollowed) {
