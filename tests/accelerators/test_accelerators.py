@@ -237,9 +237,14 @@ class HostGpusTest(Base):
         self.wait_status(job_id, ("FAILED",), timeout=30)
 
 
-NEURON_SCRIPT = ("d=%s/$AWS_BATCH_JOB_ID; mkdir -p $d; "
+# Each node writes what it sees; the main node then waits for the other three (AWS
+# ends a multi-node job, and stops its other nodes, when the main node exits).
+NEURON_SCRIPT = ("d=TMP/$AWS_BATCH_JOB_ID; mkdir -p $d; "
                  "env | grep -E '^(NEURON_RT_VISIBLE_CORES|AWS_NEURON_VISIBLE_DEVICES)=' "
-                 "| sort > $d/env")
+                 "| sort > $d/env.part && mv $d/env.part $d/env; "
+                 "if [ $AWS_BATCH_JOB_NODE_INDEX = $AWS_BATCH_JOB_MAIN_NODE_INDEX ]; then "
+                 "i=0; while [ $(ls TMP/${AWS_BATCH_JOB_ID%#*}#*/env | wc -l) -lt 4 ] "
+                 "&& [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi")
 
 
 class RecipeNeuronTest(Base):
@@ -254,7 +259,7 @@ class RecipeNeuronTest(Base):
             nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
                 "targetNodes": "0:3",
                 "container": {"image": "host",
-                              "command": ["sh", "-c", NEURON_SCRIPT % self.tmp],
+                              "command": ["sh", "-c", NEURON_SCRIPT.replace("TMP", self.tmp)],
                               "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                                        {"type": "MEMORY", "value": "256"}],
                               "linuxParameters": {"devices": devices}}}]})
