@@ -687,7 +687,8 @@ TEST_F(JobsServiceTest, RandomResourceValuesNeverStopAWellFormedJob) {
     Json j = WaitUntil(id, [](const Json& job) {
       return job["status"] == "SUCCEEDED" || job["status"] == "FAILED" ||
              (job["status"] == "RUNNABLE" &&
-              job.value("statusReason", "").starts_with("MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - "));
+              job.value("statusReason", "")
+                  .starts_with("MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - "));
     });
     if (j["status"] == "FAILED") {
       EXPECT_EQ(j.value("failureCategory", ""), "CAPACITY") << j;
