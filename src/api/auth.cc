@@ -1,6 +1,8 @@
 #include "api/auth.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 
 #include "common/crypto.h"
 #include "common/sigv4.h"
@@ -24,8 +26,15 @@ void Authenticator::AddKey(const std::string& access_key_id, const std::string& 
 
 void Authenticator::SetKeySource(KeySource source) { key_source_ = std::move(source); }
 
+std::optional<std::string> Authenticator::SecretOf(const std::string& access_key_id) const {
+  if (auto fixed = secrets_.find(access_key_id); fixed != secrets_.end()) return fixed->second;
+  if (key_source_) return key_source_(access_key_id);
+  return std::nullopt;
+}
+
 std::optional<ApiError> Authenticator::Verify(const HttpRequest& request, std::string_view service,
-                                              std::string* access_key_id) const {
+                                              std::string* access_key_id,
+                                              const std::string* payload_sha256_hex) const {
   const std::string header = request.Header("authorization");
   if (header.empty()) {
     return Denied("MissingAuthenticationTokenException",
@@ -70,12 +79,7 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request, std::s
                         std::string(n) + " header");
     }
   }
-  std::optional<std::string> secret;
-  if (auto fixed = secrets_.find(auth->access_key_id); fixed != secrets_.end()) {
-    secret = fixed->second;
-  } else if (key_source_) {
-    secret = key_source_(auth->access_key_id);
-  }
+  std::optional<std::string> secret = SecretOf(auth->access_key_id);
   if (!secret) {
     return Denied("UnrecognizedClientException",
                   "The security token included in the request is invalid: access key " +
@@ -120,7 +124,7 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request, std::s
   canonical.raw_path = request.raw_path;
   canonical.raw_query = request.raw_query;
   canonical.headers = request.headers;
-  canonical.payload_sha256_hex = Sha256Hex(request.body);
+  canonical.payload_sha256_hex = payload_sha256_hex ? *payload_sha256_hex : Sha256Hex(request.body);
   const std::string expected = sigv4::ComputeSignature(canonical, auth->signed_headers, *secret,
                                                        amz_date, auth->region, auth->service);
   if (!ConstantTimeEquals(expected, auth->signature)) {
@@ -129,6 +133,92 @@ std::optional<ApiError> Authenticator::Verify(const HttpRequest& request, std::s
                   "provided. Check your AWS Secret Access Key and signing method (the secret for "
                   "key " +
                       auth->access_key_id + " is in the lote credentials file)");
+  }
+  if (access_key_id) *access_key_id = auth->access_key_id;
+  return std::nullopt;
+}
+
+std::optional<ApiError> Authenticator::VerifyPresigned(const HttpRequest& request,
+                                                       std::string_view service,
+                                                       std::string* access_key_id) const {
+  std::map<std::string, std::string> params;
+  std::string unsigned_query;  // every parameter but the signature, as sent
+  size_t start = 0;
+  const std::string& q = request.raw_query;
+  while (start <= q.size()) {
+    size_t amp = q.find('&', start);
+    if (amp == std::string::npos) amp = q.size();
+    const std::string part = q.substr(start, amp - start);
+    start = amp + 1;
+    if (part.empty()) continue;
+    const size_t eq = part.find('=');
+    const std::string name = sigv4::UriDecode(part.substr(0, eq));
+    const std::string value = eq == std::string::npos ? "" : sigv4::UriDecode(part.substr(eq + 1));
+    params[name] = value;
+    if (name == "X-Amz-Signature") continue;
+    if (!unsigned_query.empty()) unsigned_query += '&';
+    unsigned_query += part;
+  }
+  for (const char* name : {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+                           "X-Amz-SignedHeaders", "X-Amz-Signature"}) {
+    if (params[name].empty()) {
+      return ApiError{400, "AuthorizationQueryParametersError",
+                      std::string("a presigned URL needs the query parameter ") + name};
+    }
+  }
+  if (params["X-Amz-Algorithm"] != "AWS4-HMAC-SHA256") {
+    return ApiError{400, "AuthorizationQueryParametersError",
+                    "X-Amz-Algorithm must be AWS4-HMAC-SHA256"};
+  }
+  // The same checks as a header signature, on a header built from the query.
+  Result<sigv4::Authorization> auth =
+      sigv4::ParseAuthorization("AWS4-HMAC-SHA256 Credential=" + params["X-Amz-Credential"] +
+                                ", SignedHeaders=" + params["X-Amz-SignedHeaders"] +
+                                ", Signature=" + params["X-Amz-Signature"]);
+  if (!auth.ok()) {
+    return ApiError{400, "AuthorizationQueryParametersError",
+                    "the presigned URL's credential is malformed: " + auth.status().message()};
+  }
+  std::optional<std::string> secret = SecretOf(auth->access_key_id);
+  if (!secret) {
+    return Denied("InvalidAccessKeyId",
+                  "The AWS Access Key Id you provided does not exist in our records: " +
+                      auth->access_key_id + " is not a key of this lote server");
+  }
+  if (auth->service != service || auth->region != region_) {
+    return ApiError{400, "AuthorizationQueryParametersError",
+                    "the presigned URL is scoped to " + auth->region + "/" + auth->service +
+                        "; this lote server is " + region_ + "/" + std::string(service)};
+  }
+  const std::string& amz_date = params["X-Amz-Date"];
+  Result<int64_t> signed_at = sigv4::ParseAmzDate(amz_date);
+  char* end = nullptr;
+  const long long expires = std::strtoll(params["X-Amz-Expires"].c_str(), &end, 10);
+  if (!signed_at.ok() || *end != '\0' || expires < 1 || expires > 604800) {
+    return ApiError{400, "AuthorizationQueryParametersError",
+                    "X-Amz-Date must be YYYYMMDDTHHMMSSZ and X-Amz-Expires 1..604800 seconds"};
+  }
+  const int64_t now = clock_->NowMillis();
+  if (now > *signed_at + expires * 1000) {
+    return Denied("AccessDenied", "Request has expired: the URL was signed at " + amz_date +
+                                      " for " + std::to_string(expires) + " seconds");
+  }
+  if (*signed_at > now + kMaxSkewMillis) {
+    return Denied("AccessDenied", "Request is not yet valid: X-Amz-Date " + amz_date +
+                                      " is in the future; check the client's clock");
+  }
+  sigv4::Request canonical;
+  canonical.method = request.method;
+  canonical.raw_path = request.raw_path;
+  canonical.raw_query = unsigned_query;
+  canonical.headers = request.headers;
+  canonical.payload_sha256_hex = "UNSIGNED-PAYLOAD";
+  const std::string expected = sigv4::ComputeSignature(canonical, auth->signed_headers, *secret,
+                                                       amz_date, auth->region, auth->service);
+  if (!ConstantTimeEquals(expected, auth->signature)) {
+    return Denied("SignatureDoesNotMatch",
+                  "The request signature we calculated does not match the signature you "
+                  "provided (presigned URL): it was changed, or signed with another key");
   }
   if (access_key_id) *access_key_id = auth->access_key_id;
   return std::nullopt;

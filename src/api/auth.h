@@ -41,8 +41,21 @@ class Authenticator {
 
   // nullopt when the request is authentic; then *access_key_id (when not
   // null) is the key that signed it.
+  // `payload_sha256_hex`: the payload hash to sign with (S3's
+  // x-amz-content-sha256, which the caller checks against the body); null:
+  // the SHA-256 of request.body.
   std::optional<ApiError> Verify(const HttpRequest& request, std::string_view service,
-                                 std::string* access_key_id = nullptr) const;
+                                 std::string* access_key_id = nullptr,
+                                 const std::string* payload_sha256_hex = nullptr) const;
+  // A presigned URL's query signature (X-Amz-Algorithm, X-Amz-Credential,
+  // X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders, X-Amz-Signature; the
+  // payload UNSIGNED-PAYLOAD), with the codes of Verify plus
+  // "AccessDenied" ("Request has expired") after X-Amz-Expires seconds.
+  std::optional<ApiError> VerifyPresigned(const HttpRequest& request, std::string_view service,
+                                          std::string* access_key_id = nullptr) const;
+  // The secret of an access key (fixed or from the key source), nullopt for
+  // an unknown one: S3's streaming uploads sign each chunk with it.
+  std::optional<std::string> SecretOf(const std::string& access_key_id) const;
 
   static constexpr int64_t kMaxSkewMillis = 15 * 60 * 1000;
 

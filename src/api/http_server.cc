@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +15,9 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <mutex>
@@ -56,6 +59,8 @@ constexpr int64_t kLingerMillis = 2'000;
 // How long a connection over the limit may take to send its request line (to
 // be answered 503) before it is closed without an answer.
 constexpr int64_t kRefuseWaitMillis = 2'000;
+// Streamed request bodies and file responses move in chunks of this size.
+constexpr size_t kChunkBytes = 1 << 20;
 
 }  // namespace
 
@@ -181,7 +186,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            "the request target is " + std::to_string(req.target().size()) +
                            " bytes; the limit is " + std::to_string(opts().max_target_bytes)));
     }
-    if (auto length = parser_->content_length(); length && *length > opts().max_body_bytes) {
+    sink_ = server_->router_->BodySinkFor(PartialRequest());
+    if (sink_) {
+      if (Status refusal = sink_->Refusal(); !refusal.ok()) {
+        sink_.reset();
+        return Fail(SinkErrorStatus(refusal), refusal);
+      }
+    }
+    if (auto length = parser_->content_length();
+        !sink_ && length && *length > opts().max_body_bytes) {
       return Fail(413, TooLarge(*length));
     }
     if (parser_->is_done()) return Dispatch();
@@ -199,6 +212,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadBody() {
+    if (sink_) {
+      stream_parser_.emplace(std::move(*parser_));
+      parser_.reset();
+      stream_parser_->body_limit(boost::none);
+      if (chunk_.empty()) chunk_.resize(kChunkBytes);
+      return ReadBodyChunk();
+    }
     SetDeadline(opts().body_timeout_ms);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -206,6 +226,42 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        if (ec) return self->OnReadError(ec, /*have_header=*/true);
                        self->Dispatch();
                      });
+  }
+
+  // A streamed body: each chunk must arrive within the body deadline (a
+  // large object may take longer than that in all) and goes to the sink.
+  void ReadBodyChunk() {
+    auto& body = stream_parser_->get().body();
+    body.data = chunk_.data();
+    body.size = chunk_.size();
+    SetDeadline(opts().body_timeout_ms);
+    http::async_read(socket_, buffer_, *stream_parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->CancelDeadline();
+                       if (ec == http::error::need_buffer) ec = {};
+                       if (ec) return self->OnReadError(ec, /*have_header=*/true);
+                       const size_t got =
+                           self->chunk_.size() - self->stream_parser_->get().body().size;
+                       if (got > 0) {
+                         Status st = self->sink_->Write(std::string_view(self->chunk_.data(), got));
+                         if (!st.ok()) return self->Fail(SinkErrorStatus(st), st);
+                       }
+                       if (self->stream_parser_->is_done()) return self->Dispatch();
+                       self->ReadBodyChunk();
+                     });
+  }
+
+  static int SinkErrorStatus(const Status& st) {
+    switch (st.code()) {
+      case StatusCode::kPermissionDenied:
+        return 403;
+      case StatusCode::kNotFound:
+        return 404;
+      case StatusCode::kResourceExhausted:
+        return 413;
+      default:
+        return 400;
+    }
   }
 
   Status TooLarge(uint64_t length) const {
@@ -238,13 +294,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // What is known of the request so far (for shaping an error).
   HttpRequest PartialRequest() const {
+    if (parser_) return FromHeader(parser_->get());
+    if (stream_parser_) return FromHeader(stream_parser_->get());
+    return HttpRequest{};
+  }
+
+  static HttpRequest FromHeader(const http::request_header<>& req) {
     HttpRequest out;
-    if (!parser_) return out;
-    const auto& req = parser_->get();
     out.method = std::string(req.method_string());
     const std::string_view target(req.target().data(), req.target().size());
     size_t q = target.find('?');
     out.raw_path = std::string(target.substr(0, q));
+    out.raw_query = q == std::string_view::npos ? "" : std::string(target.substr(q + 1));
+    out.headers.reserve(16);
     for (const auto& f : req) out.headers.emplace_back(f.name_string(), f.value());
     return out;
   }
@@ -257,20 +319,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Dispatch() {
-    auto& req = parser_->get();
     HttpRequest out;
-    out.method = std::string(req.method_string());
-    const std::string_view target(req.target().data(), req.target().size());
-    size_t q = target.find('?');
-    out.raw_path = std::string(target.substr(0, q));
-    out.raw_query = q == std::string_view::npos ? "" : std::string(target.substr(q + 1));
-    out.headers.reserve(16);
-    for (const auto& f : req) out.headers.emplace_back(f.name_string(), f.value());
-    out.body = std::move(req.body());
-    const bool keep_alive = req.keep_alive();
-    const bool head = req.method() == http::verb::head;
-    http10_ = req.version() == 10;
-    parser_.reset();
+    bool keep_alive = false;
+    bool head = false;
+    if (stream_parser_) {
+      const auto& req = stream_parser_->get();
+      out = FromHeader(req);
+      keep_alive = req.keep_alive();
+      head = req.method() == http::verb::head;
+      http10_ = req.version() == 10;
+      stream_parser_.reset();
+    } else {
+      auto& req = parser_->get();
+      out = FromHeader(req);
+      out.body = std::move(req.body());
+      keep_alive = req.keep_alive();
+      head = req.method() == http::verb::head;
+      http10_ = req.version() == 10;
+      parser_.reset();
+    }
+    out.body_sink = std::move(sink_);
     if (server_->stopping_) {
       HttpResponse r = server_->router_->TransportError(
           out, 503, Status::Unavailable("the server is shutting down; retry"));
@@ -285,6 +353,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
       thread_local const bool named = (NameThisThread("lote-http"), true);
       (void)named;
       HttpResponse r = self->RunHandler(request);
+      if (r.file && !head) {
+        // A file body is written in chunks on the connection's strand.
+        auto file = *r.file;
+        auto bytes = std::make_shared<std::string>(self->Serialize(std::move(r), keep_alive, head));
+        return net::post(self->socket_.get_executor(), [self, bytes, file, keep_alive] {
+          self->file_out_ = file;
+          self->Finish(bytes, 0, keep_alive);
+        });
+      }
       // Send the answer from this thread when the socket takes it at once (the
       // usual case: answers are small), sparing the client a wake-up of the
       // I/O thread; the rest, and the next read, continue on the connection's
@@ -346,7 +423,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!has_type) out += "Content-Type: application/json\r\n";
     out += "Date: " + HttpDate(server_->clock_->NowMillis()) + "\r\n";
     // A HEAD answer announces the length of the body it does not carry.
-    out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+    out += "Content-Length: " + std::to_string(r.file ? r.file->length : r.body.size()) + "\r\n";
     if (!keep_alive) {
       out += "Connection: close\r\n";
     } else if (http10_) {
@@ -358,7 +435,43 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Write(HttpResponse r, bool keep_alive, bool head) {
+    if (r.file && !head) file_out_ = *r.file;
     Finish(std::make_shared<std::string>(Serialize(std::move(r), keep_alive, head)), 0, keep_alive);
+  }
+
+  // Writes the next chunk of a file body (read with pread: the page cache
+  // makes it cheap), then the next, then goes on as after any answer.
+  void WriteFileChunk(bool keep_alive) {
+    FileBody& f = *file_out_;
+    if (f.length == 0) {
+      file_out_.reset();
+      return AfterWrite(keep_alive);
+    }
+    if (chunk_.empty()) chunk_.resize(kChunkBytes);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(f.length, chunk_.size()));
+    ssize_t n;
+    do {
+      n = ::pread(*f.fd, chunk_.data(), want, static_cast<off_t>(f.offset));
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      // The file shrank or failed under us: the client sees a short body.
+      spdlog::warn("http: a file body ended early at offset {}: {}", f.offset,
+                   n < 0 ? std::strerror(errno) : "end of file");
+      file_out_.reset();
+      return Close();
+    }
+    f.offset += static_cast<uint64_t>(n);
+    f.length -= static_cast<uint64_t>(n);
+    SetDeadline(opts().write_timeout_ms);
+    net::async_write(socket_, net::buffer(chunk_.data(), static_cast<size_t>(n)),
+                     [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                       self->CancelDeadline();
+                       if (ec) {
+                         self->file_out_.reset();
+                         return self->Close();
+                       }
+                       self->WriteFileChunk(keep_alive);
+                     });
   }
 
   // Writes what is left of `bytes` after `sent`, then reads the next request
@@ -375,6 +488,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void AfterWrite(bool keep_alive) {
+    if (file_out_) return WriteFileChunk(keep_alive);
     if (!keep_alive) return Linger();
     WaitForRequest();
   }
@@ -409,6 +523,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool http10_ = false;  // the request being answered is HTTP/1.0
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  // A body streamed to a sink (BodySinkFor): the parser after the header.
+  std::optional<http::request_parser<http::buffer_body>> stream_parser_;
+  std::shared_ptr<BodySink> sink_;
+  std::optional<FileBody> file_out_;  // a file body still to write
+  std::vector<char> chunk_;           // streamed request or file response bytes
   const bool refuse_;
 };
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "api/s3_xml.h"
 #include "common/sigv4.h"
 
 namespace lote::api {
@@ -117,33 +118,6 @@ Result<Json> UnflattenQuery(const std::vector<std::pair<std::string, std::string
   if (root.is_list) return Status::InvalidArgument("a parameter name cannot start with a number");
   Json tree = ToJson(root);
   return tree.is_object() ? tree : Json::object();
-}
-
-std::string XmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 void AppendXml(const Json& value, std::string* out) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/s3_xml.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -26,8 +27,7 @@ std::vector<std::pair<std::string, std::string>> ParseFormEncoded(const std::str
 // list index is not a number from 1 to 1000.
 Result<Json> UnflattenQuery(const std::vector<std::pair<std::string, std::string>>& pairs);
 
-// XML text escaping (&, <, >, ", ').
-std::string XmlEscape(const std::string& text);
+// XML text escaping: XmlEscape (api/s3_xml.h).
 
 // `value`'s members as XML elements (see the file comment).
 void AppendXml(const Json& value, std::string* out);

@@ -8,6 +8,7 @@
 
 #include "api/query_protocol.h"
 #include "api/request_checks.h"
+#include "api/s3_api.h"
 #include "common/ids.h"
 #include "common/sigv4.h"
 
@@ -153,6 +154,8 @@ size_t ApiRouter::BodyLimit(const std::string& operation) const {
 
 HttpResponse ApiRouter::TransportError(const HttpRequest& request, int http_status,
                                        const Status& status) const {
+  if (s3_ != nullptr && s3_->Claims(request))
+    return s3_->TransportError(request, http_status, status);
   const std::string id = NewRequestId();
   const std::string target = request.Header("x-amz-target");
   ApiError error;
@@ -257,12 +260,16 @@ HttpResponse ApiRouter::HandleChecked(const HttpRequest& request, bool verify,
   const std::string id = NewRequestId();
   const std::string target = request.Header("x-amz-target");
   try {
+    if (s3_ != nullptr && s3_->Claims(request)) {
+      return s3_->Handle(request, id, verify && auth_ != nullptr, key);
+    }
     if (auto text = text_gets_.find(request.raw_path);
         text != text_gets_.end() && request.method == "GET" && target.empty()) {
       Result<std::string> body = text->second.second();
       if (!body.ok())
         return ErrorResponse({403, "AccessDeniedException", body.status().message()}, true, id);
-      return HttpResponse{200, {{"Content-Type", text->second.first}}, std::move(*body)};
+      return HttpResponse{
+          200, {{"Content-Type", text->second.first}}, std::move(*body), std::nullopt};
     }
     if (!target.empty()) return HandleJsonTarget(request, target, id, verify, std::move(key));
     if (IsQueryRequest(request)) return HandleQuery(request, id, verify, std::move(key));
@@ -358,7 +365,13 @@ const RestOperation* ApiRouter::FindRest(const std::string& method, const std::s
   return nullptr;
 }
 
+std::shared_ptr<BodySink> ApiRouter::BodySinkFor(const HttpRequest& head) const {
+  if (s3_ != nullptr && s3_->Claims(head)) return s3_->BodySinkFor(head);
+  return nullptr;
+}
+
 bool ApiRouter::IsNonblocking(const HttpRequest& request) const {
+  if (s3_ != nullptr && s3_->Claims(request)) return false;
   if (request.HasHeader("x-amz-target")) return false;
   std::string name, value;
   bool known = false;

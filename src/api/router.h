@@ -48,6 +48,8 @@
 
 namespace lote::api {
 
+class S3Api;
+
 using JsonHandler = std::function<Result<Json>(const Json& request)>;
 
 struct RestOperation {
@@ -113,6 +115,11 @@ class ApiRouter : public HttpHandler {
                        std::function<Result<std::string>()> render);
   // Consulted for every call from then on (null: none). Set before serving.
   void SetAccessControl(const AccessControl* access) { access_ = access; }
+  const Authenticator* authenticator() const { return auth_; }
+  const AccessControl* access_control() const { return access_; }
+  // S3 (s3_api.h) on the same port: the requests it Claims go to it, with
+  // their transport errors and streamed bodies (null: none). Set before serving.
+  void SetS3(const S3Api* s3) { s3_ = s3; }
 
   HttpResponse Handle(const HttpRequest& request) const override;
   // Handle for a request its caller has authenticated by other means (a web
@@ -123,6 +130,8 @@ class ApiRouter : public HttpHandler {
                                    const std::string& access_key_id) const;
   // True when the operation the request addresses was registered nonblocking.
   bool IsNonblocking(const HttpRequest& request) const override;
+  // S3's PutObject and UploadPart bodies stream to disk.
+  std::shared_ptr<BodySink> BodySinkFor(const HttpRequest& head) const override;
 
   // The answer to a failure below the operations (the HTTP layer: too large,
   // malformed, timed out, refused), AWS-shaped for the service the request
@@ -174,6 +183,7 @@ class ApiRouter : public HttpHandler {
 
   const Authenticator* auth_;
   const AccessControl* access_ = nullptr;
+  const S3Api* s3_ = nullptr;
   std::vector<RestOperation> rest_ops_;
   std::map<std::string, JsonService> json_services_;    // by target prefix
   std::map<std::string, QueryService> query_services_;  // by signing service

@@ -45,7 +45,7 @@ class RouterTest : public ::testing::Test {
     r.payload_sha256_hex = Sha256Hex(body);
     sigv4::SignRequest(&r, {"AKID", "secret", ""}, "us-east-1", service,
                        sigv4::FormatAmzDate(kNow));
-    HttpRequest out{r.method, r.raw_path, r.raw_query, r.headers, body};
+    HttpRequest out{r.method, r.raw_path, r.raw_query, r.headers, body, nullptr};
     return out;
   }
 
@@ -119,7 +119,7 @@ TEST_F(RouterTest, UnknownPathsAndStubs) {
 }
 
 TEST_F(RouterTest, RejectsUnsignedAndInvalidJson) {
-  HttpRequest unsigned_req{"POST", "/v1/describejobqueues", "", {{"Host", "x"}}, "{}"};
+  HttpRequest unsigned_req{"POST", "/v1/describejobqueues", "", {{"Host", "x"}}, "{}", nullptr};
   HttpResponse r = router_->Handle(unsigned_req);
   EXPECT_EQ(r.status, 403);
   EXPECT_EQ(Header(r, "x-amzn-ErrorType"), "MissingAuthenticationTokenException");
@@ -258,12 +258,13 @@ TEST_F(RouterTest, TransportErrorsAreShapedForTheAddressedService) {
   logs.target_prefix = "Logs_20140328";
   logs.signing_service = "logs";
   router_->RegisterJsonService(std::move(logs));
-  HttpRequest logs_req{"POST", "/", "", {{"X-Amz-Target", "Logs_20140328.PutLogEvents"}}, ""};
+  HttpRequest logs_req{"POST", "/",    "", {{"X-Amz-Target", "Logs_20140328.PutLogEvents"}},
+                       "",     nullptr};
   HttpResponse a = router_->TransportError(logs_req, 413, Status::InvalidArgument("too big"));
   EXPECT_EQ(a.status, 413);
   EXPECT_EQ(Header(a, "x-amzn-ErrorType"), "InvalidParameterException");
   EXPECT_EQ(Header(a, "Content-Type"), "application/x-amz-json-1.1");
-  HttpRequest batch_req{"POST", "/v1/submitjob", "", {}, ""};
+  HttpRequest batch_req{"POST", "/v1/submitjob", "", {}, "", nullptr};
   HttpResponse b = router_->TransportError(batch_req, 408, Status::InvalidArgument("slow"));
   EXPECT_EQ(b.status, 408);
   EXPECT_EQ(Body(b)["__type"], "ClientException");

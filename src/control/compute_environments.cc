@@ -126,6 +126,12 @@ Result<Json> ControlPlane::ValidateComputeResources(const Json& cr, bool for_upd
     if (out.contains(key))
       RETURN_IF_ERROR(ExpectObject(out[key], std::string("computeResources.") + key));
   }
+  // AWS takes an empty launch template version as its default, $Default (what
+  // a template's "$Latest" becomes after envsubst, as in the recipe's setup).
+  if (Json* lt = out.contains("launchTemplate") ? &out["launchTemplate"] : nullptr;
+      lt != nullptr && lt->contains("version") && (*lt)["version"] == "") {
+    (*lt)["version"] = "$Default";
+  }
   if (out.contains("ec2Configuration") && !out["ec2Configuration"].is_array()) {
     return Status::InvalidArgument("computeResources.ec2Configuration must be a list");
   }

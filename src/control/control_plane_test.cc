@@ -125,6 +125,18 @@ TEST_F(ControlPlaneTest, ComputeEnvironmentNeedsItsPlacementGroupAndLaunchTempla
   const std::string id = (*lt)["launchTemplate"]["launchTemplateId"];
   ce["computeResources"]["launchTemplate"] = {{"launchTemplateId", id}, {"version", "$Latest"}};
   ASSERT_TRUE(cp_->CreateComputeEnvironment(ce).ok());
+  // An empty version (what envsubst makes of "$Latest") is AWS's default, $Default.
+  Json empty_version = Ce("ce-empty-version");
+  empty_version["computeResources"]["placementGroup"] = "cluster";
+  empty_version["computeResources"]["launchTemplate"] = {{"launchTemplateName", "lt-a"},
+                                                         {"version", ""}};
+  ASSERT_TRUE(cp_->CreateComputeEnvironment(empty_version).ok());
+  auto described = cp_->DescribeComputeEnvironments(
+      Json{{"computeEnvironments", Json::array({"ce-empty-version"})}});
+  ASSERT_TRUE(described.ok());
+  EXPECT_EQ((*described)["computeEnvironments"][0]["computeResources"]["launchTemplate"]["version"],
+            "$Default")
+      << *described;
   // An update that changes the placement group to one that is not there is refused.
   auto update = cp_->UpdateComputeEnvironment(
       {{"computeEnvironment", "ce1"}, {"computeResources", {{"placementGroup", "pg-other"}}}});

@@ -143,6 +143,53 @@ std::map<std::string, std::string> RequestTags(const Json& r) {
   return tags;
 }
 
+// S3: the IAM action of each operation and its bucket or object ARN
+// (arn:aws:s3:::BUCKET[/KEY]); a copy reads its source and writes its
+// destination. Only bucket creation and deletion count as changes for the
+// audit (objects are data, as CloudTrail's management events see it).
+RequiredAccess S3Access(const std::string& operation, const Json& r) {
+  static const std::map<std::string, std::string, std::less<>> kActions = {
+      {"ListBuckets", "ListAllMyBuckets"},
+      {"CreateBucket", "CreateBucket"},
+      {"DeleteBucket", "DeleteBucket"},
+      {"HeadBucket", "ListBucket"},
+      {"ListObjects", "ListBucket"},
+      {"ListObjectsV2", "ListBucket"},
+      {"GetBucketLocation", "GetBucketLocation"},
+      {"GetBucketVersioning", "GetBucketVersioning"},
+      {"ListMultipartUploads", "ListBucketMultipartUploads"},
+      {"PutObject", "PutObject"},
+      {"CreateMultipartUpload", "PutObject"},
+      {"UploadPart", "PutObject"},
+      {"CompleteMultipartUpload", "PutObject"},
+      {"GetObject", "GetObject"},
+      {"HeadObject", "GetObject"},
+      {"DeleteObject", "DeleteObject"},
+      {"AbortMultipartUpload", "AbortMultipartUpload"},
+      {"ListParts", "ListMultipartUploadParts"},
+  };
+  RequiredAccess access;
+  access.mutation = operation == "CreateBucket" || operation == "DeleteBucket";
+  auto arn = [](const std::string& bucket, const std::string& key, bool object) {
+    if (bucket.empty()) return std::string("*");
+    return "arn:aws:s3:::" + bucket + (object ? "/" + key : "");
+  };
+  const std::string bucket = Str(r, "Bucket");
+  const std::string key = Str(r, "Key");
+  if (operation == "CopyObject") {
+    access.permissions.push_back(
+        {"s3:GetObject", arn(Str(r, "CopySourceBucket"), Str(r, "CopySourceKey"), true)});
+    access.permissions.push_back({"s3:PutObject", arn(bucket, key, true)});
+    return access;
+  }
+  auto it = kActions.find(operation);
+  const std::string action = "s3:" + (it == kActions.end() ? operation : it->second);
+  const bool object = r.contains("Key");
+  access.permissions.push_back(
+      {action, operation == "ListBuckets" ? std::string("*") : arn(bucket, key, object)});
+  return access;
+}
+
 }  // namespace
 
 std::string JobArn(const ArnScope& scope, const std::string& job_id) {
@@ -170,6 +217,7 @@ RequiredAccess Access(std::string_view service, const std::string& operation, co
     access.mutation = false;
     if (access.always_allowed) return access;
   }
+  if (service == "s3") return S3Access(operation, request);
   if (service == "batch" && (operation == "DescribeJobs" || operation == "ListJobs")) {
     // Not refused as a whole: each job of the answer is shown only if the
     // principal may read it (MayReadJob, applied by the server).

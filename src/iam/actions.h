@@ -9,6 +9,8 @@
 //   logs   log-group:GROUP and log-group:GROUP:log-stream:STREAM
 //   ecr    repository/NAME;  ssm  parameter/NAME (without its leading "/")
 //   iam    user/NAME (lote's own user API)
+//   s3     arn:aws:s3:::BUCKET and arn:aws:s3:::BUCKET/KEY (S3 ARNs name no
+//          region or account); S3's action names (HeadObject is s3:GetObject)
 // Name-or-ARN members take an ARN as given and build one from a name.
 // Operations that name no resource (Describe*/List* of many, every EC2
 // action) ask for "*". STS GetCallerIdentity needs no permission, as in AWS.

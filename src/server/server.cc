@@ -281,7 +281,7 @@ std::string EnvScript(const std::string& home) {
   // service, X-Amz-Target and Action), and each service's own variable for
   // clients that predate AWS_ENDPOINT_URL.
   s += "export AWS_ENDPOINT_URL=" + ShellQuote(endpoint) + "\n";
-  for (const char* service : {"BATCH", "LOGS", "EC2", "SSM", "STS"})
+  for (const char* service : {"BATCH", "LOGS", "EC2", "SSM", "STS", "S3"})
     s += std::string("export AWS_ENDPOINT_URL_") + service + "=" + ShellQuote(endpoint) + "\n";
   // SDKs name the variable after the service id ("CloudWatch Logs").
   s += "export AWS_ENDPOINT_URL_CLOUDWATCH_LOGS=" + ShellQuote(endpoint) + "\n";
