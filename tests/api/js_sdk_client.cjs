@@ -9,6 +9,7 @@ const [sdkDir, endpoint, accessKeyId, secretAccessKey, region] = process.argv.sl
 const sdkRequire = createRequire(path.join(sdkDir, "package.json"));
 const batchSdk = sdkRequire("@aws-sdk/client-batch");
 const logsSdk = sdkRequire("@aws-sdk/client-cloudwatch-logs");
+const s3Sdk = sdkRequire("@aws-sdk/client-s3");
 
 const common = { endpoint, region, credentials: { accessKeyId, secretAccessKey } };
 
@@ -56,6 +57,37 @@ async function main() {
   out.bad_name = await errorOf(batch.send(new batchSdk.CreateJobQueueCommand({
     jobQueueName: "café", priority: 1, computeEnvironmentOrder: [] })));
   out.missing_group = await errorOf(logs.send(new logsSdk.DescribeLogStreamsCommand({ logGroupName: "/nope" })));
+
+  // S3: the SDK's defaults (CRC32 checksums on uploads, path style for an IP endpoint).
+  const s3 = new s3Sdk.S3Client({ ...common, forcePathStyle: true });
+  await s3.send(new s3Sdk.CreateBucketCommand({ Bucket: "js-bucket" }));
+  const put = await s3.send(new s3Sdk.PutObjectCommand({
+    Bucket: "js-bucket", Key: "dir/héllo.txt", Body: "hello from js", ContentType: "text/plain",
+    Metadata: { team: "ml" } }));
+  out.s3_put_etag = put.ETag;
+  out.s3_put_crc32 = put.ChecksumCRC32 || null;
+  const got = await s3.send(new s3Sdk.GetObjectCommand({ Bucket: "js-bucket", Key: "dir/héllo.txt" }));
+  out.s3_get = { body: await got.Body.transformToString(), type: got.ContentType, meta: got.Metadata };
+  const ranged = await s3.send(new s3Sdk.GetObjectCommand({
+    Bucket: "js-bucket", Key: "dir/héllo.txt", Range: "bytes=6-9" }));
+  out.s3_range = await ranged.Body.transformToString();
+  const part1 = Buffer.alloc(5 * 1024 * 1024, 7);
+  const mpu = await s3.send(new s3Sdk.CreateMultipartUploadCommand({ Bucket: "js-bucket", Key: "big" }));
+  const p1 = await s3.send(new s3Sdk.UploadPartCommand({
+    Bucket: "js-bucket", Key: "big", UploadId: mpu.UploadId, PartNumber: 1, Body: part1 }));
+  const p2 = await s3.send(new s3Sdk.UploadPartCommand({
+    Bucket: "js-bucket", Key: "big", UploadId: mpu.UploadId, PartNumber: 2, Body: "tail" }));
+  const done = await s3.send(new s3Sdk.CompleteMultipartUploadCommand({
+    Bucket: "js-bucket", Key: "big", UploadId: mpu.UploadId,
+    MultipartUpload: { Parts: [{ PartNumber: 1, ETag: p1.ETag }, { PartNumber: 2, ETag: p2.ETag }] } }));
+  out.s3_multipart_etag = done.ETag;
+  const head = await s3.send(new s3Sdk.HeadObjectCommand({ Bucket: "js-bucket", Key: "big" }));
+  out.s3_multipart_size = head.ContentLength;
+  const listed = await s3.send(new s3Sdk.ListObjectsV2Command({ Bucket: "js-bucket", Delimiter: "/" }));
+  out.s3_list = { keys: (listed.Contents || []).map((o) => o.Key),
+                  prefixes: (listed.CommonPrefixes || []).map((p) => p.Prefix) };
+  out.s3_missing = await errorOf(s3.send(new s3Sdk.GetObjectCommand({ Bucket: "js-bucket", Key: "nope" })));
+  out.s3_no_bucket = await errorOf(s3.send(new s3Sdk.ListObjectsV2Command({ Bucket: "no-such-bucket" })));
 
   // A client whose clock is 20 minutes off (this process's Date.now is moved
   // while it runs): its first attempt is refused (signature expired / not yet

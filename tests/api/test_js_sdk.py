@@ -7,12 +7,16 @@ are 20 minutes off (they succeed after the SDK's automatic retry).
 Run: python3 test_js_sdk.py --lote build/lote [--sdk DIR]
 """
 import argparse
+import base64
+import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import unittest
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -62,6 +66,22 @@ class JsSdkTest(unittest.TestCase):
         self.assertEqual(self.out["bad_name"]["status"], 400)
         self.assertIn("jobQueueName", self.out["bad_name"]["message"])
         self.assertEqual(self.out["missing_group"]["name"], "ResourceNotFoundException")
+
+    def test_s3(self):
+        o = self.out
+        self.assertEqual(o["s3_put_etag"], '"%s"' % hashlib.md5(b"hello from js").hexdigest())
+        # The SDK sent a CRC32 checksum (its default) and lote answered it back.
+        self.assertEqual(o["s3_put_crc32"],
+                         base64.b64encode(struct.pack(">I", zlib.crc32(b"hello from js"))).decode())
+        self.assertEqual(o["s3_get"], {"body": "hello from js", "type": "text/plain", "meta": {"team": "ml"}})
+        self.assertEqual(o["s3_range"], "from")
+        part_md5s = hashlib.md5(b"\x07" * (5 * 1024 * 1024)).digest() + hashlib.md5(b"tail").digest()
+        self.assertEqual(o["s3_multipart_etag"], '"%s-2"' % hashlib.md5(part_md5s).hexdigest())
+        self.assertEqual(o["s3_multipart_size"], 5 * 1024 * 1024 + 4)
+        self.assertEqual(o["s3_list"], {"keys": ["big"], "prefixes": ["dir/"]})
+        self.assertEqual(o["s3_missing"]["name"], "NoSuchKey")
+        self.assertEqual(o["s3_missing"]["status"], 404)
+        self.assertEqual(o["s3_no_bucket"]["name"], "NoSuchBucket")
 
     def test_clock_20_minutes_off_succeeds_after_retry(self):
         for service in ("batch", "logs"):
