@@ -1,8 +1,9 @@
 """A real `lote server` driven by the AWS SDK for JavaScript v3
-(@aws-sdk/client-batch, @aws-sdk/client-cloudwatch-logs, pinned and installed
-by scripts/fetch-js-sdk.sh): a 50-request parallel burst from one client,
-real operations of both services, modelled errors, and clients whose clocks
-are 20 minutes off (they succeed after the SDK's automatic retry).
+(@aws-sdk/client-batch, @aws-sdk/client-cloudwatch-logs, @aws-sdk/client-s3,
+pinned and installed by scripts/fetch-js-sdk.sh): a 50-request parallel burst
+from one client, real operations of each service (S3: checksummed put, get,
+range, multipart, listing), modelled errors, and clients whose clocks are 20
+minutes off (they succeed after the SDK's automatic retry).
 
 Run: python3 test_js_sdk.py --lote build/lote [--sdk DIR]
 """
