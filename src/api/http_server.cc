@@ -20,6 +20,7 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -164,7 +165,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHeader() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
-    parser_->body_limit(opts().max_body_bytes);
+    // No body limit yet: Beast would refuse a Content-Length over it while it
+    // reads the header, before the handler can take the body as a stream
+    // (BodySinkFor). OnHeader and ReadBody apply it to buffered bodies. (Not
+    // boost::none: Beast 1.74 compares a Content-Length with it as if it were 0.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     SetDeadline(opts().header_timeout_ms);
     http::async_read_header(
         socket_, buffer_, *parser_,
@@ -219,6 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (chunk_.empty()) chunk_.resize(kChunkBytes);
       return ReadBodyChunk();
     }
+    parser_->body_limit(opts().max_body_bytes);
     SetDeadline(opts().body_timeout_ms);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {

@@ -1,5 +1,7 @@
 #include "api/s3_api.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
 
@@ -403,6 +405,104 @@ ApiError S3AuthError(ApiError e) {
   return e;
 }
 
+// A presigned URL of signature version 2 (AWSAccessKeyId, Expires,
+// Signature: what botocore's `generate_presigned_url` and `aws s3 presign`
+// make by default in us-east-1): base64(HMAC-SHA1(secret, method "\n"
+// Content-MD5 "\n" Content-Type "\n" Expires "\n" x-amz-* headers
+// "/bucket/path" [?sub-resources])).
+bool IsPresignedV2(const HttpRequest& request) {
+  const std::string& q = request.raw_query;
+  return q.find("AWSAccessKeyId=") != std::string::npos &&
+         q.find("Signature=") != std::string::npos && q.find("Expires=") != std::string::npos &&
+         q.find("X-Amz-Signature=") == std::string::npos;
+}
+
+std::optional<ApiError> VerifyPresignedV2(const HttpRequest& request, const Authenticator& auth,
+                                          const Clock& clock, std::string* access_key) {
+  static const std::vector<std::string_view> kSubresources = {"acl",
+                                                              "cors",
+                                                              "delete",
+                                                              "lifecycle",
+                                                              "location",
+                                                              "logging",
+                                                              "notification",
+                                                              "partNumber",
+                                                              "policy",
+                                                              "requestPayment",
+                                                              "response-cache-control",
+                                                              "response-content-disposition",
+                                                              "response-content-encoding",
+                                                              "response-content-language",
+                                                              "response-content-type",
+                                                              "response-expires",
+                                                              "restore",
+                                                              "tagging",
+                                                              "torrent",
+                                                              "uploadId",
+                                                              "uploads",
+                                                              "versionId",
+                                                              "versioning",
+                                                              "versions",
+                                                              "website"};
+  std::string key_id, signature, expires;
+  std::vector<std::pair<std::string, std::string>> sub;
+  for (auto& [name, value] : ParseQuery(request.raw_query)) {
+    if (name == "AWSAccessKeyId")
+      key_id = value;
+    else if (name == "Signature")
+      signature = value;
+    else if (name == "Expires")
+      expires = value;
+    else if (std::find(kSubresources.begin(), kSubresources.end(), name) != kSubresources.end())
+      sub.emplace_back(name, value);
+  }
+  std::optional<std::string> secret = auth.SecretOf(key_id);
+  if (!secret) {
+    return ApiError{403, "InvalidAccessKeyId",
+                    "The AWS Access Key Id you provided does not exist in our records: " + key_id +
+                        " is not a key of this lote server"};
+  }
+  char* end = nullptr;
+  const long long expires_at = std::strtoll(expires.c_str(), &end, 10);
+  if (expires.empty() || *end != '\0') {
+    return ApiError{403, "AccessDenied", "Expires must be a number of seconds since 1970"};
+  }
+  if (clock.NowMillis() / 1000 > expires_at) {
+    return ApiError{403, "AccessDenied",
+                    "Request has expired (Expires " + expires + " is in the past)"};
+  }
+  std::string to_sign = request.method + "\n" + request.Header("content-md5") + "\n" +
+                        request.Header("content-type") + "\n" + expires + "\n";
+  std::map<std::string, std::string> amz;
+  for (const auto& [name, value] : request.headers) {
+    std::string lower = Lower(name);
+    if (StartsWith(lower, "x-amz-")) amz[lower] += (amz[lower].empty() ? "" : ",") + value;
+  }
+  for (const auto& [name, value] : amz) to_sign += name + ":" + value + "\n";
+  if (std::optional<std::string> vhost = VirtualBucket(request); vhost && !vhost->empty())
+    to_sign += "/" + *vhost;
+  to_sign += request.raw_path;
+  std::sort(sub.begin(), sub.end());
+  for (size_t i = 0; i < sub.size(); ++i) {
+    to_sign += (i == 0 ? "?" : "&") + sub[i].first;
+    if (!sub[i].second.empty()) to_sign += "=" + sub[i].second;
+  }
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha1(), secret->data(), static_cast<int>(secret->size()),
+       reinterpret_cast<const unsigned char*>(to_sign.data()), to_sign.size(), mac, &mac_len);
+  const std::string expected =
+      Base64Encode(std::string_view(reinterpret_cast<const char*>(mac), mac_len));
+  if (!ConstantTimeEquals(expected, signature)) {
+    return ApiError{403, "SignatureDoesNotMatch",
+                    "The request signature we calculated does not match the signature you "
+                    "provided (presigned URL, signature version 2): it was changed, or signed "
+                    "with another key"};
+  }
+  *access_key = key_id;
+  return std::nullopt;
+}
+
 Status ToStatus(const ApiError& e) { return Status::InvalidArgument(e.code + ": " + e.message); }
 
 HttpResponse Xml(int status, std::string body, const std::string& request_id) {
@@ -478,6 +578,7 @@ bool S3Api::Claims(const HttpRequest& request) const {
   if (VirtualBucket(request)) return true;
   const std::string auth = request.Header("authorization");
   if (auth.find("/s3/aws4_request") != std::string::npos) return true;
+  if (IsPresignedV2(request)) return true;
   const std::string& q = request.raw_query;
   if (q.find("X-Amz-Credential=") != std::string::npos &&
       (q.find("%2Fs3%2Faws4_request") != std::string::npos ||
@@ -527,6 +628,8 @@ std::shared_ptr<BodySink> S3Api::BodySinkFor(const HttpRequest& head) const {
     std::optional<ApiError> denied;
     if (presigned) {
       denied = options_.auth->VerifyPresigned(head, "s3", &sink->access_key);
+    } else if (IsPresignedV2(head)) {
+      denied = VerifyPresignedV2(head, *options_.auth, *options_.clock, &sink->access_key);
     } else if (content_sha.empty() && head.HasHeader("authorization")) {
       denied = ApiError{400, "InvalidRequest",
                         "Missing required header for this request: x-amz-content-sha256"};
@@ -612,6 +715,8 @@ HttpResponse S3Api::Handle(const HttpRequest& request, const std::string& reques
       std::optional<ApiError> denied;
       if (request.raw_query.find("X-Amz-Signature=") != std::string::npos) {
         denied = options_.auth->VerifyPresigned(request, "s3", &call.access_key);
+      } else if (IsPresignedV2(request)) {
+        denied = VerifyPresignedV2(request, *options_.auth, *options_.clock, &call.access_key);
       } else {
         const std::string content_sha = request.Header("x-amz-content-sha256");
         if (IsHex64(content_sha) && content_sha != Sha256Hex(request.body)) {
@@ -634,7 +739,13 @@ HttpResponse S3Api::Handle(const HttpRequest& request, const std::string& reques
         return r;
       }
     }
-    return Dispatch(call);
+    HttpResponse r = Dispatch(call);
+    // An answer without a body of its own is not JSON (the server's default type).
+    const bool typed = std::any_of(r.headers.begin(), r.headers.end(), [](const auto& h) {
+      return strcasecmp(h.first.c_str(), "content-type") == 0;
+    });
+    if (!typed) r.headers.emplace_back("Content-Type", "application/xml");
+    return r;
   } catch (const std::exception& e) {
     spdlog::error("s3 request {}: {} {}: internal error: {}", request_id, request.method,
                   request.raw_path, e.what());
