@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -303,6 +307,8 @@ bool EtagMatches(const std::string& list, const std::string& etag) {
 // the refusal and stores nothing.
 class S3ObjectSink : public BodySink {
  public:
+  ~S3ObjectSink() override { FinishHashing(); }
+
   Status Refusal() const override { return refusal; }
 
   Status Write(std::string_view bytes) override {
@@ -321,8 +327,35 @@ class S3ObjectSink : public BodySink {
           "allowed size of " +
           std::to_string(limit) + " bytes");
     }
-    digest->Update(data);
+    Hash(data);
     return file->Append(data);
+  }
+
+  // The digests of a large body are computed on a thread of their own while
+  // this one receives and writes (one core hashes, the other moves bytes):
+  // the first MiB inline, then by 1 MiB pieces through a queue of at most
+  // kQueued of them (bounded memory).
+  void Hash(std::string_view data) {
+    if (!hasher_.joinable() && received <= kInlineBytes) {
+      digest->Update(data);
+      return;
+    }
+    if (!hasher_.joinable()) hasher_ = std::thread([this] { HashLoop(); });
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return queue_.size() < kQueued; });
+    queue_.emplace_back(data);
+    cv_.notify_all();
+  }
+
+  // Waits until every byte taken is hashed (then the digests may be read).
+  void FinishHashing() {
+    if (!hasher_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    hasher_.join();
   }
 
   Status refusal;
@@ -345,6 +378,31 @@ class S3ObjectSink : public BodySink {
   std::unique_ptr<objstore::PendingFile> file;
   uint64_t received = 0;
   uint64_t limit = 0;
+
+ private:
+  static constexpr uint64_t kInlineBytes = 1 << 20;
+  static constexpr size_t kQueued = 8;
+
+  void HashLoop() {
+    for (;;) {
+      std::string piece;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;
+        piece = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      cv_.notify_all();
+      digest->Update(piece);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  bool closing_ = false;
+  std::thread hasher_;
 };
 
 struct S3Api::Call {
@@ -660,6 +718,7 @@ std::shared_ptr<BodySink> S3Api::BodySinkFor(const HttpRequest& head) const {
   } else if (Lower(head.Header("content-encoding")).find("aws-chunked") != std::string::npos) {
     sink->chunked = true;
   }
+  sink->decoder.set_hash_chunks(sink->signed_chunks);
   if (options_.access != nullptr) {
     Json request = {{"Bucket", sink->bucket}, {"Key", sink->key}};
     std::optional<std::string> refusal = options_.access->Authorize(
@@ -1087,6 +1146,7 @@ HttpResponse S3Api::PutObject(Call& call, const Authorize& authorize) const {
   const std::string resource = call.Resource();
   const HttpRequest& req = call.request;
   S3ObjectSink& sink = *call.sink;
+  sink.FinishHashing();
   if (sink.chunked && !sink.decoder.done()) {
     return ErrorXml("IncompleteBody",
                     "You did not provide the number of bytes specified by the aws-chunked "

@@ -39,7 +39,7 @@ Status AwsChunkedDecoder::OnSizeLine(const std::string& line) {
     if (ext.rfind(kSig, 0) == 0) chunk.signature = ext.substr(kSig.size());
   }
   chunks_.push_back(std::move(chunk));
-  EVP_DigestInit_ex(hash_->ctx, EVP_sha256(), nullptr);
+  if (hash_chunks_) EVP_DigestInit_ex(hash_->ctx, EVP_sha256(), nullptr);
   state_ = remaining_ == 0 ? State::kTrailers : State::kData;
   if (remaining_ == 0) chunks_.back().sha256_hex = kEmptySha256;
   return Status::Ok();
@@ -54,16 +54,18 @@ Status AwsChunkedDecoder::Feed(std::string_view in,
             "IncompleteBody: bytes follow the final aws-chunked chunk and its trailers");
       case State::kData: {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, in.size()));
-        EVP_DigestUpdate(hash_->ctx, in.data(), n);
+        if (hash_chunks_) EVP_DigestUpdate(hash_->ctx, in.data(), n);
         RETURN_IF_ERROR(data(in.substr(0, n)));
         in.remove_prefix(n);
         remaining_ -= n;
         if (remaining_ == 0) {
-          unsigned char out[EVP_MAX_MD_SIZE];
-          unsigned int len = 0;
-          EVP_DigestFinal_ex(hash_->ctx, out, &len);
-          chunks_.back().sha256_hex =
-              HexEncode(std::string_view(reinterpret_cast<char*>(out), len));
+          if (hash_chunks_) {
+            unsigned char out[EVP_MAX_MD_SIZE];
+            unsigned int len = 0;
+            EVP_DigestFinal_ex(hash_->ctx, out, &len);
+            chunks_.back().sha256_hex =
+                HexEncode(std::string_view(reinterpret_cast<char*>(out), len));
+          }
           state_ = State::kDataEnd;
         }
         break;

@@ -26,6 +26,9 @@ class AwsChunkedDecoder {
   // InvalidArgument (S3's IncompleteBody / InvalidChunkSizeError) on a
   // malformed stream.
   Status Feed(std::string_view encoded, const std::function<Status(std::string_view)>& data);
+  // Whether each chunk's SHA-256 is computed (for VerifyChunkSignatures; on
+  // by default). Set before the first Feed.
+  void set_hash_chunks(bool on) { hash_chunks_ = on; }
   // The final chunk and the trailers were read.
   bool done() const { return state_ == State::kDone; }
   // Trailer name (lowercase) → value.
@@ -41,6 +44,7 @@ class AwsChunkedDecoder {
   enum class State { kSizeLine, kData, kDataEnd, kTrailers, kDone };
   Status OnSizeLine(const std::string& line);
   State state_ = State::kSizeLine;
+  bool hash_chunks_ = true;
   std::string line_;
   uint64_t remaining_ = 0;
   std::vector<Chunk> chunks_;

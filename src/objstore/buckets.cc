@@ -1079,22 +1079,26 @@ Result<ObjectMeta> Buckets::PutObject(const std::string& bucket, const std::stri
 
   const std::string rel = DataRel(key), meta_rel = MetaRel(key);
   const std::string data_path = paths.dir + "/" + rel, meta_path = paths.meta + "/" + meta_rel;
-  std::lock_guard guard(LockOf(bucket));
-  if (!IsDir(paths.dir)) return NoSuchBucket(bucket);
-  if (if_none_match && IsRegularFile(data_path)) {
-    return S3Error(Status::FailedPrecondition(""), "PreconditionFailed",
-                   "the key " + key + " exists (If-None-Match: *)");
-  }
   std::vector<std::string> to_sync;
-  RETURN_IF_ERROR(MakeRoom(paths, key, &to_sync));
-  if (::rename(meta_tmp.c_str(), meta_path.c_str()) != 0) {
-    return IoError("cannot rename to", meta_path, errno);
+  {
+    std::lock_guard guard(LockOf(bucket));
+    if (!IsDir(paths.dir)) return NoSuchBucket(bucket);
+    if (if_none_match && IsRegularFile(data_path)) {
+      return S3Error(Status::FailedPrecondition(""), "PreconditionFailed",
+                     "the key " + key + " exists (If-None-Match: *)");
+    }
+    RETURN_IF_ERROR(MakeRoom(paths, key, &to_sync));
+    if (::rename(meta_tmp.c_str(), meta_path.c_str()) != 0) {
+      return IoError("cannot rename to", meta_path, errno);
+    }
+    meta_tmp_guard.Release();
+    if (::rename(file->path_.c_str(), data_path.c_str()) != 0) {
+      return IoError("cannot rename to", data_path, errno);
+    }
+    file->committed_ = true;
   }
-  meta_tmp_guard.Release();
-  if (::rename(file->path_.c_str(), data_path.c_str()) != 0) {
-    return IoError("cannot rename to", data_path, errno);
-  }
-  file->committed_ = true;
+  // The folders are synced outside the bucket's lock, so that concurrent
+  // writers' syncs overlap; the call still returns only once they are durable.
   to_sync.push_back(Join(paths.dir, ParentRel(rel)));
   to_sync.push_back(Join(paths.meta, ParentRel(meta_rel)));
   std::sort(to_sync.begin(), to_sync.end());
