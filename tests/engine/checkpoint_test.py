@@ -13,7 +13,9 @@ the run exits with code 75.
 - keep-K: only the newest K complete checkpoints remain;
 - SIGTERM mid-run: exit 75, the checkpoint of the agreed step is complete, and a retry
   (AWS_BATCH_JOB_ATTEMPT=2, no --resume flag) continues to the same final loss;
-- s3:// against moto_server: the same resume, bit-exact.
+- s3:// against moto_server and against lote's own S3 endpoint (`lote env`'s
+  environment): the same resume, bit-exact; the checkpoint's objects are plain files
+  under the server's home.
 
 usage: checkpoint_test.py LOTE_BINARY TEST_DATA_DIR
 """
@@ -182,6 +184,29 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(got, self.losses(d_ref)[stopped[0]:])
         self.assertEqual(len(want), 80)
 
+    def s3_resume(self, env, s3, tag):
+        """Trains with the dataset and the checkpoints in s3://ckpt (an empty bucket
+        `s3` reaches), resumes from step 3, and checks the losses are the same bits."""
+        s3.create_bucket(Bucket="ckpt")
+        # The dataset comes from s3:// too: each node downloads it once into its cache.
+        for name in ("manifest.json", "data.idx", "data.bin"):
+            s3.upload_file(os.path.join(self.data, name), "ckpt", "data/" + name)
+        env = dict(env, LOTE_CACHE_DIR=self.path("dataset_cache_" + tag))
+        _, full = self.train(tag + "_full", "--checkpoint-uri", "s3://ckpt/runs",
+                             "--checkpoint-freq", "3", "--data", "s3://ckpt/data",
+                             steps=6, nproc=2, tp=2, env=env)
+        self.assertTrue(os.listdir(env["LOTE_CACHE_DIR"]))
+        res, out = self.train(tag + "_resumed", "--checkpoint-uri", "s3://ckpt/runs",
+                              "--resume", "s3://ckpt/runs/job/step_3", steps=6, nproc=2,
+                              tp=2, env=env)
+        self.assertIn("resumed from s3://ckpt/runs/job/step_3", res.stdout)
+        self.assertEqual(self.losses(out), self.losses(full)[3:])
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket="ckpt", Prefix="runs/job/") for o in page.get("Contents", [])]
+        self.assertIn("runs/job/step_3/manifest.json", keys)
+        self.assertIn("runs/job/step_6/manifest.json", keys)
+        return keys
+
     def test_s3_resume_against_moto(self):
         port = free_port()
         moto = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)],
@@ -203,23 +228,34 @@ class CheckpointTest(unittest.TestCase):
             s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"],
                               region_name="us-east-1", aws_access_key_id="test",
                               aws_secret_access_key="test")
-            s3.create_bucket(Bucket="ckpt")
-            # The dataset comes from s3:// too: each node downloads it once into its cache.
-            for name in ("manifest.json", "data.idx", "data.bin"):
-                s3.upload_file(os.path.join(self.data, name), "ckpt", "data/" + name)
-            env["LOTE_CACHE_DIR"] = self.path("dataset_cache")
-            _, full = self.train("s3_full", "--checkpoint-uri", "s3://ckpt/runs",
-                                 "--checkpoint-freq", "3", "--data", "s3://ckpt/data",
-                                 steps=6, nproc=2, tp=2, env=env)
-            self.assertTrue(os.listdir(self.path("dataset_cache")))
-            res, out = self.train("s3_resumed", "--checkpoint-uri", "s3://ckpt/runs",
-                                  "--resume", "s3://ckpt/runs/job/step_3", steps=6, nproc=2,
-                                  tp=2, env=env)
-            self.assertIn("resumed from s3://ckpt/runs/job/step_3", res.stdout)
-            self.assertEqual(self.losses(out), self.losses(full)[3:])
+            self.s3_resume(env, s3, "moto")
         finally:
             os.killpg(moto.pid, signal.SIGKILL)
             moto.wait()
+
+    def test_s3_resume_against_lotes_own_s3(self):
+        # lote's S3 endpoint (docs/api.md, "S3"): the environment is `lote env`'s,
+        # exactly what a user has after eval "$(lote env)".
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "control"))
+        from lote_server import LoteServer
+        os.makedirs(self.path("lote_home"))
+        server = LoteServer(LOTE, home=self.path("lote_home")).start()
+        try:
+            env = {k: v for k, v in server.env().items()
+                   if k.startswith("AWS_") or k == "LOTE_ENDPOINT"}
+            self.assertEqual(env["AWS_ENDPOINT_URL_S3"], server.endpoint)
+            s3 = server.client("s3")
+            keys = self.s3_resume(env, s3, "lote")
+            # The same bytes are plain files under the server's home (file:// and s3://).
+            manifest = os.path.join(server.home, "s3", "ckpt", "runs", "job", "step_3",
+                                    "manifest.json")
+            body = s3.get_object(Bucket="ckpt", Key="runs/job/step_3/manifest.json")["Body"].read()
+            with open(manifest, "rb") as f:
+                self.assertEqual(f.read(), body)
+            self.assertGreater(len(keys), 4)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":
