@@ -4,7 +4,9 @@ whose command is `lote train --nproc-per-node 1 --tensor-parallel-size 2`, run b
 local executor. The four nodes meet through the AWS Batch variables alone (no
 address or port on the command line), train one model TP=2 x DP=2, and the job
 SUCCEEDS; only the main node prints LOTE_PROGRESS, so DescribeJobs shows one
-progress series (the main node's) reaching the last step.
+progress series (the main node's) reaching the last step. The same job shape reads
+its dataset from lote's own S3 and checkpoints there (the recipe's s3:// data flow),
+and a second job resumes from one of those checkpoints bit-exactly.
 
 usage: train_job_test.py LOTE_BINARY TEST_DATA_DIR
 """
@@ -100,6 +102,66 @@ class TrainJobTest(unittest.TestCase):
         self.assertIn("LOTE_PROGRESS", logs)
         child = self.job_logs(job_id, "--node", "1")
         self.assertNotIn("LOTE_PROGRESS", child)
+
+    def test_four_node_job_reads_and_checkpoints_through_lotes_s3(self):
+        """The recipe's data flow with s3:// URIs on lote's own S3: the dataset is read
+        from it, the checkpoints written to it, and a second job resumes from one of
+        them bit-exactly. The nodes reach it with the job definition's environment
+        (endpoint and key id) and a job secret (the key's secret, an SSM SecureString)."""
+        b = self.batch
+        self.ensure_queue()
+        s3 = self.server.client("s3")
+        s3.create_bucket(Bucket="recipe")
+        for name in ("manifest.json", "data.idx", "data.bin"):
+            s3.upload_file(os.path.join(self.data, name), "recipe", "data/sotu/" + name)
+        key, secret = self.server.credentials()
+        ssm = self.server.client("ssm")
+        ssm.put_parameter(Name="/recipe/s3-secret", Value=secret, Type="SecureString")
+        env = self.node_environment() + [
+            {"name": "AWS_ENDPOINT_URL_S3", "value": self.server.endpoint},
+            {"name": "AWS_ACCESS_KEY_ID", "value": key},
+            {"name": "AWS_REGION", "value": "us-east-1"},
+            {"name": "LOTE_CACHE_DIR", "value": os.path.join(self.dir, "s3_cache")}]
+        config = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                              "..", "examples", "llama2", "model", "tiny.json"))
+
+        def run(name, *extra):
+            out = os.path.join(self.dir, name)
+            command = [LOTE, "train", "--config", config, "--data", "s3://recipe/data/sotu",
+                       "--nproc-per-node", "1", "--tensor-parallel-size", "2",
+                       "--seq-len", "64", "--batch-size", "2", "--global-batch-size", "4",
+                       "--max-steps", str(STEPS), "--logging-interval", "4", "--threads", "1",
+                       "--peak-gflops", "10", "--checkpoint-uri", "s3://recipe/ckpt",
+                       "--checkpoint-freq", "6", "--output", out, *extra]
+            b.register_job_definition(
+                jobDefinitionName=name, type="multinode",
+                nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+                    "targetNodes": "0:", "container": {
+                        "image": "host", "command": command, "user": "root",
+                        "environment": env,
+                        "secrets": [{"name": "AWS_SECRET_ACCESS_KEY",
+                                     "valueFrom": "/recipe/s3-secret"}],
+                        "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                 {"type": "MEMORY", "value": "512"}]}}]})
+            job_id = b.submit_job(jobName=name, jobQueue="train-q", jobDefinition=name)["jobId"]
+            job = self.wait_ended(job_id, name)
+            self.assertEqual(job["status"], "SUCCEEDED",
+                             (job.get("statusReason"), self.job_logs(job_id)[-4000:]))
+            with open(os.path.join(out, "metrics.json")) as f:
+                return job_id, json.load(f)["losses"]
+
+        first_id, first = run("s3-first")
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket="recipe", Prefix="ckpt/") for o in page.get("Contents", [])]
+        for step in (6, 12):
+            self.assertIn("ckpt/%s/step_%d/manifest.json" % (first_id, step), keys)
+        # `aws s3 ls --recursive` (the recipe's check) shows the same objects.
+        listed = subprocess.run(["aws", "s3", "ls", "--recursive", "s3://recipe/ckpt/"],
+                                capture_output=True, text=True, env=self.server.env())
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("%s/step_6/manifest.json" % first_id, listed.stdout)
+        _, resumed = run("s3-resumed", "--resume", "s3://recipe/ckpt/%s/step_6" % first_id)
+        self.assertEqual(resumed, first[6:])  # bit-exact
 
     def test_killed_node_retry_resumes_from_the_checkpoint(self):
         """One node's rank is SIGKILLed after a checkpoint completed: the attempt is torn
