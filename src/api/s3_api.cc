@@ -4,11 +4,14 @@
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -628,6 +631,32 @@ HttpResponse ErrorOf(const Status& status, const std::string& resource,
   return ErrorXml(code, message, resource, request_id);
 }
 
+// x-amz-copy-source ("/bucket/key" or "bucket/key", percent-encoded, an
+// optional "?versionId=null") into bucket and key; the error answer otherwise.
+std::optional<HttpResponse> ParseCopySource(const HttpRequest& req, const std::string& resource,
+                                            const std::string& id, std::string* bucket,
+                                            std::string* key) {
+  std::string source = req.Header("x-amz-copy-source");
+  if (size_t q = source.find('?'); q != std::string::npos) {
+    const std::string version = source.substr(q + 1);
+    source.resize(q);
+    if (version != "versionId=null" && !version.empty()) {
+      return ErrorXml("NotImplemented", "lote's S3 keeps no object versions", resource, id);
+    }
+  }
+  source = sigv4::UriDecode(source);
+  if (!source.empty() && source[0] == '/') source = source.substr(1);
+  const size_t slash = source.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == source.size()) {
+    return ErrorXml("InvalidArgument",
+                    "Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
+                    resource, id);
+  }
+  *bucket = source.substr(0, slash);
+  *key = source.substr(slash + 1);
+  return std::nullopt;
+}
+
 }  // namespace
 
 S3Api::S3Api(S3Options options) : options_(std::move(options)) {}
@@ -922,12 +951,7 @@ HttpResponse S3Api::Dispatch(Call& call) const {
   // Object operations.
   if (req.method == "PUT") {
     if (req.HasHeader("x-amz-copy-source")) {
-      if (call.Has("uploadId")) {
-        return ErrorXml("NotImplemented",
-                        "lote's S3 does not implement UploadPartCopy; copy the object with "
-                        "CopyObject (up to 5 GiB) or upload its parts",
-                        resource, id);
-      }
+      if (call.Has("uploadId")) return UploadPartCopy(call, authorize);
       return CopyObject(call, authorize);
     }
     if (!call.sink) {
@@ -1382,24 +1406,9 @@ HttpResponse S3Api::CopyObject(Call& call, const Authorize& authorize) const {
   const std::string& id = call.request_id;
   const std::string resource = call.Resource();
   const HttpRequest& req = call.request;
-  std::string source = req.Header("x-amz-copy-source");
-  if (size_t q = source.find('?'); q != std::string::npos) {
-    const std::string version = source.substr(q + 1);
-    source.resize(q);
-    if (version != "versionId=null" && !version.empty()) {
-      return ErrorXml("NotImplemented", "lote's S3 keeps no object versions", resource, id);
-    }
-  }
-  source = sigv4::UriDecode(source);
-  if (!source.empty() && source[0] == '/') source = source.substr(1);
-  const size_t slash = source.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == source.size()) {
-    return ErrorXml("InvalidArgument",
-                    "Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
-                    resource, id);
-  }
-  const std::string src_bucket = source.substr(0, slash);
-  const std::string src_key = source.substr(slash + 1);
+  std::string src_bucket, src_key;
+  if (std::optional<HttpResponse> bad = ParseCopySource(req, resource, id, &src_bucket, &src_key))
+    return *bad;
   const std::string directive = req.Header("x-amz-metadata-directive");
   if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
     return ErrorXml("InvalidArgument", "Unknown metadata directive.", resource, id);
@@ -1502,6 +1511,106 @@ HttpResponse S3Api::CompleteUpload(Call& call, const Authorize& authorize) const
                        El("ETag", Quoted(done->etag)) + "</CompleteMultipartUploadResult>",
                    id);
       });
+}
+
+HttpResponse S3Api::UploadPartCopy(Call& call, const Authorize& authorize) const {
+  const std::string& id = call.request_id;
+  const std::string resource = call.Resource();
+  const HttpRequest& req = call.request;
+  std::string src_bucket, src_key;
+  if (std::optional<HttpResponse> bad = ParseCopySource(req, resource, id, &src_bucket, &src_key))
+    return *bad;
+  const std::string upload_id = call.Param("uploadId");
+  const int32_t number = std::atoi(call.Param("partNumber").c_str());
+  if (number < 1 || number > objstore::Buckets::kMaxParts) {
+    return ErrorXml("InvalidArgument",
+                    "Part number must be an integer between 1 and 10000, inclusive", resource, id);
+  }
+  Json request = {{"Bucket", call.bucket},
+                  {"Key", call.key},
+                  {"CopySourceBucket", src_bucket},
+                  {"CopySourceKey", src_key}};
+  return authorize("UploadPartCopy", request, [&] {
+    Result<objstore::UploadInfo> upload = options_.buckets->GetUpload(call.bucket, upload_id);
+    if (!upload.ok()) return ErrorOf(upload.status(), resource, id);
+    if (upload->key != call.key) {
+      return ErrorXml("NoSuchUpload", "The specified upload does not exist for this key.", resource,
+                      id);
+    }
+    Result<objstore::OpenObject> source = options_.buckets->GetObject(src_bucket, src_key);
+    if (!source.ok()) return ErrorOf(source.status(), "/" + src_bucket + "/" + src_key, id);
+    const ObjectMeta& meta = source->meta;
+    auto failed = [&](const char* condition) {
+      return ErrorXml("PreconditionFailed",
+                      "At least one of the pre-conditions you specified did not hold", resource, id,
+                      El("Condition", condition));
+    };
+    if (std::string m = req.Header("x-amz-copy-source-if-match");
+        !m.empty() && !EtagMatches(m, meta.etag)) {
+      return failed("x-amz-copy-source-If-Match");
+    }
+    if (std::string m = req.Header("x-amz-copy-source-if-none-match");
+        !m.empty() && EtagMatches(m, meta.etag)) {
+      return failed("x-amz-copy-source-If-None-Match");
+    }
+    uint64_t first = 0;
+    uint64_t length = meta.size;
+    if (std::string range = req.Header("x-amz-copy-source-range"); !range.empty()) {
+      unsigned long long a = 0, b = 0;
+      char tail = 0;
+      if (std::sscanf(range.c_str(), "bytes=%llu-%llu%c", &a, &b, &tail) != 2 || a > b) {
+        return ErrorXml("InvalidArgument",
+                        "The x-amz-copy-source-range value must be of the form bytes=first-last "
+                        "where first and last are the zero-based offsets of the first and last "
+                        "bytes to copy",
+                        resource, id);
+      }
+      if (b >= meta.size) {
+        return ErrorXml("InvalidRange",
+                        "The requested range is not satisfiable (the source is " +
+                            std::to_string(meta.size) + " bytes)",
+                        resource, id);
+      }
+      first = a;
+      length = b - a + 1;
+    }
+    if (length > options_.max_object_bytes) {
+      return ErrorXml("EntityTooLarge",
+                      "Your proposed upload exceeds the maximum allowed size of " +
+                          std::to_string(options_.max_object_bytes) + " bytes",
+                      resource, id);
+    }
+    Result<std::unique_ptr<objstore::PendingFile>> file =
+        options_.buckets->NewPendingFile(call.bucket);
+    if (!file.ok()) return ErrorOf(file.status(), resource, id);
+    BodyDigest digest(false, "");
+    std::string buffer(std::min<uint64_t>(length, 1 << 20), '\0');
+    for (uint64_t done = 0; done < length;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(length - done, buffer.size()));
+      const ssize_t n = ::pread(*source->fd, buffer.data(), want, static_cast<off_t>(first + done));
+      if (n <= 0) {
+        return ErrorOf(Status::Internal("cannot read /" + src_bucket + "/" + src_key +
+                                        (n < 0 ? std::string(": ") + std::strerror(errno)
+                                               : std::string(": it shrank while being copied"))),
+                       resource, id);
+      }
+      const std::string_view bytes(buffer.data(), static_cast<size_t>(n));
+      digest.Update(bytes);
+      if (Status st = (*file)->Append(bytes); !st.ok()) return ErrorOf(st, resource, id);
+      done += static_cast<uint64_t>(n);
+    }
+    objstore::PartInfo part;
+    part.number = number;
+    part.etag = digest.Md5Hex();
+    Result<objstore::PartInfo> stored =
+        options_.buckets->PutPart(call.bucket, upload_id, std::move(*file), std::move(part));
+    if (!stored.ok()) return ErrorOf(stored.status(), resource, id);
+    return Xml(200,
+               std::string("<CopyPartResult") + kNs + ">" +
+                   El("LastModified", XmlTime(stored->mtime_millis)) +
+                   El("ETag", Quoted(stored->etag)) + "</CopyPartResult>",
+               id);
+  });
 }
 
 HttpResponse S3Api::ListParts(Call& call, const Authorize& authorize) const {

@@ -71,6 +71,7 @@ class S3Api {
   HttpResponse PutObject(Call& call, const Authorize& authorize) const;
   HttpResponse GetObject(Call& call, const Authorize& authorize) const;
   HttpResponse CopyObject(Call& call, const Authorize& authorize) const;
+  HttpResponse UploadPartCopy(Call& call, const Authorize& authorize) const;
   HttpResponse CreateUpload(Call& call, const Authorize& authorize) const;
   HttpResponse CompleteUpload(Call& call, const Authorize& authorize) const;
   HttpResponse ListParts(Call& call, const Authorize& authorize) const;

@@ -267,8 +267,8 @@ Status RemoveContainer(const ContainerRun& c) {
   return Status::Ok();
 }
 
-Result<std::pair<std::string, std::string>> WritePodmanConfig(
-    const std::string& dir, const std::string& insecure_registry) {
+Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string& dir,
+                                                              const LocalRegistry& registry) {
   RETURN_IF_ERROR(MakeDirs(dir, 0755));
   struct rlimit nofile, nproc;
   ::getrlimit(RLIMIT_NOFILE, &nofile);
@@ -293,8 +293,8 @@ Result<std::pair<std::string, std::string>> WritePodmanConfig(
       "events_logger = \"file\"\n";
   RETURN_IF_ERROR(WriteFileAtomic(conf, text));
   std::string r = "# Written by lote (docs/containers.md).\nunqualified-search-registries = []\n";
-  if (!insecure_registry.empty())
-    r += "[[registry]]\nlocation = \"" + insecure_registry + "\"\ninsecure = true\n";
+  for (const std::string& insecure : {registry.address, registry.ecr_host})
+    if (!insecure.empty()) r += "[[registry]]\nlocation = \"" + insecure + "\"\ninsecure = true\n";
   RETURN_IF_ERROR(WriteFileAtomic(regs, r));
   return std::make_pair(conf, regs);
 }

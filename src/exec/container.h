@@ -68,6 +68,9 @@ struct ContainerRun {
 struct LocalRegistry {
   std::string address;    // "127.0.0.1:PORT", reached over plain HTTP; empty: none
   std::string auth_file;  // podman's auth.json holding its login
+  // ECR's host name when `lote server --ecr-host-names on` makes it reach the
+  // registry (images/ecr_host.h), also plain HTTP in registries.conf; empty: none.
+  std::string ecr_host;
 };
 
 // `image` with an ECR registry host (<account>.dkr.ecr.<region>.amazonaws.com,
@@ -167,9 +170,10 @@ Status RemoveContainer(const ContainerRun& container);
 
 // The podman configuration lote manages under `dir` (made if missing):
 // containers.conf (runc, cgroupfs, the file events logger, default ulimits
-// within this host's hard limits) and registries.conf (`insecure_registry`,
-// e.g. the local registry "127.0.0.1:5000", may be empty). Returns the two paths.
+// within this host's hard limits) and registries.conf (the registry's address,
+// e.g. "127.0.0.1:5000", and its ECR host name, when set, reached over plain
+// HTTP). Returns the two paths.
 Result<std::pair<std::string, std::string>> WritePodmanConfig(const std::string& dir,
-                                                              const std::string& insecure_registry);
+                                                              const LocalRegistry& registry);
 
 }  // namespace lote::exec

@@ -149,7 +149,7 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   }
   // Container mode's podman configuration (container.h), rewritten at every start.
   Result<std::pair<std::string, std::string>> podman =
-      WritePodmanConfig(options.home + "/containers", options.registry.address);
+      WritePodmanConfig(options.home + "/containers", options.registry);
   if (!podman.ok()) {
     ::close(wake);
     ::close(epoll);

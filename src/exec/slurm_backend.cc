@@ -115,7 +115,7 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(SlurmBackendOptions o
   if (options.shim_command.empty())
     return Status::Internal("SlurmBackend: cannot find the node runner (/proc/self/exe)");
   ASSIGN_OR_RETURN(auto podman,
-                   WritePodmanConfig(options.state_dir + "/containers", options.registry.address));
+                   WritePodmanConfig(options.state_dir + "/containers", options.registry));
   std::unique_ptr<SlurmBackend> b(new SlurmBackend(std::move(options)));
   b->podman_conf_ = podman;
   Result<Capacity> c = b->ReadCapacity();

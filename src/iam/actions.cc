@@ -147,6 +147,7 @@ std::map<std::string, std::string> RequestTags(const Json& r) {
 // (arn:aws:s3:::BUCKET[/KEY]); a copy reads its source and writes its
 // destination. Only bucket creation and deletion count as changes for the
 // audit (objects are data, as CloudTrail's management events see it).
+// UploadPartCopy reads its source and writes its destination as CopyObject does.
 RequiredAccess S3Access(const std::string& operation, const Json& r) {
   static const std::map<std::string, std::string, std::less<>> kActions = {
       {"ListBuckets", "ListAllMyBuckets"},
@@ -176,7 +177,7 @@ RequiredAccess S3Access(const std::string& operation, const Json& r) {
   };
   const std::string bucket = Str(r, "Bucket");
   const std::string key = Str(r, "Key");
-  if (operation == "CopyObject") {
+  if (operation == "CopyObject" || operation == "UploadPartCopy") {
     access.permissions.push_back(
         {"s3:GetObject", arn(Str(r, "CopySourceBucket"), Str(r, "CopySourceKey"), true)});
     access.permissions.push_back({"s3:PutObject", arn(bucket, key, true)});

@@ -16,6 +16,7 @@
 #include "api/nodes_api.h"
 #include "common/thread_name.h"
 #include "exec/slurm_backend.h"
+#include "images/ecr_host.h"
 #include "images/registry_process.h"
 #include "server/job_access.h"
 
@@ -100,6 +101,9 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
   if (context.registry) {  // started by registry_wiring.cc
     ASSIGN_OR_RETURN(local.registry.address, images::RegistryAddress(context.home + "/registry"));
     local.registry.auth_file = context.home + "/registry/auth.json";
+    if (context.ecr_host_names)  // see registry_wiring.cc
+      local.registry.ecr_host = images::EcrHostName(context.control->config().account_id,
+                                                    context.control->config().region);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<exec::LocalBackend> backend, exec::LocalBackend::Create(local));
   service->backends_ =

@@ -114,6 +114,7 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
                           console_listen,   options.console_listen == "auto",
                           &s->on_serving_,  options.runtime,
                           options.registry};
+    context.ecr_host_names = options.ecr_host_names;
     context.metrics = &s->metrics_;
     context.node_agent = options.node_agent;
     context.quarantine_failures = options.quarantine_failures;

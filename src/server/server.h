@@ -61,6 +61,8 @@ struct ServerContext {
   std::string default_runtime = "process";
   // ServerOptions::registry.
   bool registry = false;
+  // ServerOptions::ecr_host_names.
+  bool ecr_host_names = false;
   // ServerOptions::node_agent.
   bool node_agent = true;
   // ServerOptions::quarantine_*.
@@ -122,6 +124,10 @@ struct ServerOptions {
   std::string runtime = "process";
   // Run the local image registry and answer the ECR API (docs/containers.md).
   bool registry = false;
+  // Make ECR's host name (<account>.dkr.ecr.<region>.amazonaws.com) reach the
+  // registry: an /etc/hosts line, a forwarder on 127.0.0.1:80 and a
+  // registries.conf entry, undone at stop (images/ecr_host.h). Needs registry.
+  bool ecr_host_names = false;
   // The local executor runs nodes through the home's node agent (one process
   // per host that runs every node's command; docs/executor.md), else one
   // supervisor program per node. $LOTE_NODE_AGENT=0 or 1 overrides it.

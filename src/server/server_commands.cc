@@ -111,6 +111,7 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
     ServerOptions options;
     std::string listen = "127.0.0.1:7480";
     std::string registry = "auto";
+    std::string ecr_host_names = "off";
     std::string node_agent = "on";
     std::string config;
   };
@@ -204,6 +205,12 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
                   "/usr/bin/docker-registry is installed)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  sub->add_option("--ecr-host-names", args->ecr_host_names,
+                  "Make ECR's host name (<account>.dkr.ecr.<region>.amazonaws.com) reach the "
+                  "registry while the server runs: a line in /etc/hosts, a forwarder on "
+                  "127.0.0.1:80 and a registries.conf entry (on, off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->callback([args, sub] {
     if (!args->config.empty()) {
       if (Status st = ApplyConfigFile(sub, args->config); !st.ok()) {
@@ -216,6 +223,7 @@ lote::CommandRegistrar server_command([](CLI::App& app) {
     options.node_agent = args->node_agent == "on";
     options.registry = args->registry == "on" || (args->registry == "auto" &&
                                                   ::access("/usr/bin/docker-registry", X_OK) == 0);
+    options.ecr_host_names = args->ecr_host_names == "on";
     if (options.home.empty()) options.home = DefaultHome();
     lote::SetExitCode(RunServer(options, args->listen));
   });

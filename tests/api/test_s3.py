@@ -409,6 +409,33 @@ class S3ApiTest(S3Case):
         got = self.s3.get_object(Bucket="objects", Key="big/single", Range="bytes=%d-" % (39 << 20))
         self.assertEqual(got["Body"].read(), body[39 << 20:])
 
+    def test_upload_part_copy(self):
+        # What `aws s3 cp s3://a/k s3://b/k` does above its multipart threshold.
+        body = os.urandom((5 << 20) + 1000)
+        self.s3.put_object(Bucket="objects", Key="copy/src", Body=body)
+        upload = self.s3.create_multipart_upload(Bucket="objects", Key="copy/dst")["UploadId"]
+        first = self.s3.upload_part_copy(Bucket="objects", Key="copy/dst", UploadId=upload,
+                                         PartNumber=1, CopySource="objects/copy/src",
+                                         CopySourceRange="bytes=0-%d" % ((5 << 20) - 1))
+        second = self.s3.upload_part_copy(Bucket="objects", Key="copy/dst", UploadId=upload,
+                                          PartNumber=2, CopySource={"Bucket": "objects",
+                                                                    "Key": "copy/src"},
+                                          CopySourceRange="bytes=%d-%d" % (5 << 20, len(body) - 1))
+        self.assertEqual(first["CopyPartResult"]["ETag"], quoted(md5_hex(body[:5 << 20])))
+        self.s3.complete_multipart_upload(
+            Bucket="objects", Key="copy/dst", UploadId=upload,
+            MultipartUpload={"Parts": [
+                {"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
+                {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+        self.assertEqual(self.s3.get_object(Bucket="objects", Key="copy/dst")["Body"].read(), body)
+        with self.assertRaises(botocore.exceptions.ClientError) as bad:
+            self.s3.upload_part_copy(Bucket="objects", Key="copy/dst2",
+                                     UploadId=self.s3.create_multipart_upload(
+                                         Bucket="objects", Key="copy/dst2")["UploadId"],
+                                     PartNumber=1, CopySource="objects/copy/src",
+                                     CopySourceRange="bytes=0-%d" % len(body))
+        self.assertEqual(bad.exception.response["Error"]["Code"], "InvalidRange")
+
     def test_content_md5_is_checked(self):
         body = b"checked body"
         good = base64.b64encode(hashlib.md5(body).digest()).decode()
@@ -835,6 +862,13 @@ class S3CliTest(S3Case):
             self.assertTrue(synced[rel] == files[rel], "synced %s differs" % rel)
 
         self.assertEqual(self.aws("s3", "cp", "s3://cli-bucket/data/a.txt", "-"), files["a.txt"])
+        # S3 to S3: the CLI copies big.bin (over its 8 MiB threshold) with UploadPartCopy.
+        self.aws("s3", "cp", "s3://cli-bucket/data/big.bin", "s3://cli-bucket/copies/big.bin")
+        with open(self.object_path("cli-bucket", "copies/big.bin"), "rb") as f:
+            self.assertTrue(f.read() == files["big.bin"], "the S3-to-S3 copy differs")
+        self.assertTrue(self.s3.head_object(Bucket="cli-bucket", Key="copies/big.bin")["ETag"]
+                        .endswith('-2"'), "a multipart copy of 12 MiB in 8 MiB parts")
+        self.aws("s3", "rm", "s3://cli-bucket/copies/big.bin")
 
         self.aws("s3", "rm", "--recursive", "s3://cli-bucket/data/")
         self.assertEqual(self.s3.list_objects_v2(Bucket="cli-bucket")["KeyCount"], 0)
