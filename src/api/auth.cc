@@ -28,7 +28,10 @@ void Authenticator::SetKeySource(KeySource source) { key_source_ = std::move(sou
 
 std::optional<std::string> Authenticator::SecretOf(const std::string& access_key_id) const {
   if (auto fixed = secrets_.find(access_key_id); fixed != secrets_.end()) return fixed->second;
-  if (key_source_) return key_source_(access_key_id);
+  if (key_source_) {
+    if (std::optional<std::string> secret = key_source_(access_key_id)) return secret;
+  }
+  if (extra_key_source_) return extra_key_source_(access_key_id);
   return std::nullopt;
 }
 

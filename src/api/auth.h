@@ -38,6 +38,9 @@ class Authenticator {
   // The secret of an access key id, nullopt for an unknown key.
   using KeySource = std::function<std::optional<std::string>(const std::string& access_key_id)>;
   void SetKeySource(KeySource source);
+  // Asked for keys neither AddKey nor the key source knows (the jobs layer's
+  // job keys, iam/job_keys.h). Set before serving.
+  void SetExtraKeySource(KeySource source) { extra_key_source_ = std::move(source); }
 
   // nullopt when the request is authentic; then *access_key_id (when not
   // null) is the key that signed it.
@@ -64,6 +67,7 @@ class Authenticator {
   std::string region_;
   std::map<std::string, std::string, std::less<>> secrets_;  // access key id → secret
   KeySource key_source_;
+  KeySource extra_key_source_;
 };
 
 }  // namespace lote::api

@@ -74,11 +74,17 @@ bool IamAccessControl::MayReadJob(const std::string& action, const std::string& 
   return iam::MayReadJob(*user, action, job_arn, queue_arn, options_.resource_tags);
 }
 
+std::optional<iam::KeyOwner> IamAccessControl::FindKey(const std::string& key_id) const {
+  if (std::optional<iam::KeyOwner> owner = options_.directory->FindKey(key_id)) return owner;
+  if (extra_key_owners_) return extra_key_owners_(key_id);
+  return std::nullopt;
+}
+
 std::optional<std::string> IamAccessControl::Authorize(const ApiCall& call,
                                                        const Json& request) const {
   const iam::RequiredAccess access =
       iam::Access(call.service, call.operation, request, options_.scope);
-  std::optional<iam::KeyOwner> owner = options_.directory->FindKey(call.access_key_id);
+  std::optional<iam::KeyOwner> owner = FindKey(call.access_key_id);
   if (!owner) {
     const std::string message =
         "The security token included in the request is invalid: access "
@@ -117,7 +123,7 @@ void IamAccessControl::Completed(const ApiCall& call, const Json& request, const
   const iam::RequiredAccess access =
       iam::Access(call.service, call.operation, request, options_.scope);
   if (!access.mutation) return;
-  std::optional<iam::KeyOwner> owner = options_.directory->FindKey(call.access_key_id);
+  std::optional<iam::KeyOwner> owner = FindKey(call.access_key_id);
   // A key deleted by this very call (DeleteAccessKey of one's own) has no
   // owner any more: the audit names the key.
   const std::string principal = owner ? owner->user->name : "key:" + call.access_key_id;

@@ -47,6 +47,9 @@ struct IamAccessOptions {
 // Who submitted a job and to which queue (the job's own record); nullopt: no
 // such job.
 using JobOwnerLookup = std::function<std::optional<iam::JobOwner>(const std::string& job_id)>;
+// The owner of an access key the directory does not hold (a job key: the
+// principal who submitted the job); nullopt: unknown or no longer valid.
+using KeyOwnerLookup = std::function<std::optional<iam::KeyOwner>(const std::string& key_id)>;
 
 class IamAccessControl final : public AccessControl {
  public:
@@ -58,6 +61,8 @@ class IamAccessControl final : public AccessControl {
 
   // CancelJob/TerminateJob ask it for the job's owner (set by the jobs layer).
   void SetJobOwnerLookup(JobOwnerLookup lookup) { job_owner_ = std::move(lookup); }
+  // Keys beyond the directory's (set by the jobs layer before serving).
+  void SetExtraKeyOwners(KeyOwnerLookup lookup) { extra_key_owners_ = std::move(lookup); }
   // DescribeJobs/ListJobs' filter for the CurrentCaller() (iam::MayReadJob);
   // true when there is none (the router has no AccessControl).
   bool MayReadJob(const std::string& action, const std::string& job_arn,
@@ -73,8 +78,11 @@ class IamAccessControl final : public AccessControl {
   std::optional<std::string> CheckSecrets(const iam::User& user, const Json& definition) const;
   std::optional<std::string> CheckSubmit(const iam::User& user, const Json& request) const;
 
+  std::optional<iam::KeyOwner> FindKey(const std::string& key_id) const;
+
   IamAccessOptions options_;
   JobOwnerLookup job_owner_;
+  KeyOwnerLookup extra_key_owners_;
 };
 
 }  // namespace lote::api

@@ -124,6 +124,10 @@ Result<exec::NodeSpec> JobLoop::MakeNodeSpec(const Job& job, const exec::Attempt
   spec.node = exec::NodeKey{attempt, node_index};
   spec.command = launch.command;
   for (const EnvVar& v : launch.environment) spec.environment[v.name] = v.value;
+  if (options_.node_environment) {
+    for (EnvVar& v : options_.node_environment(job, spec.environment))
+      spec.environment.emplace(std::move(v.name), std::move(v.value));
+  }
   spec.user = launch.user;
   if (launch.ulimits.is_array()) {
     for (const Json& u : launch.ulimits) {

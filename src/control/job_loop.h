@@ -126,6 +126,12 @@ struct JobLoopOptions {
   // This host's accelerators (control/accelerators.h), handed to the nodes of
   // the local backend's environments; null: none (every device is virtual).
   HostDevices* host_devices = nullptr;
+  // Variables a node of the job gets beside its own (the job's credentials
+  // and lote's endpoint: docs/api.md, "Job credentials"), given the node's
+  // environment so far; a name that environment has keeps its value. Null: none.
+  std::function<std::vector<EnvVar>(const Job& job,
+                                    const std::map<std::string, std::string>& environment)>
+      node_environment;
   // Where the loop's metrics go (JobLoopMetrics); null: a registry of its own.
   metrics::Registry* metrics = nullptr;
   // How many RUNNABLE jobs of a queue (of each share of a fair-share queue)

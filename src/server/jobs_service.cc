@@ -14,13 +14,67 @@
 
 #include "api/batch_api.h"
 #include "api/nodes_api.h"
+#include "common/crypto.h"
+#include "common/json.h"
 #include "common/thread_name.h"
 #include "exec/slurm_backend.h"
+#include "iam/job_keys.h"
 #include "images/ecr_host.h"
 #include "images/registry_process.h"
 #include "server/job_access.h"
 
 namespace lote::server {
+namespace {
+
+// Job credentials (docs/api.md): the nodes of a job attempt get a key of its
+// own (iam/job_keys.h) and lote's endpoint, unless the job brings its own AWS
+// settings; the key is honoured while that attempt is STARTING or RUNNING, as
+// the principal who submitted the job.
+constexpr const char* kOwnAwsSettings[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                           "AWS_PROFILE", "AWS_ENDPOINT_URL",
+                                           "AWS_ENDPOINT_URL_S3"};
+
+std::function<std::vector<control::EnvVar>(const control::Job&,
+                                           const std::map<std::string, std::string>&)>
+JobCredentials(std::string home, std::string key, std::string region) {
+  return [home = std::move(home), key = std::move(key), region = std::move(region)](
+             const control::Job& job, const std::map<std::string, std::string>& environment)
+             -> std::vector<control::EnvVar> {
+    for (const char* name : kOwnAwsSettings)
+      if (environment.count(name) > 0) return {};
+    const std::string id = iam::JobKeyId(job.id, static_cast<int32_t>(job.attempts.size()));
+    Result<Json> info = ReadJsonFile(home + "/server.json");
+    if (id.empty() || !info.ok()) return {};
+    const std::string endpoint = info->value("endpoint", std::string());
+    if (endpoint.empty()) return {};
+    return {{"AWS_ACCESS_KEY_ID", id},      {"AWS_SECRET_ACCESS_KEY", iam::JobKeySecret(key, id)},
+            {"AWS_ENDPOINT_URL", endpoint}, {"AWS_ENDPOINT_URL_S3", endpoint},
+            {"AWS_REGION", region},         {"AWS_DEFAULT_REGION", region}};
+  };
+}
+
+// The owner of a job key while its attempt runs.
+std::optional<iam::KeyOwner> JobKeyOwner(control::JobLoop* loop, const iam::Directory* directory,
+                                         const std::string& key, const std::string& key_id) {
+  std::string job_id;
+  int32_t attempt = 0;
+  if (!iam::ParseJobKeyId(key_id, &job_id, &attempt)) return std::nullopt;
+  Result<Json> described = loop->DescribeJobs(Json{{"jobs", Json::array({job_id})}});
+  if (!described.ok() || (*described)["jobs"].empty()) return std::nullopt;
+  const Json& job = (*described)["jobs"][0];
+  const std::string status = job.value("status", std::string());
+  // DescribeJobs lists the attempts that ended; the open one is the next.
+  const size_t ended = job.contains("attempts") ? job["attempts"].size() : 0;
+  if ((status != "STARTING" && status != "RUNNING") || static_cast<size_t>(attempt) != ended + 1) {
+    return std::nullopt;
+  }
+  std::shared_ptr<const iam::User> user =
+      directory == nullptr ? nullptr : directory->FindUser(job.value("loteOwner", std::string()));
+  if (user == nullptr) return std::nullopt;
+  return iam::KeyOwner{iam::JobKeySecret(key, key_id), std::move(user)};
+}
+
+}  // namespace
 
 // The backend of each compute environment: the local executor for all of
 // them (lote:backend=slurm environments get their own backend, see
@@ -130,7 +184,28 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
                      context.quarantine_cooldown_seconds * 1000};
   loop.job_retention_ms = context.job_retention_ms;
   loop.host_devices = context.host_devices;
+  // Job keys are honoured only where requests are authenticated.
+  const std::string job_key = context.authenticator == nullptr || context.secret_key.empty()
+                                  ? std::string()
+                                  : HmacSha256(context.secret_key, "lote job keys");
+  if (!job_key.empty()) {
+    loop.node_environment = JobCredentials(context.home, job_key, context.control->config().region);
+  }
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
+  if (!job_key.empty()) {
+    control::JobLoop* job_loop = service->loop_.get();
+    const iam::Directory* directory = context.directory;
+    auto owner = [job_loop, directory, job_key](const std::string& key_id) {
+      return JobKeyOwner(job_loop, directory, job_key, key_id);
+    };
+    context.authenticator->SetExtraKeySource(
+        [owner](const std::string& key_id) -> std::optional<std::string> {
+          std::optional<iam::KeyOwner> found = owner(key_id);
+          if (!found) return std::nullopt;
+          return found->secret;
+        });
+    if (context.access != nullptr) context.access->SetExtraKeyOwners(owner);
+  }
   service->RegisterOperations(context.router, context.access);
   for (exec::Backend* b : service->backends_->All()) service->WatchBackend(b);
   service->loop_thread_ = NamedThread("lote-jobs", [s = service.get()] { s->Loop(); });

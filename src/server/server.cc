@@ -124,6 +124,8 @@ Result<std::unique_ptr<LoteServer>> LoteServer::Start(const ServerOptions& optio
     context.directory = s->directory_.get();
     context.access = s->access_.get();
     context.host_devices = s->host_devices_.get();
+    context.authenticator = options.insecure_no_auth ? nullptr : s->auth_.get();
+    context.secret_key = config.secret_key;
     for (ServerExtension& ext : extensions) {
       Result<std::shared_ptr<void>> handle = ext(context);
       if (!handle.ok()) {

@@ -80,6 +80,11 @@ struct ServerContext {
   api::IamAccessControl* access = nullptr;
   // This host's accelerators (control/accelerators.h).
   control::HostDevices* host_devices = nullptr;
+  // The SigV4 verifier (null with --insecure-no-auth): the jobs layer adds its
+  // job keys to it (iam/job_keys.h).
+  api::Authenticator* authenticator = nullptr;
+  // The server's 32-byte key ($home/secrets.key): job keys' secrets derive from it.
+  std::string secret_key{};
 };
 
 // Runs once in LoteServer::Start after the Batch resource operations are

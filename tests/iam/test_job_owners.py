@@ -2,14 +2,19 @@
 (stored with it: a kill -9 right after SubmitJob keeps it, and another principal
 still cannot stop the job), DescribeJobs and ListJobs show each principal only
 the jobs it may read, a job whose definition's secrets name SSM parameters is
-submitted only by a principal that may ssm:GetParameters them, and GET /metrics
-is unsigned only while the server has no user besides admin.
+submitted only by a principal that may ssm:GetParameters them, a job's nodes
+get a key of their own with their owner's permissions while the attempt runs
+(docs/api.md, "Job credentials"), and GET /metrics is unsigned only while the
+server has no user besides admin.
 
 Run: python3 test_job_owners.py --lote build/lote
 """
 import argparse
+import json
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 import urllib.error
 import urllib.request
@@ -36,7 +41,33 @@ def team_policy(queue, parameters=None):
     if parameters:
         statements.append({"Effect": "Allow", "Action": "ssm:GetParameters",
                            "Resource": PARAM + parameters})
+    # Each team's bucket, for the job credentials test.
+    statements.append({"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+                       "Resource": "arn:aws:s3:::%s-data/*" % queue})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+# What a job of the credentials test runs: with only the environment lote gives
+# its nodes, it reads its team's object, writes one, tries the other team's and
+# reports (through a local file) what it saw, its key id and secret included.
+JOB_S3 = r"""
+import json, os, sys
+import boto3, botocore.exceptions
+report = {"key": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+          "secret": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+          "endpoint": os.environ.get("AWS_ENDPOINT_URL_S3", "")}
+if report["key"]:
+    s3 = boto3.client("s3")
+    report["read"] = s3.get_object(Bucket="qa-data", Key="in.txt")["Body"].read().decode()
+    s3.put_object(Bucket="qa-data", Key="out.txt", Body=b"written by the job")
+    try:
+        s3.get_object(Bucket="qb-data", Key="in.txt")
+        report["other"] = "read"
+    except botocore.exceptions.ClientError as e:
+        report["other"] = e.response["Error"]["Code"]
+with open(sys.argv[1], "w") as f:
+    json.dump(report, f)
+"""
 
 
 class JobOwnersTest(unittest.TestCase):
@@ -136,6 +167,51 @@ class JobOwnersTest(unittest.TestCase):
             jobQueue="qa", filters=[{"name": "JOB_NAME", "values": ["erin-other-secret"]}])
         self.assertEqual(listed["jobSummaryList"], [])
         self.wait_final(allowed)
+
+    def test_a_job_gets_its_owners_permissions_while_it_runs(self):
+        s3 = self.server.client("s3")
+        for bucket in ("qa-data", "qb-data"):
+            s3.create_bucket(Bucket=bucket)
+            s3.put_object(Bucket=bucket, Key="in.txt", Body=("hello from " + bucket).encode())
+        work = tempfile.mkdtemp(prefix="lote_job_creds_")
+        self.addCleanup(shutil.rmtree, work, True)
+        script = os.path.join(work, "job.py")
+        with open(script, "w") as f:
+            f.write(JOB_S3)
+        report_path = os.path.join(work, "report.json")
+        job = self.submit("erin", "qa", "plain", "erin-s3",
+                          command=[sys.executable, script, report_path])
+        self.assertEqual(self.wait_final(job), "SUCCEEDED",
+                         describe_job_raw(self.client("admin"), job).get("statusReason"))
+        with open(report_path) as f:
+            report = json.load(f)
+        self.assertTrue(report["key"].startswith("LOTEJOB"), report)
+        self.assertEqual(report["endpoint"], self.server.endpoint)
+        self.assertEqual(report["read"], "hello from qa-data")
+        # Erin may not read team b's bucket, and neither may her job.
+        self.assertEqual(report["other"], "AccessDenied")
+        self.assertEqual(s3.get_object(Bucket="qa-data", Key="out.txt")["Body"].read(),
+                         b"written by the job")
+        # The attempt has ended: its key is no longer honoured.
+        ended = self.server.client("s3", key=report["key"], secret=report["secret"])
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            ended.get_object(Bucket="qa-data", Key="in.txt")
+        self.assertEqual(ctx.exception.response["Error"]["Code"], "InvalidAccessKeyId")
+
+        # A job that brings its own AWS settings gets none of lote's.
+        own = self.client("admin").register_job_definition(
+            jobDefinitionName="own-aws", type="container",
+            containerProperties={"image": "host", "command": ["true"],
+                                 "environment": [{"name": "AWS_PROFILE", "value": "mine"}],
+                                 "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                          {"type": "MEMORY", "value": "256"}]})
+        self.assertTrue(own["jobDefinitionArn"])
+        own_report = os.path.join(work, "own.json")
+        job = self.submit("admin", "qa", "own-aws", "own-aws",
+                          command=[sys.executable, script, own_report])
+        self.assertEqual(self.wait_final(job), "SUCCEEDED")
+        with open(own_report) as f:
+            self.assertEqual(json.load(f), {"key": "", "secret": "", "endpoint": ""})
 
 
 class MetricsTest(unittest.TestCase):
