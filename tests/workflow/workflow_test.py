@@ -224,6 +224,45 @@ class WorkflowTest(unittest.TestCase):
             b.describe_job_definitions(jobDefinitionName="wf-job", status="ACTIVE")["jobDefinitions"],
             [])
 
+    def test_recipe_workflow_with_s3_uris(self):
+        """The recipe's config with s3:// URIs for the dataset, the compile cache and the
+        checkpoints, on lote's own S3: the host's commands reach it by AWS_ENDPOINT_URL_S3
+        (what `lote env` exports), the job's nodes by their job credentials alone."""
+        self.server.client("s3").create_bucket(Bucket="wf-recipe")
+        ex = os.path.join(self.dir, "llama2-s3")
+        copy_example(ex, "TOKENIZED_DATASET_URI=s3://wf-recipe/data/sotu\n"
+                         "NEURON_COMPILE_CACHE_URI=s3://wf-recipe/compile-cache\n"
+                         "CHECKPOINT_SAVE_URI=s3://wf-recipe/checkpoints\n", prefix="s3wf")
+        saved = dict(self.env)
+        self.env["AWS_ENDPOINT_URL_S3"] = self.server.endpoint
+        try:
+            self.lote(ex, "setup")
+            self.assertIn("wrote s3://wf-recipe/data/sotu", self.lote(ex, "data", "prepare").stdout)
+            self.lote(ex, "resources", "create")
+            sub = self.lote(ex, "submit", "--wait").stdout
+            ids = re.findall(r": ([0-9a-f-]{36})", sub)
+            self.assertEqual(len(ids), 1, sub)
+            job = ids[0]
+            self.assertIn("SUCCEEDED", sub)
+            s3 = self.server.client("s3")
+            keys = [o["Key"] for o in s3.list_objects_v2(
+                Bucket="wf-recipe", Prefix="checkpoints/%s/" % job).get("Contents", [])]
+            self.assertIn("checkpoints/%s/step_6/manifest.json" % job, keys)
+            self.assertTrue(s3.list_objects_v2(Bucket="wf-recipe", Prefix="compile-cache/")
+                            ["KeyCount"] > 0)
+            self.assertIn("checkpoints: 2 in s3://wf-recipe/checkpoints", self.lote(
+                ex, "report", job).stdout)
+            resumed = self.lote(ex, "submit", "--resume-from", job, "--max-steps", "8", "--name",
+                                "s3wf-resumed", "--wait").stdout
+            rid = re.findall(r": ([0-9a-f-]{36})", resumed)
+            self.assertEqual(len(rid), 1, resumed)
+            rlog = self.lote(ex, "logs", rid[0]).stdout
+            self.assertIn("resumed from s3://wf-recipe/checkpoints/%s/step_6" % job, rlog)
+            self.assertRegex(rlog, r"step +8/8")
+            self.lote(ex, "resources", "cleanup")
+        finally:
+            self.env = saved
+
     def test_config_txt_names_the_server(self):
         ex = os.path.join(self.dir, "endpoint")
         copy_example(ex, "LOTE_ENDPOINT=%s\n" % self.server.endpoint, prefix="ep")
