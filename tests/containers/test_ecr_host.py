@@ -144,6 +144,34 @@ class EcrHostNamesTest(unittest.TestCase):
                                 remote], env).stdout
         self.assertIn("%s/%s@%s" % (HOST, REPO, details[0]["imageDigest"]), json.loads(digests))
 
+        # A job definition naming the image by that name runs it in container mode (the
+        # node pulls it again: the local copy is removed first).
+        self.run_cmd([DOCKER, "rmi", remote], env)
+        batch = server.client()
+        batch.create_compute_environment(
+            computeEnvironmentName="host-ce", type="MANAGED",
+            tags={"lote:runtime": "container", "lote:emulation": "true"},
+            computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 4,
+                              "instanceTypes": ["c5.large"], "subnets": ["s"]})
+        server.wait_for(lambda: batch.describe_compute_environments(
+            computeEnvironments=["host-ce"])["computeEnvironments"][0]["status"] == "VALID", 30,
+            "the compute environment to be VALID")
+        batch.create_job_queue(jobQueueName="host-q", priority=1,
+                               computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "host-ce"}])
+        batch.register_job_definition(
+            jobDefinitionName="from-host-name", type="container",
+            containerProperties={"image": remote, "resourceRequirements": [
+                {"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
+        job_id = batch.submit_job(jobName="from-host-name", jobQueue="host-q",
+                                  jobDefinition="from-host-name")["jobId"]
+
+        def ended():
+            job = batch.describe_jobs(jobs=[job_id])["jobs"][0]
+            return job if job["status"] in ("SUCCEEDED", "FAILED") else None
+        job = server.wait_for(ended, 180, "the job from %s" % remote)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        self.assertIn("hi", server.job_output(server.client("logs"), job))
+
         server.stop()
         self.assertEqual(self.marked_lines(server), [])
         self.assertEqual(read_hosts(), self.hosts_before)
