@@ -4,6 +4,7 @@
 # same bytes (s3_bench.py has the measures and the table).
 #   4 KiB objects: PutObject / GetObject ops/s, one connection and THREADS threads
 #   1 MiB and 256 MiB objects: PutObject / GetObject MB/s
+#   then 4 KiB objects from a C++ client (s3_small.cc): the servers' own rates
 # Starts a real `lote server` (temp home, 127.0.0.1:0) and `moto_server` (a free
 # port); both, and every temp file, are gone when this script ends.
 # usage: bench/s3/run.sh BUILD_DIR [ROUNDS]
@@ -77,6 +78,31 @@ echo "filesystem of the lote home and the dd folder: $(df -PT "$WORK" | awk 'NR=
 status=0
 "$PY" "$HERE/s3_bench.py" --lote-endpoint "$LOTE_URL" --lote-home "$WORK/home" \
   --moto-endpoint "$MOTO_URL" --work "$WORK" --rounds "$ROUNDS" --threads "${THREADS:-8}" || status=$?
+
+# The server's own small-object rate, not the client's: the same calls from C++
+# (objstore::S3Store over libcurl), 2,000 4 KiB objects, 1 and 8 threads.
+cmake --build "$BUILD" --target s3_small >/dev/null
+SMALL="$BUILD/bench/s3/s3_small"
+KEY="$(sed -n 's/^aws_access_key_id *= *//p' "$WORK/home/credentials")"
+SECRET="$(sed -n 's/^aws_secret_access_key *= *//p' "$WORK/home/credentials")"
+echo
+echo "C++ client (objstore::S3Store), 2000 x 4 KiB, medians of $ROUNDS rounds:"
+printf '%-34s %8s %8s %10s\n' measure lote moto lote/moto
+for threads in 1 8; do
+  lp=(); lg=(); mp=(); mg=()
+  for r in $(seq "$ROUNDS"); do
+    read -r p g < <("$SMALL" "$LOTE_URL" "$KEY" "$SECRET" "cxx-$threads-$r" 2000 "$threads" 4096) || status=1
+    lp+=("$p"); lg+=("$g")
+    read -r p g < <("$SMALL" "$MOTO_URL" test test "cxx-$threads-$r" 2000 "$threads" 4096) || status=1
+    mp+=("$p"); mg+=("$g")
+  done
+  median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
+  for op in PUT GET; do
+    if [ "$op" = PUT ]; then l="$(median "${lp[@]}")"; m="$(median "${mp[@]}")"; else l="$(median "${lg[@]}")"; m="$(median "${mg[@]}")"; fi
+    printf '%-34s %8s %8s %10s\n' "4 KiB $op ops/s, $threads thread(s)" "$l" "$m" \
+      "$(awk -v a="$l" -v b="$m" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+  done
+done
 echo "load average at end $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$status" != 0 ]; then
   echo "--- lote server stderr (last 40 lines)" >&2
