@@ -133,7 +133,7 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
       // The backend's machines, as fixed instances (see the header).
       const exec::Capacity& c = cap->second;
       backend_queues = true;
-      const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, 0};
+      const sched::Resources shape{c.milli_vcpu_per_node, c.memory_mib_per_node, c.gpus_per_node};
       out.unmanaged = false;
       out.instance_type =
           sched::InstanceType{c.description.empty() ? "node" : c.description, shape, ""};

@@ -160,7 +160,7 @@ Result<exec::NodeSpec> JobLoop::MakeNodeSpec(const Job& job, const exec::Attempt
     }
     RETURN_IF_ERROR(GiveHostDevices(*view, node->devices, in_container, &spec));
     devices_given = true;
-  } else if (wanted.count > 0 && caps.accelerators) {
+  } else if (wanted.count > 0 && wanted.kind == "gpu" && caps.accelerators) {
     spec.accelerators = wanted.count;
   }
   for (const std::string& f : launch.fields_set) {

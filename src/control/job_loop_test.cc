@@ -387,7 +387,7 @@ TEST_F(JobLoopTest, TheBackendsCapacityPlacesOrFailsWithAClearReason) {
   EXPECT_EQ(Describe(waiting)["status"], "RUNNABLE");
   EXPECT_TRUE(backend_.gangs.empty());
   // Two nodes of 2 CPUs: a 3-node gang can never fit, a 1-node job runs.
-  backend_.capacity = exec::Capacity{2, 2000, 1000, "2 nodes"};
+  backend_.capacity = exec::Capacity{2, 2000, 1000, 0, "2 nodes"};
   const std::string big = Submit("uq", "mn");
   Settle();
   Json job = Describe(big);

@@ -244,7 +244,8 @@ struct Capacity {
   int32_t nodes = 0;
   int64_t milli_vcpu_per_node = 0;
   int64_t memory_mib_per_node = 0;
-  std::string description;  // e.g. "partition train: 4 nodes (b[1-4]) x 2 CPUs, 1000 MiB"
+  int32_t gpus_per_node = 0;  // Slurm: the partition's GPU GRES (the smallest node's)
+  std::string description;    // e.g. "partition train: 4 nodes (b[1-4]) x 2 CPUs, 1000 MiB"
   bool operator==(const Capacity&) const = default;
 };
 

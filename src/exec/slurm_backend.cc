@@ -147,7 +147,7 @@ const Capabilities& SlurmBackend::capabilities() const {
       {"image", "command", "environment", "resourceRequirements", "vcpus", "memory", "user",
        "ulimits", "instanceType", "jobRoleArn", "executionRoleArn", "networkConfiguration",
        "fargatePlatformConfiguration", "runtimePlatform"},
-      /*accelerators=*/false};
+      /*accelerators=*/true};
   return caps;
 }
 
@@ -159,20 +159,24 @@ std::map<std::string, std::string> SlurmBackend::SlurmEnv() const {
 
 Result<Capacity> SlurmBackend::ReadCapacity() const {
   ASSIGN_OR_RETURN(CommandResult r,
-                   RunCommand({"sinfo", "-h", "-N", "-p", options_.partition, "-o", "%N %c %m"},
+                   RunCommand({"sinfo", "-h", "-N", "-p", options_.partition, "-o", "%N %c %m %G"},
                               SlurmEnv(), 30'000));
   if (r.exit_code != 0) return Status::Unavailable("sinfo: " + Trim(r.err.empty() ? r.out : r.err));
   std::set<std::string> names;
   int64_t cpus = 0, mem = 0;
+  int32_t gpus = 0;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) {
     std::istringstream f(line);
-    std::string name, c, m;
+    std::string name, c, m, g;
     if (!(f >> name >> c >> m)) continue;
+    f >> g;
     if (!names.insert(name).second) continue;
     int64_t ci = std::atoll(c.c_str()), mi = std::atoll(m.c_str());
+    const int32_t gi = GresGpus(g);
     cpus = names.size() == 1 ? ci : std::min(cpus, ci);
     mem = names.size() == 1 ? mi : std::min(mem, mi);
+    gpus = names.size() == 1 ? gi : std::min(gpus, gi);
   }
   if (names.empty())
     return Status::NotFound("Slurm has no partition '" + options_.partition +
@@ -181,6 +185,7 @@ Result<Capacity> SlurmBackend::ReadCapacity() const {
   cap.nodes = static_cast<int32_t>(names.size());
   cap.milli_vcpu_per_node = cpus * 1000;
   cap.memory_mib_per_node = mem;
+  cap.gpus_per_node = gpus;
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
   cap.description = "a node of Slurm partition " + options_.partition + " (" +
@@ -274,6 +279,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     return Status::InvalidArgument(who + ": the job id is not a safe folder name");
   GangLaunch out;
   int64_t cpus = 0, mem = 0;
+  int32_t gpus = 0;
   const std::string dir = AttemptDir(gang.attempt);
   // Every node is run by the node runner (`lote exec-shim --attempt-dir`),
   // resolved here exactly as the local backend does; only the rlimits wait for
@@ -302,6 +308,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     for (std::string& w : r.warnings) out.warnings[k].push_back(std::move(w));
     cpus = std::max(cpus, (n.vcpu_milli + 999) / 1000);
     mem = std::max(mem, n.memory_mib);
+    gpus = std::max(gpus, n.accelerators);
     specs.push_back(std::move(r.spec));
   }
 
@@ -365,6 +372,9 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
       "--chdir=" + dir};
   if (cpus > 0) argv.push_back("--cpus-per-task=" + std::to_string(cpus));
   if (mem > 0) argv.push_back("--mem=" + std::to_string(mem));
+  // Slurm picks the GPUs and binds them (CUDA_VISIBLE_DEVICES); every node of
+  // the allocation gets the largest count a node range asks for.
+  if (gpus > 0) argv.push_back("--gres=gpu:" + std::to_string(gpus));
   if (gang.timeout_seconds)
     argv.push_back("--time=" + std::to_string(SlurmTimeMinutes(*gang.timeout_seconds)));
   const std::vector<std::string> exclude = ExcludedHosts(gang.avoid_hosts, n);

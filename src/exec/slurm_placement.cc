@@ -33,6 +33,12 @@ std::vector<std::string> SlurmPlacementEnv(const std::map<std::string, std::stri
   }
   if (multi_node && node_index != main_node_index)
     out.push_back(std::string(kMainNodeAddressVar) + "=" + get("LOTE_MAIN_ADDR"));
+  // The GPUs Slurm bound to this task (--gres=gpu:N), named as on the local backend.
+  if (const std::string gpus = get("CUDA_VISIBLE_DEVICES"); !gpus.empty()) {
+    out.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
+    out.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+    out.push_back("LOTE_ACCELERATORS=" + gpus);
+  }
   return out;
 }
 
@@ -49,6 +55,35 @@ void MergeEnv(std::vector<std::string>* env, const std::vector<std::string>& add
     }
     if (!replaced) env->push_back(kv);
   }
+}
+
+int32_t GresGpus(std::string_view gres) {
+  int32_t total = 0;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= gres.size(); ++i) {
+    const char c = i < gres.size() ? gres[i] : ',';
+    if (c == '(') ++depth;
+    if (c == ')' && depth > 0) --depth;
+    if (c != ',' || depth > 0) continue;
+    std::string_view entry = gres.substr(start, i - start);
+    start = i + 1;
+    if (size_t paren = entry.find('('); paren != std::string_view::npos)
+      entry = entry.substr(0, paren);
+    if (entry.substr(0, 4) != "gpu:") continue;
+    const std::string_view count = entry.substr(entry.rfind(':') + 1);
+    int32_t n = 0;
+    bool digits = !count.empty();
+    for (char d : count) {
+      if (d < '0' || d > '9') {
+        digits = false;
+        break;
+      }
+      n = n * 10 + (d - '0');
+    }
+    if (digits) total += n;
+  }
+  return total;
 }
 
 std::vector<SlurmNodeState> ParseSinfoNodeStates(const std::string& sinfo_out) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -30,6 +31,10 @@ std::vector<std::string> SlurmPlacementEnv(const std::map<std::string, std::stri
 
 // Sets every "KEY=VALUE" of `add` in `env`, replacing an existing KEY.
 void MergeEnv(std::vector<std::string>* env, const std::vector<std::string>& add);
+
+// The GPUs of a node's GRES as sinfo's %G prints them ("gpu:2",
+// "gpu:a100:4(S:0-1)", "gpu:2,mps:100", "(null)"): the sum of its gpu counts.
+int32_t GresGpus(std::string_view gres);
 
 // A node of the partition as `sinfo -h -N -o "%N %t"` lists it.
 struct SlurmNodeState {

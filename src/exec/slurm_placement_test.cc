@@ -56,3 +56,20 @@ TEST(SlurmPlacementTest, OnlyLotesDrainReasonIsLotes) {
 
 }  // namespace
 }  // namespace lote::exec
+
+namespace lote::exec {
+namespace {
+
+TEST(SlurmPlacementTest, GresGpusCountsEveryGpuEntry) {
+  EXPECT_EQ(GresGpus("gpu:2"), 2);
+  EXPECT_EQ(GresGpus("gpu:a100:4(S:0-1)"), 4);
+  EXPECT_EQ(GresGpus("gpu:2,mps:100"), 2);
+  EXPECT_EQ(GresGpus("gpu:a100:2(S:0,1),gpu:v100:1"), 3);
+  EXPECT_EQ(GresGpus("(null)"), 0);
+  EXPECT_EQ(GresGpus(""), 0);
+  EXPECT_EQ(GresGpus("mps:100"), 0);
+  EXPECT_EQ(GresGpus("gpu:x"), 0);
+}
+
+}  // namespace
+}  // namespace lote::exec

@@ -10,6 +10,10 @@
 # Partition `train` holds nodes b1..bNODES (default 4) of CPUS CPUs (default 2)
 # and 1000 MiB each. Commands reach the cluster with SLURM_CONF=DIR/slurm.conf.
 # $LOTE_SLURM_SCHED_PARAMS: SchedulerParameters (default batch_sched_delay=0).
+# $LOTE_SLURM_GPUS=G: each node also has G GPUs, a GRES over fake device nodes
+# (DIR/dev/bK/nvidiaJ, character devices 195:J made with mknod: no driver
+# behind them, and no cgroups here, so Slurm only hands them out and sets
+# CUDA_VISIBLE_DEVICES), as Slurm's own tests fake GPUs.
 set -euo pipefail
 
 cmd="${1:-}"
@@ -121,11 +125,26 @@ PY
   echo "MinJobAge=300"
   echo "MailProg=/bin/true"
   echo "PropagateResourceLimits=NONE"
+  GPUS="${LOTE_SLURM_GPUS:-0}"
+  [ "$GPUS" -gt 0 ] && echo "GresTypes=gpu"
   for i in $(seq 1 "$NODES"); do
-    echo "NodeName=b$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$CPUS RealMemory=1000 State=UNKNOWN"
+    gres=""
+    [ "$GPUS" -gt 0 ] && gres=" Gres=gpu:$GPUS"
+    echo "NodeName=b$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$CPUS RealMemory=1000${gres} State=UNKNOWN"
   done
   echo "PartitionName=train Nodes=b[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
 } > "$SL/slurm.conf"
+
+if [ "${LOTE_SLURM_GPUS:-0}" -gt 0 ]; then
+  : > "$SL/gres.conf"
+  for i in $(seq 1 "$NODES"); do
+    mkdir -p "$SL/dev/b$i"
+    for j in $(seq 0 $((LOTE_SLURM_GPUS - 1))); do
+      [ -c "$SL/dev/b$i/nvidia$j" ] || mknod "$SL/dev/b$i/nvidia$j" c 195 "$j"
+      echo "NodeName=b$i Name=gpu File=$SL/dev/b$i/nvidia$j" >> "$SL/gres.conf"
+    done
+  done
+fi
 
 [ -f "$SL/munge/munge.key" ] || mungekey -c -k "$SL/munge/munge.key" >/dev/null
 cd "$SL"

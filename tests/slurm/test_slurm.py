@@ -27,10 +27,12 @@ FINAL = ("SUCCEEDED", "FAILED")
 
 
 class SlurmCluster:
-    def __init__(self, nodes=4, cpus=2):
+    def __init__(self, nodes=4, cpus=2, gpus=2):
+        """`gpus`: each node's GPU GRES over fake device nodes (cluster.sh)."""
         self.dir = tempfile.mkdtemp(prefix="lote_slurm_")
         subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "start", self.dir,
-                        str(nodes), str(cpus)], check=True)
+                        str(nodes), str(cpus)], check=True,
+                       env=dict(os.environ, LOTE_SLURM_GPUS=str(gpus)))
         self.conf = os.path.join(self.dir, "slurm.conf")
 
     def run(self, *argv, check=True):
@@ -179,6 +181,24 @@ class SlurmBackendTest(unittest.TestCase):
         self.assertEqual(failed["status"], "FAILED")
         self.assertEqual(failed["container"]["exitCode"], 3, failed)
         self.assertEqual(self.wait_slurm_ended(self.slurm_id(bad)), "FAILED")
+
+    def test_gpus_are_slurms_gres(self):
+        # GPU=2 on a node of 2 fake GPUs: sbatch --gres=gpu:2, and the node sees the
+        # GPUs Slurm bound to it under the names the local backend uses.
+        script = ("echo CVD=$CUDA_VISIBLE_DEVICES ORDER=$CUDA_DEVICE_ORDER "
+                  "LOTE=$LOTE_ACCELERATORS")
+        gpu = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "128"},
+               {"type": "GPU", "value": "2"}]
+        job_id = self.submit("gpus", script, containerOverrides={"resourceRequirements": gpu})
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", job)
+        lines = self.wait_logs(job, "CVD=")
+        self.assertIn("CVD=0,1 ORDER=PCI_BUS_ID LOTE=0,1", lines)
+        shown = self.cluster.run("scontrol", "show", "job", self.slurm_id(job_id)).stdout
+        self.assertRegex(shown, r"TresPerNode=\S*gres[:/]gpu[:=]2", shown)
+        # Without a GPU request, no GPU.
+        plain = self.wait_status(self.submit("no-gpus", script))
+        self.assertIn("CVD= ORDER= LOTE=", self.wait_logs(plain, "CVD="))
 
     def test_array_children_are_slurm_jobs(self):
         parent = self.submit("arr", "echo index $AWS_BATCH_JOB_ARRAY_INDEX of "
