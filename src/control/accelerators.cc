@@ -67,7 +67,10 @@ Status HostDevices::Rescan() {
   return Publish(std::move(inv), std::move(drained));
 }
 
-Status HostDevices::Publish(exec::Inventory inventory, std::map<int32_t, DrainedDevice> drained) {
+// A view's `devices` point into its own inventory, so a view is never copied:
+// a changed one is built again from its inventory.
+std::shared_ptr<HostDevicesView> HostDevices::MakeView(
+    exec::Inventory inventory, std::map<int32_t, DrainedDevice> drained) const {
   auto view = std::make_shared<HostDevicesView>();
   view->host = host_;
   view->inventory = std::move(inventory);
@@ -83,6 +86,11 @@ Status HostDevices::Publish(exec::Inventory inventory, std::map<int32_t, Drained
     view->islands = exec::Islands(view->devices);
   }
   view->drained = std::move(drained);
+  return view;
+}
+
+Status HostDevices::Publish(exec::Inventory inventory, std::map<int32_t, DrainedDevice> drained) {
+  std::shared_ptr<HostDevicesView> view = MakeView(std::move(inventory), std::move(drained));
   std::lock_guard<std::mutex> lock(mu_);
   view_ = std::move(view);
   return Status::Ok();
@@ -114,9 +122,10 @@ Status HostDevices::Drain(int32_t index, const std::string& reason, int64_t now_
         "host " + host_ + " has no accelerator with index " + std::to_string(index) +
         (have.empty() ? " (it has none)" : " (its devices: " + have + ")"));
   }
-  auto view = std::make_shared<HostDevicesView>(*view_);
-  view->drained[index] = DrainedDevice{index, reason.empty() ? "drained by hand" : reason, now_ms};
-  RETURN_IF_ERROR(StoreDrained(view->drained));
+  std::map<int32_t, DrainedDevice> drained = view_->drained;
+  drained[index] = DrainedDevice{index, reason.empty() ? "drained by hand" : reason, now_ms};
+  RETURN_IF_ERROR(StoreDrained(drained));
+  std::shared_ptr<HostDevicesView> view = MakeView(view_->inventory, std::move(drained));
   view_ = std::move(view);
   return Status::Ok();
 }
@@ -127,9 +136,10 @@ Status HostDevices::Release(int32_t index) {
     return Status::InvalidArgument("accelerator " + std::to_string(index) + " of host " + host_ +
                                    " is not drained");
   }
-  auto view = std::make_shared<HostDevicesView>(*view_);
-  view->drained.erase(index);
-  RETURN_IF_ERROR(StoreDrained(view->drained));
+  std::map<int32_t, DrainedDevice> drained = view_->drained;
+  drained.erase(index);
+  RETURN_IF_ERROR(StoreDrained(drained));
+  std::shared_ptr<HostDevicesView> view = MakeView(view_->inventory, std::move(drained));
   view_ = std::move(view);
   return Status::Ok();
 }

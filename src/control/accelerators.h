@@ -41,8 +41,14 @@ struct DrainedDevice {
   int64_t since_ms = 0;
 };
 
-// One immutable view of this host's devices.
+// One immutable view of this host's devices. `devices` point into its own
+// `inventory`, so a view is not copied (a copy's pointers would outlive the
+// original's inventory): HostDevices builds each view afresh.
 struct HostDevicesView {
+  HostDevicesView() = default;
+  HostDevicesView(const HostDevicesView&) = delete;
+  HostDevicesView& operator=(const HostDevicesView&) = delete;
+
   std::string host;
   exec::Inventory inventory;
   std::optional<exec::AcceleratorKind> kind;      // the kind scheduled here
@@ -78,6 +84,8 @@ class HostDevices {
   Status Release(int32_t index);
 
  private:
+  std::shared_ptr<HostDevicesView> MakeView(exec::Inventory inventory,
+                                            std::map<int32_t, DrainedDevice> drained) const;
   Status Publish(exec::Inventory inventory, std::map<int32_t, DrainedDevice> drained);
   Status StoreDrained(const std::map<int32_t, DrainedDevice>& drained) const;
 

@@ -192,6 +192,27 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
     loop.node_environment = JobCredentials(context.home, job_key, context.control->config().region);
   }
   ASSIGN_OR_RETURN(service->loop_, control::JobLoop::Create(std::move(loop)));
+  if (context.metrics != nullptr && context.host_devices != nullptr) {
+    // This host's devices by kind and state, counted when /metrics is read.
+    control::JobLoop* job_loop = service->loop_.get();
+    context.metrics->AddCollector(
+        "lote_accelerators",
+        "This host's accelerator devices by kind and state (FREE, HELD by a job, DRAINED)",
+        [job_loop] {
+          std::map<std::pair<std::string, std::string>, int64_t> counts;
+          Result<Json> described = job_loop->DescribeAccelerators(Json::object());
+          if (described.ok()) {
+            for (const Json& host : (*described)["hosts"]) {
+              for (const Json& d : host.value("devices", Json::array()))
+                ++counts[{d.value("kind", std::string()), d.value("state", std::string())}];
+            }
+          }
+          std::vector<std::pair<metrics::Labels, double>> out;
+          for (const auto& [key, n] : counts)
+            out.push_back({{{"kind", key.first}, {"state", key.second}}, static_cast<double>(n)});
+          return out;
+        });
+  }
   if (!job_key.empty()) {
     control::JobLoop* job_loop = service->loop_.get();
     const iam::Directory* directory = context.directory;

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control"))
 from lote_server import LoteServer, raw_body, describe_job_raw  # noqa: E402
@@ -145,6 +146,11 @@ class HostGpusTest(Base):
             env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
         return start, stop, env
 
+    def metrics(self):
+        """GET /metrics (unsigned while admin is the only user)."""
+        with urllib.request.urlopen(self.server.endpoint + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
     def devices_of(self, job_id):
         return describe_job_raw(self.batch, job_id)["container"].get("loteAccelerators")
 
@@ -223,9 +229,13 @@ class HostGpusTest(Base):
             self.assertEqual(self.stamps(job_id)[2]["CUDA_VISIBLE_DEVICES"], "0")
         (s1, e1, _), (s2, e2, _) = sorted(self.stamps(j) for j in ids)
         self.assertLessEqual(e1, s2, "the drained GPU was not used, so the jobs ran one by one")
+        metrics = self.metrics()
+        self.assertIn('lote_accelerators{kind="gpu",state="DRAINED"} 1', metrics)
+        self.assertIn('lote_accelerators{kind="gpu",state="FREE"} 1', metrics)
         out = self.lote("nodes", "release-device", host, "1")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertNotIn("DRAINED", out.stdout)
+        self.assertIn('lote_accelerators{kind="gpu",state="FREE"} 2', self.metrics())
 
     def test_5_a_request_no_instance_can_hold_stays_runnable_as_misconfiguration(self):
         job_id = self.submit("too-many", 1, gpus="4")
