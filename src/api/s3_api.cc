@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -271,7 +272,6 @@ void AddObjectHeaders(const ObjectMeta& meta, HttpResponse* r) {
                           meta.content_type.empty() ? "binary/octet-stream" : meta.content_type);
   for (const auto& [name, value] : meta.headers) r->headers.emplace_back(name, value);
   for (const auto& [name, value] : meta.user) r->headers.emplace_back("x-amz-meta-" + name, value);
-  if (meta.parts > 0) r->headers.emplace_back("x-amz-mp-parts-count", std::to_string(meta.parts));
 }
 
 Result<int64_t> ParseHttpDate(const std::string& text) {
@@ -339,11 +339,19 @@ class S3ObjectSink : public BodySink {
   // the first MiB inline, then by 1 MiB pieces through a queue of at most
   // kQueued of them (bounded memory).
   void Hash(std::string_view data) {
-    if (!hasher_.joinable() && received <= kInlineBytes) {
+    if (inline_only_ || (!hasher_.joinable() && received <= kInlineBytes)) {
       digest->Update(data);
       return;
     }
-    if (!hasher_.joinable()) hasher_ = std::thread([this] { HashLoop(); });
+    if (!hasher_.joinable()) {
+      try {
+        hasher_ = std::thread([this] { HashLoop(); });
+      } catch (const std::system_error&) {  // no thread to be had: hash here
+        digest->Update(data);
+        inline_only_ = true;
+        return;
+      }
+    }
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return queue_.size() < kQueued; });
     queue_.emplace_back(data);
@@ -405,6 +413,7 @@ class S3ObjectSink : public BodySink {
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   bool closing_ = false;
+  bool inline_only_ = false;  // a hashing thread could not be started
   std::thread hasher_;
 };
 
@@ -1323,6 +1332,16 @@ HttpResponse S3Api::GetObject(Call& call, const Authorize& authorize) const {
             if (t.ok() && meta.mtime_millis / 1000 <= *t / 1000) return not_modified();
           }
         }
+        // partNumber: a single-part object is its own part 1 (as S3 answers);
+        // a multipart object's parts are not kept apart once completed.
+        if (call.Has("partNumber")) {
+          if (call.Param("partNumber") != "1" || meta.parts > 0) {
+            return ErrorXml("NotImplemented",
+                            "lote's S3 answers GetObject/HeadObject by partNumber only for part 1 "
+                            "of a single-part object; read multipart objects by Range",
+                            resource, id);
+          }
+        }
         uint64_t first = 0;
         uint64_t length = meta.size;
         bool partial = false;
@@ -1389,13 +1408,19 @@ HttpResponse S3Api::GetObject(Call& call, const Authorize& authorize) const {
             {"response-content-encoding", "Content-Encoding"}};
         for (const auto& [param, header] : kOverrides) {
           if (!call.Has(param)) continue;
+          const std::string value = call.Param(param);
+          if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+            return ErrorXml("InvalidArgument",
+                            std::string(param) + " must not hold a line break or NUL", resource,
+                            id);
+          }
           std::string_view name = header;
           r.headers.erase(std::remove_if(r.headers.begin(), r.headers.end(),
                                          [&](const auto& h) {
                                            return strcasecmp(h.first.c_str(), name.data()) == 0;
                                          }),
                           r.headers.end());
-          r.headers.emplace_back(header, call.Param(param));
+          r.headers.emplace_back(header, value);
         }
         r.file = FileBody{object->fd, first, length};
         return r;
@@ -1619,7 +1644,7 @@ HttpResponse S3Api::ListParts(Call& call, const Authorize& authorize) const {
   const std::string upload_id = call.Param("uploadId");
   int32_t max_parts = 1000;
   if (call.Has("max-parts"))
-    max_parts = std::clamp(std::atoi(call.Param("max-parts").c_str()), 0, 1000);
+    max_parts = std::clamp(std::atoi(call.Param("max-parts").c_str()), 1, 1000);
   const int32_t marker = std::atoi(call.Param("part-number-marker").c_str());
   return authorize("ListParts", Json{{"Bucket", call.bucket}, {"Key", call.key}}, [&] {
     Result<objstore::UploadInfo> upload = options_.buckets->GetUpload(call.bucket, upload_id);
@@ -1666,6 +1691,7 @@ HttpResponse S3Api::ListUploads(Call& call, const Authorize& authorize) const {
   const std::string resource = call.Resource();
   const std::string prefix = call.Param("prefix");
   const std::string key_marker = call.Param("key-marker");
+  const std::string upload_id_marker = call.Param("upload-id-marker");
   int32_t max_uploads = 1000;
   if (call.Has("max-uploads"))
     max_uploads = std::clamp(std::atoi(call.Param("max-uploads").c_str()), 0, 1000);
@@ -1677,9 +1703,19 @@ HttpResponse S3Api::ListUploads(Call& call, const Authorize& authorize) const {
     int32_t shown = 0;
     bool truncated = false;
     std::string next_key, next_id;
+    bool passed_marker = false;
     const std::string owner = El("ID", options_.account_id) + El("DisplayName", "lote");
     for (const objstore::UploadInfo& u : *uploads) {
-      if (!key_marker.empty() && u.key <= key_marker) continue;
+      // After the markers: keys past key-marker, and on key-marker itself the
+      // uploads after upload-id-marker (in ListUploads' order).
+      if (!key_marker.empty() && u.key < key_marker) continue;
+      if (!key_marker.empty() && u.key == key_marker) {
+        if (upload_id_marker.empty()) continue;
+        if (!passed_marker) {
+          passed_marker = u.upload_id == upload_id_marker;
+          continue;
+        }
+      }
       if (shown == max_uploads) {
         truncated = true;
         break;
@@ -1693,7 +1729,7 @@ HttpResponse S3Api::ListUploads(Call& call, const Authorize& authorize) const {
     }
     return Xml(200,
                std::string("<ListMultipartUploadsResult") + kNs + ">" + El("Bucket", call.bucket) +
-                   El("KeyMarker", key_marker) + El("UploadIdMarker", "") +
+                   El("KeyMarker", key_marker) + El("UploadIdMarker", upload_id_marker) +
                    El("NextKeyMarker", truncated ? next_key : "") +
                    El("NextUploadIdMarker", truncated ? next_id : "") +
                    (prefix.empty() ? "" : El("Prefix", prefix)) +

@@ -11,6 +11,7 @@ namespace lote::api {
 
 namespace {
 constexpr size_t kMaxLine = 4096;
+constexpr uint64_t kMinSignedChunk = 8192;
 constexpr char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 }  // namespace
 
@@ -32,6 +33,19 @@ Status AwsChunkedDecoder::OnSizeLine(const std::string& line) {
                                    line.substr(0, 64) + "' does not start with a hex size");
   }
   remaining_ = std::stoull(size_text, nullptr, 16);
+  // Signed chunks (each kept until the chain is checked) are at least 8 KiB
+  // but the last data chunk, as S3 requires: a body cannot be cut into
+  // millions of tiny chunks to fill the server's memory.
+  if (hash_chunks_ && remaining_ > 0 && chunks_.size() > 0 && last_size_ < kMinSignedChunk) {
+    return Status::InvalidArgument(
+        "InvalidChunkSizeError: Only the last chunk is allowed to have a size less than 8192 "
+        "bytes");
+  }
+  last_size_ = remaining_;
+  if (!hash_chunks_) {  // nothing to keep: unsigned chunks are not verified one by one
+    state_ = remaining_ == 0 ? State::kTrailers : State::kData;
+    return Status::Ok();
+  }
   Chunk chunk;
   if (semi != std::string::npos) {
     const std::string ext = line.substr(semi + 1);

@@ -45,6 +45,7 @@ class AwsChunkedDecoder {
   Status OnSizeLine(const std::string& line);
   State state_ = State::kSizeLine;
   bool hash_chunks_ = true;
+  uint64_t last_size_ = 0;  // the size of the chunk before this one
   std::string line_;
   uint64_t remaining_ = 0;
   std::vector<Chunk> chunks_;

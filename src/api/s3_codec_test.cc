@@ -194,8 +194,9 @@ struct Decoded {
   std::map<std::string, std::string> trailers;
 };
 
-Decoded Decode(std::string_view encoded, const Split& split) {
+Decoded Decode(std::string_view encoded, const Split& split, bool hash_chunks = true) {
   AwsChunkedDecoder decoder;
+  decoder.set_hash_chunks(hash_chunks);
   Decoded out;
   out.status = FeedInPieces(&decoder, encoded, split.next_size, &out.data);
   out.done = decoder.done();
@@ -276,17 +277,26 @@ TEST(AwsChunkedDecoderTest, UnsignedChunksDecodeAndDoNotVerify) {
   const std::string body = "5\r\nhello\r\nA\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n";
   for (const Split& split : Splits()) {
     SCOPED_TRACE(split.name);
-    Decoded d = Decode(body, split);
+    // Unsigned (STREAMING-UNSIGNED-PAYLOAD-TRAILER): any chunk sizes, nothing kept.
+    Decoded d = Decode(body, split, /*hash_chunks=*/false);
     ASSERT_TRUE(d.status.ok()) << d.status.ToString();
     EXPECT_TRUE(d.done);
     EXPECT_EQ(d.data, "hello0123456789abcdefghij");
-    ASSERT_EQ(d.chunks.size(), 4u);
-    for (const auto& c : d.chunks) EXPECT_EQ(c.signature, "");
-    EXPECT_EQ(d.chunks[0].sha256_hex,
-              "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
-    EXPECT_EQ(d.chunks[3].sha256_hex, kEmptySha256);
-    EXPECT_FALSE(VerifyExample(d.chunks).ok());
+    EXPECT_TRUE(d.chunks.empty());
+    // Signed, the same small chunks are refused: only the last may be under 8 KiB.
+    Decoded signed_small = Decode(body, split);
+    EXPECT_FALSE(signed_small.status.ok());
+    EXPECT_NE(signed_small.status.message().find("InvalidChunkSizeError"), std::string::npos);
   }
+  // One small data chunk then the final one is fine when signed.
+  Decoded one = Decode("5\r\nhello\r\n0\r\n\r\n", Splits()[0]);
+  ASSERT_TRUE(one.status.ok()) << one.status.ToString();
+  ASSERT_EQ(one.chunks.size(), 2u);
+  EXPECT_EQ(one.chunks[0].signature, "");
+  EXPECT_EQ(one.chunks[0].sha256_hex,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+  EXPECT_EQ(one.chunks[1].sha256_hex, kEmptySha256);
+  EXPECT_FALSE(VerifyExample(one.chunks).ok());
 }
 
 TEST(AwsChunkedDecoderTest, TrailersAreParsed) {

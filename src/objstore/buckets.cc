@@ -1216,6 +1216,9 @@ Result<std::string> Buckets::CreateUpload(const std::string& bucket, const std::
   if (::mkdir(dir.c_str(), 0755) != 0) return IoError("cannot create", dir, errno);
   Status written = WriteFileDurably(dir + "/upload.json", Dump(UploadJson(upload)));
   if (written.ok()) written = AsS3(SyncPath(paths.uploads));
+  // The folders made on the way (.lote-s3, uploads) into their parents.
+  if (written.ok()) written = AsS3(SyncPath(paths.state));
+  if (written.ok()) written = AsS3(SyncPath(paths.dir));
   if (!written.ok()) {
     std::error_code ec;
     fs::remove_all(dir, ec);
