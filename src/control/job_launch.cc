@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -51,6 +52,15 @@ Status GiveHostDevices(const HostDevicesView& view, const std::vector<int32_t>& 
                    exec::DevicesForPositions(view.devices, positions));
   for (auto& [k, v] : exec::AcceleratorEnvironment(given, view.devices, in_container))
     spec->environment[k] = v;
+  if (!in_container) {
+    // A process could open any device node: the others are fenced off.
+    std::set<std::string> own;
+    for (const exec::Accelerator& a : given) own.insert(a.path);
+    std::set<std::string> fenced;
+    for (const exec::Accelerator* a : view.devices)
+      if (!own.count(a->path)) fenced.insert(a->path);
+    spec->fenced_devices.assign(fenced.begin(), fenced.end());
+  }
   if (!in_container || !spec->container) return Status::Ok();
   exec::ContainerRun& c = *spec->container;
   // The job's own /dev/neuronN entries give their container paths, in order.

@@ -124,6 +124,11 @@ struct NodeSpec {
   // none, or when the control plane assigned them (the local backend: the
   // devices are in `environment` and `container` already).
   int32_t accelerators = 0;
+  // Local backend, process mode: the host's other accelerators' device nodes,
+  // which the node is denied with the cgroup v1 devices controller where the
+  // host has one (docs/jobs.md, "Accelerators"); a container is fenced by its
+  // own device list instead.
+  std::vector<std::string> fenced_devices;
   // Local backend: the virtual instance's private IPv4 address (InstancePrivateIp
   // in batch_env.h), exported as LOTE_PRIVATE_IPV4_ADDRESS. Empty under Slurm.
   std::string private_ip;

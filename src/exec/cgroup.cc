@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -113,6 +114,48 @@ void RemoveNodeCgroup(const std::string& dir) {
     (void)!::write(fd, "1", 1);
     ::close(fd);
   }
+  for (int i = 0; i < 50 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) ::usleep(20'000);
+}
+
+std::string DevicesCgroupRoot(std::string* why) {
+  const std::string root = "/sys/fs/cgroup/devices";
+  if (::access((root + "/devices.deny").c_str(), F_OK) != 0) {
+    *why = "this host has no cgroup v1 devices controller at " + root;
+    return "";
+  }
+  if (::access(root.c_str(), W_OK) != 0) {
+    *why = root + " is not writable by lote (" + std::strerror(errno) + ")";
+    return "";
+  }
+  return root;
+}
+
+Status PrepareDeviceFence(const std::string& dir, const std::vector<std::string>& paths,
+                          std::vector<std::string>* skipped) {
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::Internal("cannot create " + parent + ": " + std::strerror(errno));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
+  for (const std::string& path : paths) {
+    struct stat st {};
+    // Not a device, or one every process needs (/dev/null and its kin, the
+    // terminals: an inventory file may name them for devices it fakes).
+    if (::stat(path.c_str(), &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ||
+        (S_ISCHR(st.st_mode) && (major(st.st_rdev) == 1 || major(st.st_rdev) == 4 ||
+                                 major(st.st_rdev) == 5 || major(st.st_rdev) == 136))) {
+      skipped->push_back(path);
+      continue;
+    }
+    const std::string rule = std::string(S_ISCHR(st.st_mode) ? "c " : "b ") +
+                             std::to_string(major(st.st_rdev)) + ":" +
+                             std::to_string(minor(st.st_rdev)) + " rwm";
+    RETURN_IF_ERROR(WriteSmallFile(dir + "/devices.deny", rule).WithContext("denying " + path));
+  }
+  return Status::Ok();
+}
+
+void RemoveDeviceFence(const std::string& dir) {
   for (int i = 0; i < 50 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) ::usleep(20'000);
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -35,5 +36,18 @@ Status PrepareNodeCgroup(const std::string& dir, int64_t memory_max_bytes, int64
 // Kills what is left in a node's group (cgroup.kill) and removes it, waiting
 // up to 1 s for the kernel to let it go.
 void RemoveNodeCgroup(const std::string& dir);
+
+// The cgroup v1 devices hierarchy lote may use ("/sys/fs/cgroup/devices" when
+// it is mounted and writable), else "" with *why set.
+std::string DevicesCgroupRoot(std::string* why);
+// Creates the devices group `dir` (and its parent) and denies it the device
+// nodes at `paths` (character or block devices; other paths, and the nodes
+// every process needs — majors 1, 4, 5 and 136: /dev/null and its kin, the
+// terminals — are skipped and named in *skipped). A process joins it through
+// dir/cgroup.procs.
+Status PrepareDeviceFence(const std::string& dir, const std::vector<std::string>& paths,
+                          std::vector<std::string>* skipped);
+// Removes a devices group once its processes are gone (best effort, 1 s).
+void RemoveDeviceFence(const std::string& dir);
 
 }  // namespace lote::exec

@@ -275,6 +275,19 @@ Result<LocalBackend::PreparedNode> LocalBackend::PrepareNode(const NodeSpec& spe
     }
   }
 
+  if (!shim.container && !spec.fenced_devices.empty()) {
+    // The host's other accelerators, denied to this process.
+    std::string why;
+    const std::string root = DevicesCgroupRoot(&why);
+    if (root.empty()) {
+      warn("the host's other accelerators are NOT fenced off from this node: " + why);
+    } else {
+      shim.fenced_devices = spec.fenced_devices;
+      shim.devices_cgroup_dir =
+          root + "/lote/" +
+          NodeCgroupName(spec.node.attempt.job_id, spec.node.attempt.attempt, spec.node.node_index);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (nodes_.count(spec.node) != 0) return Status::AlreadyExists(who + " is already running");

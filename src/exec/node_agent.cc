@@ -260,6 +260,7 @@ struct DirectNode {
   std::string start_error;  // why it failed before its exec ("" it exec'd)
   int64_t started_at_ms = 0;
   std::string cgroup_dir;
+  std::string devices_cgroup_dir;
   std::unique_ptr<CommandSupervision> supervision;
 };
 
@@ -400,6 +401,7 @@ class Agent {
     ::kill(-pid, SIGKILL);
     KillLeftovers(node, pid);
     if (!node.cgroup_dir.empty()) RemoveNodeCgroup(node.cgroup_dir);
+    if (!node.devices_cgroup_dir.empty()) RemoveDeviceFence(node.devices_cgroup_dir);
     // Terminated: asked here, or the backend signalled the command itself
     // (its terminate.json is written first either way).
     const bool terminated = node.supervision->terminating() || FileExists(node.paths.terminate());
@@ -626,6 +628,7 @@ class Agent {
     // first; either way its end comes as SIGCHLD.
     node.started_at_ms = command.start_error.empty() ? command.started_at_ms : command.forked_at_ms;
     node.cgroup_dir = command.cgroup_dir;
+    node.devices_cgroup_dir = command.devices_cgroup_dir;
     node.spec = std::move(*spec);
     node.supervision =
         std::make_unique<CommandSupervision>(p, node.spec, command.pid, node.log.get(), injected);

@@ -141,6 +141,8 @@ Json ToJson(const ShimSpec& s) {
          {"rlimits", rl},
          {"notices", s.notices},
          {"cgroup_dir", s.cgroup_dir},
+         {"fenced_devices", s.fenced_devices},
+         {"devices_cgroup_dir", s.devices_cgroup_dir},
          {"memory_max_bytes", s.memory_max_bytes},
          {"cpu_quota_us", s.cpu_quota_us},
          {"cpu_period_us", s.cpu_period_us},
@@ -185,6 +187,8 @@ Result<ShimSpec> ShimSpecFromJson(const Json& j) {
     }
     s.notices = j.value("notices", std::vector<std::string>{});
     s.cgroup_dir = j.value("cgroup_dir", std::string());
+    s.fenced_devices = j.value("fenced_devices", std::vector<std::string>{});
+    s.devices_cgroup_dir = j.value("devices_cgroup_dir", std::string());
     s.memory_max_bytes = j.value("memory_max_bytes", int64_t{0});
     s.cpu_quota_us = j.value("cpu_quota_us", int64_t{0});
     s.cpu_period_us = j.value("cpu_period_us", int64_t{100000});

@@ -96,8 +96,12 @@ struct ShimSpec {
   std::vector<ShimRlimit> rlimits;
   std::vector<std::string> notices;  // written as "lote: ..." lines before the command runs
   std::string cgroup_dir;            // empty: no cgroup
-  int64_t memory_max_bytes = 0;      // 0: not limited
-  int64_t cpu_quota_us = 0;          // per cpu_period_us; 0: not limited
+  // Device nodes denied to the command (NodeSpec::fenced_devices) through the
+  // cgroup v1 devices group `devices_cgroup_dir` (empty: not fenced).
+  std::vector<std::string> fenced_devices;
+  std::string devices_cgroup_dir;
+  int64_t memory_max_bytes = 0;  // 0: not limited
+  int64_t cpu_quota_us = 0;      // per cpu_period_us; 0: not limited
   int64_t cpu_period_us = 100000;
   int64_t default_grace_ms = 30000;
   // Where the node was placed. "" (local): the runner is a detached

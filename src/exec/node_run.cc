@@ -97,7 +97,8 @@ struct ChildPlan {
   std::string exe;
   std::vector<char*> argv, envp;
   std::vector<gid_t> groups;
-  std::string cgroup_procs;  // "" no cgroup
+  std::string cgroup_procs;          // "" no cgroup
+  std::string devices_cgroup_procs;  // "" not fenced
   // What each step is called in a failure's reason.
   std::string cgroup_step, setgid_step, setuid_step, chdir_step, exec_step;
   std::vector<std::string> rlimit_steps;  // one per spec.rlimits entry
@@ -160,6 +161,11 @@ bool RecordSelf(const ChildPlan& c) {
   if (!c.cgroup_procs.empty()) {
     int fd = ::open(c.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFail(c.err_write, c.cgroup_step);
+    ::close(fd);
+  }
+  if (!c.devices_cgroup_procs.empty()) {
+    int fd = ::open(c.devices_cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFail(c.err_write, "joining the devices cgroup");
     ::close(fd);
   }
   // As the runner's user (the node folder is its own), and before the job's
@@ -235,6 +241,18 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
       out.cgroup_dir.clear();
     }
   }
+  if (!spec.fenced_devices.empty() && !spec.devices_cgroup_dir.empty()) {
+    std::vector<std::string> skipped;
+    Status s = PrepareDeviceFence(spec.devices_cgroup_dir, spec.fenced_devices, &skipped);
+    if (s.ok()) {
+      out.devices_cgroup_dir = spec.devices_cgroup_dir;
+      for (const std::string& path : skipped)
+        log("notice: " + path + " is not a device node: not fenced");
+    } else {
+      log("notice: the host's other accelerators are NOT fenced off: " + s.ToString());
+      RemoveDeviceFence(spec.devices_cgroup_dir);
+    }
+  }
   if (Status s = MakeCommandDir(spec.working_dir, spec.uid, spec.gid); !s.ok()) {
     out.failed = StartFailure("working directory: " + s.message());
     return out;
@@ -260,6 +278,8 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
   plan.envp.push_back(nullptr);
   plan.groups.assign(spec.groups.begin(), spec.groups.end());
   if (!out.cgroup_dir.empty()) plan.cgroup_procs = out.cgroup_dir + "/cgroup.procs";
+  if (!out.devices_cgroup_dir.empty())
+    plan.devices_cgroup_procs = out.devices_cgroup_dir + "/cgroup.procs";
   plan.cgroup_step = "joining cgroup " + out.cgroup_dir;
   for (const ShimRlimit& r : spec.rlimits) plan.rlimit_steps.push_back("ulimits " + r.name);
   plan.setgid_step = "setgid " + std::to_string(spec.gid);

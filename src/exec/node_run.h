@@ -65,10 +65,11 @@ struct ForkedCommand {
   pid_t pid = -1;
   ProcessIdentity id;
   int64_t forked_at_ms = 0;
-  int64_t started_at_ms = 0;  // when the exec was seen (the command's start)
-  std::string start_error;    // the child's setup error ("" it exec'd)
-  off_t output_start = 0;     // the output file's size before the command
-  std::string cgroup_dir;     // the node's cgroup when it was set up ("" none)
+  int64_t started_at_ms = 0;       // when the exec was seen (the command's start)
+  std::string start_error;         // the child's setup error ("" it exec'd)
+  off_t output_start = 0;          // the output file's size before the command
+  std::string cgroup_dir;          // the node's cgroup when it was set up ("" none)
+  std::string devices_cgroup_dir;  // its devices group when it was fenced ("" none)
   std::optional<StatusRecord> failed;
 };
 

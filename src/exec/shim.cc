@@ -132,6 +132,8 @@ void PrepareContainer(ShimSpec& spec, const std::string& cid_file) {
   spec.rlimits.clear();
   spec.uid.reset();
   spec.cgroup_dir.clear();
+  spec.fenced_devices.clear();  // a container is fenced by its device list
+  spec.devices_cgroup_dir.clear();
 }
 
 // A bind mount's host folder that does not exist is made (root-owned), as
@@ -407,6 +409,7 @@ int RunExecShim(const std::string& node_dir, ShimMode mode) {
         ClassifyPodmanExit(leader_info.si_status, Tail(spec.output_path, command.output_start));
   KillRemainingDescendants(child, log);
   if (!command.cgroup_dir.empty()) RemoveNodeCgroup(command.cgroup_dir);
+  if (!command.devices_cgroup_dir.empty()) RemoveDeviceFence(command.devices_cgroup_dir);
   StatusRecord st = CommandOutcome(leader_info, start_error, supervision.terminating());
   if (start_error.empty() && container_failure) {
     st.outcome = NodeOutcome::kStartFailed;

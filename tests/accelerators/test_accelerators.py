@@ -15,8 +15,10 @@
   against 64 fake Neuron devices: 4 nodes of 16 distinct devices each, with
   NEURON_RT_VISIBLE_CORES."""
 import argparse
+import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -111,6 +113,77 @@ class Base(unittest.TestCase):
 GPU_SCRIPT = ("d=%s/$AWS_BATCH_JOB_ID; mkdir -p $d; date +%%s.%%N > $d/start; "
               "env | grep -E '^(CUDA_|NVIDIA_|LOTE_ACCELERATORS)' | sort > $d/env; "
               "sleep %s; date +%%s.%%N > $d/stop")
+
+
+# What a fenced job does: open each device node given, and say what came of it.
+OPEN_SCRIPT = r"""
+import errno, json, os, sys
+out = {}
+for path in sys.argv[2:]:
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+        out[path] = "opened"
+    except OSError as e:
+        out[path] = errno.errorcode.get(e.errno, str(e.errno))
+out["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f)
+"""
+
+
+class FencedGpusTest(Base):
+    """Process mode fences off the host's other accelerators with the cgroup v1 devices
+    controller: two fake GPUs are character devices 195:0 and 195:1 made here with mknod
+    (no driver behind them, so opening one's own gives ENXIO, not EPERM); a GPU=1 job may
+    open its own and is refused (EPERM) the other."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = tempfile.mkdtemp(prefix="lote_acc_dev_")
+        os.chmod(cls.dev, 0o755)
+        for i in (0, 1):
+            os.mknod(os.path.join(cls.dev, "nvidia%d" % i), 0o666 | stat.S_IFCHR,
+                     os.makedev(195, i))
+        cls.INVENTORY = "".join(
+            "gpu %s/nvidia%d index=%d uuid=GPU-f%d name=Fake_GPU numa=0\n" % (cls.dev, i, i, i)
+            for i in (0, 1))
+        super().setUpClass()
+        environment(cls.batch, "fenced", "local")
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.dev, ignore_errors=True)
+
+    def test_a_process_opens_its_own_gpu_and_not_the_other(self):
+        script = os.path.join(self.tmp, "open.py")
+        with open(script, "w") as f:
+            f.write(OPEN_SCRIPT)
+        report = os.path.join(self.tmp, "report.json")
+        paths = [os.path.join(self.dev, "nvidia%d" % i) for i in (0, 1)]
+        job_id = self.batch.submit_job(
+            jobName="fenced", jobQueue="fenced", jobDefinition=self.definition(),
+            containerOverrides={"command": [sys.executable, script, report] + paths})["jobId"]
+        job = self.wait_status(job_id)
+        self.assertEqual(job["status"], "SUCCEEDED", job.get("statusReason"))
+        with open(report) as f:
+            got = json.load(f)
+        own = int(got["CUDA_VISIBLE_DEVICES"])
+        other = 1 - own
+        self.assertNotEqual(got[paths[own]], "EPERM", got)  # ENXIO: allowed, no driver
+        self.assertEqual(got[paths[other]], "EPERM", got)   # the cgroup refused it
+        # The devices group is gone with the node.
+        self.assertEqual([d for d in os.listdir("/sys/fs/cgroup/devices/lote")
+                          if job_id in d], [])
+
+    def definition(self):
+        self.batch.register_job_definition(
+            jobDefinitionName="fenced1", type="container",
+            containerProperties={"image": "host", "command": ["true"],
+                                 "resourceRequirements": [{"type": "VCPU", "value": "0.25"},
+                                                          {"type": "MEMORY", "value": "64"},
+                                                          {"type": "GPU", "value": "1"}]})
+        return "fenced1"
 
 
 class HostGpusTest(Base):
