@@ -48,6 +48,9 @@ import botocore
 import botocore.awsrequest
 import botocore.config
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from host import drop_caches  # noqa: E402
+
 KiB = 1 << 10
 MiB = 1 << 20
 BUCKET = "bench"
@@ -247,17 +250,6 @@ class DiskTarget:
 
 
 # --- timing --------------------------------------------------------------------------
-def drop_caches():
-    """sync + drop the page cache; False when this user may not."""
-    subprocess.run(["sync"], check=True)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
 def timed(ops, call, threads):
     """Seconds to run call(*op) for every op, in order on this thread or on `threads`."""
     if threads <= 1:

@@ -640,6 +640,30 @@ HttpResponse ErrorOf(const Status& status, const std::string& resource,
   return ErrorXml(code, message, resource, request_id);
 }
 
+// S3's 412 naming the condition that did not hold.
+HttpResponse PreconditionFailed(const std::string& condition, const std::string& resource,
+                                const std::string& id) {
+  return ErrorXml("PreconditionFailed",
+                  "At least one of the pre-conditions you specified did not hold", resource, id,
+                  El("Condition", condition));
+}
+
+// CopyObject's and UploadPartCopy's conditions on the source's ETag; the
+// answer when one does not hold.
+std::optional<HttpResponse> CopySourceConditions(const HttpRequest& req, const std::string& etag,
+                                                 const std::string& resource,
+                                                 const std::string& id) {
+  if (std::string m = req.Header("x-amz-copy-source-if-match");
+      !m.empty() && !EtagMatches(m, etag)) {
+    return PreconditionFailed("x-amz-copy-source-If-Match", resource, id);
+  }
+  if (std::string m = req.Header("x-amz-copy-source-if-none-match");
+      !m.empty() && EtagMatches(m, etag)) {
+    return PreconditionFailed("x-amz-copy-source-If-None-Match", resource, id);
+  }
+  return std::nullopt;
+}
+
 // x-amz-copy-source ("/bucket/key" or "bucket/key", percent-encoded, an
 // optional "?versionId=null") into bucket and key; the error answer otherwise.
 std::optional<HttpResponse> ParseCopySource(const HttpRequest& req, const std::string& resource,
@@ -1276,9 +1300,7 @@ HttpResponse S3Api::PutObject(Call& call, const Authorize& authorize) const {
         return ErrorXml("NoSuchKey", "The specified key does not exist.", resource, id);
       }
       if (!EtagMatches(if_match, current->etag)) {
-        return ErrorXml("PreconditionFailed",
-                        "At least one of the pre-conditions you specified did not hold", resource,
-                        id, El("Condition", "If-Match"));
+        return PreconditionFailed("If-Match", resource, id);
       }
     }
     Result<ObjectMeta> stored = options_.buckets->PutObject(
@@ -1313,9 +1335,7 @@ HttpResponse S3Api::GetObject(Call& call, const Authorize& authorize) const {
           return r;
         };
         auto failed = [&](const char* condition) {
-          return ErrorXml("PreconditionFailed",
-                          "At least one of the pre-conditions you specified did not hold", resource,
-                          id, El("Condition", condition));
+          return PreconditionFailed(condition, resource, id);
         };
         if (!if_match.empty() && !EtagMatches(if_match, meta.etag)) return failed("If-Match");
         if (if_match.empty()) {
@@ -1453,19 +1473,8 @@ HttpResponse S3Api::CopyObject(Call& call, const Authorize& authorize) const {
   return authorize("CopyObject", request, [&] {
     Result<ObjectMeta> current = options_.buckets->HeadObject(src_bucket, src_key);
     if (!current.ok()) return ErrorOf(current.status(), "/" + src_bucket + "/" + src_key, id);
-    auto failed = [&](const char* condition) {
-      return ErrorXml("PreconditionFailed",
-                      "At least one of the pre-conditions you specified did not hold", resource, id,
-                      El("Condition", condition));
-    };
-    if (std::string m = req.Header("x-amz-copy-source-if-match");
-        !m.empty() && !EtagMatches(m, current->etag)) {
-      return failed("x-amz-copy-source-If-Match");
-    }
-    if (std::string m = req.Header("x-amz-copy-source-if-none-match");
-        !m.empty() && EtagMatches(m, current->etag)) {
-      return failed("x-amz-copy-source-If-None-Match");
-    }
+    if (std::optional<HttpResponse> failed = CopySourceConditions(req, current->etag, resource, id))
+      return *failed;
     std::optional<ObjectMeta> meta;
     if (replace) meta = MetaFromHeaders(req);
     Result<ObjectMeta> copied =
@@ -1565,19 +1574,8 @@ HttpResponse S3Api::UploadPartCopy(Call& call, const Authorize& authorize) const
     Result<objstore::OpenObject> source = options_.buckets->GetObject(src_bucket, src_key);
     if (!source.ok()) return ErrorOf(source.status(), "/" + src_bucket + "/" + src_key, id);
     const ObjectMeta& meta = source->meta;
-    auto failed = [&](const char* condition) {
-      return ErrorXml("PreconditionFailed",
-                      "At least one of the pre-conditions you specified did not hold", resource, id,
-                      El("Condition", condition));
-    };
-    if (std::string m = req.Header("x-amz-copy-source-if-match");
-        !m.empty() && !EtagMatches(m, meta.etag)) {
-      return failed("x-amz-copy-source-If-Match");
-    }
-    if (std::string m = req.Header("x-amz-copy-source-if-none-match");
-        !m.empty() && EtagMatches(m, meta.etag)) {
-      return failed("x-amz-copy-source-If-None-Match");
-    }
+    if (std::optional<HttpResponse> failed = CopySourceConditions(req, meta.etag, resource, id))
+      return *failed;
     uint64_t first = 0;
     uint64_t length = meta.size;
     if (std::string range = req.Header("x-amz-copy-source-range"); !range.empty()) {

@@ -18,7 +18,8 @@ Status Errno(std::string_view what, const std::string& path) {
   return Status::Internal(std::string(what) + " " + path + ": " + std::strerror(errno));
 }
 
-// Writes all of `data` to `fd` (`path` names it in the error).
+}  // namespace
+
 Status WriteAll(int fd, std::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
@@ -31,7 +32,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   }
   return Status::Ok();
 }
-}  // namespace
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,6 +16,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode 
 // with `mode` permissions; not synced (for a file in a folder that is itself made
 // or listed only afterwards).
 Status WriteNewFile(const std::string& path, std::string_view data, int mode = 0644);
+// Writes all of `data` to `fd`, retrying short writes and EINTR (`path`
+// names it in the error).
+Status WriteAll(int fd, std::string_view data, const std::string& path);
 // mkdir -p
 Status MakeDirs(const std::string& path, int mode = 0755);
 // mkdir of one folder whose parent exists; an existing folder is fine.

@@ -72,19 +72,6 @@ Status AsS3(const Status& status) {
 
 std::string TmpName() { return std::string(kTmpPrefix) + HexEncode(RandomBytes(8)); }
 
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot write", path, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
 // Unlinks a file when destroyed unless Release()d.
 class ScopedUnlink {
  public:
@@ -120,7 +107,7 @@ Result<std::string> WriteTempFile(const std::string& dir, std::string_view data,
   std::string path = dir + "/" + TmpName();
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("cannot create", path, errno);
-  Status st = WriteAll(fd, data, path);
+  Status st = AsS3(WriteAll(fd, data, path));
   if (st.ok() && durable && ::fsync(fd) != 0) st = IoError("cannot fsync", path, errno);
   ::close(fd);
   if (!st.ok()) {
@@ -182,7 +169,8 @@ Status CopyRange(int in, uint64_t offset, uint64_t n, int out, const std::string
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return IoError("cannot read a source of", out_path, errno);
     if (r == 0) return Internal("a source of " + out_path + " shrank while it was copied");
-    RETURN_IF_ERROR(WriteAll(out, std::string_view(buf.data(), static_cast<size_t>(r)), out_path));
+    RETURN_IF_ERROR(
+        AsS3(WriteAll(out, std::string_view(buf.data(), static_cast<size_t>(r)), out_path)));
     in_off += r;
     left -= static_cast<uint64_t>(r);
   }
@@ -942,7 +930,7 @@ PendingFile::~PendingFile() {
 }
 
 Status PendingFile::Append(std::string_view bytes) {
-  RETURN_IF_ERROR(WriteAll(fd_, bytes, path_));
+  RETURN_IF_ERROR(AsS3(WriteAll(fd_, bytes, path_)));
   size_ += bytes.size();
   return Status::Ok();
 }
