@@ -102,17 +102,28 @@ void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* cp,
       {"DeleteJobQueue", "POST", "/v1/deletejobqueue", {}, [cp, jobs](const Json& r) {
          return jobs != nullptr ? jobs->DeleteJobQueue(r) : cp->DeleteJobQueue(r);
        }});
-  // Tags of jobs live with the jobs; every other ARN is the control plane's.
+  // Tags of jobs and of consumable resources live with the job loop; every
+  // other ARN is the control plane's.
   auto is_job = [jobs](const Json& r) { return jobs != nullptr && jobs->IsJobArn(r); };
-  router->RegisterRestOperation(
-      {"TagResource", "POST", "/v1/tags/{resourceArn}", {}, [cp, jobs, is_job](const Json& r) {
-         return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/false) : cp->TagResource(r);
-       }});
+  auto is_consumable = [jobs](const Json& r) {
+    return jobs != nullptr && control::JobLoop::IsConsumableResourceArn(r);
+  };
+  router->RegisterRestOperation({"TagResource",
+                                 "POST",
+                                 "/v1/tags/{resourceArn}",
+                                 {},
+                                 [cp, jobs, is_job, is_consumable](const Json& r) {
+                                   if (is_consumable(r))
+                                     return jobs->ChangeConsumableResourceTags(r, false);
+                                   return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/false)
+                                                    : cp->TagResource(r);
+                                 }});
   router->RegisterRestOperation({"ListTagsForResource",
                                  "GET",
                                  "/v1/tags/{resourceArn}",
                                  {},
-                                 [cp, jobs, is_job](const Json& r) {
+                                 [cp, jobs, is_job, is_consumable](const Json& r) {
+                                   if (is_consumable(r)) return jobs->ListConsumableResourceTags(r);
                                    return is_job(r) ? jobs->ListJobTags(r)
                                                     : cp->ListTagsForResource(r);
                                  },
@@ -121,10 +132,40 @@ void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* cp,
                                  "DELETE",
                                  "/v1/tags/{resourceArn}",
                                  {"tagKeys"},
-                                 [cp, jobs, is_job](const Json& r) {
+                                 [cp, jobs, is_job, is_consumable](const Json& r) {
+                                   if (is_consumable(r))
+                                     return jobs->ChangeConsumableResourceTags(r, true);
                                    return is_job(r) ? jobs->ChangeJobTags(r, /*untag=*/true)
                                                     : cp->UntagResource(r);
                                  }});
+}
+
+void RegisterConsumableResources(ApiRouter* router, control::JobLoop* jobs) {
+  using Method = Result<Json> (control::JobLoop::*)(const Json&);
+  struct Entry {
+    const char* name;
+    Method method;
+  };
+  const Entry entries[] = {
+      {"CreateConsumableResource", &control::JobLoop::CreateConsumableResource},
+      {"DescribeConsumableResource", &control::JobLoop::DescribeConsumableResource},
+      {"UpdateConsumableResource", &control::JobLoop::UpdateConsumableResource},
+      {"DeleteConsumableResource", &control::JobLoop::DeleteConsumableResource},
+      {"ListConsumableResources", &control::JobLoop::ListConsumableResources},
+      {"ListJobsByConsumableResource", &control::JobLoop::ListJobsByConsumableResource},
+  };
+  for (const Entry& e : entries) {
+    Method m = e.method;
+    const std::string name = e.name;
+    // Reads take the job loop's lock briefly; mutations wait for a commit.
+    const bool read = name.rfind("Describe", 0) == 0 || name.rfind("List", 0) == 0;
+    router->RegisterRestOperation({name,
+                                   "POST",
+                                   "/v1/" + Lower(name),
+                                   {},
+                                   [jobs, m](const Json& r) { return (jobs->*m)(r); },
+                                   read});
+  }
 }
 
 void RegisterLoteJobOperations(ApiRouter* router, control::JobLoop* jobs) {

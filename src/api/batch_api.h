@@ -35,6 +35,10 @@ void RegisterBatchSharedOperations(ApiRouter* router, control::ControlPlane* con
 // batch:InjectFault, batch:DumpJob): POST /v1/lote/injectfault (a fault for a
 // running job's node, docs/faults.md) and POST /v1/lote/dumpjob (stack dumps
 // of a running job's nodes). `jobs` must outlive the router.
+// The consumable resource operations (Create/Describe/Update/Delete/List
+// ConsumableResource(s), ListJobsByConsumableResource), answered by the job loop.
+void RegisterConsumableResources(ApiRouter* router, control::JobLoop* jobs);
+
 void RegisterLoteJobOperations(ApiRouter* router, control::JobLoop* jobs);
 
 }  // namespace lote::api

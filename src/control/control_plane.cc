@@ -69,6 +69,8 @@ Status ControlPlane::LoadLocked(const store::Snapshot& snapshot) {
       case ResourceKind::kSsmParameter:
         ssm_parameters_[row.name] = std::move(*doc);
         break;
+      case ResourceKind::kConsumableResource:
+        break;  // the job loop's (control/consumables.h)
     }
   }
   for (const store::TagRow& tag : snapshot.tags) tags_[tag.resource_arn][tag.key] = tag.value;

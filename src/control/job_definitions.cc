@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/ids.h"
+#include "control/consumables.h"
 #include "control/control_plane.h"
 #include "control/job_model.h"
 #include "control/job_submit.h"
@@ -180,6 +181,10 @@ Result<Json> ControlPlane::ValidateNodeProperties(const Json& props) const {
     }
     ASSIGN_OR_RETURN(Json c, ValidateContainerProperties(r["container"], path + ".container"));
     (void)c;
+    ASSIGN_OR_RETURN(std::vector<ConsumableNeed> needs,
+                     ParseConsumableProperties(r.value("consumableResourceProperties", Json()),
+                                               path + ".consumableResourceProperties"));
+    (void)needs;
     if (r.contains("eksProperties") || r.contains("ecsProperties")) {
       return Status::InvalidArgument(path +
                                      ": eksProperties/ecsProperties are not supported by "
@@ -196,12 +201,10 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
   RETURN_IF_ERROR(ValidateName("jobDefinitionName", name));
   ASSIGN_OR_RETURN(std::string type, ReqString(request, "type", "type"));
   RETURN_IF_ERROR(ExpectEnum(type, "type", {"container", "multinode"}));
-  for (const char* unsupported : {"ecsProperties", "consumableResourceProperties"}) {
-    if (request.contains(unsupported) && !request[unsupported].is_null()) {
-      return Status::InvalidArgument(std::string(unsupported) +
-                                     " is not supported by lote; describe the job with "
-                                     "containerProperties or nodeProperties");
-    }
+  if (request.contains("ecsProperties") && !request["ecsProperties"].is_null()) {
+    return Status::InvalidArgument(
+        "ecsProperties is not supported by lote; describe the job with "
+        "containerProperties or nodeProperties");
   }
   const std::string dumped = request.dump();
   if (dumped.size() > kMaxJobDefinitionBytes) {
@@ -270,6 +273,11 @@ Result<Json> ControlPlane::RegisterJobDefinition(const Json& request) {
     params = request["parameters"];
   }
   doc["parameters"] = params;
+  ASSIGN_OR_RETURN(std::vector<ConsumableNeed> consumables,
+                   ParseConsumableProperties(request.value("consumableResourceProperties", Json()),
+                                             "consumableResourceProperties"));
+  if (!consumables.empty())
+    doc["consumableResourceProperties"] = ConsumablePropertiesJson(consumables);
   ASSIGN_OR_RETURN(std::optional<int64_t> sched_priority,
                    OptInt(request, "schedulingPriority", "schedulingPriority", 0, 9999));
   if (sched_priority) doc["schedulingPriority"] = *sched_priority;

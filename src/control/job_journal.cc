@@ -116,6 +116,9 @@ void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {
     launch_warnings_.erase(
         exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
     NoteClosedAttemptLocked(after, before.attempts.size() - 1);
+    // NON_REPLENISHABLE units the attempt held are used up, stored with its end.
+    for (const auto& [name, units] : ConsumableUnits(before))
+      if (auto used = consumables_.UseUp(name, units)) StoreConsumableLocked(*used);
     if (output_ != nullptr)
       closed_attempts_.push_back(
           exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
@@ -194,6 +197,8 @@ void JobLoop::ReconcileLocked() {
   unstored_.clear();
   batch_jobs_.clear();
   batch_ = store::WriteBatch();
+  if (Status st = LoadConsumablesLocked(); !st.ok())
+    spdlog::error("jobs: consumable resources could not be read back: {}", st.ToString());
   for (const std::string& id : ids) {
     Status st = ReloadJobLocked(id);
     if (!st.ok()) spdlog::error("jobs: {} could not be read back: {}", id, st.ToString());

@@ -34,7 +34,10 @@ JobLoop::JobLoop(JobLoopOptions options)
       output_(options_.output),
       metrics_(options_.metrics != nullptr ? options_.metrics : &own_metrics_),
       sched_input_(options_.schedule_depth),
-      quarantine_(options_.quarantine) {}
+      quarantine_(options_.quarantine),
+      consumables_([control = options_.control](const std::string& name) {
+        return control->MakeArn("consumable-resource/" + name);
+      }) {}
 
 Result<std::unique_ptr<JobLoop>> JobLoop::Create(JobLoopOptions options) {
   if (options.clock == nullptr || options.store == nullptr || options.control == nullptr ||

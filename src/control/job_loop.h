@@ -78,6 +78,7 @@
 #include "common/status.h"
 #include "control/accelerators.h"
 #include "control/capacity_hold.h"
+#include "control/consumables.h"
 #include "control/control_plane.h"
 #include "control/job_controller.h"
 #include "control/job_env.h"
@@ -178,6 +179,17 @@ class JobLoop {
   bool IsJobArn(const Json& request) const;
   Result<Json> ChangeJobTags(const Json& request, bool untag);
   Result<Json> ListJobTags(const Json& request);
+  // Consumable resources (job_consumables.cc, consumables.h): the AWS
+  // operations, and tags on their ARNs (IsConsumableResourceArn).
+  Result<Json> CreateConsumableResource(const Json& request);
+  Result<Json> DescribeConsumableResource(const Json& request);
+  Result<Json> UpdateConsumableResource(const Json& request);
+  Result<Json> DeleteConsumableResource(const Json& request);
+  Result<Json> ListConsumableResources(const Json& request);
+  Result<Json> ListJobsByConsumableResource(const Json& request);
+  static bool IsConsumableResourceArn(const Json& request);
+  Result<Json> ChangeConsumableResourceTags(const Json& request, bool untag);
+  Result<Json> ListConsumableResourceTags(const Json& request);
   // lote's own ReleaseNode: {"node": NAME} ends that node's quarantine
   // (InvalidArgument when it is not quarantined).
   Result<Json> ReleaseNode(const Json& request);
@@ -303,6 +315,14 @@ class JobLoop {
   // What is quarantined at `now`, given to the control plane when it changed
   // (DescribeComputeEnvironments' loteQuarantinedNodes).
   void ShowQuarantineLocked(int64_t now);
+  // Consumable resources: the units the jobs with an open attempt hold; the
+  // stored documents read again (Load, ReconcileLocked); a change of one
+  // stored with the next flush, then committed and waited for (the API).
+  UnitsInUse UnitsInUseLocked() const;
+  Status LoadConsumablesLocked();
+  void StoreConsumableLocked(const ConsumableResources::Change& change);
+  Result<Json> ChangeConsumables(
+      const std::function<Result<Json>(ConsumableResources::Change*)>& change);
   // The waiting jobs whose statusReason the decisions change (pass thread).
   std::vector<std::pair<std::string, std::string>> ChangedReasons(
       const sched::Decisions& decisions);
@@ -460,6 +480,7 @@ class JobLoop {
   // (cleared by EndCapacityHoldsLocked).
   std::map<std::string, std::optional<InjectedShortage>> queue_shortages_;
   Quarantine quarantine_;                   // under mu_
+  ConsumableResources consumables_;         // under mu_; stored through batch_
   Json shown_quarantine_ = Json::object();  // CE name -> what the control plane shows
   bool dirty_ = true;
   bool stopping_ = false;

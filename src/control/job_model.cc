@@ -457,6 +457,17 @@ NodeAttempt* Attempt::MutableNode(int32_t index) {
   return nullptr;
 }
 
+std::map<std::string, int64_t> ConsumableUnits(const Job& job) {
+  std::map<std::string, int64_t> units;
+  for (const ConsumableNeed& n : job.consumables) units[n.name] += n.quantity;
+  if (job.node_properties) {
+    for (const NodeRange& r : job.node_properties->ranges)
+      for (const ConsumableNeed& n : r.consumables)
+        units[n.name] += n.quantity * (r.end - r.start + 1);
+  }
+  return units;
+}
+
 const ContainerSpec* Job::ContainerFor(int32_t index) const {
   if (node_properties) return node_properties->ContainerFor(index);
   if (container && index == 0) return &*container;
@@ -597,6 +608,8 @@ Json JobToJson(const Job& job) {
                         {"end", r.end},
                         {"container", ContainerToJson(r.container)},
                         {"instanceTypes", r.instance_types}});
+      if (!r.consumables.empty())
+        ranges.back()["consumableResourceProperties"] = ConsumablePropertiesJson(r.consumables);
     }
     j["nodeProperties"] = {{"numNodes", job.node_properties->num_nodes},
                            {"mainNode", job.node_properties->main_node},
@@ -617,6 +630,8 @@ Json JobToJson(const Job& job) {
   j["dependsOn"] = deps;
   if (job.timeout_seconds) j["timeoutSeconds"] = *job.timeout_seconds;
   if (job.scheduling_priority) j["schedulingPriority"] = *job.scheduling_priority;
+  if (!job.consumables.empty())
+    j["consumableResourceProperties"] = ConsumablePropertiesJson(job.consumables);
   Json attempts = Json::array();
   for (const Attempt& a : job.attempts) attempts.push_back(AttemptToJson(a));
   j["attempts"] = attempts;
@@ -663,6 +678,9 @@ Result<Job> JobFromJsonUnchecked(const Json& j) {
   job.is_cancelled = j.value("isCancelled", false);
   job.is_terminated = j.value("isTerminated", false);
   job.progress = j.value("progress", Json());
+  ASSIGN_OR_RETURN(job.consumables,
+                   ParseConsumableProperties(j.value("consumableResourceProperties", Json()),
+                                             "stored job: consumableResourceProperties"));
   if (j.contains("container")) {
     ASSIGN_OR_RETURN(ContainerSpec c, ContainerFromJson(j["container"]));
     job.container = std::move(c);
@@ -683,6 +701,9 @@ Result<Job> JobFromJsonUnchecked(const Json& j) {
       ASSIGN_OR_RETURN(range.container, ContainerFromJson(r.value("container", Json::object())));
       for (const Json& t : r.value("instanceTypes", Json::array()))
         range.instance_types.push_back(t.get<std::string>());
+      ASSIGN_OR_RETURN(range.consumables,
+                       ParseConsumableProperties(r.value("consumableResourceProperties", Json()),
+                                                 "stored job: consumableResourceProperties"));
       p.ranges.push_back(std::move(range));
     }
     job.node_properties = std::move(p);

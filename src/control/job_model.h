@@ -17,6 +17,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "control/consumables.h"
 
 namespace lote::control {
 
@@ -159,6 +160,8 @@ struct NodeRange {
   int32_t end = 0;
   ContainerSpec container;
   std::vector<std::string> instance_types;
+  // Consumable resources each node of the range needs (consumables.h).
+  std::vector<ConsumableNeed> consumables;
   std::string TargetNodes() const;  // "start:end"
   friend bool operator==(const NodeRange&, const NodeRange&) = default;
 };
@@ -264,6 +267,9 @@ struct Job {
   bool propagate_tags = false;
   std::string share_identifier;
   std::optional<int32_t> scheduling_priority;
+  // Consumable resources the job needs once, whatever its nodes (its
+  // consumableResourceProperties); a multi-node job's ranges add theirs per node.
+  std::vector<ConsumableNeed> consumables;
   std::string platform_capability;  // "EC2" (rendered as platformCapabilities)
   // EKS jobs: the definition's eksProperties (its pod), rendered as
   // eksProperties and eksAttempts instead of container and attempts[].container.
@@ -290,6 +296,10 @@ struct Job {
   const std::string* LoteSetting(const std::string& key) const;
   friend bool operator==(const Job&, const Job&) = default;
 };
+
+// Units of each consumable resource the job holds while it runs: its own
+// list, plus each node range's list once per node of the range.
+std::map<std::string, int64_t> ConsumableUnits(const Job& job);
 
 // Json for the store (lossless; not the API shape: see job_render.h).
 Json ContainerToJson(const ContainerSpec& container);  // ContainerProperties shape

@@ -34,8 +34,9 @@ Job SampleMultiNodeJob() {
   main.other = Json::parse(R"({"jobRoleArn":"arn:aws:iam::1:role/r"})");
   ContainerSpec worker = main;
   worker.command = {"train"};
-  np.ranges = {{0, 0, main, {}}, {1, 3, worker, {"trn1.32xlarge"}}};
+  np.ranges = {{0, 0, main, {}, {}}, {1, 3, worker, {"trn1.32xlarge"}, {{"lic", "lic", 2}}}};
   job.node_properties = np;
+  job.consumables = {{"arn:aws:batch:us-east-1:1:consumable-resource/seat", "seat", 1}};
   job.depends_on = {{"dep-1", DependencyType::kNone}};
   job.wait_for = {"dep-1"};
   job.retry_strategy = {3, {{"", "USER_ERROR*", "", RetryAction::kRetry, "retry"}}, true};

@@ -22,6 +22,7 @@ constexpr int64_t kRecentlyEndedJobs = 1000;
 
 Status JobLoop::Load() {
   failures_seen_ = store_->failure_count();
+  RETURN_IF_ERROR(LoadConsumablesLocked());
   // The jobs not finished, in submission order (the scheduler's FIFO).
   ASSIGN_OR_RETURN(std::vector<store::UnfinishedJob> rows, store_->LoadUnfinishedJobs());
   for (const store::UnfinishedJob& row : rows) {

@@ -181,6 +181,8 @@ Json DescribeJobJson(const Job& job) {
   if (job.stopped_at > 0) j["stoppedAt"] = job.stopped_at;
   if (!job.share_identifier.empty()) j["shareIdentifier"] = job.share_identifier;
   if (job.scheduling_priority) j["schedulingPriority"] = *job.scheduling_priority;
+  if (!job.consumables.empty())
+    j["consumableResourceProperties"] = ConsumablePropertiesJson(job.consumables);
   if (job.retry_strategy.specified) j["retryStrategy"] = RetryStrategyJson(job.retry_strategy);
   if (job.timeout_seconds) j["timeout"] = {{"attemptDurationSeconds", *job.timeout_seconds}};
   j["tags"] = Json::object();  // AWS: {} when the job has none
@@ -232,6 +234,8 @@ Json DescribeJobJson(const Job& job) {
       Json range = {{"targetNodes", r.TargetNodes()},
                     {"container", RenderedContainer(r.container)}};
       if (!r.instance_types.empty()) range["instanceTypes"] = r.instance_types;
+      if (!r.consumables.empty())
+        range["consumableResourceProperties"] = ConsumablePropertiesJson(r.consumables);
       ranges.push_back(range);
     }
     j["nodeProperties"] = {{"numNodes", job.node_properties->num_nodes},

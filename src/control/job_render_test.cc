@@ -219,7 +219,7 @@ TEST(DescribeJobJson, FailedGangAndNodeViews) {
   ContainerSpec worker = Container();
   worker.command = {"worker"};
   job.node_properties =
-      NodeProperties{3, 0, {{0, 0, Container(), {}}, {1, 2, worker, {"trn1.32xlarge"}}}};
+      NodeProperties{3, 0, {{0, 0, Container(), {}, {}}, {1, 2, worker, {"trn1.32xlarge"}, {}}}};
   std::vector<JobEvent> events = {JobEvent::DependenciesResolved(1100),
                                   JobEvent::Scheduled("ce", Placement(3), 1200)};
   for (int32_t i = 0; i < 3; ++i)
@@ -310,7 +310,7 @@ TEST(JobSummaryJson, Shapes) {
 
   Job gang = BaseJob();
   gang.container.reset();
-  gang.node_properties = NodeProperties{2, 1, {{0, 1, Container(), {}}}};
+  gang.node_properties = NodeProperties{2, 1, {{0, 1, Container(), {}, {}}}};
   Json node = JobSummaryJson(NodeJob(gang, 1).value());
   ExpectKeysIn(node, kJobSummaryKeys, "JobSummary");
   EXPECT_EQ(node["nodeProperties"]["nodeIndex"], 1);
@@ -369,7 +369,7 @@ TEST(MatchesListJobs, Table) {
   child.array_parent_id = "job-1";
   Job gang = running;
   gang.container.reset();
-  gang.node_properties = NodeProperties{2, 0, {{0, 1, Container(), {}}}};
+  gang.node_properties = NodeProperties{2, 0, {{0, 1, Container(), {}, {}}}};
   Job node = NodeJob(gang, 1).value();
   Job other_queue = running;
   other_queue.queue_arn = "arn:aws:batch:us-east-1:123456789012:job-queue/q2";
@@ -510,7 +510,7 @@ TEST(JobEnvironment, ArrayChildOnSecondAttempt) {
 TEST(JobEnvironment, MultiNodeMainAndChildren) {
   Job job = BaseJob();
   job.container.reset();
-  job.node_properties = NodeProperties{4, 1, {{0, 3, Container(), {}}}};
+  job.node_properties = NodeProperties{4, 1, {{0, 3, Container(), {}, {}}}};
   job =
       Drive(job, {JobEvent::DependenciesResolved(1), JobEvent::Scheduled("ce-a", Placement(4), 2)});
   for (int32_t node = 0; node < 4; ++node) {
@@ -539,7 +539,7 @@ TEST(MakeNodeLaunch, MultiNodeChild) {
   c.other["privileged"] = false;
   c.other["readonlyRootFilesystem"] = true;
   c.resource_requirements.push_back({"GPU", "2"});
-  job.node_properties = NodeProperties{2, 0, {{0, 1, c, {}}}};
+  job.node_properties = NodeProperties{2, 0, {{0, 1, c, {}, {}}}};
   job.timeout_seconds = 90;
   std::vector<ScheduledNode> placement = Placement(2);
   placement[1].devices = {2, 3};

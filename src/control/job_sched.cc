@@ -48,6 +48,8 @@ Result<sched::Job> SchedulerJob(const Job& job, int64_t submit_order) {
     return Status::FailedPrecondition("job " + job.id +
                                       " has neither a container nor node properties");
   }
+  for (const auto& [name, quantity] : ConsumableUnits(job))
+    s.consumables.push_back(sched::ConsumableNeed{name, quantity});
   return s;
 }
 

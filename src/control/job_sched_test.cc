@@ -45,9 +45,10 @@ TEST(SchedulerJob, MultiNodeRangesMerge) {
   big_other_command.command = {"worker"};
   job.node_properties = NodeProperties{6,
                                        0,
-                                       {{0, 0, big, {}},
-                                        {1, 3, big_other_command, {}},
-                                        {4, 5, WithResources("8", "1024", "0"), {}}}};
+                                       {{0, 0, big, {}, {}},
+                                        {1, 3, big_other_command, {}, {{"lic", "lic", 2}}},
+                                        {4, 5, WithResources("8", "1024", "0"), {}, {}}}};
+  job.consumables = {{"lic", "lic", 1}, {"seat", "seat", 1}};
   Result<sched::Job> s = SchedulerJob(job, 1);
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s->nodes.size(), 2u);
@@ -55,6 +56,8 @@ TEST(SchedulerJob, MultiNodeRangesMerge) {
   EXPECT_EQ(s->nodes[0].each, (sched::Resources{96000, 500000, 16}));
   EXPECT_EQ(s->nodes[1].count, 2);
   EXPECT_EQ(s->NumNodes(), 6);
+  // Consumable units: the job's own once, each range's once per node.
+  EXPECT_EQ(s->consumables, (std::vector<sched::ConsumableNeed>{{"lic", 7}, {"seat", 1}}));
 }
 
 TEST(SchedulerJob, Rejects) {

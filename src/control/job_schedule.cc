@@ -74,6 +74,7 @@ bool JobLoop::PrepareScheduleLocked(int64_t now) {
   }
   BindHostDevicesLocked(holding, &*environments);
   MaskQuarantinedLocked(&*environments, now);
+  environments->consumables = consumables_.ForScheduler(UnitsInUseLocked());
   sched_input_.SetEnvironments(std::move(*environments));
   if (sched_input_.size() == 0) {
     queue_order_.clear();

@@ -40,7 +40,7 @@ Job GangJob(int32_t nodes, int32_t attempts = 1) {
   NodeProperties np;
   np.num_nodes = nodes;
   np.main_node = 0;
-  np.ranges = {{0, nodes - 1, SmallContainer(), {}}};
+  np.ranges = {{0, nodes - 1, SmallContainer(), {}, {}}};
   job.node_properties = np;
   return job;
 }

@@ -258,6 +258,8 @@ struct RawNodeOverride {
   Json container_overrides;
   std::vector<std::string> instance_types;
   std::string field;
+  // consumableResourcePropertiesOverride: replaces the nodes' list when set.
+  std::optional<std::vector<ConsumableNeed>> consumables;
 };
 
 // Resolves the multi-node properties of the definition with nodeOverrides.
@@ -322,6 +324,7 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     NodeIndexRange range;
     ContainerSpec container;
     std::vector<std::string> instance_types;
+    std::vector<ConsumableNeed> consumables;
   };
   std::vector<DefRange> ranges;
   for (size_t i = 0; i < def_ranges.size(); ++i) {
@@ -338,7 +341,10 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     for (const Json& t : r.value("instanceTypes", Json::array())) {
       if (t.is_string()) types.push_back(t.get<std::string>());
     }
-    ranges.push_back({range, std::move(c), std::move(types)});
+    Result<std::vector<ConsumableNeed>> needs = ParseConsumableProperties(
+        r.value("consumableResourceProperties", Json()), rf + ".consumableResourceProperties");
+    if (!needs.ok()) return Invalid(needs.status().message());
+    ranges.push_back({range, std::move(c), std::move(types), std::move(*needs)});
   }
 
   std::vector<RawNodeOverride> overrides;
@@ -352,10 +358,20 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     }
     for (auto it = o.begin(); it != o.end(); ++it) {
       if (it.key() != "targetNodes" && it.key() != "containerOverrides" &&
-          it.key() != "instanceTypes" && !it.value().is_null()) {
+          it.key() != "instanceTypes" && it.key() != "consumableResourcePropertiesOverride" &&
+          !it.value().is_null()) {
         return Invalid(f + "." + it.key() +
-                       " is not supported by lote: use containerOverrides or instanceTypes");
+                       " is not supported by lote: use containerOverrides, instanceTypes or "
+                       "consumableResourcePropertiesOverride");
       }
+    }
+    std::optional<std::vector<ConsumableNeed>> consumables;
+    if (o.contains("consumableResourcePropertiesOverride") &&
+        !o["consumableResourcePropertiesOverride"].is_null()) {
+      Result<std::vector<ConsumableNeed>> needs = ParseConsumableProperties(
+          o["consumableResourcePropertiesOverride"], f + ".consumableResourcePropertiesOverride");
+      if (!needs.ok()) return Invalid(needs.status().message());
+      consumables = std::move(*needs);
     }
     ASSIGN_OR_RETURN(NodeIndexRange range,
                      ParseNodeRange(o["targetNodes"].get<std::string>(), n, f + ".targetNodes"));
@@ -364,12 +380,17 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
       if (t.is_string()) types.push_back(t.get<std::string>());
     }
     overrides.push_back({range, o.value("containerOverrides", Json()), std::move(types),
-                         f + ".containerOverrides"});
+                         f + ".containerOverrides", std::move(consumables)});
   }
 
   // Per node: the most specific definition range (ties: the later one), then the overrides in
   // order.
-  std::vector<std::pair<ContainerSpec, std::vector<std::string>>> per_node;
+  struct PerNode {
+    ContainerSpec container;
+    std::vector<std::string> instance_types;
+    std::vector<ConsumableNeed> consumables;
+  };
+  std::vector<PerNode> per_node;
   per_node.reserve(static_cast<size_t>(n));
   for (int32_t node = 0; node < n; ++node) {
     const DefRange* best = nullptr;
@@ -384,28 +405,32 @@ Result<NodeProperties> ResolveNodeProperties(const Json& def_np, const Json& nod
     }
     ContainerSpec c = best->container;
     std::vector<std::string> types = best->instance_types;
+    std::vector<ConsumableNeed> consumables = best->consumables;
     for (const RawNodeOverride& o : overrides) {
       if (node < o.range.first || node > o.range.last) continue;
       ASSIGN_OR_RETURN(
           c, ApplyContainerOverrides(std::move(c), o.container_overrides, o.field, definition));
       if (!o.instance_types.empty()) types = o.instance_types;
+      if (o.consumables) consumables = *o.consumables;
     }
     c.command = SubstituteParameters(c.command, parameters);
     RETURN_IF_ERROR(
         ValidateContainer(c, "node " + std::to_string(node) + " container", definition));
-    per_node.emplace_back(std::move(c), std::move(types));
+    per_node.push_back(PerNode{std::move(c), std::move(types), std::move(consumables)});
   }
 
   NodeProperties np;
   np.num_nodes = n;
   np.main_node = static_cast<int32_t>(*main);
   for (int32_t node = 0; node < n; ++node) {
-    auto& [c, types] = per_node[static_cast<size_t>(node)];
-    if (!np.ranges.empty() && np.ranges.back().container == c &&
-        np.ranges.back().instance_types == types) {
+    PerNode& p = per_node[static_cast<size_t>(node)];
+    if (!np.ranges.empty() && np.ranges.back().container == p.container &&
+        np.ranges.back().instance_types == p.instance_types &&
+        np.ranges.back().consumables == p.consumables) {
       np.ranges.back().end = node;
     } else {
-      np.ranges.push_back({node, node, std::move(c), std::move(types)});
+      np.ranges.push_back({node, node, std::move(p.container), std::move(p.instance_types),
+                           std::move(p.consumables)});
     }
   }
   return np;
@@ -698,12 +723,9 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
   if (definition_ref.empty())
     return Invalid(
         "jobDefinition is required: name the job definition (name, name:revision or ARN)");
-  for (const char* unsupported :
-       {"ecsPropertiesOverride", "consumableResourcePropertiesOverride"}) {
-    if (request.contains(unsupported) && !request[unsupported].is_null()) {
-      return Invalid(std::string(unsupported) +
-                     " is not supported by lote: use containerOverrides or nodeOverrides");
-    }
+  if (request.contains("ecsPropertiesOverride") && !request["ecsPropertiesOverride"].is_null()) {
+    return Invalid(
+        "ecsPropertiesOverride is not supported by lote: use containerOverrides or nodeOverrides");
   }
 
   const std::string def_name = def.value("jobDefinitionName", "");
@@ -845,6 +867,30 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
     job.propagate_tags = request["propagateTags"].get<bool>();
   } else {
     job.propagate_tags = def.value("propagateTags", false);
+  }
+
+  // Consumable resources: the request's list replaces the definition's.
+  {
+    const bool overridden = request.contains("consumableResourcePropertiesOverride") &&
+                            !request["consumableResourcePropertiesOverride"].is_null();
+    Result<std::vector<ConsumableNeed>> needs =
+        overridden ? ParseConsumableProperties(request["consumableResourcePropertiesOverride"],
+                                               "consumableResourcePropertiesOverride")
+                   : ParseConsumableProperties(
+                         def.value("consumableResourceProperties", Json()),
+                         "job definition " + def_label + " consumableResourceProperties");
+    if (!needs.ok()) return Invalid(needs.status().message());
+    job.consumables = std::move(*needs);
+    if (ctx.consumable_exists) {
+      for (const auto& [name, units] : ConsumableUnits(job)) {
+        (void)units;
+        if (!ctx.consumable_exists(name)) {
+          return Invalid("consumable resource " + name +
+                         " does not exist; create it with CreateConsumableResource or remove it "
+                         "from the job's consumableResourceProperties");
+        }
+      }
+    }
   }
 
   // Fair share.

@@ -67,6 +67,7 @@ void SchedulerInput::SetEnvironments(sched::Snapshot environments) {
   window_.compute_environments = std::move(environments.compute_environments);
   window_.queues = std::move(environments.queues);
   window_.config = environments.config;
+  window_.consumables = std::move(environments.consumables);
 }
 
 void SchedulerInput::TakeHeads(const std::set<OrderKey>& order) {
@@ -120,7 +121,8 @@ bool SchedulerInput::ChangeReason(const std::string& id, const std::string& reas
 
 bool SameEnvironments(const sched::Snapshot& a, const sched::Snapshot& b) {
   return a.hosts == b.hosts && a.compute_environments == b.compute_environments &&
-         a.config == b.config && WithoutHistory(a.queues) == WithoutHistory(b.queues);
+         a.config == b.config && a.consumables == b.consumables &&
+         WithoutHistory(a.queues) == WithoutHistory(b.queues);
 }
 
 }  // namespace lote::control

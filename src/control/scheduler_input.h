@@ -52,8 +52,8 @@ class SchedulerInput {
   const sched::Job* FindJob(const std::string& id) const;
   // How many jobs are kept (in the window or not).
   size_t size() const { return jobs_.size(); }
-  // Replaces the compute environments, queues and config with those of
-  // `environments` (its jobs are ignored).
+  // Replaces the compute environments, queues, config and consumable
+  // resources with those of `environments` (its jobs are ignored).
   void SetEnvironments(sched::Snapshot environments);
   // Whether a Decide is due at `now` (see the header); MarkDecided(now) after it.
   bool DecideDue(int64_t now) const;

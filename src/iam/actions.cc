@@ -53,6 +53,11 @@ std::vector<std::string> BatchResources(const std::string& op, const Json& r,
       {"CreateSchedulingPolicy", {"name", "scheduling-policy"}},
       {"UpdateSchedulingPolicy", {"arn", "scheduling-policy"}},
       {"DeleteSchedulingPolicy", {"arn", "scheduling-policy"}},
+      {"CreateConsumableResource", {"consumableResourceName", "consumable-resource"}},
+      {"DescribeConsumableResource", {"consumableResource", "consumable-resource"}},
+      {"UpdateConsumableResource", {"consumableResource", "consumable-resource"}},
+      {"DeleteConsumableResource", {"consumableResource", "consumable-resource"}},
+      {"ListJobsByConsumableResource", {"consumableResource", "consumable-resource"}},
   };
   if (auto it = kNamed.find(op); it != kNamed.end()) {
     return {NameOrArn(scope, Str(r, it->second.first), it->second.second)};

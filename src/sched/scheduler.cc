@@ -94,6 +94,14 @@ struct JobWork {
   int32_t held_ce = -1;      // compute environment holding capacity for it
   int32_t held_instances = 0;
   int32_t held_launches = 0;
+  int32_t short_need = -1;  // kConsumableResource: the index in job->consumables that is short
+};
+
+// A consumable resource during a pass.
+struct WorkConsumable {
+  const Consumable* consumable = nullptr;
+  int64_t available = 0;      // after this pass's placements
+  int32_t held_by = kNobody;  // the first job that waited for it this pass
 };
 
 struct QueueWork {
@@ -256,6 +264,7 @@ class Pass {
 
   Decisions Run() {
     BuildComputeEnvironments();
+    BuildConsumables();
     BuildJobs();
     BuildQueues();
     for (int32_t q : queue_order_) ScheduleQueue(q);
@@ -585,12 +594,25 @@ class Pass {
       Wait(j, WaitReason::kComputeReservation);
       return false;
     }
+    if (!ConsumablesFit(j)) {
+      // The first job that waits for a resource holds it: nobody behind it
+      // takes its units this pass, so a large need is not starved by small ones.
+      Wait(j, WaitReason::kConsumableResource);
+      for (const ConsumableNeed& n : jw.job->consumables) {
+        auto it = consumable_index_.find(n.name);
+        if (it != consumable_index_.end() && consumables_[it->second].held_by == kNobody)
+          consumables_[it->second].held_by = j;
+      }
+      return false;
+    }
     for (size_t k = 0; k < qw.ces.size(); ++k) {
       WorkCe& w = ces_[qw.ces[k]];
       if (!w.usable || !Feasible(jw, k)) continue;
       if (TryPlace(qw.ces[k], j)) {
         jw.outcome = Outcome::kPlaced;
         qw.used_milli += jw.total_milli;
+        for (const ConsumableNeed& n : jw.job->consumables)
+          consumables_[consumable_index_.at(n.name)].available -= n.quantity;
         return true;
       }
     }
@@ -610,6 +632,51 @@ class Pass {
   }
 
   static bool Feasible(const JobWork& jw, size_t k) { return (jw.feasible_ce >> k) & 1; }
+
+  // ---- consumable resources ----------------------------------------------------------
+
+  void BuildConsumables() {
+    consumables_.resize(s_.consumables.size());
+    for (size_t i = 0; i < consumables_.size(); ++i) {
+      consumables_[i].consumable = &s_.consumables[i];
+      consumables_[i].available = s_.consumables[i].available;
+      consumable_index_.emplace(s_.consumables[i].name, static_cast<int32_t>(i));
+    }
+  }
+
+  // Whether every consumable resource job j needs exists, has the units and
+  // is held by no job ahead of it; else its first short need is recorded.
+  bool ConsumablesFit(int32_t j) {
+    JobWork& jw = jobs_[j];
+    const std::vector<ConsumableNeed>& needs = jw.job->consumables;
+    for (size_t i = 0; i < needs.size(); ++i) {
+      auto it = consumable_index_.find(needs[i].name);
+      const WorkConsumable* c = it == consumable_index_.end() ? nullptr : &consumables_[it->second];
+      if (c == nullptr || c->available < needs[i].quantity ||
+          (c->held_by != kNobody && c->held_by != j)) {
+        jw.short_need = static_cast<int32_t>(i);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // "consumable resource licence has 1 of 4 units available and the job needs 2".
+  std::string ConsumableShortfall(int32_t j) const {
+    const JobWork& jw = jobs_[j];
+    const ConsumableNeed& need = jw.job->consumables.at(static_cast<size_t>(jw.short_need));
+    std::string out = "consumable resource " + need.name;
+    auto it = consumable_index_.find(need.name);
+    if (it == consumable_index_.end())
+      return out + " does not exist (create it with CreateConsumableResource)";
+    const WorkConsumable& c = consumables_[it->second];
+    out += " has " + std::to_string(std::max<int64_t>(c.available, 0)) + " of " +
+           std::to_string(c.consumable->total) + " units available and the job needs " +
+           std::to_string(need.quantity);
+    if (c.held_by != kNobody && c.held_by != j && c.available >= need.quantity)
+      out += ", but they are held for job " + s_.jobs[c.held_by].id + " ahead of it";
+    return out;
+  }
 
   // Whether a job no compute environment of its queue can ever hold would fit
   // one of them but for its accelerators.
@@ -1006,6 +1073,8 @@ class Pass {
                "job queue: " +
                why;
       }
+      case WaitReason::kConsumableResource:
+        return out + ConsumableShortfall(j);
       case WaitReason::kCapacity:
         break;
     }
@@ -1131,6 +1200,8 @@ class Pass {
   std::vector<WorkHost> hosts_;
   Resources min_need_;
   std::unordered_map<std::string, Availability> availability_;
+  std::vector<WorkConsumable> consumables_;
+  std::unordered_map<std::string, int32_t> consumable_index_;
 };
 
 }  // namespace
@@ -1154,9 +1225,11 @@ Result<Decisions> Decide(const Snapshot& snapshot, int64_t now_ms) {
   }
   if (rejected.empty()) return Pass(snapshot, now_ms).Run();
   Snapshot rest;
+  rest.hosts = snapshot.hosts;
   rest.compute_environments = snapshot.compute_environments;
   rest.queues = snapshot.queues;
   rest.config = snapshot.config;
+  rest.consumables = snapshot.consumables;
   for (size_t i = 0; i < snapshot.jobs.size(); ++i)
     if (keep[i]) rest.jobs.push_back(snapshot.jobs[i]);
   Decisions d = Pass(rest, now_ms).Run();

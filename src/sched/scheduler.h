@@ -67,6 +67,10 @@ enum class WaitReason {
   // accelerators (AWS leaves such a job RUNNABLE with statusReason
   // "MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - ..."; it is not failed).
   kMisconfiguration,
+  // A consumable resource it needs has too few units available (or is held
+  // for a job ahead of it, or does not exist). lote's own wording: AWS
+  // documents none (docs/scheduler.md, "Consumable resources").
+  kConsumableResource,
 };
 
 // A job that stays RUNNABLE, and exactly why (its statusReason).

@@ -1045,3 +1045,74 @@ TEST(SchedulerTest, UnmanagedOrCreatingEnvironmentsKeepJobsWaiting) {
 
 }  // namespace
 }  // namespace lote::sched
+
+namespace lote::sched {
+namespace {
+
+// Consumable resources (docs/scheduler.md, "Consumable resources").
+Snapshot ConsumableSnapshot(int64_t available) {
+  Snapshot s;
+  s.compute_environments = {MakeCe("ce", Cpu(16, 65536), 64, 4)};
+  s.queues = {MakeQueue("q", 1, {"ce"})};
+  s.consumables = {Consumable{"lic", 4, available}};
+  return s;
+}
+
+Job Needing(const std::string& id, int64_t order, int64_t units) {
+  Job j = MakeJob(id, "q", order, Cpu(1, 1024));
+  j.consumables = {ConsumableNeed{"lic", units}};
+  return j;
+}
+
+TEST(SchedulerConsumablesTest, NeverPlacesMoreUnitsThanAreAvailable) {
+  Snapshot s = ConsumableSnapshot(2);
+  for (int i = 0; i < 5; ++i) s.jobs.push_back(Needing("j" + std::to_string(i), i, 1));
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_EQ(PlacedIds(d), (std::vector<std::string>{"j0", "j1"}));
+  const Wait* w = FindWait(d, "j2");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->reason, WaitReason::kConsumableResource);
+  EXPECT_EQ(w->message,
+            "waiting for 1 node (1 vCPU, 1024 MiB): consumable resource lic has 0 of 4 units "
+            "available and the job needs 1");
+}
+
+TEST(SchedulerConsumablesTest, AWaitingJobHoldsTheResourceAgainstJobsBehindIt) {
+  Snapshot s = ConsumableSnapshot(2);
+  s.jobs = {Needing("big", 1, 3), Needing("small", 2, 1)};
+  Job free_job = MakeJob("other", "q", 3, Cpu(1, 1024));  // needs no units: backfills
+  s.jobs.push_back(free_job);
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_EQ(PlacedIds(d), (std::vector<std::string>{"other"}));
+  ASSERT_NE(FindWait(d, "small"), nullptr);
+  EXPECT_NE(FindWait(d, "small")->message.find("held for job big ahead of it"), std::string::npos)
+      << FindWait(d, "small")->message;
+  EXPECT_NE(FindWait(d, "big")->message.find("has 2 of 4 units available and the job needs 3"),
+            std::string::npos);
+}
+
+TEST(SchedulerConsumablesTest, AMissingResourceMakesTheJobWaitNotFail) {
+  Snapshot s = ConsumableSnapshot(4);
+  Job j = MakeJob("j", "q", 1, Cpu(1, 1024));
+  j.consumables = {ConsumableNeed{"gone", 1}};
+  s.jobs = {j};
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_TRUE(d.placements.empty());
+  EXPECT_TRUE(d.never_fits.empty());
+  ASSERT_NE(FindWait(d, "j"), nullptr);
+  EXPECT_NE(FindWait(d, "j")->message.find("consumable resource gone does not exist"),
+            std::string::npos);
+}
+
+TEST(SchedulerConsumablesTest, MalformedNeedsAreRejectedAlone) {
+  Snapshot s = ConsumableSnapshot(4);
+  Job bad = Needing("bad", 1, 0);
+  s.jobs = {bad, Needing("good", 2, 4)};
+  Decisions d = MustDecide(s, kT0);
+  ASSERT_EQ(d.rejected.size(), 1u);
+  EXPECT_EQ(d.rejected[0].job_id, "bad");
+  EXPECT_EQ(PlacedIds(d), (std::vector<std::string>{"good"}));
+}
+
+}  // namespace
+}  // namespace lote::sched

@@ -185,6 +185,17 @@ Status ValidateJob(const Job& j, const Snapshot& s) {
     return Bad(where() + " has " + std::to_string(nodes) + " nodes; at most " +
                std::to_string(kMaxJobNodes) + " can be scheduled");
   }
+  for (size_t i = 0; i < j.consumables.size(); ++i) {
+    const ConsumableNeed& c = j.consumables[i];
+    if (c.name.empty() || c.quantity < 1 || c.quantity > kMaxConsumableUnits) {
+      return Bad(where() + " asks for " + std::to_string(c.quantity) +
+                 " units of consumable resource \"" + c.name +
+                 "\"; a need names a resource and asks for 1 to 2^50 units");
+    }
+    for (size_t k = 0; k < i; ++k)
+      if (j.consumables[k].name == c.name)
+        return Bad(where() + " names consumable resource \"" + c.name + "\" twice");
+  }
   return Status::Ok();
 }
 

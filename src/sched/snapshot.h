@@ -141,6 +141,24 @@ struct NodeRange {
   friend bool operator==(const NodeRange&, const NodeRange&) = default;
 };
 
+// A consumable resource (AWS Batch resource-aware scheduling: licences,
+// shared capacity counted in units), as a pass may hand it out.
+struct Consumable {
+  std::string name;
+  int64_t total = 0;      // what its owner set (messages only)
+  int64_t available = 0;  // total minus the units STARTING and RUNNING jobs hold now
+
+  friend bool operator==(const Consumable&, const Consumable&) = default;
+};
+
+// Units of a consumable resource a job needs for as long as it runs.
+struct ConsumableNeed {
+  std::string name;
+  int64_t quantity = 0;
+
+  friend bool operator==(const ConsumableNeed&, const ConsumableNeed&) = default;
+};
+
 // A RUNNABLE job (or array child: one per child). More than one node in
 // total makes it a gang: all nodes start together, each on its own instance,
 // all in one compute environment (hence one placement group), or none starts.
@@ -157,6 +175,8 @@ struct Job {
   // launched, when the compute environment has room for all of them there;
   // otherwise these are used as any other (a retry never waits for them).
   std::vector<std::string> avoid_instances;
+  // Consumable resources it needs, each named once (all its nodes together).
+  std::vector<ConsumableNeed> consumables;
 
   int32_t NumNodes() const;
   bool IsGang() const { return NumNodes() > 1; }
@@ -177,6 +197,8 @@ struct Snapshot {
   std::vector<JobQueue> queues;
   std::vector<Job> jobs;  // RUNNABLE jobs only, any order
   SchedulerConfig config;
+  // Every consumable resource that exists; a job needing one not listed waits.
+  std::vector<Consumable> consumables;
 };
 
 // The most one node may ask for, and the most nodes one job may have: far
@@ -184,6 +206,8 @@ struct Snapshot {
 // MiB or GPUs), low enough that sums over many jobs stay exact.
 inline constexpr Resources kMaxNodeRequest{int64_t{1} << 42, int64_t{1} << 42, 2147483647};
 inline constexpr int64_t kMaxJobNodes = int64_t{1} << 20;
+// The most units of one consumable resource one job may need.
+inline constexpr int64_t kMaxConsumableUnits = int64_t{1} << 50;
 
 // OK, or InvalidArgument naming the first malformed object and how to fix it.
 Status Validate(const Snapshot& snapshot);

@@ -353,6 +353,7 @@ void JobsService::RegisterOperations(api::ApiRouter* router, api::IamAccessContr
        }});
   api::RegisterBatchSharedOperations(router, control_, loop);
   api::RegisterLoteJobOperations(router, loop);
+  api::RegisterConsumableResources(router, loop);
   api::RegisterNodes(router, loop);
 }
 

@@ -210,11 +210,24 @@ constexpr std::string_view kV8 = R"sql(
 ALTER TABLE jobs ADD COLUMN row_seq INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 9: AWS Batch consumable resources (their total, type, tags and the
+// recent clientTokens of their updates in one document per resource). Written
+// by the job loop in the same batches as the jobs that use them.
+constexpr std::string_view kV9 = R"sql(
+CREATE TABLE consumable_resources (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8}, {9, kV9},
   };
   return kMigrations;
 }

@@ -49,9 +49,10 @@ enum class ResourceKind : int32_t {
   kJobQueue,
   kJobDefinition,
   kSchedulingPolicy,
-  kPlacementGroup,  // EC2 (schema version 2)
-  kLaunchTemplate,  // EC2: one row per template, every version in its doc
-  kSsmParameter,    // SSM Parameter Store: one row per name, its history in its doc
+  kPlacementGroup,      // EC2 (schema version 2)
+  kLaunchTemplate,      // EC2: one row per template, every version in its doc
+  kSsmParameter,        // SSM Parameter Store: one row per name, its history in its doc
+  kConsumableResource,  // Batch consumable resources (schema version 9); the job loop's
 };
 const char* ResourceTable(ResourceKind kind);
 
