@@ -95,6 +95,7 @@ struct JobWork {
   int32_t held_instances = 0;
   int32_t held_launches = 0;
   int32_t short_need = -1;  // kConsumableResource: the index in job->consumables that is short
+  std::vector<int32_t> consumables;  // per job->consumables entry: its WorkConsumable, or -1
 };
 
 // A consumable resource during a pass.
@@ -598,11 +599,8 @@ class Pass {
       // The first job that waits for a resource holds it: nobody behind it
       // takes its units this pass, so a large need is not starved by small ones.
       Wait(j, WaitReason::kConsumableResource);
-      for (const ConsumableNeed& n : jw.job->consumables) {
-        auto it = consumable_index_.find(n.name);
-        if (it != consumable_index_.end() && consumables_[it->second].held_by == kNobody)
-          consumables_[it->second].held_by = j;
-      }
+      for (int32_t c : jw.consumables)
+        if (c >= 0 && consumables_[c].held_by == kNobody) consumables_[c].held_by = j;
       return false;
     }
     for (size_t k = 0; k < qw.ces.size(); ++k) {
@@ -611,8 +609,8 @@ class Pass {
       if (TryPlace(qw.ces[k], j)) {
         jw.outcome = Outcome::kPlaced;
         qw.used_milli += jw.total_milli;
-        for (const ConsumableNeed& n : jw.job->consumables)
-          consumables_[consumable_index_.at(n.name)].available -= n.quantity;
+        for (size_t i = 0; i < jw.consumables.size(); ++i)
+          consumables_[jw.consumables[i]].available -= jw.job->consumables[i].quantity;
         return true;
       }
     }
@@ -649,9 +647,15 @@ class Pass {
   bool ConsumablesFit(int32_t j) {
     JobWork& jw = jobs_[j];
     const std::vector<ConsumableNeed>& needs = jw.job->consumables;
+    if (jw.consumables.size() != needs.size()) {  // resolved once per pass
+      jw.consumables.resize(needs.size());
+      for (size_t i = 0; i < needs.size(); ++i) {
+        auto it = consumable_index_.find(needs[i].name);
+        jw.consumables[i] = it == consumable_index_.end() ? -1 : it->second;
+      }
+    }
     for (size_t i = 0; i < needs.size(); ++i) {
-      auto it = consumable_index_.find(needs[i].name);
-      const WorkConsumable* c = it == consumable_index_.end() ? nullptr : &consumables_[it->second];
+      const WorkConsumable* c = jw.consumables[i] < 0 ? nullptr : &consumables_[jw.consumables[i]];
       if (c == nullptr || c->available < needs[i].quantity ||
           (c->held_by != kNobody && c->held_by != j)) {
         jw.short_need = static_cast<int32_t>(i);
