@@ -80,6 +80,10 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
       {"ListSchedulingPolicies", &control::ControlPlane::ListSchedulingPolicies},
       {"UpdateSchedulingPolicy", &control::ControlPlane::UpdateSchedulingPolicy},
       {"DeleteSchedulingPolicy", &control::ControlPlane::DeleteSchedulingPolicy},
+      {"CreateServiceEnvironment", &control::ControlPlane::CreateServiceEnvironment},
+      {"DescribeServiceEnvironments", &control::ControlPlane::DescribeServiceEnvironments},
+      {"UpdateServiceEnvironment", &control::ControlPlane::UpdateServiceEnvironment},
+      {"DeleteServiceEnvironment", &control::ControlPlane::DeleteServiceEnvironment},
   };
   for (const Entry& e : entries) {
     Method m = e.method;

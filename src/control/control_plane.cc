@@ -71,6 +71,9 @@ Status ControlPlane::LoadLocked(const store::Snapshot& snapshot) {
         break;
       case ResourceKind::kConsumableResource:
         break;  // the job loop's (control/consumables.h)
+      case ResourceKind::kServiceEnvironment:
+        service_environments_[row.name] = std::move(*doc);
+        break;
     }
   }
   for (const store::TagRow& tag : snapshot.tags) tags_[tag.resource_arn][tag.key] = tag.value;
@@ -192,6 +195,7 @@ bool ControlPlane::ResourceExistsLocked(const std::string& arn) const {
   if (type == "compute-environment") return compute_environments_.count(name) > 0;
   if (type == "job-queue") return job_queues_.count(name) > 0;
   if (type == "scheduling-policy") return scheduling_policies_.count(name) > 0;
+  if (type == "service-environment") return service_environments_.count(name) > 0;
   if (type == "job-definition") {
     Result<const Json*> jd = FindJobDefinitionLocked(arn);
     return jd.ok() && name.find(':') != std::string::npos;
@@ -310,9 +314,11 @@ Result<int32_t> ControlPlane::Reconcile() {
       }
       if (status == "CREATING" || status == "UPDATING") {
         doc["status"] = "VALID";
-        doc["statusReason"] = kind == ResourceKind::kComputeEnvironment
-                                  ? "ComputeEnvironment Healthy"
-                                  : "JobQueue Healthy";
+        if (kind != ResourceKind::kServiceEnvironment) {  // its detail has no statusReason
+          doc["statusReason"] = kind == ResourceKind::kComputeEnvironment
+                                    ? "ComputeEnvironment Healthy"
+                                    : "JobQueue Healthy";
+        }
         PutResource(&batch, kind, doc, arn, it->first, 0);
         ++changed;
       }
@@ -321,6 +327,7 @@ Result<int32_t> ControlPlane::Reconcile() {
   };
   settle(compute_environments_, ResourceKind::kComputeEnvironment, "computeEnvironmentArn");
   settle(job_queues_, ResourceKind::kJobQueue, "jobQueueArn");
+  settle(service_environments_, ResourceKind::kServiceEnvironment, "serviceEnvironmentArn");
   if (changed == 0) return 0;
   RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
   return changed;
@@ -376,6 +383,12 @@ JobQueueSpec ControlPlane::QueueSpecLocked(const Json& doc) const {
   }
   std::sort(order.begin(), order.end());
   for (auto& [_, arn] : order) spec.compute_environment_arns.push_back(arn);
+  spec.type = doc.value("jobQueueType", "ECS");
+  order.clear();
+  for (const Json& o : doc.value("serviceEnvironmentOrder", Json::array()))
+    order.emplace_back(o.value("order", 0), o.value("serviceEnvironment", ""));
+  std::sort(order.begin(), order.end());
+  for (auto& [_, arn] : order) spec.service_environment_arns.push_back(arn);
   return spec;
 }
 

@@ -82,6 +82,10 @@ struct JobQueueSpec {
   int32_t priority = 0;
   std::vector<std::string> compute_environment_arns;  // in `order`
   std::string scheduling_policy_arn;                  // empty: FIFO
+  // "ECS" (container jobs, SubmitJob), or "SAGEMAKER_TRAINING" (service jobs,
+  // SubmitServiceJob, on the service environments below).
+  std::string type = "ECS";
+  std::vector<std::string> service_environment_arns;  // in `order`
 };
 
 class ControlPlane {
@@ -115,6 +119,13 @@ class ControlPlane {
   Result<Json> RegisterJobDefinition(const Json& request);
   Result<Json> DescribeJobDefinitions(const Json& request);
   Result<Json> DeregisterJobDefinition(const Json& request);
+
+  // Service environments (service_environments.cc): SageMaker training
+  // capacity in instances, what SAGEMAKER_TRAINING queues run service jobs on.
+  Result<Json> CreateServiceEnvironment(const Json& request);
+  Result<Json> DescribeServiceEnvironments(const Json& request);
+  Result<Json> UpdateServiceEnvironment(const Json& request);
+  Result<Json> DeleteServiceEnvironment(const Json& request);
 
   Result<Json> CreateSchedulingPolicy(const Json& request);
   Result<Json> DescribeSchedulingPolicies(const Json& request);
@@ -202,6 +213,7 @@ class ControlPlane {
   Result<Json> ValidateComputeResources(const Json& cr, bool for_update,
                                         const Json* existing) const;
   Result<Json> ValidateComputeEnvironmentOrder(const Json& orders) const;
+  Result<Json> ValidateServiceEnvironmentOrder(const Json& orders) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;
   // The ARN of the scheduling policy `ref` (name or ARN) names, for a job
   // queue's schedulingPolicyArn; NotFound when there is none. mu_ held.
@@ -263,6 +275,7 @@ class ControlPlane {
   std::map<std::string, std::map<int64_t, Json>> job_definitions_;  // name → revision → doc
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision
   std::map<std::string, Json> scheduling_policies_;                 // by name
+  std::map<std::string, Json> service_environments_;                // by name
   std::map<std::string, Json> placement_groups_;                    // EC2, by name
   std::map<std::string, Json> ssm_parameters_;  // by name; SecureString values sealed
   std::map<std::string, Json>

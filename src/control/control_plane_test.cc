@@ -440,3 +440,130 @@ TEST_F(ControlPlaneTest, EksSingleContainerPodsAreAccepted) {
 
 }  // namespace
 }  // namespace lote::control
+
+namespace lote::control {
+namespace {
+
+// Service environments and SAGEMAKER_TRAINING queues (issue 42).
+class ServiceEnvironmentTest : public ControlPlaneTest {
+ protected:
+  static Json Se(const std::string& name, int32_t max = 4) {
+    return {{"serviceEnvironmentName", name},
+            {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+            {"capacityLimits", {{{"maxCapacity", max}, {"capacityUnit", "NUM_INSTANCES"}}}},
+            {"tags", {{"team", "a"}}}};
+  }
+  static Json SmQueue(const std::string& name, const std::string& se) {
+    return {{"jobQueueName", name},
+            {"priority", 1},
+            {"jobQueueType", "SAGEMAKER_TRAINING"},
+            {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", se}}}}};
+  }
+};
+
+TEST_F(ServiceEnvironmentTest, LifecycleSurvivesReopen) {
+  Result<Json> created = cp_->CreateServiceEnvironment(Se("se"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ((*created)["serviceEnvironmentArn"],
+            "arn:aws:batch:us-east-1:000000000000:service-environment/se");
+  EXPECT_EQ(cp_->CreateServiceEnvironment(Se("se")).status().code(), StatusCode::kAlreadyExists);
+  Json d = *cp_->DescribeServiceEnvironments(Json::object());
+  ASSERT_EQ(d["serviceEnvironments"].size(), 1u);
+  EXPECT_EQ(d["serviceEnvironments"][0]["status"], "CREATING");
+  ASSERT_TRUE(cp_->Reconcile().ok());
+  Reopen();
+  d = *cp_->DescribeServiceEnvironments(Json{{"serviceEnvironments", {"se"}}});
+  ASSERT_EQ(d["serviceEnvironments"].size(), 1u);
+  const Json& se = d["serviceEnvironments"][0];
+  EXPECT_EQ(se["status"], "VALID");
+  EXPECT_FALSE(se.contains("statusReason"));
+  EXPECT_EQ(se["state"], "ENABLED");
+  EXPECT_EQ(se["capacityLimits"][0]["maxCapacity"], 4);
+  EXPECT_EQ(se["tags"]["team"], "a");
+
+  ASSERT_TRUE(
+      cp_->UpdateServiceEnvironment(
+             Json{{"serviceEnvironment", "se"},
+                  {"capacityLimits", {{{"maxCapacity", 8}, {"capacityUnit", "NUM_INSTANCES"}}}}})
+          .ok());
+  d = *cp_->DescribeServiceEnvironments(Json{{"serviceEnvironments", {"se"}}});
+  EXPECT_EQ(d["serviceEnvironments"][0]["capacityLimits"][0]["maxCapacity"], 8);
+  EXPECT_EQ(d["serviceEnvironments"][0]["status"], "UPDATING");
+
+  // A queue uses it: it cannot be deleted until disabled and detached.
+  ASSERT_TRUE(cp_->CreateJobQueue(SmQueue("smq", "se")).ok());
+  Json q = (*cp_->DescribeJobQueues(Json{{"jobQueues", {"smq"}}}))["jobQueues"][0];
+  EXPECT_EQ(q["jobQueueType"], "SAGEMAKER_TRAINING");
+  EXPECT_TRUE(q["computeEnvironmentOrder"].empty());
+  EXPECT_EQ(q["serviceEnvironmentOrder"][0]["serviceEnvironment"],
+            "arn:aws:batch:us-east-1:000000000000:service-environment/se");
+  Result<JobQueueSpec> spec = cp_->FindJobQueue("smq");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->type, "SAGEMAKER_TRAINING");
+  EXPECT_EQ(spec->service_environment_arns.size(), 1u);
+  Result<Json> del = cp_->DeleteServiceEnvironment(Json{{"serviceEnvironment", "se"}});
+  EXPECT_NE(del.status().message().find("ENABLED"), std::string::npos);
+  ASSERT_TRUE(
+      cp_->UpdateServiceEnvironment(Json{{"serviceEnvironment", "se"}, {"state", "DISABLED"}})
+          .ok());
+  del = cp_->DeleteServiceEnvironment(Json{{"serviceEnvironment", "se"}});
+  EXPECT_NE(del.status().message().find("used by job queue smq"), std::string::npos);
+  ASSERT_TRUE(cp_->UpdateJobQueue(Json{{"jobQueue", "smq"}, {"state", "DISABLED"}}).ok());
+  ASSERT_TRUE(cp_->DeleteJobQueue(Json{{"jobQueue", "smq"}}).ok());
+  ASSERT_TRUE(cp_->Reconcile().ok());
+  ASSERT_TRUE(cp_->DeleteServiceEnvironment(Json{{"serviceEnvironment", "se"}}).ok());
+  ASSERT_TRUE(cp_->Reconcile().ok());
+  Reopen();
+  EXPECT_TRUE((*cp_->DescribeServiceEnvironments(Json::object()))["serviceEnvironments"].empty());
+}
+
+TEST_F(ServiceEnvironmentTest, RefusesMalformedRequestsWithTheField) {
+  auto refused = [&](Json req) {
+    Result<Json> r = cp_->CreateServiceEnvironment(req);
+    EXPECT_FALSE(r.ok()) << req.dump();
+    return r.ok() ? std::string() : r.status().message();
+  };
+  Json bad = Se("x");
+  bad["serviceEnvironmentType"] = "ECS";
+  EXPECT_NE(refused(bad).find("serviceEnvironmentType"), std::string::npos);
+  bad = Se("x");
+  bad.erase("capacityLimits");
+  EXPECT_NE(refused(bad).find("capacityLimits is required"), std::string::npos);
+  bad = Se("x");
+  bad["capacityLimits"][0]["maxCapacity"] = 0;
+  EXPECT_NE(refused(bad).find("capacityLimits[0].maxCapacity"), std::string::npos);
+  bad = Se("x");
+  bad["capacityLimits"].push_back({{"maxCapacity", 1}, {"capacityUnit", "ml.m5.large"}});
+  EXPECT_NE(refused(bad).find("mixes NUM_INSTANCES"), std::string::npos);
+  bad = Se("x");
+  bad["capacityLimits"][0]["capacityUnit"] = "c5.large";
+  EXPECT_NE(refused(bad).find("SageMaker instance type"), std::string::npos);
+
+  // Queues: the type decides which order is allowed.
+  ASSERT_TRUE(cp_->CreateServiceEnvironment(Se("se")).ok());
+  Json q = SmQueue("smq", "se");
+  q["computeEnvironmentOrder"] = {{{"order", 1}, {"computeEnvironment", "ce"}}};
+  EXPECT_NE(cp_->CreateJobQueue(q).status().message().find("not computeEnvironmentOrder"),
+            std::string::npos);
+  q = SmQueue("smq", "se");
+  q.erase("serviceEnvironmentOrder");
+  EXPECT_NE(cp_->CreateJobQueue(q).status().message().find("serviceEnvironmentOrder is required"),
+            std::string::npos);
+  q = SmQueue("smq", "missing");
+  EXPECT_EQ(cp_->CreateJobQueue(q).status().code(), StatusCode::kNotFound);
+  q = SmQueue("smq", "se");
+  q.erase("jobQueueType");
+  EXPECT_NE(cp_->CreateJobQueue(q).status().message().find("needs jobQueueType"),
+            std::string::npos);
+  q = SmQueue("smq", "se");
+  q["jobStateTimeLimitActions"] = {{{"reason", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"},
+                                    {"state", "RUNNABLE"},
+                                    {"maxTimeSeconds", 600},
+                                    {"action", "CANCEL"}}};
+  EXPECT_FALSE(cp_->CreateJobQueue(q).ok());  // SAGEMAKER_TRAINING: TERMINATE only
+  q["jobStateTimeLimitActions"][0]["action"] = "TERMINATE";
+  EXPECT_TRUE(cp_->CreateJobQueue(q).ok());
+}
+
+}  // namespace
+}  // namespace lote::control

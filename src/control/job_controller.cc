@@ -192,6 +192,7 @@ Result<sched::Snapshot> BuildSchedulerEnvironments(
     snap.compute_environments.push_back(std::move(out));
   }
   for (const JobQueueSpec& q : control->JobQueues()) {
+    if (q.type != "ECS") continue;  // service jobs: not container jobs on instances
     sched::JobQueue out;
     out.name = q.name;
     out.priority = q.priority;

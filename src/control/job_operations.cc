@@ -47,6 +47,11 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
     return Status::InvalidArgument(
         "jobDefinition is required: give a job definition name, name:revision or ARN");
   ASSIGN_OR_RETURN(JobQueueSpec queue, control_->FindJobQueue(queue_ref));
+  if (queue.type != "ECS") {
+    return Status::InvalidArgument("job queue " + queue.name + " is a " + queue.type +
+                                   " queue for service jobs: submit them with SubmitServiceJob, "
+                                   "or submit this job to a container job queue");
+  }
   ASSIGN_OR_RETURN(Json definition, control_->FindJobDefinition(definition_ref));
 
   Result<uint64_t> ticket = uint64_t{0};

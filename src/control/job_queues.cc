@@ -12,7 +12,10 @@ namespace {
 
 constexpr int64_t kMaxPriority = 1000;
 
-Result<Json> ValidateTimeLimitActions(const Json& actions) {
+constexpr const char* kSageMakerTraining = "SAGEMAKER_TRAINING";
+
+// `service`: a SAGEMAKER_TRAINING queue, whose only action is TERMINATE.
+Result<Json> ValidateTimeLimitActions(const Json& actions, bool service) {
   if (!actions.is_array()) {
     return Status::InvalidArgument("jobStateTimeLimitActions must be a list");
   }
@@ -30,8 +33,9 @@ Result<Json> ValidateTimeLimitActions(const Json& actions) {
                                           "jobStateTimeLimitActions[].maxTimeSeconds", 600, 86400));
     ASSIGN_OR_RETURN(std::string action,
                      ReqString(a, "action", "jobStateTimeLimitActions[].action"));
-    RETURN_IF_ERROR(
-        ExpectEnum(action, "jobStateTimeLimitActions[].action", {"CANCEL", "TERMINATE"}));
+    RETURN_IF_ERROR(ExpectEnum(action, "jobStateTimeLimitActions[].action",
+                               service ? std::vector<std::string_view>{"TERMINATE"}
+                                       : std::vector<std::string_view>{"CANCEL", "TERMINATE"}));
     (void)reason;
     (void)secs;
   }
@@ -113,25 +117,41 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
                    OptString(request, "schedulingPolicyArn", "schedulingPolicyArn"));
   ASSIGN_OR_RETURN(std::optional<std::string> queue_type,
                    OptString(request, "jobQueueType", "jobQueueType"));
-  if (queue_type && *queue_type != "ECS") {
+  if (queue_type && *queue_type != "ECS" && *queue_type != kSageMakerTraining) {
     return Status::InvalidArgument("jobQueueType " + *queue_type +
-                                   " is not supported by lote; omit it (lote queues run ECS-style "
-                                   "container jobs)");
+                                   " is not supported by lote; use ECS (container jobs, the "
+                                   "default) or SAGEMAKER_TRAINING (service jobs)");
   }
-  if (request.contains("serviceEnvironmentOrder") &&
-      !request["serviceEnvironmentOrder"].is_null()) {
+  const bool service = queue_type == kSageMakerTraining;
+  const bool has_service_order =
+      request.contains("serviceEnvironmentOrder") && !request["serviceEnvironmentOrder"].is_null();
+  const bool has_ce_order = request.contains("computeEnvironmentOrder") &&
+                            !request["computeEnvironmentOrder"].is_null() &&
+                            !(request["computeEnvironmentOrder"].is_array() &&
+                              request["computeEnvironmentOrder"].empty() && service);
+  if (service && has_ce_order) {
     return Status::InvalidArgument(
-        "serviceEnvironmentOrder (SageMaker service environments) is not supported by lote; use "
-        "computeEnvironmentOrder");
+        "a SAGEMAKER_TRAINING job queue runs service jobs on service environments: give "
+        "serviceEnvironmentOrder, not computeEnvironmentOrder");
+  }
+  if (service && !has_service_order) {
+    return Status::InvalidArgument(
+        "serviceEnvironmentOrder is required for jobQueueType SAGEMAKER_TRAINING; list 1 to 3 "
+        "service environments as [{\"order\": 1, \"serviceEnvironment\": \"my-se\"}]");
+  }
+  if (!service && has_service_order) {
+    return Status::InvalidArgument(
+        "serviceEnvironmentOrder needs jobQueueType SAGEMAKER_TRAINING; a container job queue "
+        "takes computeEnvironmentOrder");
   }
   ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
   Json limit_actions = Json::array();
   if (request.contains("jobStateTimeLimitActions") &&
       !request["jobStateTimeLimitActions"].is_null()) {
-    ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
+    ASSIGN_OR_RETURN(limit_actions,
+                     ValidateTimeLimitActions(request["jobStateTimeLimitActions"], service));
   }
-  if (!request.contains("computeEnvironmentOrder") ||
-      request["computeEnvironmentOrder"].is_null()) {
+  if (!service && !has_ce_order) {
     return Status::InvalidArgument(
         "computeEnvironmentOrder is required; list 1 to 3 compute environments as "
         "[{\"order\": 1, \"computeEnvironment\": \"my-ce\"}]");
@@ -148,7 +168,14 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
         "this account already has 50 job queues (the AWS Batch limit); delete one before "
         "creating another");
   }
-  ASSIGN_OR_RETURN(Json order, ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
+  Json order = Json::array();
+  Json service_order;
+  if (service) {
+    ASSIGN_OR_RETURN(service_order,
+                     ValidateServiceEnvironmentOrder(request["serviceEnvironmentOrder"]));
+  } else {
+    ASSIGN_OR_RETURN(order, ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
+  }
   const std::string arn = MakeArn("job-queue/" + name);
   Json doc = {{"jobQueueName", name},
               {"jobQueueArn", arn},
@@ -158,6 +185,10 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
               {"priority", priority},
               {"computeEnvironmentOrder", std::move(order)},
               {"jobStateTimeLimitActions", std::move(limit_actions)}};
+  if (service) {
+    doc["jobQueueType"] = kSageMakerTraining;
+    doc["serviceEnvironmentOrder"] = std::move(service_order);
+  }
   if (policy_ref) {
     ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
   }
@@ -184,11 +215,6 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
                    OptInt(request, "priority", "priority", 0, kMaxPriority));
   ASSIGN_OR_RETURN(std::optional<std::string> policy_ref,
                    OptString(request, "schedulingPolicyArn", "schedulingPolicyArn"));
-  std::optional<Json> limit_actions;
-  if (request.contains("jobStateTimeLimitActions") &&
-      !request["jobStateTimeLimitActions"].is_null()) {
-    ASSIGN_OR_RETURN(limit_actions, ValidateTimeLimitActions(request["jobStateTimeLimitActions"]));
-  }
   std::unique_lock<std::mutex> lock(mu_);
   auto it = job_queues_.find(name);
   if (it == job_queues_.end()) {
@@ -196,6 +222,23 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
                             " does not exist; check the name with DescribeJobQueues");
   }
   Json doc = it->second;
+  const bool service = doc.value("jobQueueType", "") == kSageMakerTraining;
+  std::optional<Json> limit_actions;
+  if (request.contains("jobStateTimeLimitActions") &&
+      !request["jobStateTimeLimitActions"].is_null()) {
+    ASSIGN_OR_RETURN(limit_actions,
+                     ValidateTimeLimitActions(request["jobStateTimeLimitActions"], service));
+  }
+  if (request.contains("serviceEnvironmentOrder") &&
+      !request["serviceEnvironmentOrder"].is_null()) {
+    if (!service) {
+      return Status::InvalidArgument("job queue " + name +
+                                     " runs container jobs; serviceEnvironmentOrder is for "
+                                     "SAGEMAKER_TRAINING queues");
+    }
+    ASSIGN_OR_RETURN(doc["serviceEnvironmentOrder"],
+                     ValidateServiceEnvironmentOrder(request["serviceEnvironmentOrder"]));
+  }
   if (doc.value("status", "") == "DELETING") {
     return Status::FailedPrecondition("job queue " + name +
                                       " is being deleted and cannot be updated");
@@ -205,6 +248,11 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
   if (limit_actions) doc["jobStateTimeLimitActions"] = *limit_actions;
   if (request.contains("computeEnvironmentOrder") &&
       !request["computeEnvironmentOrder"].is_null()) {
+    if (service) {
+      return Status::InvalidArgument("job queue " + name +
+                                     " is a SAGEMAKER_TRAINING queue; change its "
+                                     "serviceEnvironmentOrder, not computeEnvironmentOrder");
+    }
     ASSIGN_OR_RETURN(Json order,
                      ValidateComputeEnvironmentOrder(request["computeEnvironmentOrder"]));
     doc["computeEnvironmentOrder"] = std::move(order);

@@ -58,6 +58,9 @@ std::vector<std::string> BatchResources(const std::string& op, const Json& r,
       {"UpdateConsumableResource", {"consumableResource", "consumable-resource"}},
       {"DeleteConsumableResource", {"consumableResource", "consumable-resource"}},
       {"ListJobsByConsumableResource", {"consumableResource", "consumable-resource"}},
+      {"CreateServiceEnvironment", {"serviceEnvironmentName", "service-environment"}},
+      {"UpdateServiceEnvironment", {"serviceEnvironment", "service-environment"}},
+      {"DeleteServiceEnvironment", {"serviceEnvironment", "service-environment"}},
   };
   if (auto it = kNamed.find(op); it != kNamed.end()) {
     return {NameOrArn(scope, Str(r, it->second.first), it->second.second)};

@@ -211,10 +211,18 @@ ALTER TABLE jobs ADD COLUMN row_seq INTEGER NOT NULL DEFAULT 0;
 )sql";
 
 // Version 9: AWS Batch consumable resources (their total, type, tags and the
-// recent clientTokens of their updates in one document per resource). Written
-// by the job loop in the same batches as the jobs that use them.
+// recent clientTokens of their updates in one document per resource; written
+// by the job loop in the same batches as the jobs that use them) and service
+// environments (SageMaker training capacity of SAGEMAKER_TRAINING queues).
 constexpr std::string_view kV9 = R"sql(
 CREATE TABLE consumable_resources (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE service_environments (
   arn TEXT PRIMARY KEY,
   name TEXT NOT NULL,
   revision INTEGER NOT NULL DEFAULT 0,

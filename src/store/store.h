@@ -53,6 +53,7 @@ enum class ResourceKind : int32_t {
   kLaunchTemplate,      // EC2: one row per template, every version in its doc
   kSsmParameter,        // SSM Parameter Store: one row per name, its history in its doc
   kConsumableResource,  // Batch consumable resources (schema version 9); the job loop's
+  kServiceEnvironment,  // Batch service environments (schema version 9)
 };
 const char* ResourceTable(ResourceKind kind);
 
