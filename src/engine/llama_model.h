@@ -42,6 +42,7 @@
 
 #include "common/status.h"
 #include "engine/communicator.h"
+#include "engine/cpu_kernels.h"
 #include "engine/llama_config.h"
 #include "engine/memory_plan.h"
 #include "engine/parallel_dims.h"
@@ -162,8 +163,9 @@ class LlamaModel {
   int64_t max_batch_, max_seq_;
   bool training_;
   ActivationOptions options_;
-  bool sp_;    // sequence parallel
-  bool bf16_;  // bf16-mixed
+  bool sp_;            // sequence parallel
+  bool bf16_;          // bf16-mixed
+  GemmOperands gemm_;  // what the GEMMs multiply: bf16 operands in bf16-mixed
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;
