@@ -205,8 +205,7 @@ Bf16GemmKernel ActiveBf16GemmKernel() {
 }
 
 const char* Bf16GemmKernelName(Bf16GemmKernel kernel) {
-  return kernel == Bf16GemmKernel::kAvx512Bf16 ? "avx512_bf16 (vdpbf16ps)"
-                                               : "fp32 (no avx512_bf16)";
+  return kernel == Bf16GemmKernel::kAvx512Bf16 ? "avx512_bf16 (vdpbf16ps)" : "fp32 sgemm";
 }
 
 void ForceBf16GemmFallback(bool force) {

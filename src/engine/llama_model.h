@@ -30,7 +30,8 @@
 // master copy that the optimizer updates (and checkpoints save); the kernels read it
 // rounded to bf16 (a layer's tensors, or the LM head's, rounded into one weight copy as
 // they are needed), the activations are rounded to bf16 where they are made and kept as
-// bf16, and every sum is fp32. Rounding is deterministic (nearest, ties to even), so
+// bf16, the GEMMs multiply bf16 operands (Bf16Gemm), and every sum is fp32. Rounding is
+// deterministic (nearest, ties to even) and so is the GEMM's order of sums, so
 // recomputation still gives the same bits, and so does a resumed run.
 #pragma once
 
