@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/bf16_gemm.h"
+
 namespace lote::engine {
 namespace {
 
@@ -172,17 +174,29 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
   }
 }
 
+void GemmOf(GemmOperands operands, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+            int64_t ldc) {
+  if (operands == GemmOperands::kBf16) {
+    Bf16Gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    Gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
 void MatmulForward(float* out, const float* inp, const float* weight, int64_t N, int64_t I,
-                   int64_t O) {
-  Gemm(false, true, N, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O);
+                   int64_t O, GemmOperands operands) {
+  GemmOf(operands, false, true, N, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O);
 }
 
 void MatmulBackward(float* dinp, float* dweight, const float* dout, const float* inp,
-                    const float* weight, int64_t N, int64_t I, int64_t O, bool overwrite_dinp) {
+                    const float* weight, int64_t N, int64_t I, int64_t O, bool overwrite_dinp,
+                    GemmOperands operands) {
   if (dinp != nullptr) {
-    Gemm(false, false, N, I, O, 1.0f, dout, O, weight, I, overwrite_dinp ? 0.0f : 1.0f, dinp, I);
+    GemmOf(operands, false, false, N, I, O, 1.0f, dout, O, weight, I, overwrite_dinp ? 0.0f : 1.0f,
+           dinp, I);
   }
-  Gemm(true, false, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dweight, I);
+  GemmOf(operands, true, false, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dweight, I);
 }
 
 void RopeTables(float* cos_t, float* sin_t, int64_t T, int64_t hd, double theta) {

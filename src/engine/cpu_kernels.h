@@ -30,6 +30,15 @@ std::string BlasCoreName();
 void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// What a GEMM multiplies: its fp32 operands as they are (Gemm), or its operands rounded to
+// bf16 with fp32 sums (bf16 mixed precision: Bf16Gemm, bf16_gemm.h, which uses the CPU's
+// bf16 dot-product instruction where there is one).
+enum class GemmOperands { kFp32, kBf16 };
+// Gemm or Bf16Gemm, as `operands` says; the same arguments.
+void GemmOf(GemmOperands operands, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+            float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+            float* C, int64_t ldc);
+
 // exp(x) to ~2 ulp for x in [-87, 88] (clamped outside); a loop over it vectorizes
 // (with -fno-trapping-math, which lets the clamps become vector min/max).
 // Cephes-style: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
@@ -71,15 +80,16 @@ void RmsNormApply(float* out, const float* inp, const float* weight, const float
 void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, const float* rstd, int64_t N, int64_t C);
 
-// out[N,O] = inp[N,I] * weight[O,I]^T.
+// out[N,O] = inp[N,I] * weight[O,I]^T (with kBf16, of the operands rounded to bf16).
 void MatmulForward(float* out, const float* inp, const float* weight, int64_t N, int64_t I,
-                   int64_t O);
+                   int64_t O, GemmOperands operands = GemmOperands::kFp32);
 // dinp[N,I] += dout[N,O] * weight[O,I] (skipped when dinp is null; with overwrite_dinp,
 // dinp = that product: the same bits as zeroing dinp first, without the pass);
-// dweight[O,I] += dout[N,O]^T * inp[N,I].
+// dweight[O,I] += dout[N,O]^T * inp[N,I]. With kBf16 the products are of the operands
+// rounded to bf16 (dout too, as bf16 autocast's backward does), the sums fp32.
 void MatmulBackward(float* dinp, float* dweight, const float* dout, const float* inp,
                     const float* weight, int64_t N, int64_t I, int64_t O,
-                    bool overwrite_dinp = false);
+                    bool overwrite_dinp = false, GemmOperands operands = GemmOperands::kFp32);
 
 // Rotary tables for positions [0, T): cos/sin[T, hd/2], Hugging Face's convention
 // (inv_freq[i] = theta^(-2i/hd), angle = t * inv_freq[i], computed in fp32).

@@ -57,6 +57,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_batch, int64_t max
       options_(options),
       sp_(options.sequence_parts > 1),
       bf16_(options.precision == Precision::kBf16Mixed),
+      gemm_(bf16_ ? GemmOperands::kBf16 : GemmOperands::kFp32),
       acts_(PlanActivations(shard_, max_batch, max_seq_len, CpuThreads(), options)) {}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const LlamaConfig& config, int64_t max_batch,
@@ -350,14 +351,14 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
   ToBf16(ln_mine, Nl * C);
   GatherRows(ln, N);
   need(w.wo);
-  MatmulForward(A + la.qkv, ln, W.wqkv, N, C, D);  // column-parallel q/k/v
+  MatmulForward(A + la.qkv, ln, W.wqkv, N, C, D, gemm_);  // column-parallel q/k/v
   RopeForward(A + la.qkv, A + acts_.rope_cos, A + acts_.rope_sin, B, T, nh, nkv, hd);
   ToBf16(A + la.qkv, N * D, la.kept.qkv, recompute);
   AttentionForward(A + la.att, A + la.lse, A + acts_.attn_scratch, A + la.qkv, B, T, nh, nkv, hd);
   ToBf16(A + la.att, N * Da, la.kept.att, recompute);
   need(w.post_norm);
   float* o = sp_ ? ln : A + la.res_mid;  // [N,C] partial sums
-  MatmulForward(o, A + la.att, W.wo, N, Da, C);
+  MatmulForward(o, A + la.att, W.wo, N, Da, C, gemm_);
   ReduceRows(o, A + la.res_mid, N);  // row-parallel o_proj
   need(w.wgate_up);
   if (bf16_) {  // the residual rounded between the add and the norm
@@ -371,7 +372,7 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
   }
   GatherRows(ln, N);
   need(w.wdown);
-  MatmulForward(A + la.gate_up, ln, W.wgate_up, N, C, 2 * I);  // column-parallel gate/up
+  MatmulForward(A + la.gate_up, ln, W.wgate_up, N, C, 2 * I, gemm_);  // column-parallel gate/up
   ToBf16(A + la.gate_up, N * 2 * I, la.kept.gate_up, recompute);
   SwiGluForward(A + la.act, A + la.gate_up, N, I);
   ToBf16(A + la.act, N * I, la.kept.act, recompute);
@@ -380,7 +381,7 @@ void LlamaModel::LayerForward(int64_t l, int64_t B, int64_t T, bool recompute) {
   float* res_next =
       A + (l + 1 < L ? acts_.layers[static_cast<size_t>(l + 1)].res : acts_.res_final);
   float* down = sp_ ? ln : res_next;  // [N,C] partial sums
-  MatmulForward(down, A + la.act, W.wdown, N, I, C);
+  MatmulForward(down, A + la.act, W.wdown, N, I, C, gemm_);
   ReduceRows(down, res_next, N);  // row-parallel down_proj
   AddInPlace(res_next, A + la.res_mid, Nl * C);
 }
@@ -414,7 +415,7 @@ double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, f
     const float* lnf = A + acts_.ln + r0 * C;
     const HeadStats stats(A + acts_.head_stats, m, V);
     LmHeadForward(logits, stats, lnf, Wh, local + r0, m, C, V,
-                  logits_out != nullptr ? logits_out + r0 * V : nullptr, V);
+                  logits_out != nullptr ? logits_out + r0 * V : nullptr, V, gemm_);
     if (tp_comm_ != nullptr) {
       // Vocabulary-parallel: the group's row max, then its sums of exp and target logits.
       TpAllReduce(stats.row_max, m, ReduceOp::kMax);
@@ -424,7 +425,7 @@ double LlamaModel::LmHead(const int32_t* targets, int64_t N, float grad_scale, f
     total += LmHeadLoss(lp + r0, stats, targets + r0, m);
     if (backward) {
       LmHeadBackward(dlnf + r0 * C, G + layout_.lm_head(), logits, stats, lnf, Wh, local + r0,
-                     targets + r0, m, C, V, ce_scale);
+                     targets + r0, m, C, V, ce_scale, gemm_);
     }
   }
   return valid > 0 ? total / static_cast<double>(valid) : 0.0;
@@ -487,14 +488,14 @@ void LlamaModel::MlpBackward(int64_t l, int64_t N) {
   float* dln = S + acts_.dln;                   // [N,C]
   float* ln = A + acts_.ln;                     // [N,C]
   const float* dout = GatheredResidualGrad(N);  // [N,C]
-  MatmulBackward(S + acts_.dact, G + w.wdown, dout, A + la.act, W.wdown, N, I, C, true);
+  MatmulBackward(S + acts_.dact, G + w.wdown, dout, A + la.act, W.wdown, N, I, C, true, gemm_);
   GradsReady(w.wdown);
   SwiGluBackward(S + acts_.dgate_up, S + acts_.dact, A + la.gate_up, N, I);
   RmsNormApply(ln + rows.begin * C, A + la.res_mid, W.post_norm, A + la.rstd2, rows.size(),
                C);  // ln2
   ToBf16(ln + rows.begin * C, rows.size() * C);
   GatherRows(ln, N);
-  MatmulBackward(dln, G + w.wgate_up, S + acts_.dgate_up, ln, W.wgate_up, N, C, 2 * I, true);
+  MatmulBackward(dln, G + w.wgate_up, S + acts_.dgate_up, ln, W.wgate_up, N, C, 2 * I, true, gemm_);
   GradsReady(w.wgate_up);
   ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel gate/up
   NormBackward(S + acts_.dres, G + w.post_norm, dln + rows.begin * C, A + la.res_mid, W.post_norm,
@@ -523,7 +524,7 @@ void LlamaModel::AttentionLayerBackward(int64_t l, int64_t B, int64_t T) {
     ToBf16(A + la.att, N * Da);
   }
   const float* dout = GatheredResidualGrad(N);  // [N,C]
-  MatmulBackward(S + acts_.datt, G + w.wo, dout, A + la.att, W.wo, N, Da, C, true);
+  MatmulBackward(S + acts_.datt, G + w.wo, dout, A + la.att, W.wo, N, Da, C, true, gemm_);
   GradsReady(w.wo);  // and post_norm's
   Zero(dqkv, N * D);
   AttentionBackward(dqkv, S + acts_.attn_grad_scratch, S + acts_.datt, A + la.qkv, A + la.att,
@@ -533,7 +534,7 @@ void LlamaModel::AttentionLayerBackward(int64_t l, int64_t B, int64_t T) {
                C);  // ln1
   ToBf16(ln + rows.begin * C, rows.size() * C);
   GatherRows(ln, N);
-  MatmulBackward(dln, G + w.wqkv, dqkv, ln, W.wqkv, N, C, D, true);
+  MatmulBackward(dln, G + w.wqkv, dqkv, ln, W.wqkv, N, C, D, true, gemm_);
   ReduceRows(dln, dln + rows.begin * C, N);  // column-parallel q/k/v
   NormBackward(S + acts_.dres, G + w.input_norm, dln + rows.begin * C, A + la.res, W.input_norm,
                A + la.rstd1, rows.size());

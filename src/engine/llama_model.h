@@ -30,7 +30,8 @@
 // master copy that the optimizer updates (and checkpoints save); the kernels read it
 // rounded to bf16 (a layer's tensors, or the LM head's, rounded into one weight copy as
 // they are needed), the activations are rounded to bf16 where they are made and kept as
-// bf16, and every sum is fp32. Rounding is deterministic (nearest, ties to even), so
+// bf16, the GEMMs multiply bf16 operands (Bf16Gemm), and every sum is fp32. Rounding is
+// deterministic (nearest, ties to even) and so is the GEMM's order of sums, so
 // recomputation still gives the same bits, and so does a resumed run.
 #pragma once
 
@@ -42,6 +43,7 @@
 
 #include "common/status.h"
 #include "engine/communicator.h"
+#include "engine/cpu_kernels.h"
 #include "engine/llama_config.h"
 #include "engine/memory_plan.h"
 #include "engine/parallel_dims.h"
@@ -162,8 +164,9 @@ class LlamaModel {
   int64_t max_batch_, max_seq_;
   bool training_;
   ActivationOptions options_;
-  bool sp_;    // sequence parallel
-  bool bf16_;  // bf16-mixed
+  bool sp_;            // sequence parallel
+  bool bf16_;          // bf16-mixed
+  GemmOperands gemm_;  // what the GEMMs multiply: bf16 operands in bf16-mixed
   ActivationLayout acts_;
   std::vector<float> params_;
   std::vector<float> grads_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/bf16.h"
+#include "engine/bf16_gemm.h"
 #include "engine/cpu_kernels.h"
 
 namespace lote::engine {
@@ -239,6 +240,45 @@ TEST(LlamaModelTest, Bf16MixedReadsRoundedWeightsAndStaysCloseToFp32) {
     n16 += static_cast<double>(g_bf16[i]) * g_bf16[i];
   }
   EXPECT_GT(dot / std::sqrt(n32 * n16), 0.999);  // cosine of the two gradients
+}
+
+// bf16-mixed's GEMMs run on the CPU's bf16 kernel where it has one (Bf16Gemm) and on the
+// fp32 fallback otherwise: the two agree within fp32 summation (the fallback also keeps
+// the gradient operands unrounded), and each repeats its own bits exactly, so a resumed
+// run on the same host is bit-exact.
+TEST(LlamaModelTest, Bf16MixedOnTheBf16KernelAndTheFallbackAgree) {
+  InitCpuBackend(0);
+  LlamaConfig c = Tiny();
+  c.hidden_size = 64;  // GEMMs with K over one pair block of the kernel's tiles
+  c.intermediate_size = 96;
+  Batch batch(c.vocab_size);
+  auto run = [&](bool fallback, std::vector<float>* grads) {
+    ForceBf16GemmFallback(fallback);
+    auto m =
+        LlamaModel::Create(c, 2, 7, true, {}, nullptr, {Recompute::kNone, 1, Precision::kBf16Mixed})
+            .value();
+    m->InitWeights(9);
+    m->ZeroGrad();
+    const double loss = m->ForwardBackward(batch.in.data(), batch.tg.data(), 2, 7, 1.0f);
+    grads->assign(m->grads(), m->grads() + m->num_params());
+    ForceBf16GemmFallback(false);
+    return loss;
+  };
+  std::vector<float> g_cpu, g_cpu_again, g_fallback, g_fallback_again;
+  const double cpu = run(false, &g_cpu);
+  const double fallback = run(true, &g_fallback);
+  EXPECT_EQ(run(false, &g_cpu_again), cpu);
+  EXPECT_EQ(g_cpu_again, g_cpu);
+  EXPECT_EQ(run(true, &g_fallback_again), fallback);
+  EXPECT_EQ(g_fallback_again, g_fallback);
+  EXPECT_NEAR(cpu, fallback, 1e-3 * fallback);
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < g_cpu.size(); ++i) {
+    dot += static_cast<double>(g_cpu[i]) * g_fallback[i];
+    na += static_cast<double>(g_cpu[i]) * g_cpu[i];
+    nb += static_cast<double>(g_fallback[i]) * g_fallback[i];
+  }
+  EXPECT_GT(dot / std::sqrt(na * nb), 0.9999);
 }
 
 TEST(CpuKernelsTest, FastExpIsAccurate) {

@@ -47,12 +47,12 @@ void ForwardRowBlock(float* y, int64_t n, int64_t j, int64_t r, const HeadStats&
 
 void LmHeadForward(float* logits, const HeadStats& s, const float* x, const float* w,
                    const int32_t* local, int64_t m, int64_t C, int64_t Vl, float* raw,
-                   int64_t raw_ld) {
+                   int64_t raw_ld, GemmOperands operands) {
   std::fill(s.target, s.target + m, 0.0f);
   for (int64_t j = 0; j < s.blocks; ++j) {
     const int64_t j0 = j * s.vocab_block, n = std::min(Vl, j0 + s.vocab_block) - j0;
     float* block = logits + m * j0;  // [m, n], contiguous (see lm_head_loss.h)
-    Gemm(false, true, m, n, C, 1.0f, x, C, w + j0 * C, C, 0.0f, block, n);
+    GemmOf(operands, false, true, m, n, C, 1.0f, x, C, w + j0 * C, C, 0.0f, block, n);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) {
       float* y = block + r * n;
@@ -80,7 +80,7 @@ double LmHeadLoss(float* logprob, const HeadStats& s, const int32_t* targets, in
 
 void LmHeadBackward(float* dx, float* dw, float* logits, const HeadStats& s, const float* x,
                     const float* w, const int32_t* local, const int32_t* targets, int64_t m,
-                    int64_t C, int64_t Vl, float grad_scale) {
+                    int64_t C, int64_t Vl, float grad_scale, GemmOperands operands) {
   for (int64_t j = 0; j < s.blocks; ++j) {
     const int64_t j0 = j * s.vocab_block, n = std::min(Vl, j0 + s.vocab_block) - j0;
     float* block = logits + m * j0;
@@ -98,8 +98,9 @@ void LmHeadBackward(float* dx, float* dw, float* logits, const HeadStats& s, con
       for (int64_t i = 0; i < n; ++i) y[i] *= f;
       if (local[r] >= j0 && local[r] < j0 + n) y[local[r] - j0] -= grad_scale;
     }
-    Gemm(false, false, m, C, n, 1.0f, block, n, w + j0 * C, C, j == 0 ? 0.0f : 1.0f, dx, C);
-    Gemm(true, false, n, C, m, 1.0f, block, n, x, C, 1.0f, dw + j0 * C, C);
+    GemmOf(operands, false, false, m, C, n, 1.0f, block, n, w + j0 * C, C, j == 0 ? 0.0f : 1.0f, dx,
+           C);
+    GemmOf(operands, true, false, n, C, m, 1.0f, block, n, x, C, 1.0f, dw + j0 * C, C);
   }
 }
 

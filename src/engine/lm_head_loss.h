@@ -23,10 +23,13 @@
 // nothing is recomputed (a recompute would cost a third of the head's GEMMs). Shapes as
 // cpu_kernels.h: row-major fp32, w is this rank's [Vl, C] slice of the head; `local[r]`
 // is the target's column in this slice (-1 when another rank owns it, or the row is
-// ignored), `targets[r] < 0` marks an ignored row. Never allocates, never fails.
+// ignored), `targets[r] < 0` marks an ignored row. `operands` picks the GEMMs (fp32, or
+// bf16 operands with fp32 sums: cpu_kernels.h). Never allocates, never fails.
 #pragma once
 
 #include <cstdint>
+
+#include "engine/cpu_kernels.h"
 
 namespace lote::engine {
 
@@ -60,7 +63,7 @@ struct HeadStats {
 // logits themselves, row-major.
 void LmHeadForward(float* logits, const HeadStats& s, const float* x, const float* w,
                    const int32_t* local, int64_t m, int64_t C, int64_t Vl, float* raw,
-                   int64_t raw_ld);
+                   int64_t raw_ld, GemmOperands operands = GemmOperands::kFp32);
 
 // Tensor parallel, after row_max was all-reduced with max: rescales sum_exp to it.
 void LmHeadRescaleSums(const HeadStats& s, int64_t m);
@@ -73,6 +76,7 @@ double LmHeadLoss(float* logprob, const HeadStats& s, const int32_t* targets, in
 // dloss/dlogits = (softmax - onehot) * grad_scale (0 for ignored rows). Overwrites logits.
 void LmHeadBackward(float* dx, float* dw, float* logits, const HeadStats& s, const float* x,
                     const float* w, const int32_t* local, const int32_t* targets, int64_t m,
-                    int64_t C, int64_t Vl, float grad_scale);
+                    int64_t C, int64_t Vl, float grad_scale,
+                    GemmOperands operands = GemmOperands::kFp32);
 
 }  // namespace lote::engine

@@ -35,9 +35,10 @@ const char* RecomputeName(Recompute r);  // "none", "selective", "full"
 //     are rounded to bf16 where they are made: every GEMM's inputs (the norm outputs,
 //     the attention output, the SwiGLU output), q/k/v after rotary, the gate/up
 //     pre-activations and the residual stream. Kept activations are stored as bf16 and
-//     unpacked into one shared fp32 layer before the layer's backward; GEMMs, softmax,
-//     norms and their sums compute in fp32 (AVX2 has no bf16 arithmetic). Gradients,
-//     their reduction and clipping, and AdamW's state stay fp32.
+//     unpacked into one shared fp32 layer before the layer's backward. The GEMMs
+//     multiply bf16 operands with fp32 sums (Bf16Gemm: vdpbf16ps where the CPU has
+//     avx512_bf16, else fp32 arithmetic); softmax, norms and their sums compute in fp32.
+//     Gradients, their reduction and clipping, and AdamW's state stay fp32.
 enum class Precision { kFp32, kBf16Mixed };
 const char* PrecisionName(Precision p);  // "fp32", "bf16-mixed"
 

@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "engine/adamw.h"
+#include "engine/bf16_gemm.h"
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_failures.h"
 #include "engine/checkpoint_tools.h"
@@ -273,10 +274,13 @@ Trainer::Trainer(const RunPlan& plan, std::FILE* out, RunGroups groups)
   fmt::print(out_,
              "lote train: Llama with {} parameters ({} layers, hidden {}, heads {}/{} kv, "
              "vocab {}), {} ranks (tensor parallel {} x data parallel {}), {} threads per rank, "
-             "OpenBLAS {} kernels\n",
+             "OpenBLAS {} kernels{}\n",
              HumanCount(static_cast<double>(config_.NumParameters())), config_.num_hidden_layers,
              config_.hidden_size, config_.num_attention_heads, config_.num_key_value_heads,
-             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_, BlasCoreName());
+             config_.vocab_size, dims_.world(), dims_.tp(), dims_.dp(), threads_, BlasCoreName(),
+             activations_.precision == Precision::kBf16Mixed
+                 ? fmt::format(", bf16 GEMMs on {}", Bf16GemmKernelName(ActiveBf16GemmKernel()))
+                 : std::string());
 }
 
 Status Trainer::PrintPlanOnly() {
@@ -817,6 +821,7 @@ Json Trainer::Metrics(double total_s, int64_t steps_run) const {
               {"step_cpu_s", step_cpu_},
               {"threads", threads_},
               {"blas_core", BlasCoreName()},
+              {"bf16_gemm", std::string(Bf16GemmKernelName(ActiveBf16GemmKernel()))},
               {"world_size", dims_.world()},
               {"tensor_parallel", dims_.tp()},
               {"data_parallel", dims_.dp()},

@@ -9,6 +9,8 @@
   curve stays within TOLERANCE nats of the fp32 curve, and lote's bf16 curve within
   TOLERANCE of PyTorch's; lote's bf16 losses are not fp32's (the flag does something);
   and the loss fell by more than 2 nats (the curves are not flat and trivially close);
+  the bf16 curve with the GEMMs forced onto the fp32 fallback (LOTE_BF16_GEMM=fp32, what
+  a CPU without avx512_bf16 runs) is within TOLERANCE of the fp32 and PyTorch curves too;
 - TP=2 with sequence parallelism in bf16-mixed follows one process's bf16 curve within
   TOLERANCE (its partial sums are rounded in other places);
 - resume: 12 bf16-mixed steps with a checkpoint every 4 (one process, and TP=2 x DP=2
@@ -110,7 +112,7 @@ class Bf16MixedTest(unittest.TestCase):
     def path(self, *p):
         return os.path.join(self.dir, *p)
 
-    def train(self, name, *extra, steps=STEPS, batch=DOCS, nproc=1, tp=1):
+    def train(self, name, *extra, steps=STEPS, batch=DOCS, nproc=1, tp=1, env=None):
         out = self.path(name)
         args = [LOTE, "train", "--config", self.config, "--data", self.data, "--seq-len",
                 str(SEQ), "--batch-size", str(batch), "--global-batch-size", str(DOCS),
@@ -120,7 +122,7 @@ class Bf16MixedTest(unittest.TestCase):
                 "--init-weights", INIT, "--master-port", str(free_port()),
                 "--nproc-per-node", str(nproc), "--tensor-parallel-size", str(tp),
                 "--job-id", "job", "--output", out, *extra]
-        res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        res = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
         self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-3000:])
         with open(os.path.join(out, "metrics.json")) as f:
             metrics = json.load(f)
@@ -151,6 +153,18 @@ class Bf16MixedTest(unittest.TestCase):
         self.assertLess(gap(lote16, lote32), TOLERANCE)
         self.assertLess(gap(torch16, torch32), TOLERANCE)
         self.assertLess(gap(lote16, torch16), TOLERANCE)
+        # The GEMMs ran on the CPU's bf16 kernel where it has one; the fp32 fallback (what a
+        # CPU without avx512_bf16 runs, forced here) trains within the same tolerance.
+        kernel = m16["bf16_gemm"]
+        self.assertIn(f"bf16 GEMMs on {kernel}", res.stdout)
+        res_fb, fallback, m_fb = self.train("bf16_fp32_gemm", "--precision", "bf16-mixed",
+                                            env=dict(os.environ, LOTE_BF16_GEMM="fp32"))
+        self.assertEqual(m_fb["bf16_gemm"], "fp32 sgemm")
+        print(f"bf16 GEMMs on {kernel}; with the fp32 fallback: fallback - lote bf16 "
+              f"{gap(fallback, lote16):.2e}, fallback - lote fp32 {gap(fallback, lote32):.2e}, "
+              f"fallback - torch bf16 {gap(fallback, torch16):.2e}")
+        self.assertLess(gap(fallback, lote32), TOLERANCE)
+        self.assertLess(gap(fallback, torch16), TOLERANCE)
         # The recipe's flag is the same run.
         _, alias, _ = self.train("alias", "--use_mix_precision", steps=20)
         _, named, _ = self.train("bf16_20", "--precision", "bf16-mixed", steps=20)
