@@ -84,6 +84,11 @@ void RegisterBatchControlPlane(ApiRouter* router, control::ControlPlane* cp) {
       {"DescribeServiceEnvironments", &control::ControlPlane::DescribeServiceEnvironments},
       {"UpdateServiceEnvironment", &control::ControlPlane::UpdateServiceEnvironment},
       {"DeleteServiceEnvironment", &control::ControlPlane::DeleteServiceEnvironment},
+      {"CreateQuotaShare", &control::ControlPlane::CreateQuotaShare},
+      {"DescribeQuotaShare", &control::ControlPlane::DescribeQuotaShare},
+      {"UpdateQuotaShare", &control::ControlPlane::UpdateQuotaShare},
+      {"DeleteQuotaShare", &control::ControlPlane::DeleteQuotaShare},
+      {"ListQuotaShares", &control::ControlPlane::ListQuotaShares},
   };
   for (const Entry& e : entries) {
     Method m = e.method;

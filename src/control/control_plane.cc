@@ -74,6 +74,9 @@ Status ControlPlane::LoadLocked(const store::Snapshot& snapshot) {
       case ResourceKind::kServiceEnvironment:
         service_environments_[row.name] = std::move(*doc);
         break;
+      case ResourceKind::kQuotaShare:
+        quota_shares_[row.name] = std::move(*doc);
+        break;
     }
   }
   for (const store::TagRow& tag : snapshot.tags) tags_[tag.resource_arn][tag.key] = tag.value;
@@ -196,6 +199,10 @@ bool ControlPlane::ResourceExistsLocked(const std::string& arn) const {
   if (type == "job-queue") return job_queues_.count(name) > 0;
   if (type == "scheduling-policy") return scheduling_policies_.count(name) > 0;
   if (type == "service-environment") return service_environments_.count(name) > 0;
+  if (type == "job-queue" && name.find("/quota-share/") != std::string::npos) {
+    Result<std::string> key = QuotaShareKeyOfArn(arn);
+    return key.ok() && quota_shares_.count(*key) > 0;
+  }
   if (type == "job-definition") {
     Result<const Json*> jd = FindJobDefinitionLocked(arn);
     return jd.ok() && name.find(':') != std::string::npos;
@@ -314,7 +321,8 @@ Result<int32_t> ControlPlane::Reconcile() {
       }
       if (status == "CREATING" || status == "UPDATING") {
         doc["status"] = "VALID";
-        if (kind != ResourceKind::kServiceEnvironment) {  // its detail has no statusReason
+        if (kind != ResourceKind::kServiceEnvironment &&
+            kind != ResourceKind::kQuotaShare) {  // their details have no statusReason
           doc["statusReason"] = kind == ResourceKind::kComputeEnvironment
                                     ? "ComputeEnvironment Healthy"
                                     : "JobQueue Healthy";
@@ -328,6 +336,7 @@ Result<int32_t> ControlPlane::Reconcile() {
   settle(compute_environments_, ResourceKind::kComputeEnvironment, "computeEnvironmentArn");
   settle(job_queues_, ResourceKind::kJobQueue, "jobQueueArn");
   settle(service_environments_, ResourceKind::kServiceEnvironment, "serviceEnvironmentArn");
+  settle(quota_shares_, ResourceKind::kQuotaShare, "quotaShareArn");
   if (changed == 0) return 0;
   RETURN_IF_ERROR(CommitLocked(lock, std::move(batch)));
   return changed;

@@ -127,6 +127,14 @@ class ControlPlane {
   Result<Json> UpdateServiceEnvironment(const Json& request);
   Result<Json> DeleteServiceEnvironment(const Json& request);
 
+  // Quota shares (quota_shares.cc): virtual queues of a SAGEMAKER_TRAINING
+  // queue with a quota-share scheduling policy. Described by ARN only.
+  Result<Json> CreateQuotaShare(const Json& request);
+  Result<Json> DescribeQuotaShare(const Json& request);
+  Result<Json> UpdateQuotaShare(const Json& request);
+  Result<Json> DeleteQuotaShare(const Json& request);
+  Result<Json> ListQuotaShares(const Json& request);
+
   Result<Json> CreateSchedulingPolicy(const Json& request);
   Result<Json> DescribeSchedulingPolicies(const Json& request);
   Result<Json> ListSchedulingPolicies(const Json& request);
@@ -214,6 +222,10 @@ class ControlPlane {
                                         const Json* existing) const;
   Result<Json> ValidateComputeEnvironmentOrder(const Json& orders) const;
   Result<Json> ValidateServiceEnvironmentOrder(const Json& orders) const;
+  // "<queue>/<share>" of a quota share ARN (InvalidArgument when it is not one).
+  Result<std::string> QuotaShareKeyOfArn(const std::string& arn) const;
+  // Whether the scheduling policy with this ARN is a quota-share policy. mu_ held.
+  bool IsQuotaSharePolicyLocked(const std::string& arn) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;
   // The ARN of the scheduling policy `ref` (name or ARN) names, for a job
   // queue's schedulingPolicyArn; NotFound when there is none. mu_ held.
@@ -276,6 +288,7 @@ class ControlPlane {
   std::map<std::string, int64_t> last_revision_;                    // name → highest revision
   std::map<std::string, Json> scheduling_policies_;                 // by name
   std::map<std::string, Json> service_environments_;                // by name
+  std::map<std::string, Json> quota_shares_;                        // by "<queue>/<share>"
   std::map<std::string, Json> placement_groups_;                    // EC2, by name
   std::map<std::string, Json> ssm_parameters_;  // by name; SecureString values sealed
   std::map<std::string, Json>

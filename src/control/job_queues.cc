@@ -191,6 +191,12 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
   }
   if (policy_ref) {
     ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
+    if (!service && IsQuotaSharePolicyLocked(doc["schedulingPolicyArn"])) {
+      return Status::InvalidArgument(
+          "scheduling policy " + *policy_ref +
+          " is a quota-share policy, for SAGEMAKER_TRAINING queues; give a container job queue "
+          "a fair-share policy (lote does not schedule container jobs by quota shares yet)");
+    }
   }
   WriteBatch batch;
   PutResource(&batch, ResourceKind::kJobQueue, doc, arn, name, 0);
@@ -264,7 +270,14 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
           " was created without a scheduling policy (FIFO); AWS Batch cannot add one later, "
           "create a new queue with schedulingPolicyArn instead");
     }
-    ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
+    ASSIGN_OR_RETURN(std::string policy_arn, SchedulingPolicyArnLocked(*policy_ref));
+    if (IsQuotaSharePolicyLocked(policy_arn) !=
+        IsQuotaSharePolicyLocked(doc["schedulingPolicyArn"])) {
+      return Status::InvalidArgument("job queue " + name +
+                                     " cannot change between a fair-share and a quota-share "
+                                     "scheduling policy; create a new queue instead");
+    }
+    doc["schedulingPolicyArn"] = policy_arn;
   }
   doc["status"] = "UPDATING";
   doc["statusReason"] = "Updating job queue";
@@ -292,6 +305,13 @@ Result<Json> ControlPlane::DeleteJobQueue(const Json& request) {
     return Status::FailedPrecondition(
         "job queue " + name +
         " is ENABLED; disable it first (UpdateJobQueue with state DISABLED), then delete it");
+  }
+  for (const auto& [key, share] : quota_shares_) {
+    if (key.rfind(name + "/", 0) == 0) {
+      return Status::FailedPrecondition("job queue " + name + " has quota share " +
+                                        share.value("quotaShareName", "") +
+                                        "; disable and delete its quota shares first");
+    }
   }
   doc["status"] = "DELETING";
   doc["statusReason"] = "Deleting job queue";

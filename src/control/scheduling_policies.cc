@@ -74,22 +74,54 @@ Result<Json> ControlPlane::ValidateFairsharePolicy(const Json& policy) const {
   return out;
 }
 
+namespace {
+
+bool Given(const Json& request, const char* key) {
+  return request.contains(key) && !request[key].is_null();
+}
+
+// quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO} (the model's only value).
+Result<Json> ValidateQuotaSharePolicy(const Json& policy) {
+  RETURN_IF_ERROR(ExpectObject(policy, "quotaSharePolicy"));
+  ASSIGN_OR_RETURN(std::string strategy,
+                   ReqString(policy, "idleResourceAssignmentStrategy",
+                             "quotaSharePolicy.idleResourceAssignmentStrategy"));
+  RETURN_IF_ERROR(
+      ExpectEnum(strategy, "quotaSharePolicy.idleResourceAssignmentStrategy", {"FIFO"}));
+  return Json{{"idleResourceAssignmentStrategy", strategy}};
+}
+
+}  // namespace
+
+bool ControlPlane::IsQuotaSharePolicyLocked(const std::string& arn) const {
+  for (const auto& [name, doc] : scheduling_policies_)
+    if (doc.value("arn", "") == arn) return doc.contains("quotaSharePolicy");
+  return false;
+}
+
 Result<Json> ControlPlane::CreateSchedulingPolicy(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string name, ReqString(request, "name", "name"));
   RETURN_IF_ERROR(ValidateName("name", name));
-  if (request.contains("quotaSharePolicy") && !request["quotaSharePolicy"].is_null()) {
+  if (Given(request, "quotaSharePolicy") && Given(request, "fairsharePolicy")) {
     return Status::InvalidArgument(
-        "quotaSharePolicy is not supported by lote; use fairsharePolicy");
-  }
-  Json fairshare = {
-      {"shareDecaySeconds", 0}, {"computeReservation", 0}, {"shareDistribution", Json::array()}};
-  if (request.contains("fairsharePolicy") && !request["fairsharePolicy"].is_null()) {
-    ASSIGN_OR_RETURN(fairshare, ValidateFairsharePolicy(request["fairsharePolicy"]));
+        "a scheduling policy is either a fair-share policy or a quota-share policy: give "
+        "fairsharePolicy or quotaSharePolicy, not both");
   }
   ASSIGN_OR_RETURN(TagMap tags, ReadTags(request, "tags", "tags"));
   const std::string arn = MakeArn("scheduling-policy/" + name);
-  Json doc = {{"name", name}, {"arn", arn}, {"fairsharePolicy", std::move(fairshare)}};
+  Json doc = {{"name", name}, {"arn", arn}};
+  if (Given(request, "quotaSharePolicy")) {
+    ASSIGN_OR_RETURN(doc["quotaSharePolicy"],
+                     ValidateQuotaSharePolicy(request["quotaSharePolicy"]));
+  } else {
+    Json fairshare = {
+        {"shareDecaySeconds", 0}, {"computeReservation", 0}, {"shareDistribution", Json::array()}};
+    if (Given(request, "fairsharePolicy")) {
+      ASSIGN_OR_RETURN(fairshare, ValidateFairsharePolicy(request["fairsharePolicy"]));
+    }
+    doc["fairsharePolicy"] = std::move(fairshare);
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (scheduling_policies_.count(name)) {
     return Status::AlreadyExists("scheduling policy " + name +
@@ -145,13 +177,13 @@ Result<Json> ControlPlane::UpdateSchedulingPolicy(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string ref, ReqString(request, "arn", "arn"));
   ASSIGN_OR_RETURN(std::string name, NameFromReference(ref, "scheduling-policy", "arn"));
-  if (request.contains("quotaSharePolicy") && !request["quotaSharePolicy"].is_null()) {
-    return Status::InvalidArgument(
-        "quotaSharePolicy is not supported by lote; use fairsharePolicy");
-  }
   std::optional<Json> fairshare;
-  if (request.contains("fairsharePolicy") && !request["fairsharePolicy"].is_null()) {
+  if (Given(request, "fairsharePolicy")) {
     ASSIGN_OR_RETURN(fairshare, ValidateFairsharePolicy(request["fairsharePolicy"]));
+  }
+  std::optional<Json> quota;
+  if (Given(request, "quotaSharePolicy")) {
+    ASSIGN_OR_RETURN(quota, ValidateQuotaSharePolicy(request["quotaSharePolicy"]));
   }
   std::unique_lock<std::mutex> lock(mu_);
   auto it = scheduling_policies_.find(name);
@@ -160,7 +192,15 @@ Result<Json> ControlPlane::UpdateSchedulingPolicy(const Json& request) {
                             " does not exist; check the ARN with ListSchedulingPolicies");
   }
   Json doc = it->second;
+  const bool is_quota = doc.contains("quotaSharePolicy");
+  if ((fairshare && is_quota) || (quota && !is_quota)) {
+    return Status::InvalidArgument("scheduling policy " + name + " is a " +
+                                   (is_quota ? "quota-share" : "fair-share") +
+                                   " policy and cannot become the other kind; create a new "
+                                   "policy instead");
+  }
   if (fairshare) doc["fairsharePolicy"] = *fairshare;
+  if (quota) doc["quotaSharePolicy"] = *quota;
   WriteBatch batch;
   PutResource(&batch, ResourceKind::kSchedulingPolicy, doc, doc["arn"], name, 0);
   it->second = std::move(doc);

@@ -65,6 +65,16 @@ std::vector<std::string> BatchResources(const std::string& op, const Json& r,
   if (auto it = kNamed.find(op); it != kNamed.end()) {
     return {NameOrArn(scope, Str(r, it->second.first), it->second.second)};
   }
+  if (op == "CreateQuotaShare") {
+    const std::string queue = NameOrArn(scope, Str(r, "jobQueue"), "job-queue");
+    const std::string name = Str(r, "quotaShareName");
+    return {queue == "*" || name.empty() ? "*" : queue + "/quota-share/" + name};
+  }
+  if (op == "DescribeQuotaShare" || op == "UpdateQuotaShare" || op == "DeleteQuotaShare") {
+    const std::string arn = Str(r, "quotaShareArn");
+    return {arn.empty() ? "*" : arn};
+  }
+  if (op == "ListQuotaShares") return {NameOrArn(scope, Str(r, "jobQueue"), "job-queue")};
   if (op == "SubmitJob") {
     return {NameOrArn(scope, Str(r, "jobQueue"), "job-queue"),
             NameOrArn(scope, Str(r, "jobDefinition"), "job-definition")};

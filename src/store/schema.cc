@@ -213,7 +213,8 @@ ALTER TABLE jobs ADD COLUMN row_seq INTEGER NOT NULL DEFAULT 0;
 // Version 9: AWS Batch consumable resources (their total, type, tags and the
 // recent clientTokens of their updates in one document per resource; written
 // by the job loop in the same batches as the jobs that use them) and service
-// environments (SageMaker training capacity of SAGEMAKER_TRAINING queues).
+// environments (SageMaker training capacity of SAGEMAKER_TRAINING queues) and
+// quota shares (virtual queues of such a queue; name "<queue>/<share>").
 constexpr std::string_view kV9 = R"sql(
 CREATE TABLE consumable_resources (
   arn TEXT PRIMARY KEY,
@@ -223,6 +224,13 @@ CREATE TABLE consumable_resources (
   updated_ms INTEGER NOT NULL
 );
 CREATE TABLE service_environments (
+  arn TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 0,
+  doc TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE TABLE quota_shares (
   arn TEXT PRIMARY KEY,
   name TEXT NOT NULL,
   revision INTEGER NOT NULL DEFAULT 0,

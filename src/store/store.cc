@@ -232,6 +232,8 @@ const char* ResourceTable(ResourceKind kind) {
       return "consumable_resources";
     case ResourceKind::kServiceEnvironment:
       return "service_environments";
+    case ResourceKind::kQuotaShare:
+      return "quota_shares";
   }
   return "";
 }
@@ -582,11 +584,11 @@ Result<Snapshot> Store::Load(bool with_jobs) {
   Snapshot snap;
   ReadTransaction snapshot(reader_db_);
   RETURN_IF_ERROR(snapshot.status());
-  for (ResourceKind kind :
-       {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue, ResourceKind::kJobDefinition,
-        ResourceKind::kSchedulingPolicy, ResourceKind::kPlacementGroup,
-        ResourceKind::kLaunchTemplate, ResourceKind::kSsmParameter,
-        ResourceKind::kConsumableResource, ResourceKind::kServiceEnvironment}) {
+  for (ResourceKind kind : {ResourceKind::kComputeEnvironment, ResourceKind::kJobQueue,
+                            ResourceKind::kJobDefinition, ResourceKind::kSchedulingPolicy,
+                            ResourceKind::kPlacementGroup, ResourceKind::kLaunchTemplate,
+                            ResourceKind::kSsmParameter, ResourceKind::kConsumableResource,
+                            ResourceKind::kServiceEnvironment, ResourceKind::kQuotaShare}) {
     Stmt q(reader_db_, std::string("SELECT arn, name, revision, doc, updated_ms FROM ") +
                            ResourceTable(kind) + " ORDER BY name, revision");
     RETURN_IF_ERROR(q.status());

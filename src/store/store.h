@@ -54,6 +54,7 @@ enum class ResourceKind : int32_t {
   kSsmParameter,        // SSM Parameter Store: one row per name, its history in its doc
   kConsumableResource,  // Batch consumable resources (schema version 9); the job loop's
   kServiceEnvironment,  // Batch service environments (schema version 9)
+  kQuotaShare,          // Batch quota shares, named "<queue>/<share>" (schema version 9)
 };
 const char* ResourceTable(ResourceKind kind);
 

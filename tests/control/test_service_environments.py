@@ -1,7 +1,7 @@
-"""Service environments and SAGEMAKER_TRAINING job queues on a real `lote server`
-(issue 42), through boto3 (its paginator and errors) and the stock aws CLI: created,
-described, updated, tagged, attached to a queue, refused while in use, deleted, and
-kept across a restart."""
+"""Service environments, SAGEMAKER_TRAINING job queues and their quota shares on a real
+`lote server` (issue 42), through boto3 (its paginators and errors) and the stock aws
+CLI: created, described, updated, tagged, attached to a queue, refused while in use,
+deleted, and kept across a restart."""
 import argparse
 import json
 import os
@@ -27,6 +27,9 @@ class ServiceEnvironmentsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.cleanup()
+
+    def setUp(self):
+        self.batch = self.server.client()  # a test before may have restarted the server
 
     def cli(self, *args):
         return subprocess.run(["aws", "batch"] + list(args) + ["--output", "json"],
@@ -113,6 +116,114 @@ class ServiceEnvironmentsTest(unittest.TestCase):
         self.server.wait_for(
             lambda: not b.describe_service_environments(
                 serviceEnvironments=["sm"])["serviceEnvironments"], 30, "sm deleted")
+
+    def test_quota_shares(self):
+        b = self.batch
+        b.create_service_environment(
+            serviceEnvironmentName="qm", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": 8, "capacityUnit": "ml.g5.xlarge"},
+                            {"maxCapacity": 4, "capacityUnit": "ml.p4d.24xlarge"}])
+        self.wait_valid("qm")
+        policy = b.create_scheduling_policy(
+            name="quota", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
+        self.assertEqual(b.describe_scheduling_policies(arns=[policy])["schedulingPolicies"][0]
+                         ["quotaSharePolicy"], {"idleResourceAssignmentStrategy": "FIFO"})
+        code, message = self.error_code(lambda: b.update_scheduling_policy(
+            arn=policy, fairsharePolicy={"shareDecaySeconds": 60}))
+        self.assertIn("cannot become the other kind", message)
+        code, message = self.error_code(lambda: b.create_scheduling_policy(
+            name="both", fairsharePolicy={},
+            quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"}))
+        self.assertIn("not both", message)
+        b.create_job_queue(jobQueueName="qmq", priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                           schedulingPolicyArn=policy,
+                           serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "qm"}])
+        self.server.wait_for(lambda: b.describe_job_queues(jobQueues=["qmq"])["jobQueues"][0]
+                             ["status"] == "VALID", 30, "qmq VALID")
+        # A container queue may not take the quota-share policy.
+        create_env = __import__("lote_server").create_emulated_environment
+        create_env(b, name="ce-q")
+        code, message = self.error_code(lambda: b.create_job_queue(
+            jobQueueName="plain", priority=1, schedulingPolicyArn=policy,
+            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce-q"}]))
+        self.assertIn("quota-share policy", message)
+        # Shares: boto3 and the CLI.
+        arns = []
+        for name, strategy in (("team-a", {"strategy": "LEND_AND_BORROW", "borrowLimit": 100}),
+                               ("team-b", {"strategy": "LEND"}), ("team-c", {"strategy": "RESERVE"})):
+            r = b.create_quota_share(
+                quotaShareName=name, jobQueue="qmq",
+                capacityLimits=[{"maxCapacity": 2, "capacityUnit": "ml.g5.xlarge"}],
+                resourceSharingConfiguration=strategy,
+                preemptionConfiguration={"inSharePreemption": "ENABLED"}, tags={"t": name})
+            arns.append(r["quotaShareArn"])
+        self.assertEqual(arns[0], "arn:aws:batch:us-east-1:000000000000:job-queue/qmq/quota-share/team-a")
+        d = b.describe_quota_share(quotaShareArn=arns[0])
+        self.assertIn(d["status"], ("CREATING", "VALID"))  # VALID at the next reconcile
+        self.assertEqual((d["state"], d["resourceSharingConfiguration"], d["tags"]),
+                         ("ENABLED", {"strategy": "LEND_AND_BORROW", "borrowLimit": 100},
+                          {"t": "team-a"}))
+        self.assertEqual(b.describe_quota_share(quotaShareArn=arns[1])
+                         ["resourceSharingConfiguration"], {"strategy": "LEND"})
+        pages = list(b.get_paginator("list_quota_shares").paginate(
+            jobQueue="qmq", PaginationConfig={"PageSize": 2}))
+        self.assertEqual([s["quotaShareName"] for p in pages for s in p["quotaShares"]],
+                         ["team-a", "team-b", "team-c"])
+        self.assertEqual(len(pages), 2)
+        cli = self.cli("update-quota-share", "--quota-share-arn", arns[2],
+                       "--capacity-limits", "maxCapacity=3,capacityUnit=ml.p4d.24xlarge",
+                       "--state", "DISABLED")
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        cli = self.cli("describe-quota-share", "--quota-share-arn", arns[2])
+        described = json.loads(cli.stdout)
+        self.assertEqual((described["state"], described["capacityLimits"]),
+                         ("DISABLED", [{"maxCapacity": 3, "capacityUnit": "ml.p4d.24xlarge"}]))
+        cli = self.cli("list-quota-shares", "--job-queue", "qmq")
+        self.assertEqual(len(json.loads(cli.stdout)["quotaShares"]), 3, cli.stderr)
+        # Errors: a unit the service environment lacks, a name taken, borrowLimit on LEND,
+        # RESERVE's limit, delete while ENABLED, a queue with shares.
+        for call, words in (
+            (lambda: b.create_quota_share(
+                quotaShareName="x", jobQueue="qmq",
+                capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.m5.large"}],
+                resourceSharingConfiguration={"strategy": "RESERVE"},
+                preemptionConfiguration={"inSharePreemption": "DISABLED"}),
+             "service environment limits"),
+            (lambda: b.create_quota_share(
+                quotaShareName="team-a", jobQueue="qmq",
+                capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.g5.xlarge"}],
+                resourceSharingConfiguration={"strategy": "RESERVE"},
+                preemptionConfiguration={"inSharePreemption": "DISABLED"}),
+             "already exists"),
+            (lambda: b.create_quota_share(
+                quotaShareName="y", jobQueue="qmq",
+                capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.g5.xlarge"}],
+                resourceSharingConfiguration={"strategy": "LEND", "borrowLimit": 10},
+                preemptionConfiguration={"inSharePreemption": "DISABLED"}),
+             "LEND_AND_BORROW"),
+            (lambda: b.delete_quota_share(quotaShareArn=arns[0]), "disable it first"),
+            (lambda: b.describe_quota_share(quotaShareArn="arn:aws:batch:us-east-1:000000000000:job-queue/qmq"),
+             "not a quota share ARN"),
+        ):
+            code, message = self.error_code(call)
+            self.assertEqual(code, "ClientException")
+            self.assertIn(words, message)
+        b.update_job_queue(jobQueue="qmq", state="DISABLED")
+        code, message = self.error_code(lambda: b.delete_job_queue(jobQueue="qmq"))
+        self.assertIn("delete its quota shares first", message)
+        # Kept across a restart; then deleted.
+        self.server.stop()
+        self.server.start()
+        b = self.batch = self.server.client()
+        self.server.wait_for(
+            lambda: b.describe_quota_share(quotaShareArn=arns[0])["status"] == "VALID", 30,
+            "team-a VALID after the restart")
+        for arn in arns:
+            b.update_quota_share(quotaShareArn=arn, state="DISABLED")
+            b.delete_quota_share(quotaShareArn=arn)
+        self.server.wait_for(lambda: not b.list_quota_shares(jobQueue="qmq")["quotaShares"], 30,
+                             "quota shares deleted")
+        b.delete_job_queue(jobQueue="qmq")
 
     def test_errors_in_the_clients_shape(self):
         b = self.batch
