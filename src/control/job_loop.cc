@@ -229,7 +229,7 @@ JobEvent JobLoop::NodeStartedLocked(const Job& job, const exec::NodeEvent& ev,
   for (const std::string& w : notices)
     spdlog::info("jobs: {} attempt {} node {}: {}", job.id, number, ev.node.node_index, w);
   return JobEvent::NodeStarted(number, ev.node.node_index, control_->MakeArn("task/" + task_id),
-                               stream, at, std::move(notices));
+                               stream, at, std::move(notices), ev.devices);
 }
 
 void JobLoop::Pass(std::vector<exec::NodeEvent> node_events) {

@@ -177,6 +177,7 @@ Result<Job> ApplyNodeStarted(Job job, const JobEvent& e) {
   node->task_arn = e.task_arn;
   node->log_stream_name = e.log_stream_name;
   node->notices = e.notices;
+  if (!e.devices.empty()) node->devices = e.devices;  // the backend's scheduler chose them
   a.pending_reason.clear();
   if (e.node_index == job.MainNode()) {
     a.started_at = e.at_ms;
@@ -375,7 +376,7 @@ JobEvent JobEvent::Scheduled(std::string compute_environment, std::vector<Schedu
 
 JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
                                std::string log_stream_name, int64_t at_ms,
-                               std::vector<std::string> notices) {
+                               std::vector<std::string> notices, std::vector<int32_t> devices) {
   JobEvent e;
   e.type = JobEventType::kNodeStarted;
   e.at_ms = at_ms;
@@ -384,6 +385,7 @@ JobEvent JobEvent::NodeStarted(int32_t attempt, int32_t node_index, std::string 
   e.task_arn = std::move(task_arn);
   e.log_stream_name = std::move(log_stream_name);
   e.notices = std::move(notices);
+  e.devices = std::move(devices);
   return e;
 }
 
@@ -536,6 +538,7 @@ Json EventToJson(const JobEvent& e) {
       j["taskArn"] = e.task_arn;
       j["logStreamName"] = e.log_stream_name;
       if (!e.notices.empty()) j["notices"] = e.notices;
+      if (!e.devices.empty()) j["devices"] = e.devices;
       break;
     case JobEventType::kNodeExited:
       j["attempt"] = e.attempt;
@@ -618,6 +621,8 @@ Result<JobEvent> EventFromJson(const Json& j) {
     e.task_arn = j.value("taskArn", "");
     e.log_stream_name = j.value("logStreamName", "");
     e.notices = j.value("notices", std::vector<std::string>{});
+    if (e.type == JobEventType::kNodeStarted)
+      e.devices = j.value("devices", std::vector<int32_t>{});
     e.exit_code = j.value("exitCode", 0);
     e.signal = j.value("signal", 0);
     ASSIGN_OR_RETURN(e.category, ParseFailureCategory(j.value("category", "")));

@@ -77,8 +77,11 @@ struct JobEvent {
   std::string task_arn;              // kNodeStarted
   std::string log_stream_name;       // kNodeStarted
   std::vector<std::string> notices;  // kNodeStarted: lote's notices about the node
-  int32_t exit_code = 0;             // kNodeExited
-  int32_t signal = 0;                // kNodeExited: killed by this signal (exit code 128 + signal)
+  // kNodeStarted: the accelerator devices the backend's own scheduler bound
+  // the node to (Slurm GRES), replacing the node's; empty: lote chose them.
+  std::vector<int32_t> devices;
+  int32_t exit_code = 0;  // kNodeExited
+  int32_t signal = 0;     // kNodeExited: killed by this signal (exit code 128 + signal)
   FailureCategory category = FailureCategory::kNone;  // kAttemptFailed
   Json progress;                                      // kProgress: the LOTE_PROGRESS object
   std::map<std::string, int32_t> child_counts;        // kArrayChildrenUpdated: count per status
@@ -98,7 +101,8 @@ struct JobEvent {
                             int64_t at_ms);
   static JobEvent NodeStarted(int32_t attempt, int32_t node_index, std::string task_arn,
                               std::string log_stream_name, int64_t at_ms,
-                              std::vector<std::string> notices = {});
+                              std::vector<std::string> notices = {},
+                              std::vector<int32_t> devices = {});
   // `reason`: set when the exit was an injected fault (control/fault_plan.h);
   // it becomes the failed attempt's reason.
   static JobEvent NodeExited(int32_t attempt, int32_t node_index, int32_t exit_code, int32_t signal,

@@ -223,6 +223,10 @@ struct NodeEvent {
   // kRunning, when the backend knows it without a look: the file the node's
   // output goes to ("": ask OutputPath).
   std::string output_path;
+  // kRunning: the accelerator devices the backend's own scheduler bound the
+  // node to (Slurm: its GRES), as the node recorded them; empty when lote
+  // chose them (the local backend) or the node has none.
+  std::vector<int32_t> devices;
 };
 
 // What LaunchGang did.

@@ -217,6 +217,7 @@ Json ToJson(const ProcessRecord& r) {
   Json j{{"process", IdentityJson(r.id)}, {"started_at_ms", r.started_at_ms}};
   if (r.keeper) j["keeper"] = IdentityJson(*r.keeper);
   if (r.agent) j["agent"] = true;
+  if (!r.devices.empty()) j["devices"] = r.devices;
   return j;
 }
 Result<ProcessRecord> ProcessRecordFromJson(const Json& j) {
@@ -224,6 +225,7 @@ Result<ProcessRecord> ProcessRecordFromJson(const Json& j) {
     ProcessRecord r{IdentityFromJson(j.at("process")), j.value("started_at_ms", int64_t{0})};
     if (j.contains("keeper")) r.keeper = IdentityFromJson(j.at("keeper"));
     r.agent = j.value("agent", false);
+    r.devices = j.value("devices", std::vector<int32_t>{});
     return r;
   });
 }

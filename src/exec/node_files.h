@@ -134,6 +134,10 @@ struct ProcessRecord {
   // node (its command is the agent's own child, `id` the agent).
   std::optional<ProcessIdentity> keeper{};
   bool agent = false;
+  // The accelerator devices the node runs with (LOTE_ACCELERATORS), as the
+  // node itself recorded them in command.json: how a backend whose own
+  // scheduler chose them (Slurm) learns which.
+  std::vector<int32_t> devices{};
 };
 
 struct TerminateRequest {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -127,6 +128,40 @@ unsigned long long OwnStartTime() {
   for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + static_cast<unsigned long long>(*p - '0');
   return v;
 }
+
+}  // namespace
+
+std::vector<int32_t> RecordedDevices(const std::vector<std::string>& env) {
+  std::vector<int32_t> out;
+  static const std::string kKey = "LOTE_ACCELERATORS=";
+  for (const std::string& kv : env) {
+    if (kv.compare(0, kKey.size(), kKey) != 0) continue;
+    // "0,1", "2-3" or "0,2-3"; anything else records nothing.
+    std::string list = kv.substr(kKey.size());
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      const std::string item = list.substr(start, comma - start);
+      const size_t dash = item.find('-');
+      char* end = nullptr;
+      const long first = std::strtol(item.c_str(), &end, 10);
+      long last = first;
+      if (end == item.c_str() || (dash == std::string::npos && *end != '\0')) return {};
+      if (dash != std::string::npos) {
+        const char* tail = item.c_str() + dash + 1;
+        last = std::strtol(tail, &end, 10);
+        if (end == tail || *end != '\0') return {};
+      }
+      if (first < 0 || last < first || last > 1023) return {};
+      for (long d = first; d <= last; ++d) out.push_back(static_cast<int32_t>(d));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+namespace {
 
 // The child's own record (command.json), before it runs anything: a command
 // never runs unrecorded, whatever happens to the runner meanwhile.
@@ -291,8 +326,10 @@ ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLo
   plan.record_step = "recording the command in " + plan.record_path;
   out.forked_at_ms = NowMs();
   plan.record_head = "{\"process\": {\"pid\": ";
+  const std::vector<int32_t> devices = RecordedDevices(spec.env);
   plan.record_tail = ", \"boot_id\": " + Json(BootId()).dump() +
-                     "}, \"started_at_ms\": " + std::to_string(out.forked_at_ms) + "}\n";
+                     "}, \"started_at_ms\": " + std::to_string(out.forked_at_ms) +
+                     (devices.empty() ? "" : ", \"devices\": " + Json(devices).dump()) + "}\n";
 
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {

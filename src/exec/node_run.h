@@ -86,6 +86,11 @@ struct ForkedCommand {
 // exec'd or failed.
 ForkedCommand ForkCommand(const NodePaths& p, const ShimSpec& spec, const NodeLog& log);
 
+// The devices a node's environment names in LOTE_ACCELERATORS ("0,1", "2-3"),
+// recorded in its command.json (ProcessRecord::devices); empty when there are
+// none or the list is malformed.
+std::vector<int32_t> RecordedDevices(const std::vector<std::string>& env);
+
 // The node's outcome from its leader's exit (waitid's siginfo), the setup
 // error it reported ("" none) and whether a terminate request was carried
 // out. Times and `injected` are the caller's.

@@ -19,6 +19,7 @@
 #include "exec/command.h"
 #include "exec/node_files.h"
 #include "exec/node_resolve.h"
+#include "exec/node_run.h"
 #include "exec/slurm_placement.h"
 #include "exec/ulimits.h"
 
@@ -177,6 +178,29 @@ TEST(SlurmPlacementTest, MainNodeHasNoMainAddressAndMissingAddressesAreLeftOut) 
   EXPECT_EQ(*SlurmNodeDir("/a", "12"), "/a/node-12");
   EXPECT_TRUE(SlurmNodeDir("/a", nullptr).status().IsInvalidArgument());
   EXPECT_TRUE(SlurmNodeDir("/a", "1x").status().IsInvalidArgument());
+}
+
+TEST(SlurmPlacementTest, TheHostsGpuIndicesAreWhatTheNodeRecords) {
+  // Inside Slurm's device cgroup CUDA_VISIBLE_DEVICES counts from 0; the
+  // host's indices (what the server reads back) are SLURM_STEP_GPUS, then
+  // SLURM_JOB_GPUS.
+  std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", "0,1"},
+                                            {"SLURM_JOB_GPUS", "2,3"}};
+  std::vector<std::string> out = SlurmPlacementEnv(env, 0, false, 0);
+  EXPECT_NE(std::find(out.begin(), out.end(), "CUDA_VISIBLE_DEVICES=0,1"), out.end());
+  EXPECT_NE(std::find(out.begin(), out.end(), "LOTE_ACCELERATORS=2,3"), out.end());
+  env["SLURM_STEP_GPUS"] = "5,6";
+  out = SlurmPlacementEnv(env, 0, false, 0);
+  EXPECT_NE(std::find(out.begin(), out.end(), "LOTE_ACCELERATORS=5,6"), out.end());
+  env.erase("SLURM_STEP_GPUS");
+  env.erase("SLURM_JOB_GPUS");
+  out = SlurmPlacementEnv(env, 0, false, 0);
+  EXPECT_NE(std::find(out.begin(), out.end(), "LOTE_ACCELERATORS=0,1"), out.end());
+  EXPECT_EQ(RecordedDevices(out), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(RecordedDevices({"LOTE_ACCELERATORS=0,2-4"}), (std::vector<int32_t>{0, 2, 3, 4}));
+  EXPECT_TRUE(RecordedDevices({"LOTE_ACCELERATORS=0,x"}).empty());
+  EXPECT_TRUE(RecordedDevices({"LOTE_ACCELERATORS="}).empty());
+  EXPECT_TRUE(RecordedDevices({"OTHER=1"}).empty());
 }
 
 TEST(UlimitsTest, AboveTheHostIsRefusedOrLoweredInEmulation) {

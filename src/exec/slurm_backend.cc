@@ -409,6 +409,7 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
     t.slurm_id = slurm_id;
     t.nodes = n;
     t.direct = direct;
+    t.gpus = gpus > 0;
     tracked_[gang.attempt] = t;
     poll_now_ = true;
   }
@@ -698,11 +699,13 @@ void SlurmBackend::PollOnce() {
     const std::string dir = AttemptDir(t.attempt);
     int64_t started = 0;
     bool all_ended = t.nodes > 0;
+    std::vector<std::vector<int32_t>> devices(static_cast<size_t>(std::max(t.nodes, 0)));
     for (int32_t k = 0; k < t.nodes; ++k) {
       const NodePaths node = NodeFolder(dir, k);
       Result<ProcessRecord> cmd = ReadProcessRecord(node.command());
       const int64_t ms = cmd.ok() ? cmd->started_at_ms : 0;
       if (ms > 0) started = started == 0 ? ms : std::min(started, ms);
+      if (cmd.ok()) devices[static_cast<size_t>(k)] = cmd->devices;  // Slurm's GRES choice
       // status.json is replaced atomically: present means whole.
       all_ended = all_ended && FileExists(node.status());
     }
@@ -716,6 +719,7 @@ void SlurmBackend::PollOnce() {
         e.node = NodeKey{t.attempt, k};
         e.kind = NodeEventKind::kRunning;
         e.at_ms = e.started_at_ms = std::min(started, now);
+        e.devices = devices[static_cast<size_t>(k)];
         events.push_back(e);
       }
     }
@@ -799,8 +803,20 @@ void SlurmBackend::PollOnce() {
       continue;
     }
     const bool ended = TerminalStates().count(s.state) > 0 || s.state == "VANISHED";
+    // With GPUs, a job Slurm runs whose nodes have not recorded their devices
+    // yet waits for the records (the next polls report it, with its devices).
+    bool recorded = true;
+    std::vector<std::vector<int32_t>> devices(static_cast<size_t>(std::max(t.nodes, 0)));
+    if (live.gpus && !live.running_reported) {
+      for (int32_t k = 0; k < t.nodes; ++k) {
+        Result<ProcessRecord> cmd =
+            ReadProcessRecord(NodeFolder(AttemptDir(t.attempt), k).command());
+        recorded = recorded && cmd.ok();
+        if (cmd.ok()) devices[static_cast<size_t>(k)] = cmd->devices;
+      }
+    }
     if ((s.state == "RUNNING" || s.state == "COMPLETING" || ended) && !live.running_reported &&
-        (s.start_ms > 0 || !ended)) {
+        (s.start_ms > 0 || !ended) && (recorded || ended)) {
       live.running_reported = true;
       for (int32_t k = 0; k < t.nodes; ++k) {
         NodeEvent e;
@@ -808,6 +824,7 @@ void SlurmBackend::PollOnce() {
         e.kind = NodeEventKind::kRunning;
         e.at_ms = s.start_ms > 0 ? std::min(s.start_ms, now) : now;
         e.started_at_ms = e.at_ms;
+        e.devices = devices[static_cast<size_t>(k)];
         events.push_back(e);
       }
     }

@@ -122,7 +122,10 @@ class SlurmBackend final : public Backend {
     std::string pending_reason;  // last reported
     int64_t kill_at_ms = 0;      // Terminate: SIGKILL (scancel) then; 0: none
     bool terminating = false;
-    bool direct = false;        // one node run as the batch step itself (no srun)
+    bool direct = false;  // one node run as the batch step itself (no srun)
+    // Asked Slurm for GPUs (--gres): RUNNING is reported once the nodes have
+    // recorded which devices Slurm bound (NodeEvent::devices), not before.
+    bool gpus = false;
     int32_t missing_polls = 0;  // polls in which Slurm did not know the job
   };
   struct JobState {

@@ -33,11 +33,17 @@ std::vector<std::string> SlurmPlacementEnv(const std::map<std::string, std::stri
   }
   if (multi_node && node_index != main_node_index)
     out.push_back(std::string(kMainNodeAddressVar) + "=" + get("LOTE_MAIN_ADDR"));
-  // The GPUs Slurm bound to this task (--gres=gpu:N), named as on the local backend.
+  // The GPUs Slurm bound to this task (--gres=gpu:N), named as on the local
+  // backend. LOTE_ACCELERATORS (what the node records, and the server reads
+  // back into the attempt) are the host's own indices: Slurm's SLURM_STEP_GPUS
+  // or SLURM_JOB_GPUS where it sets them (CUDA_VISIBLE_DEVICES counts from 0
+  // inside a device cgroup), else CUDA_VISIBLE_DEVICES.
   if (const std::string gpus = get("CUDA_VISIBLE_DEVICES"); !gpus.empty()) {
     out.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
     out.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
-    out.push_back("LOTE_ACCELERATORS=" + gpus);
+    std::string host_gpus = get("SLURM_STEP_GPUS");
+    if (host_gpus.empty()) host_gpus = get("SLURM_JOB_GPUS");
+    out.push_back("LOTE_ACCELERATORS=" + (host_gpus.empty() ? gpus : host_gpus));
   }
   return out;
 }

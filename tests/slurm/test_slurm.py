@@ -196,6 +196,10 @@ class SlurmBackendTest(unittest.TestCase):
         self.assertIn("CVD=0,1 ORDER=PCI_BUS_ID LOTE=0,1", lines)
         shown = self.cluster.run("scontrol", "show", "job", self.slurm_id(job_id)).stdout
         self.assertRegex(shown, r"TresPerNode=\S*gres[:/]gpu[:=]2", shown)
+        # The devices Slurm chose are read back into the attempt (DescribeJobs' lote key).
+        raw = describe_job_raw(self.batch, job_id)
+        self.assertEqual(raw["attempts"][-1]["container"].get("loteAccelerators", {})
+                         .get("devices"), [0, 1], raw["attempts"][-1])
         # Without a GPU request, no GPU.
         plain = self.wait_status(self.submit("no-gpus", script))
         self.assertIn("CVD= ORDER= LOTE=", self.wait_logs(plain, "CVD="))
