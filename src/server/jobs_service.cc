@@ -213,6 +213,34 @@ Result<std::unique_ptr<JobsService>> JobsService::Start(ServerContext& context,
           return out;
         });
   }
+  if (context.metrics != nullptr) {
+    // Consumable resources: total, in use and available units, when /metrics is read.
+    control::JobLoop* job_loop = service->loop_.get();
+    context.metrics->AddCollector(
+        "lote_consumable_resource_units",
+        "Units of each consumable resource: total, in_use (held by STARTING and RUNNING jobs) "
+        "and available",
+        [job_loop] {
+          std::vector<std::pair<metrics::Labels, double>> out;
+          Json page = Json::object();
+          for (int pages = 0; pages < 500; ++pages) {  // at most 50,000 resources
+            Result<Json> listed = job_loop->ListConsumableResources(page);
+            if (!listed.ok()) break;
+            for (const Json& r : (*listed)["consumableResources"]) {
+              const std::string name = r.value("consumableResourceName", std::string());
+              const double total = r.value("totalQuantity", 0.0);
+              const double used = r.value("inUseQuantity", 0.0);
+              out.push_back({{{"resource", name}, {"state", "total"}}, total});
+              out.push_back({{{"resource", name}, {"state", "in_use"}}, used});
+              out.push_back({{{"resource", name}, {"state", "available"}},
+                             total > used ? total - used : 0.0});
+            }
+            if (!listed->contains("nextToken")) break;
+            page["nextToken"] = (*listed)["nextToken"];
+          }
+          return out;
+        });
+  }
   if (!job_key.empty()) {
     control::JobLoop* job_loop = service->loop_.get();
     const iam::Directory* directory = context.directory;

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import botocore.exceptions
 
@@ -45,6 +46,17 @@ def intervals(out, suffix):
             with open(base + ".start") as a, open(base + ".end") as b:
                 spans.append((int(a.read()), int(b.read())))
     return spans
+
+
+def metric(endpoint, name, labels):
+    """The value of one series of GET /metrics (None when absent)."""
+    with urllib.request.urlopen(endpoint + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    want = name + "{" + ",".join('%s="%s"' % kv for kv in sorted(labels.items())) + "}"
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[-1])
+    return None
 
 
 def most_at_once(spans):
@@ -194,6 +206,12 @@ class ConsumablesTest(unittest.TestCase):
             consumableResource="lic",
             filters=[{"name": "JOB_STATUS", "values": ["STARTING", "RUNNING"]}])["jobs"]
         self.assertLessEqual(len(running), 2)
+        # /metrics counts the units (the total is fixed; in use is never above it).
+        series = "lote_consumable_resource_units"
+        self.assertEqual(metric(self.server.endpoint, series, {"resource": "lic", "state": "total"}),
+                         2)
+        self.assertLessEqual(
+            metric(self.server.endpoint, series, {"resource": "lic", "state": "in_use"}), 2)
         # SIGKILL mid-way: the restarted server knows which units are held.
         self.server.kill()
         self.server.start()
