@@ -11,7 +11,7 @@
 #     32x the tokens of base), one round of ACTS_STEPS (2) steps, lote at TP=2 only, and
 #     PyTorch with its attention core checkpointed (torch_recompute_train.py `selective`):
 #     lote never keeps the [T, T] scores or probabilities in any mode, and PyTorch's
-#     plain attention would keep B*nh*T*T floats per layer (2 GiB at this shape), which is
+#     plain attention keeps [B, nh, T, T] tensors per layer (256 MiB each here), which is
 #     not the precision's memory.
 # Per run: median step time after the first step, peak RSS (for lote the largest process:
 # the launcher or a rank) and lote's planned activations and total per rank. Prints the
