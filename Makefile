@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build build-binaries test demo bench clean
+.PHONY: deps configure build build-binaries test demo bench bundle test-gpu clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -25,6 +25,15 @@ demo: build-binaries
 
 bench: build
 	bash bench/run-all.sh $(BUILD_DIR)
+
+# A self-contained lote (binary, node runner, libraries, wrapper) as
+# $(BUILD_DIR)/lote-bundle-*.tar.gz, for hosts without lote's libraries.
+bundle: build-binaries
+	bash scripts/make-bundle.sh $(BUILD_DIR)
+
+# lote's checks on a real NVIDIA GPU host (not in CI): tests/gpu/run.sh.
+test-gpu: build-binaries
+	bash tests/gpu/run.sh $(BUILD_DIR)/lote
 
 clean:
 	rm -rf $(BUILD_DIR)
