@@ -197,6 +197,10 @@ Result<Json> ConsumableResources::Update(const Json& request, int64_t now_ms,
   ASSIGN_OR_RETURN(std::optional<std::string> op, OptString(request, "operation", "operation"));
   const std::string operation = op.value_or("SET");
   RETURN_IF_ERROR(ExpectEnum(operation, "operation", {"SET", "ADD", "REMOVE"}));
+  if (!request.contains("quantity") || request["quantity"].is_null()) {
+    return Status::InvalidArgument("quantity is required: the new total (SET) or the units to " +
+                                   std::string("ADD or REMOVE"));
+  }
   ASSIGN_OR_RETURN(int64_t quantity, Quantity(request, "quantity", "quantity"));
   ASSIGN_OR_RETURN(std::optional<std::string> token,
                    OptString(request, "clientToken", "clientToken"));

@@ -39,6 +39,8 @@ Status ControlPlane::LoadLocked(const store::Snapshot& snapshot) {
   placement_groups_.clear();
   launch_templates_.clear();
   ssm_parameters_.clear();
+  service_environments_.clear();
+  quota_shares_.clear();
   tags_.clear();
   for (const store::ResourceRow& row : snapshot.resources) {
     Result<Json> doc = ParseJson(row.doc);
@@ -195,14 +197,14 @@ bool ControlPlane::ResourceExistsLocked(const std::string& arn) const {
   }
   std::string type = parsed->ResourceType();
   std::string name = parsed->ResourceName();
-  if (type == "compute-environment") return compute_environments_.count(name) > 0;
-  if (type == "job-queue") return job_queues_.count(name) > 0;
-  if (type == "scheduling-policy") return scheduling_policies_.count(name) > 0;
-  if (type == "service-environment") return service_environments_.count(name) > 0;
   if (type == "job-queue" && name.find("/quota-share/") != std::string::npos) {
     Result<std::string> key = QuotaShareKeyOfArn(arn);
     return key.ok() && quota_shares_.count(*key) > 0;
   }
+  if (type == "compute-environment") return compute_environments_.count(name) > 0;
+  if (type == "job-queue") return job_queues_.count(name) > 0;
+  if (type == "scheduling-policy") return scheduling_policies_.count(name) > 0;
+  if (type == "service-environment") return service_environments_.count(name) > 0;
   if (type == "job-definition") {
     Result<const Json*> jd = FindJobDefinitionLocked(arn);
     return jd.ok() && name.find(':') != std::string::npos;

@@ -224,6 +224,9 @@ class ControlPlane {
   Result<Json> ValidateServiceEnvironmentOrder(const Json& orders) const;
   // "<queue>/<share>" of a quota share ARN (InvalidArgument when it is not one).
   Result<std::string> QuotaShareKeyOfArn(const std::string& arn) const;
+  // InvalidArgument unless every capacityUnit of `limits` is one the queue's
+  // service environments list. mu_ held.
+  Status CheckQuotaShareUnitsLocked(const std::string& queue, const Json& limits) const;
   // Whether the scheduling policy with this ARN is a quota-share policy. mu_ held.
   bool IsQuotaSharePolicyLocked(const std::string& arn) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;

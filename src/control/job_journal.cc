@@ -116,9 +116,16 @@ void JobLoop::AfterChangeLocked(const Job& before, const Job& after) {
     launch_warnings_.erase(
         exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});
     NoteClosedAttemptLocked(after, before.attempts.size() - 1);
-    // NON_REPLENISHABLE units the attempt held are used up, stored with its end.
-    for (const auto& [name, units] : ConsumableUnits(before))
-      if (auto used = consumables_.UseUp(name, units)) StoreConsumableLocked(*used);
+    // NON_REPLENISHABLE units the attempt held are used up, stored with its
+    // end, when its command ran on some node (not a launch that failed, or a
+    // node lost before it started).
+    const Attempt& closed = after.attempts[before.attempts.size() - 1];
+    const bool ran = std::any_of(
+        closed.nodes.begin(), closed.nodes.end(),
+        [](const NodeAttempt& n) { return n.started_at > 0 || n.exit_code.has_value(); });
+    if (ran)
+      for (const auto& [name, units] : ConsumableUnits(before))
+        if (auto used = consumables_.UseUp(name, units)) StoreConsumableLocked(*used);
     if (output_ != nullptr)
       closed_attempts_.push_back(
           exec::AttemptKey{before.id, static_cast<int32_t>(before.attempts.size())});

@@ -75,7 +75,9 @@ Result<Json> JobLoop::SubmitJobTimed(const Json& request) {
       }
       return *job;
     };
-    ctx.consumable_exists = [this](const std::string& name) { return consumables_.Exists(name); };
+    ctx.consumable_exists = [this](const std::string& reference) {
+      return consumables_.Resolve(Json{{"consumableResource", reference}}).ok();
+    };
     ASSIGN_OR_RETURN(SubmittedJobs submitted, PrepareSubmit(request, ctx));
     RETURN_IF_ERROR(ValidateProgressTimeout(submitted.job));
     RETURN_IF_ERROR(ValidateTerminationGrace(submitted.job));

@@ -881,14 +881,22 @@ Result<SubmittedJobs> PrepareSubmit(const Json& request, const SubmitContext& ct
                          "job definition " + def_label + " consumableResourceProperties");
     if (!needs.ok()) return Invalid(needs.status().message());
     job.consumables = std::move(*needs);
-    if (ctx.consumable_exists) {
-      for (const auto& [name, units] : ConsumableUnits(job)) {
-        (void)units;
-        if (!ctx.consumable_exists(name)) {
-          return Invalid("consumable resource " + name +
-                         " does not exist; create it with CreateConsumableResource or remove it "
-                         "from the job's consumableResourceProperties");
-        }
+    std::vector<const ConsumableNeed*> all;
+    for (const ConsumableNeed& n : job.consumables) all.push_back(&n);
+    if (job.node_properties)
+      for (const NodeRange& r : job.node_properties->ranges)
+        for (const ConsumableNeed& n : r.consumables) all.push_back(&n);
+    for (const ConsumableNeed* n : all) {
+      if (ctx.consumable_exists && !ctx.consumable_exists(n->resource)) {
+        return Invalid("consumable resource " + n->resource +
+                       " does not exist; create it with CreateConsumableResource or remove it "
+                       "from the job's consumableResourceProperties");
+      }
+    }
+    for (const auto& [name, units] : ConsumableUnits(job)) {
+      if (units > sched::kMaxConsumableUnits) {
+        return Invalid("the job needs " + std::to_string(units) + " units of consumable resource " +
+                       name + " over its nodes; at most 2^50 can be scheduled");
       }
     }
   }

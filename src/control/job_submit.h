@@ -37,8 +37,9 @@ struct SubmitContext {
   int64_t now_ms = 0;
   // Looks up a job named in dependsOn (any id form); nullopt when it does not exist.
   std::function<std::optional<Job>(const std::string& job_id)> find_job;
-  // Whether a consumable resource of that name exists (null: not checked).
-  std::function<bool(const std::string& name)> consumable_exists;
+  // Whether the consumable resource a reference (name or ARN) names exists
+  // (null: not checked).
+  std::function<bool(const std::string& reference)> consumable_exists;
 };
 
 struct SubmittedJobs {

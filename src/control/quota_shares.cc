@@ -90,6 +90,31 @@ Result<std::string> ControlPlane::QuotaShareKeyOfArn(const std::string& arn) con
   return Key(queue, share);
 }
 
+Status ControlPlane::CheckQuotaShareUnitsLocked(const std::string& queue,
+                                                const Json& limits) const {
+  // Every unit must be one the queue's service environments count in.
+  auto q = job_queues_.find(queue);
+  std::set<std::string> known_units;
+  if (q != job_queues_.end()) {
+    for (const Json& o : q->second.value("serviceEnvironmentOrder", Json::array())) {
+      for (const auto& [se_name, se] : service_environments_) {
+        if (se.value("serviceEnvironmentArn", "") != o.value("serviceEnvironment", "")) continue;
+        for (const Json& l : se.value("capacityLimits", Json::array()))
+          known_units.insert(l.value("capacityUnit", ""));
+      }
+    }
+  }
+  for (const Json& l : limits) {
+    const std::string unit = l["capacityUnit"];
+    if (!known_units.count(unit)) {
+      return Status::InvalidArgument("capacityUnit " + unit + " is not one of job queue " + queue +
+                                     "'s service environment limits; quota shares divide the "
+                                     "instance types their service environment lists");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Json> ControlPlane::CreateQuotaShare(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string name, ReqString(request, "quotaShareName", "quotaShareName"));
@@ -132,23 +157,7 @@ Result<Json> ControlPlane::CreateQuotaShare(const Json& request) {
                                    " has no quota-share scheduling policy; create the queue "
                                    "with a schedulingPolicyArn whose policy has quotaSharePolicy");
   }
-  // Every unit must be one the queue's service environments count in.
-  std::set<std::string> known_units;
-  for (const Json& o : qdoc.value("serviceEnvironmentOrder", Json::array())) {
-    for (const auto& [se_name, se] : service_environments_) {
-      if (se.value("serviceEnvironmentArn", "") != o.value("serviceEnvironment", "")) continue;
-      for (const Json& l : se.value("capacityLimits", Json::array()))
-        known_units.insert(l.value("capacityUnit", ""));
-    }
-  }
-  for (const Json& l : limits) {
-    const std::string unit = l["capacityUnit"];
-    if (!known_units.count(unit)) {
-      return Status::InvalidArgument("capacityUnit " + unit + " is not one of job queue " + queue +
-                                     "'s service environment limits; quota shares divide the "
-                                     "instance types their service environment lists");
-    }
-  }
+  RETURN_IF_ERROR(CheckQuotaShareUnitsLocked(queue, limits));
   const std::string key = Key(queue, name);
   if (quota_shares_.count(key)) {
     return Status::AlreadyExists("quota share " + name + " already exists in job queue " + queue +
@@ -237,7 +246,10 @@ Result<Json> ControlPlane::UpdateQuotaShare(const Json& request) {
   if (doc.value("status", "") == "DELETING") {
     return Status::FailedPrecondition("quota share " + arn + " is being deleted");
   }
-  if (limits) doc["capacityLimits"] = *limits;
+  if (limits) {
+    RETURN_IF_ERROR(CheckQuotaShareUnitsLocked(key.substr(0, key.find('/')), *limits));
+    doc["capacityLimits"] = *limits;
+  }
   if (sharing) doc["resourceSharingConfiguration"] = *sharing;
   if (preemption) doc["preemptionConfiguration"] = *preemption;
   if (state) doc["state"] = *state;

@@ -401,6 +401,8 @@ Result<GangLaunch> SlurmBackend::LaunchGang(const GangSpec& gang) {
                                       options_.partition + "): " + why);
   }
   (void)WriteNew(dir + "/slurm_job_id", slurm_id + "\n", 0644);
+  // What a restarted server reads back (Adopt): the job asked for GPUs.
+  if (gpus > 0) (void)WriteNew(dir + "/gres_gpus", std::to_string(gpus) + "\n", 0644);
   out.backend_ref = slurm_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -580,6 +582,7 @@ Result<RecoverReport> SlurmBackend::Recover(const std::vector<RecoverItem>& expe
       t.nodes = std::max<int32_t>(1, CountNodes(AttemptDir(attempt)));
       Result<std::string> script = ReadFile(AttemptDir(attempt) + "/batch.sh");
       t.direct = script.ok() && script->find("\nsrun ") == std::string::npos;
+      t.gpus = FileExists(AttemptDir(attempt) + "/gres_gpus");
       tracked_[attempt] = t;
     }
     poll_now_ = true;
@@ -700,16 +703,20 @@ void SlurmBackend::PollOnce() {
     int64_t started = 0;
     bool all_ended = t.nodes > 0;
     std::vector<std::vector<int32_t>> devices(static_cast<size_t>(std::max(t.nodes, 0)));
+    bool all_recorded = true;
     for (int32_t k = 0; k < t.nodes; ++k) {
       const NodePaths node = NodeFolder(dir, k);
       Result<ProcessRecord> cmd = ReadProcessRecord(node.command());
       const int64_t ms = cmd.ok() ? cmd->started_at_ms : 0;
       if (ms > 0) started = started == 0 ? ms : std::min(started, ms);
+      all_recorded = all_recorded && cmd.ok();
       if (cmd.ok()) devices[static_cast<size_t>(k)] = cmd->devices;  // Slurm's GRES choice
       // status.json is replaced atomically: present means whole.
       all_ended = all_ended && FileExists(node.status());
     }
-    if (!t.running_reported && started > 0) {
+    // With GPUs, RUNNING waits until every node has recorded its devices
+    // (unless the nodes have all ended: the end reports them as it can).
+    if (!t.running_reported && started > 0 && (!t.gpus || all_recorded || all_ended)) {
       t.running_reported = true;
       std::lock_guard<std::mutex> lock(mu_);
       auto live = tracked_.find(t.attempt);

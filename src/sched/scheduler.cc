@@ -596,11 +596,15 @@ class Pass {
       return false;
     }
     if (!ConsumablesFit(j)) {
-      // The first job that waits for a resource holds it: nobody behind it
-      // takes its units this pass, so a large need is not starved by small ones.
+      // The first job that waits for units it can get later holds the
+      // resources it needs: nobody behind it takes their units this pass, so
+      // a large need is not starved by small ones. A job that can never get
+      // them now (a resource missing, a need above the total) or that waits
+      // behind another's hold holds nothing.
       Wait(j, WaitReason::kConsumableResource);
-      for (int32_t c : jw.consumables)
-        if (c >= 0 && consumables_[c].held_by == kNobody) consumables_[c].held_by = j;
+      if (ConsumablesCanHold(j))
+        for (int32_t c : jw.consumables)
+          if (consumables_[c].held_by == kNobody) consumables_[c].held_by = j;
       return false;
     }
     for (size_t k = 0; k < qw.ces.size(); ++k) {
@@ -665,6 +669,19 @@ class Pass {
     return true;
   }
 
+  // Whether job j, short of units, may hold its resources: each exists, its
+  // need is within the total, and none is held by another job.
+  bool ConsumablesCanHold(int32_t j) const {
+    const JobWork& jw = jobs_[j];
+    for (size_t i = 0; i < jw.consumables.size(); ++i) {
+      if (jw.consumables[i] < 0) return false;
+      const WorkConsumable& c = consumables_[jw.consumables[i]];
+      if (jw.job->consumables[i].quantity > c.consumable->total) return false;
+      if (c.held_by != kNobody && c.held_by != j) return false;
+    }
+    return true;
+  }
+
   // "consumable resource licence has 1 of 4 units available and the job needs 2".
   std::string ConsumableShortfall(int32_t j) const {
     const JobWork& jw = jobs_[j];
@@ -674,6 +691,11 @@ class Pass {
     if (it == consumable_index_.end())
       return out + " does not exist (create it with CreateConsumableResource)";
     const WorkConsumable& c = consumables_[it->second];
+    if (need.quantity > c.consumable->total) {
+      return out + " has " + std::to_string(c.consumable->total) +
+             " units in all and the job needs " + std::to_string(need.quantity) +
+             " (raise its total with UpdateConsumableResource)";
+    }
     out += " has " + std::to_string(std::max<int64_t>(c.available, 0)) + " of " +
            std::to_string(c.consumable->total) + " units available and the job needs " +
            std::to_string(need.quantity);

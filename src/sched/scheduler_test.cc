@@ -1116,3 +1116,36 @@ TEST(SchedulerConsumablesTest, MalformedNeedsAreRejectedAlone) {
 
 }  // namespace
 }  // namespace lote::sched
+
+namespace lote::sched {
+namespace {
+
+TEST(SchedulerConsumablesTest, AJobThatCanNeverGetItsUnitsHoldsNothing) {
+  // "head" needs a deleted resource and lic: it waits, and lic stays free for others.
+  Snapshot s = ConsumableSnapshot(4);
+  Job head = MakeJob("head", "q", 1, Cpu(1, 1024));
+  head.consumables = {ConsumableNeed{"deleted", 1}, ConsumableNeed{"lic", 1}};
+  Job too_big = MakeJob("too-big", "q", 2, Cpu(1, 1024));
+  too_big.consumables = {ConsumableNeed{"lic", 5}};  // more than the total of 4
+  s.jobs = {head, too_big, Needing("after", 3, 4)};
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_EQ(PlacedIds(d), (std::vector<std::string>{"after"}));
+  EXPECT_NE(FindWait(d, "too-big")->message.find("has 4 units in all and the job needs 5"),
+            std::string::npos);
+}
+
+TEST(SchedulerConsumablesTest, AJobBlockedByAHoldTakesNoHoldOfItsOwn) {
+  // big holds lic; mid (lic + seat) waits behind it and must not hold seat.
+  Snapshot s = ConsumableSnapshot(2);
+  s.consumables.push_back(Consumable{"seat", 1, 1});
+  Job mid = MakeJob("mid", "q", 2, Cpu(1, 1024));
+  mid.consumables = {ConsumableNeed{"lic", 1}, ConsumableNeed{"seat", 1}};
+  Job seat_only = MakeJob("seat-only", "q", 3, Cpu(1, 1024));
+  seat_only.consumables = {ConsumableNeed{"seat", 1}};
+  s.jobs = {Needing("big", 1, 3), mid, seat_only};
+  Decisions d = MustDecide(s, kT0);
+  EXPECT_EQ(PlacedIds(d), (std::vector<std::string>{"seat-only"}));
+}
+
+}  // namespace
+}  // namespace lote::sched

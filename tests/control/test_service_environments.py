@@ -174,6 +174,13 @@ class ServiceEnvironmentsTest(unittest.TestCase):
                        "--capacity-limits", "maxCapacity=3,capacityUnit=ml.p4d.24xlarge",
                        "--state", "DISABLED")
         self.assertEqual(cli.returncode, 0, cli.stderr)
+        code, message = self.error_code(lambda: b.update_quota_share(
+            quotaShareArn=arns[2], capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.m5.large"}]))
+        self.assertIn("service environment limits", message)
+        b.tag_resource(resourceArn=arns[1], tags={"k": "v"})
+        self.assertEqual(b.list_tags_for_resource(resourceArn=arns[1])["tags"], {"t": "team-b", "k": "v"})
+        b.untag_resource(resourceArn=arns[1], tagKeys=["t"])
+        self.assertEqual(b.describe_quota_share(quotaShareArn=arns[1])["tags"], {"k": "v"})
         cli = self.cli("describe-quota-share", "--quota-share-arn", arns[2])
         described = json.loads(cli.stdout)
         self.assertEqual((described["state"], described["capacityLimits"]),

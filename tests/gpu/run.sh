@@ -13,7 +13,7 @@
 # Exit 0: all passed; 1: a check failed (it says which); 77: no GPU or no PyTorch here.
 # It must finish within 10 minutes.
 #
-# usage: tests/gpu/run.sh [LOTE]   (LOTE: the bundle's ./lote wrapper or build/lote;
+# usage: tests/gpu/run.sh [LOTE]   (env: PYTHON, LOTE_GPU_SERVER_ARGS)   (LOTE: the bundle's ./lote wrapper or build/lote;
 #        default: ./lote next to this script, else build/lote)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -42,7 +42,9 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/home"
-"$LOTE" server --home "$work/home" --listen 127.0.0.1:0 --insecure-no-auth \
+# LOTE_GPU_SERVER_ARGS: more server options (e.g. --accelerators FILE where discovery fails).
+# shellcheck disable=SC2086
+"$LOTE" server --home "$work/home" --listen 127.0.0.1:0 --insecure-no-auth ${LOTE_GPU_SERVER_ARGS:-} \
   > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
 for _ in $(seq 100); do
@@ -91,7 +93,7 @@ def wait(pred, what, timeout=300):
 smi = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
                      capture_output=True, text=True, check=True).stdout
 smi_uuids = [line.split(",")[1].strip() for line in smi.strip().splitlines()]
-inventory = call("lote/describeaccelerators", {})
+inventory = call("DescribeAccelerators", {})
 devices = [d for h in inventory.get("hosts", []) for d in h.get("devices", [])
            if d.get("kind") == "gpu"]
 say("lote sees %d GPU(s) (%s), nvidia-smi %d" % (
@@ -146,7 +148,25 @@ call("RegisterJobDefinition", {
                                                      {"type": "GPU", "value": "1"}]}})
 
 
+def job_log(job):
+    """The job's output (CloudWatch Logs' GetLogEvents on lote's endpoint)."""
+    stream = job.get("container", {}).get("logStreamName")
+    if not stream:
+        return ""
+    req = urllib.request.Request(endpoint + "/", method="POST", data=json.dumps(
+        {"logGroupName": "/aws/batch/job", "logStreamName": stream, "startFromHead": True}).encode(),
+        headers={"Content-Type": "application/x-amz-json-1.1",
+                 "X-Amz-Target": "Logs_20140328.GetLogEvents"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return "\n".join(e["message"] for e in json.loads(r.read())["events"])
+    except Exception as e:  # diagnostics only
+        return "(no log: %s)" % e
+
+
 def submit(name, env):
+    if os.environ.get("PYTHONPATH"):  # where this python3 finds PyTorch, for the job too
+        env = dict(env, PYTHONPATH=os.environ["PYTHONPATH"])
     env = [{"name": k, "value": v} for k, v in env.items()]
     return call("SubmitJob", {"jobName": name, "jobQueue": "gpu", "jobDefinition": "gpu-train",
                               "containerOverrides": {"environment": env}})["jobId"]
@@ -160,8 +180,9 @@ def finished(job_id):
 # 3. One GPU=1 job trains on its GPU.
 first = submit("train", {"STAMP": os.path.join(work, "train"), "STEPS": "300"})
 job = wait(lambda: finished(first), "the training job")
+print(job_log(job), flush=True)
 if job["status"] != "SUCCEEDED":
-    raise SystemExit("[gpu] FAILED: the training job %s: %s" % (job["status"], json.dumps(job)[:2000]))
+    raise SystemExit("[gpu] FAILED: the training job %s: %s" % (job["status"], job.get("statusReason")))
 assigned = job["attempts"][-1]["container"].get("loteAccelerators", {}).get("devices")
 say("the training job SUCCEEDED on device(s) %s" % assigned)
 if not assigned or len(assigned) != 1:
@@ -175,7 +196,8 @@ ids = [submit("pair-%d" % i, {"STAMP": os.path.join(work, "pair-%d" % i), "STEPS
 for i in ids:
     j = wait(lambda: finished(i), "job " + i)
     if j["status"] != "SUCCEEDED":
-        raise SystemExit("[gpu] FAILED: pair job %s: %s" % (j["status"], json.dumps(j)[:2000]))
+        print(job_log(j), flush=True)
+        raise SystemExit("[gpu] FAILED: pair job %s: %s" % (j["status"], j.get("statusReason")))
 spans = []
 for k in range(2):
     with open(os.path.join(work, "pair-%d.start" % k)) as a, open(os.path.join(work, "pair-%d.end" % k)) as b:
@@ -185,6 +207,7 @@ if spans[0][1] > spans[1][0]:
     raise SystemExit("[gpu] FAILED: the two GPU=1 jobs overlapped on one GPU: %s" % spans)
 say("two GPU=1 jobs ran one after the other (gap %.2f s)" % ((spans[1][0] - spans[0][1]) / 1e9))
 PYTHON
+eval "$("$LOTE" env --home "$work/home")"
 "$LOTE" report "$(cat "$work/first.id")" --endpoint "$endpoint" || say "(lote report failed)"
-"$LOTE" nodes list --endpoint "$endpoint" || true
+"$LOTE" nodes list --endpoint "$endpoint" || say "(lote nodes list failed)"
 say "all GPU checks passed"

@@ -242,7 +242,7 @@ class ConsumablesTest(unittest.TestCase):
             lambda: (lambda j: j if "consumable resource once" in j.get("statusReason", "")
                      else None)(self.describe(third)), 60, "o2 waiting for once")
         self.assertEqual(job["status"], "RUNNABLE")
-        self.assertIn("has 0 of 0 units available", job["statusReason"])
+        self.assertIn("has 0 units in all and the job needs 1", job["statusReason"])
         b.update_consumable_resource(consumableResource="once", operation="ADD", quantity=1)
         self.assertEqual(self.wait_status(third)["status"], "SUCCEEDED")
         self.assertEqual(b.describe_consumable_resource(consumableResource="once")["totalQuantity"],
@@ -292,17 +292,26 @@ class ConsumablesTest(unittest.TestCase):
     def test_deleting_a_resource_under_waiting_and_running_jobs(self):
         b = self.batch
         b.create_consumable_resource(consumableResourceName="lic", totalQuantity=1)
-        self.register("licensed", "lic", 1, stamped(self.out, "del"))
+        gate = os.path.join(self.out, "gate")
+        # The first job holds the unit until the test opens the gate.
+        self.register("licensed", "lic", 1,
+                      ["sh", "-c", "while [ ! -e %s ]; do sleep 0.1; done" % gate])
         first = b.submit_job(jobName="first", jobQueue="q", jobDefinition="licensed")["jobId"]
+        self.wait_status(first, ("RUNNING",))
         second = b.submit_job(jobName="second", jobQueue="q", jobDefinition="licensed")["jobId"]
-        self.wait_status(first, ("RUNNING", "SUCCEEDED"))
+        self.server.wait_for(
+            lambda: "consumable resource lic has 0 of 1" in self.describe(second).get(
+                "statusReason", ""), 60, "second waiting for the unit first holds")
         b.delete_consumable_resource(consumableResource="lic")
-        # The running job finishes; the waiting one waits for the resource to exist again.
-        self.assertEqual(self.wait_status(first)["status"], "SUCCEEDED")
         job = self.server.wait_for(
             lambda: (lambda j: j if "does not exist" in j.get("statusReason", "") else None)(
                 self.describe(second)), 60, "second waiting for a deleted resource")
         self.assertEqual(job["status"], "RUNNABLE")
+        # The running job is not harmed by the delete; the waiting one still waits.
+        with open(gate, "w"):
+            pass
+        self.assertEqual(self.wait_status(first)["status"], "SUCCEEDED")
+        self.assertEqual(self.describe(second)["status"], "RUNNABLE")
         b.create_consumable_resource(consumableResourceName="lic", totalQuantity=1)
         self.assertEqual(self.wait_status(second)["status"], "SUCCEEDED")
 

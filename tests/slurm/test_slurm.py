@@ -196,10 +196,23 @@ class SlurmBackendTest(unittest.TestCase):
         self.assertIn("CVD=0,1 ORDER=PCI_BUS_ID LOTE=0,1", lines)
         shown = self.cluster.run("scontrol", "show", "job", self.slurm_id(job_id)).stdout
         self.assertRegex(shown, r"TresPerNode=\S*gres[:/]gpu[:=]2", shown)
-        # The devices Slurm chose are read back into the attempt (DescribeJobs' lote key).
+        # The devices Slurm chose, as the node saw them (LOTE_ACCELERATORS), are read back
+        # into the attempt (DescribeJobs' lote key; nothing there before the node records).
+        seen = [l for l in lines if l.startswith("CVD=")][0].split("LOTE=")[1].strip()
         raw = describe_job_raw(self.batch, job_id)
         self.assertEqual(raw["attempts"][-1]["container"].get("loteAccelerators", {})
-                         .get("devices"), [0, 1], raw["attempts"][-1])
+                         .get("devices"), [int(d) for d in seen.split(",")], raw["attempts"][-1])
+        # One GPU: the one Slurm bound, read back the same way.
+        one = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "128"},
+               {"type": "GPU", "value": "1"}]
+        single = self.wait_status(self.submit("one-gpu", script,
+                                              containerOverrides={"resourceRequirements": one}))
+        seen = [l for l in self.wait_logs(single, "CVD=") if l.startswith("CVD=")][0]
+        seen = seen.split("LOTE=")[1].strip()
+        self.assertEqual(len(seen.split(",")), 1, seen)
+        raw = describe_job_raw(self.batch, single["jobId"])
+        self.assertEqual(raw["attempts"][-1]["container"]["loteAccelerators"]["devices"],
+                         [int(seen)], raw["attempts"][-1])
         # Without a GPU request, no GPU.
         plain = self.wait_status(self.submit("no-gpus", script))
         self.assertIn("CVD= ORDER= LOTE=", self.wait_logs(plain, "CVD="))
