@@ -12,8 +12,10 @@ namespace {
 constexpr const char* kArnPart = ":consumable-resource/";
 // A clientToken of UpdateConsumableResource is honoured this long (AWS: 8 hours).
 constexpr int64_t kClientTokenMs = 8LL * 3600 * 1000;
-// The most clientTokens one resource remembers (the oldest are forgotten first).
-constexpr size_t kMaxClientTokens = 1000;
+// The most clientTokens one resource remembers (the oldest are forgotten
+// first): the document is rewritten whenever a job uses up NON_REPLENISHABLE
+// units, so it stays small.
+constexpr size_t kMaxClientTokens = 100;
 // Totals stay far below what a JSON number holds exactly.
 constexpr int64_t kMaxTotal = int64_t{1} << 50;
 

@@ -227,6 +227,9 @@ class ControlPlane {
   // InvalidArgument unless every capacityUnit of `limits` is one the queue's
   // service environments list. mu_ held.
   Status CheckQuotaShareUnitsLocked(const std::string& queue, const Json& limits) const;
+  // A quota-managed queue's service environments: exactly one, in instance
+  // types, used by no other queue than `queue`. mu_ held.
+  Status CheckQuotaManagedEnvironmentsLocked(const std::string& queue, const Json& order) const;
   // Whether the scheduling policy with this ARN is a quota-share policy. mu_ held.
   bool IsQuotaSharePolicyLocked(const std::string& arn) const;
   Result<Json> ValidateFairsharePolicy(const Json& policy) const;

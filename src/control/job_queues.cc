@@ -106,6 +106,40 @@ Result<std::string> ControlPlane::SchedulingPolicyArnLocked(const std::string& r
   return it->second["arn"].get<std::string>();
 }
 
+// A queue with a quota-share policy: exactly one service environment, limited
+// in instance types (not NUM_INSTANCES), used by no other queue (AWS's rule).
+Status ControlPlane::CheckQuotaManagedEnvironmentsLocked(const std::string& queue,
+                                                         const Json& order) const {
+  if (!order.is_array() || order.size() != 1) {
+    return Status::InvalidArgument(
+        "a job queue with a quota-share scheduling policy takes exactly one service environment "
+        "in serviceEnvironmentOrder");
+  }
+  const std::string arn = order[0].value("serviceEnvironment", "");
+  for (const auto& [name, se] : service_environments_) {
+    if (se.value("serviceEnvironmentArn", "") != arn) continue;
+    for (const Json& l : se.value("capacityLimits", Json::array())) {
+      if (l.value("capacityUnit", "") == "NUM_INSTANCES") {
+        return Status::InvalidArgument(
+            "service environment " + name +
+            " counts NUM_INSTANCES; quota management needs its capacityLimits in SageMaker "
+            "instance types (ml.m5.large, ...)");
+      }
+    }
+  }
+  for (const auto& [qname, q] : job_queues_) {
+    if (qname == queue) continue;
+    for (const Json& o : q.value("serviceEnvironmentOrder", Json::array())) {
+      if (o.value("serviceEnvironment", "") == arn) {
+        return Status::InvalidArgument("service environment " + arn + " is used by job queue " +
+                                       qname +
+                                       "; a quota-managed queue needs one no other queue uses");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
   RETURN_IF_ERROR(ExpectObject(request, "request body"));
   ASSIGN_OR_RETURN(std::string name, ReqString(request, "jobQueueName", "jobQueueName"));
@@ -191,11 +225,14 @@ Result<Json> ControlPlane::CreateJobQueue(const Json& request) {
   }
   if (policy_ref) {
     ASSIGN_OR_RETURN(doc["schedulingPolicyArn"], SchedulingPolicyArnLocked(*policy_ref));
-    if (!service && IsQuotaSharePolicyLocked(doc["schedulingPolicyArn"])) {
-      return Status::InvalidArgument(
-          "scheduling policy " + *policy_ref +
-          " is a quota-share policy, for SAGEMAKER_TRAINING queues; give a container job queue "
-          "a fair-share policy (lote does not schedule container jobs by quota shares yet)");
+    if (IsQuotaSharePolicyLocked(doc["schedulingPolicyArn"])) {
+      if (!service) {
+        return Status::InvalidArgument(
+            "scheduling policy " + *policy_ref +
+            " is a quota-share policy, for SAGEMAKER_TRAINING queues; give a container job queue "
+            "a fair-share policy (lote does not schedule container jobs by quota shares yet)");
+      }
+      RETURN_IF_ERROR(CheckQuotaManagedEnvironmentsLocked(name, doc["serviceEnvironmentOrder"]));
     }
   }
   WriteBatch batch;
@@ -244,6 +281,8 @@ Result<Json> ControlPlane::UpdateJobQueue(const Json& request) {
     }
     ASSIGN_OR_RETURN(doc["serviceEnvironmentOrder"],
                      ValidateServiceEnvironmentOrder(request["serviceEnvironmentOrder"]));
+    if (IsQuotaSharePolicyLocked(doc.value("schedulingPolicyArn", "")))
+      RETURN_IF_ERROR(CheckQuotaManagedEnvironmentsLocked(name, doc["serviceEnvironmentOrder"]));
   }
   if (doc.value("status", "") == "DELETING") {
     return Status::FailedPrecondition("job queue " + name +

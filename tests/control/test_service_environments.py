@@ -135,9 +135,23 @@ class ServiceEnvironmentsTest(unittest.TestCase):
             name="both", fairsharePolicy={},
             quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"}))
         self.assertIn("not both", message)
+        # Quota management needs one service environment counted in instance types.
+        b.create_service_environment(
+            serviceEnvironmentName="counted", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": 8, "capacityUnit": "NUM_INSTANCES"}])
+        code, message = self.error_code(lambda: b.create_job_queue(
+            jobQueueName="bad", priority=1, jobQueueType="SAGEMAKER_TRAINING",
+            schedulingPolicyArn=policy,
+            serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "counted"}]))
+        self.assertIn("NUM_INSTANCES", message)
         b.create_job_queue(jobQueueName="qmq", priority=1, jobQueueType="SAGEMAKER_TRAINING",
                            schedulingPolicyArn=policy,
                            serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "qm"}])
+        code, message = self.error_code(lambda: b.create_job_queue(
+            jobQueueName="second", priority=1, jobQueueType="SAGEMAKER_TRAINING",
+            schedulingPolicyArn=policy,
+            serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "qm"}]))
+        self.assertIn("used by job queue qmq", message)
         self.server.wait_for(lambda: b.describe_job_queues(jobQueues=["qmq"])["jobQueues"][0]
                              ["status"] == "VALID", 30, "qmq VALID")
         # A container queue may not take the quota-share policy.
